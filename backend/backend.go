@@ -1,0 +1,98 @@
+// Package backend defines the small driver interface that every lease store
+// implements: a compare-and-set store of lease records plus a source of
+// server time.
+//
+// The lease rules of SPEC §3 (expiry, fencing, idempotent acquire, release)
+// live once, in package lease; a backend only stores records and supplies the
+// clock that decides. A backend never calls time.Now to decide anything,
+// except the memory backend, whose process clock is the server clock.
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned by a Store. A backend wraps its native error so
+// both stay reachable: fmt.Errorf("%w: %w", backend.ErrUnavailable, err).
+// Context errors (context.Canceled, context.DeadlineExceeded) are returned
+// as they are, never wrapped in one of these.
+var (
+	// ErrNotFound reports that no record exists under a name.
+	ErrNotFound = errors.New("backend: not found")
+	// ErrConflict reports that a record changed between the read a decision
+	// was made on and the write of that decision. Update retries conflicts
+	// itself; it surfaces only when a backend gives up (ctx still live).
+	ErrConflict = errors.New("backend: conflict")
+	// ErrUnavailable reports that the backend cannot be reached or is
+	// overloaded; the operation may be retried later.
+	ErrUnavailable = errors.New("backend: unavailable")
+)
+
+// Record is the stored state of one lease: the fields of SPEC §1 that are not
+// derived from the time of a read.
+type Record struct {
+	// Name is the lease name, the record's key.
+	Name string
+	// Holder is the current holder or, when the holding has ended, the last one.
+	Holder string
+	// FencingToken is the token of the current (or last) holding, ≥ 1.
+	FencingToken int64
+	// TTL is the duration the holder asked for.
+	TTL time.Duration
+	// AcquireTime is the server time at which the current holding began.
+	AcquireTime time.Time
+	// RenewTime is the server time of the last acquire or renew of the holding.
+	RenewTime time.Time
+	// ExpireTime is the server time at which the holding ends unless renewed.
+	ExpireTime time.Time
+	// Transitions counts how many times the lease passed to a new holding.
+	Transitions int64
+	// Metadata is a JSON object attached by the holder; nil means none.
+	Metadata []byte
+}
+
+// Snapshot is a record as read at one instant of the backend's clock.
+type Snapshot struct {
+	// Record is the stored record, or nil when none exists.
+	Record *Record
+	// ServerTime is the backend's time of the read: the time that decides.
+	ServerTime time.Time
+}
+
+// Decide computes the record to store from a snapshot. It returns the new
+// record, or nil to leave the stored record unchanged, or an error to abort
+// without writing. A Decide function must be pure: a backend may call it more
+// than once (after a conflict, or once on a cheap read and again inside a
+// transaction) and uses only its last answer.
+type Decide func(cur Snapshot) (*Record, error)
+
+// Store is the driver interface of a lease backend. All methods are safe for
+// concurrent use by many goroutines and many processes.
+type Store interface {
+	// Get returns a snapshot of the record under name, read at the backend's
+	// current time. A missing record is a snapshot with a nil Record and a
+	// valid ServerTime, not an error.
+	Get(ctx context.Context, name string) (Snapshot, error)
+
+	// Update atomically reads the record under name, calls decide with it and
+	// the server time of that read, and stores what decide returns, but only
+	// if the record is still the one decide saw (compare-and-set on the
+	// record's revision). On a lost race Update re-reads and calls decide
+	// again, until it succeeds or ctx is done: Update, not its caller,
+	// retries conflicts and transient backend errors. It returns the snapshot
+	// that decide's answer produced: the written record and the server time
+	// of the decision, or the unchanged record if decide returned nil. An
+	// error from decide is returned unchanged (not wrapped), with nothing
+	// written.
+	Update(ctx context.Context, name string, decide Decide) (Snapshot, error)
+
+	// List returns up to limit records whose names start with prefix and
+	// sort after the name "after" (all names when after is ""), in
+	// ascending byte order of the name, with the server time of the read.
+	List(ctx context.Context, prefix, after string, limit int) ([]Record, time.Time, error)
+
+	// Ping reports whether the backend answers; /readyz calls it.
+	Ping(ctx context.Context) error
+}

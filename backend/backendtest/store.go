@@ -1,0 +1,258 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// sampleRecord is a record with every field set, µs-precise times.
+func sampleRecord(name string, now time.Time) *backend.Record {
+	now = now.Truncate(time.Microsecond)
+	return &backend.Record{
+		Name: name, Holder: "holder ✓", FencingToken: 7, TTL: 1500 * time.Millisecond,
+		AcquireTime: now.Add(-time.Second), RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond),
+		Transitions: 3, Metadata: []byte(`{"addr":"10.0.0.1:80","n":[1,2]}`),
+	}
+}
+
+func recordsEqual(a, b *backend.Record) bool {
+	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken &&
+		a.TTL == b.TTL && a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) &&
+		a.ExpireTime.Equal(b.ExpireTime) && a.Transitions == b.Transitions && bytes.Equal(a.Metadata, b.Metadata)
+}
+
+func put(t *testing.T, s backend.Store, r *backend.Record) backend.Snapshot {
+	t.Helper()
+	snap, err := s.Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return r, nil })
+	if err != nil {
+		t.Fatalf("Update(%s): %v", r.Name, err)
+	}
+	return snap
+}
+
+func testGetMissing(t *testing.T, e *env) {
+	snap, err := e.Store.Get(t.Context(), e.name("missing"))
+	if err != nil {
+		t.Fatalf("Get(missing) = %v, want a snapshot without error", err)
+	}
+	if snap.Record != nil {
+		t.Fatalf("Get(missing).Record = %+v, want nil", snap.Record)
+	}
+	if snap.ServerTime.IsZero() {
+		t.Fatal("Get(missing).ServerTime is zero; a missing record still has a read time")
+	}
+}
+
+func testUpdateRoundTrip(t *testing.T, e *env) {
+	name := e.name("rt")
+	var seen backend.Snapshot
+	var want *backend.Record
+	snap, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+		seen = s
+		want = sampleRecord(name, s.ServerTime)
+		return want, nil
+	})
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if seen.Record != nil || seen.ServerTime.IsZero() {
+		t.Fatalf("decide saw %+v, want no record and a server time", seen)
+	}
+	if !recordsEqual(snap.Record, want) {
+		t.Fatalf("Update returned %+v, want %+v", snap.Record, want)
+	}
+	if !snap.ServerTime.Equal(seen.ServerTime) {
+		t.Errorf("Update ServerTime = %v, want the decision's %v", snap.ServerTime, seen.ServerTime)
+	}
+	got, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Record == nil || !recordsEqual(got.Record, want) {
+		t.Fatalf("Get after Update = %+v, want %+v", got.Record, want)
+	}
+	// A second write replaces the first and decide sees the stored record.
+	snap, err = e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+		if s.Record == nil || !recordsEqual(s.Record, want) {
+			return nil, errors.New("decide did not see the stored record")
+		}
+		next := *s.Record
+		next.FencingToken++
+		next.Metadata = nil
+		return &next, nil
+	})
+	if err != nil {
+		t.Fatalf("second Update: %v", err)
+	}
+	if snap.Record.FencingToken != 8 || len(snap.Record.Metadata) != 0 {
+		t.Fatalf("second Update stored %+v, want token 8 and no metadata", snap.Record)
+	}
+}
+
+func testDecideNil(t *testing.T, e *env) {
+	name := e.name("nil")
+	snap, err := e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	if err != nil || snap.Record != nil {
+		t.Fatalf("Update(decide=nil) = %+v, %v; want no record, no error", snap.Record, err)
+	}
+	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
+		t.Fatalf("record created by a decide that returned nil: %+v", got.Record)
+	}
+	want := put(t, e.Store, sampleRecord(name, snap.ServerTime)).Record
+	snap, err = e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	if err != nil || snap.Record == nil || !recordsEqual(snap.Record, want) {
+		t.Fatalf("Update(decide=nil) on a record = %+v, %v; want the record unchanged", snap.Record, err)
+	}
+}
+
+func testDecideError(t *testing.T, e *env) {
+	name := e.name("err")
+	boom := errors.New("boom")
+	_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+		return sampleRecord(name, s.ServerTime), boom
+	})
+	if err != boom {
+		t.Fatalf("Update = %v, want decide's error unchanged", err)
+	}
+	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
+		t.Fatalf("record written although decide failed: %+v", got.Record)
+	}
+}
+
+// testNoLostUpdates runs concurrent read-modify-write increments; a store
+// without a real compare-and-set loses some.
+func testNoLostUpdates(t *testing.T, e *env) {
+	name := e.name("counter")
+	const workers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+					r := sampleRecord(name, s.ServerTime)
+					r.FencingToken = 1
+					if s.Record != nil {
+						r.FencingToken = s.Record.FencingToken + 1
+					}
+					return r, nil
+				})
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Update: %v", err)
+	}
+	got, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Record.FencingToken != workers*each {
+		t.Fatalf("counter = %d after %d increments: updates were lost", got.Record.FencingToken, workers*each)
+	}
+}
+
+func testServerTimeAdvances(t *testing.T, e *env) {
+	name := e.name("time")
+	a, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	e.pass(20 * time.Millisecond)
+	w := put(t, e.Store, sampleRecord(name, a.ServerTime))
+	e.pass(20 * time.Millisecond)
+	b, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !a.ServerTime.Before(w.ServerTime) || !w.ServerTime.Before(b.ServerTime) {
+		t.Fatalf("server times %v, %v, %v do not advance", a.ServerTime, w.ServerTime, b.ServerTime)
+	}
+	if d := b.ServerTime.Sub(a.ServerTime); d < 40*time.Millisecond || d > 30*time.Second {
+		t.Fatalf("server time moved %v across 40ms", d)
+	}
+}
+
+func testStoreList(t *testing.T, e *env) {
+	names := []string{e.name("b"), e.name("a"), e.name("a.x"), e.name("a-y"), e.name("c")}
+	now, _ := e.Store.Get(t.Context(), names[0])
+	for _, n := range names {
+		put(t, e.Store, sampleRecord(n, now.ServerTime))
+	}
+	list := func(prefix, after string, limit int) []string {
+		t.Helper()
+		recs, at, err := e.Store.List(t.Context(), prefix, after, limit)
+		if err != nil {
+			t.Fatalf("List(%q, %q, %d): %v", prefix, after, limit, err)
+		}
+		if at.IsZero() {
+			t.Fatalf("List returned a zero server time")
+		}
+		out := []string{}
+		for _, r := range recs {
+			out = append(out, r.Name[len(e.prefix):])
+		}
+		return out
+	}
+	cases := []struct {
+		prefix, after string
+		limit         int
+		want          []string
+	}{
+		{e.prefix, "", 10, []string{"a", "a-y", "a.x", "b", "c"}},
+		{e.prefix, "", 2, []string{"a", "a-y"}},
+		{e.prefix, e.name("a-y"), 2, []string{"a.x", "b"}},
+		{e.name("a"), "", 10, []string{"a", "a-y", "a.x"}},
+		{e.name("a"), e.name("a"), 10, []string{"a-y", "a.x"}},
+		{e.name("a."), "", 10, []string{"a.x"}},
+		{e.prefix, e.name("c"), 10, []string{}},
+		{e.name("zz"), "", 10, []string{}},
+	}
+	for _, c := range cases {
+		got := list(c.prefix, c.after, c.limit)
+		if len(got) != len(c.want) {
+			t.Errorf("List(%q, %q, %d) = %v, want %v", c.prefix, c.after, c.limit, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("List(%q, %q, %d) = %v, want %v", c.prefix, c.after, c.limit, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+func testCancelledContext(t *testing.T, e *env) {
+	name := e.name("cancel")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := e.Store.Get(ctx, name); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get(cancelled) = %v, want context.Canceled", err)
+	}
+	called := false
+	_, err := e.Store.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+		called = true
+		return sampleRecord(name, s.ServerTime), nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Update(cancelled) = %v, want context.Canceled", err)
+	}
+	if _, _, err := e.Store.List(ctx, e.prefix, "", 10); !errors.Is(err, context.Canceled) {
+		t.Errorf("List(cancelled) = %v, want context.Canceled", err)
+	}
+	if got, err := e.Store.Get(t.Context(), name); err != nil || got.Record != nil {
+		t.Errorf("after a cancelled Update (decide called: %v) Get = %+v, %v; want nothing written", called, got.Record, err)
+	}
+}

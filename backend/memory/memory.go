@@ -1,0 +1,127 @@
+// Package memory is the embedded lease backend: records in a map guarded by
+// one mutex, and the process's monotonic clock as the server clock.
+//
+// It is the default for a first run and the backend of hermetic tests. It
+// keeps nothing across a restart: every lease, and so every fencing token,
+// starts again from nothing, which breaks the "never reused" promise of
+// SPEC §1 across restarts. Use Firestore or Spanner where that matters.
+package memory
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// Store is an in-memory backend.Store. The zero value is not usable; call New.
+type Store struct {
+	now func() time.Time
+
+	mu    sync.Mutex
+	recs  map[string]backend.Record
+	names []string // sorted keys of recs, for List
+}
+
+var _ backend.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes now the Store's server clock, for tests that move time by
+// hand (see ManualClock). The default is MonotonicClock().
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	s := &Store{recs: map[string]backend.Record{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.now == nil {
+		s.now = MonotonicClock()
+	}
+	return s
+}
+
+// MonotonicClock returns a clock that reads the wall time once and then
+// advances with the process's monotonic clock, so a change of the wall
+// clock (NTP step, manual set) never moves lease expiry.
+func MonotonicClock() func() time.Time {
+	start := time.Now()
+	base := start.Round(0) // wall reading only
+	return func() time.Time { return base.Add(time.Since(start)) }
+}
+
+// Get implements backend.Store.
+func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Snapshot{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot(name), nil
+}
+
+// snapshot reads name at the current time; s.mu must be held.
+func (s *Store) snapshot(name string) backend.Snapshot {
+	snap := backend.Snapshot{ServerTime: s.now()}
+	if r, ok := s.recs[name]; ok {
+		snap.Record = &r
+	}
+	return snap
+}
+
+// Update implements backend.Store. The mutex makes read, decide and write
+// one step, so there are no conflicts to retry.
+func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Snapshot{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.snapshot(name)
+	next, err := decide(snap)
+	if err != nil || next == nil {
+		return snap, err
+	}
+	if _, ok := s.recs[name]; !ok {
+		i, _ := slices.BinarySearch(s.names, name)
+		s.names = slices.Insert(s.names, i, name)
+	}
+	rec := *next
+	rec.Name = name
+	rec.Metadata = slices.Clone(next.Metadata)
+	s.recs[name] = rec
+	snap.Record = &rec
+	return snap, nil
+}
+
+// List implements backend.Store.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, time.Time{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := max(prefix, after)
+	i, found := slices.BinarySearch(s.names, start)
+	if found && start == after {
+		i++
+	}
+	var out []backend.Record
+	for ; i < len(s.names) && len(out) < limit; i++ {
+		n := s.names[i]
+		if !strings.HasPrefix(n, prefix) {
+			break
+		}
+		out = append(out, s.recs[n])
+	}
+	return out, s.now(), nil
+}
+
+// Ping implements backend.Store; memory always answers.
+func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }

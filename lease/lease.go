@@ -1,0 +1,56 @@
+package lease
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// Lease is a lease as seen at one instant of the backend's clock (SPEC §1).
+type Lease struct {
+	// Name is the lease name.
+	Name string
+	// Holder is the current holder or, when not held, the last one.
+	Holder string
+	// FencingToken identifies the holding; it grows by one per new holding.
+	FencingToken int64
+	// TTL is the duration the holder asked for.
+	TTL time.Duration
+	// AcquireTime is the server time at which the holding began.
+	AcquireTime time.Time
+	// RenewTime is the server time of the last acquire or renew.
+	RenewTime time.Time
+	// ExpireTime is the server time at which the holding ends unless renewed.
+	ExpireTime time.Time
+	// ServerTime is the backend's time at which this view was decided.
+	ServerTime time.Time
+	// Transitions counts the holdings the lease has had.
+	Transitions int64
+	// Metadata is the JSON object the holder attached, or nil.
+	Metadata json.RawMessage
+}
+
+// Held reports whether the holding was live at ServerTime.
+func (l Lease) Held() bool { return l.ServerTime.Before(l.ExpireTime) }
+
+// Remaining is the time from ServerTime to ExpireTime, never negative.
+func (l Lease) Remaining() time.Duration {
+	return max(l.ExpireTime.Sub(l.ServerTime), 0)
+}
+
+// view builds the Lease seen at serverTime from a stored record.
+func view(r *backend.Record, serverTime time.Time) Lease {
+	return Lease{
+		Name:         r.Name,
+		Holder:       r.Holder,
+		FencingToken: r.FencingToken,
+		TTL:          r.TTL,
+		AcquireTime:  r.AcquireTime,
+		RenewTime:    r.RenewTime,
+		ExpireTime:   r.ExpireTime,
+		ServerTime:   serverTime,
+		Transitions:  r.Transitions,
+		Metadata:     json.RawMessage(r.Metadata),
+	}
+}

@@ -1,0 +1,302 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// Config configures a Manager. The zero value of every field means its
+// default.
+type Config struct {
+	// MinTTL is the shortest TTL a holder may ask for. Default 1s.
+	MinTTL time.Duration
+	// MaxTTL is the longest TTL a holder may ask for. Default 1h.
+	MaxTTL time.Duration
+	// MaxWait is the longest an acquire may wait for a held lease. Default 60s.
+	MaxWait time.Duration
+	// OnChange, if set, is called once after every committed change of
+	// holding (acquired, released), synchronously on the request's
+	// goroutine; it must not block.
+	OnChange func(Event)
+}
+
+// Defaults of Config.
+const (
+	DefaultMinTTL  = time.Second
+	DefaultMaxTTL  = time.Hour
+	DefaultMaxWait = time.Minute
+)
+
+// Manager applies the lease rules of SPEC §3 over a backend.Store. It is safe
+// for concurrent use.
+type Manager struct {
+	store   backend.Store
+	cfg     Config
+	waiters waitQueues
+}
+
+// NewManager returns a Manager over store. It checks cfg and names the first
+// bad field.
+func NewManager(store backend.Store, cfg Config) (*Manager, error) {
+	if store == nil {
+		return nil, errors.New("lease: NewManager: store is nil")
+	}
+	if cfg.MinTTL == 0 {
+		cfg.MinTTL = DefaultMinTTL
+	}
+	if cfg.MaxTTL == 0 {
+		cfg.MaxTTL = DefaultMaxTTL
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	switch {
+	case cfg.MinTTL < time.Millisecond || cfg.MinTTL%time.Millisecond != 0:
+		return nil, fmt.Errorf("lease: Config.MinTTL %v must be a whole number of milliseconds ≥ 1ms", cfg.MinTTL)
+	case cfg.MaxTTL < cfg.MinTTL || cfg.MaxTTL%time.Millisecond != 0:
+		return nil, fmt.Errorf("lease: Config.MaxTTL %v must be a whole number of milliseconds ≥ MinTTL %v", cfg.MaxTTL, cfg.MinTTL)
+	case cfg.MaxWait < 0:
+		return nil, fmt.Errorf("lease: Config.MaxWait %v must not be negative", cfg.MaxWait)
+	}
+	return &Manager{store: store, cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+}
+
+// Config returns the Manager's configuration with defaults filled in.
+func (m *Manager) Config() Config { return m.cfg }
+
+// AcquireRequest asks for a lease (SPEC §3 acquire).
+type AcquireRequest struct {
+	// Name is the lease name.
+	Name string
+	// Holder is the caller's identity.
+	Holder string
+	// TTL is the lease duration asked for, within the Manager's bounds.
+	TTL time.Duration
+	// Metadata is a JSON object to attach; nil attaches none to a new
+	// holding and keeps the stored one on a repeat acquire by the holder.
+	Metadata json.RawMessage
+	// Wait is how long to wait for a lease held by another (0 … MaxWait).
+	Wait time.Duration
+}
+
+// RenewRequest extends a holding (SPEC §3 renew).
+type RenewRequest struct {
+	// Name is the lease name.
+	Name string
+	// Holder is the caller's identity.
+	Holder string
+	// FencingToken is the token of the caller's holding.
+	FencingToken int64
+	// TTL is the new duration; 0 keeps the holding's TTL.
+	TTL time.Duration
+	// Metadata replaces the stored metadata; nil keeps it.
+	Metadata json.RawMessage
+}
+
+// ReleaseRequest ends a holding (SPEC §3 release).
+type ReleaseRequest struct {
+	// Name is the lease name.
+	Name string
+	// Holder is the caller's identity.
+	Holder string
+	// FencingToken is the token of the caller's holding.
+	FencingToken int64
+}
+
+// Acquire makes req.Holder the holder of req.Name, or refuses with a
+// *HeldError while another holder holds it. With req.Wait > 0 it first waits,
+// up to req.Wait, for the other holding to end.
+func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	m.checkTTL(&v, req.TTL)
+	var md []byte
+	if req.Metadata != nil {
+		md = normalizeMetadata(&v, req.Metadata)
+	}
+	if req.Wait < 0 || req.Wait > m.cfg.MaxWait {
+		v.add("waitMs", "must be between 0 and %d", m.cfg.MaxWait.Milliseconds())
+	}
+	if err := v.err(); err != nil {
+		return Lease{}, err
+	}
+	if req.Wait == 0 {
+		return m.acquireOnce(ctx, req, md)
+	}
+	return m.acquireWaiting(ctx, req, md)
+}
+
+// acquireOnce makes one attempt at an acquire whose request is valid.
+func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte) (Lease, error) {
+	var prev *backend.Record
+	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+		now := decisionTime(s)
+		cur := s.Record
+		prev = cur
+		if cur != nil && now.Before(cur.ExpireTime) {
+			if cur.Holder != req.Holder {
+				return nil, &HeldError{Lease: view(cur, now)}
+			}
+			next := *cur // the holder again: extend as renew does
+			next.TTL = req.TTL
+			next.RenewTime = now
+			next.ExpireTime = now.Add(req.TTL)
+			if md != nil {
+				next.Metadata = md
+			}
+			return &next, nil
+		}
+		next := &backend.Record{
+			Name: req.Name, Holder: req.Holder, FencingToken: 1, TTL: req.TTL,
+			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
+			Transitions: 1, Metadata: md,
+		}
+		if cur != nil {
+			next.FencingToken = cur.FencingToken + 1
+			next.Transitions = cur.Transitions + 1
+		}
+		return next, nil
+	})
+	if err != nil {
+		return Lease{}, opError("acquire", req.Name, err)
+	}
+	l := view(snap.Record, decisionTime(snap))
+	if prev == nil || prev.FencingToken != l.FencingToken {
+		ev := Event{Type: EventAcquired, Lease: l, Time: l.ServerTime}
+		if prev != nil {
+			ev.PreviousHolder = prev.Holder
+			ev.PreviousExpired = !Released(prev)
+		}
+		m.changed(ev)
+	}
+	return l, nil
+}
+
+// Renew extends the caller's live holding; anything else is ErrLost.
+func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	checkToken(&v, req.FencingToken)
+	if req.TTL != 0 {
+		m.checkTTL(&v, req.TTL)
+	}
+	var md []byte
+	if req.Metadata != nil {
+		md = normalizeMetadata(&v, req.Metadata)
+	}
+	if err := v.err(); err != nil {
+		return Lease{}, err
+	}
+	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+		now := decisionTime(s)
+		cur := s.Record
+		if cur == nil || cur.Holder != req.Holder || cur.FencingToken != req.FencingToken || !now.Before(cur.ExpireTime) {
+			return nil, ErrLost
+		}
+		next := *cur
+		if req.TTL != 0 {
+			next.TTL = req.TTL
+		}
+		next.RenewTime = now
+		next.ExpireTime = now.Add(next.TTL)
+		if md != nil {
+			next.Metadata = md
+		}
+		return &next, nil
+	})
+	if err != nil {
+		return Lease{}, opError("renew", req.Name, err)
+	}
+	return view(snap.Record, decisionTime(snap)), nil
+}
+
+// Release ends the caller's holding now. Repeating it, or releasing a
+// holding of the caller's that already expired, succeeds and changes
+// nothing while nobody has acquired since; anything else is ErrLost.
+func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	checkToken(&v, req.FencingToken)
+	if err := v.err(); err != nil {
+		return Lease{}, err
+	}
+	wrote := false
+	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+		now := decisionTime(s)
+		cur := s.Record
+		wrote = false
+		if cur == nil || cur.Holder != req.Holder || cur.FencingToken != req.FencingToken {
+			return nil, ErrLost
+		}
+		if !now.Before(cur.ExpireTime) {
+			return nil, nil // already released or expired: idempotent success
+		}
+		next := *cur
+		next.ExpireTime = now
+		wrote = true
+		return &next, nil
+	})
+	if err != nil {
+		return Lease{}, opError("release", req.Name, err)
+	}
+	l := view(snap.Record, decisionTime(snap))
+	if wrote {
+		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime})
+	}
+	return l, nil
+}
+
+// Get returns the lease under name, held or not, or ErrNotFound.
+func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
+	var v violations
+	checkName(&v, name)
+	if err := v.err(); err != nil {
+		return Lease{}, err
+	}
+	snap, err := m.store.Get(ctx, name)
+	if err != nil {
+		return Lease{}, opError("get", name, err)
+	}
+	if snap.Record == nil {
+		return Lease{}, fmt.Errorf("lease: get %q: %w", name, ErrNotFound)
+	}
+	return view(snap.Record, decisionTime(snap)), nil
+}
+
+// Ping reports whether the backend answers.
+func (m *Manager) Ping(ctx context.Context) error {
+	if err := m.store.Ping(ctx); err != nil {
+		return fmt.Errorf("lease: ping backend: %w", err)
+	}
+	return nil
+}
+
+// Released reports whether r's holding was ended by a release rather than
+// by running out: a release sets ExpireTime before RenewTime + TTL, while
+// acquire and renew set it to exactly that.
+func Released(r *backend.Record) bool {
+	return r.ExpireTime.Before(r.RenewTime.Add(r.TTL))
+}
+
+// decisionTime is the server time of a snapshot at the microsecond
+// precision that every backend stores.
+func decisionTime(s backend.Snapshot) time.Time {
+	return s.ServerTime.Truncate(time.Microsecond)
+}
+
+// opError adds the operation and lease name to err. Context errors pass
+// through unwrapped; the sentinels stay reachable through errors.Is.
+func opError(op, name string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("lease: %s %q: %w", op, name, err)
+}

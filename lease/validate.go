@@ -1,0 +1,98 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of SPEC §1 that are not configurable.
+const (
+	// MaxNameLen is the longest lease name, in bytes (names are ASCII).
+	MaxNameLen = 128
+	// MaxHolderLen is the longest holder identity, in characters.
+	MaxHolderLen = 256
+	// MaxMetadataBytes is the largest metadata object, serialized compactly.
+	MaxMetadataBytes = 16 << 10
+)
+
+// ValidName reports whether s is a lease name: 1–128 characters of
+// [A-Za-z0-9._-], starting with a letter or digit.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validPrefix reports whether s can begin a lease name ("" included).
+func validPrefix(s string) bool { return s == "" || ValidName(s) }
+
+func alnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func checkName(v *violations, name string) {
+	if !ValidName(name) {
+		v.add("name", "must be 1–%d characters of [A-Za-z0-9._-] starting with a letter or digit", MaxNameLen)
+	}
+}
+
+func checkHolder(v *violations, holder string) {
+	switch n := utf8.RuneCountInString(holder); {
+	case n == 0:
+		v.add("holder", "is required")
+		return
+	case n > MaxHolderLen:
+		v.add("holder", "must be at most %d characters, got %d", MaxHolderLen, n)
+		return
+	case !utf8.ValidString(holder):
+		v.add("holder", "must be valid UTF-8")
+		return
+	}
+	for _, r := range holder {
+		if !unicode.IsPrint(r) {
+			v.add("holder", "must contain printable characters only, got %U", r)
+			return
+		}
+	}
+}
+
+func checkToken(v *violations, token int64) {
+	if token < 1 {
+		v.add("fencingToken", "must be an integer ≥ 1")
+	}
+}
+
+func (m *Manager) checkTTL(v *violations, ttl time.Duration) {
+	if ttl < m.cfg.MinTTL || ttl > m.cfg.MaxTTL {
+		v.add("ttlMs", "must be between %d and %d", m.cfg.MinTTL.Milliseconds(), m.cfg.MaxTTL.Milliseconds())
+	}
+}
+
+// normalizeMetadata checks that raw is a JSON object of at most
+// MaxMetadataBytes once compacted, and returns it compacted.
+func normalizeMetadata(v *violations, raw json.RawMessage) []byte {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		v.add("metadata", "must be a JSON object")
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		v.add("metadata", "must be a JSON object: %v", err)
+		return nil
+	}
+	if buf.Len() > MaxMetadataBytes {
+		v.add("metadata", "must be at most %d bytes serialized, got %d", MaxMetadataBytes, buf.Len())
+		return nil
+	}
+	return buf.Bytes()
+}
