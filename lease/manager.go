@@ -112,18 +112,8 @@ type ReleaseRequest struct {
 // *HeldError while another holder holds it. With req.Wait > 0 it first waits,
 // up to req.Wait, for the other holding to end.
 func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
-	var v violations
-	checkName(&v, req.Name)
-	checkHolder(&v, req.Holder)
-	m.checkTTL(&v, req.TTL)
-	var md []byte
-	if req.Metadata != nil {
-		md = normalizeMetadata(&v, req.Metadata)
-	}
-	if req.Wait < 0 || req.Wait > m.cfg.MaxWait {
-		v.add("waitMs", "must be between 0 and %d", m.cfg.MaxWait.Milliseconds())
-	}
-	if err := v.err(); err != nil {
+	md, err := m.checkAcquire(req)
+	if err != nil {
 		return Lease{}, err
 	}
 	if req.Wait == 0 {
@@ -180,18 +170,8 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 
 // Renew extends the caller's live holding; anything else is ErrLost.
 func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
-	var v violations
-	checkName(&v, req.Name)
-	checkHolder(&v, req.Holder)
-	checkToken(&v, req.FencingToken)
-	if req.TTL != 0 {
-		m.checkTTL(&v, req.TTL)
-	}
-	var md []byte
-	if req.Metadata != nil {
-		md = normalizeMetadata(&v, req.Metadata)
-	}
-	if err := v.err(); err != nil {
+	md, err := m.checkRenew(req)
+	if err != nil {
 		return Lease{}, err
 	}
 	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
@@ -221,11 +201,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 // holding of the caller's that already expired, succeeds and changes
 // nothing while nobody has acquired since; anything else is ErrLost.
 func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error) {
-	var v violations
-	checkName(&v, req.Name)
-	checkHolder(&v, req.Holder)
-	checkToken(&v, req.FencingToken)
-	if err := v.err(); err != nil {
+	if err := ValidateRelease(req); err != nil {
 		return Lease{}, err
 	}
 	wrote := false

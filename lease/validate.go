@@ -96,3 +96,54 @@ func normalizeMetadata(v *violations, raw json.RawMessage) []byte {
 	}
 	return buf.Bytes()
 }
+
+// ValidateAcquire checks req against SPEC §1 and the Manager's bounds, and
+// returns an *InvalidError naming every bad field, or nil.
+func (m *Manager) ValidateAcquire(req AcquireRequest) error {
+	_, err := m.checkAcquire(req)
+	return err
+}
+
+func (m *Manager) checkAcquire(req AcquireRequest) (metadata []byte, err error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	m.checkTTL(&v, req.TTL)
+	if req.Metadata != nil {
+		metadata = normalizeMetadata(&v, req.Metadata)
+	}
+	if req.Wait < 0 || req.Wait > m.cfg.MaxWait {
+		v.add("waitMs", "must be between 0 and %d", m.cfg.MaxWait.Milliseconds())
+	}
+	return metadata, v.err()
+}
+
+// ValidateRenew checks req like ValidateAcquire; a zero TTL keeps the
+// holding's TTL.
+func (m *Manager) ValidateRenew(req RenewRequest) error {
+	_, err := m.checkRenew(req)
+	return err
+}
+
+func (m *Manager) checkRenew(req RenewRequest) (metadata []byte, err error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	checkToken(&v, req.FencingToken)
+	if req.TTL != 0 {
+		m.checkTTL(&v, req.TTL)
+	}
+	if req.Metadata != nil {
+		metadata = normalizeMetadata(&v, req.Metadata)
+	}
+	return metadata, v.err()
+}
+
+// ValidateRelease checks req like ValidateAcquire.
+func ValidateRelease(req ReleaseRequest) error {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	checkToken(&v, req.FencingToken)
+	return v.err()
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// config is the service's start-up configuration.
+type config struct {
+	port     int           // listen port, 0–65535
+	backend  string        // memory | firestore | spanner
+	minTTL   time.Duration // shortest TTL a holder may ask for
+	maxTTL   time.Duration // longest TTL a holder may ask for
+	logLevel slog.Level    // minimum level logged
+	drain    time.Duration // how long shutdown waits for in-flight requests
+}
+
+// parseConfig reads the environment, then the flags, which override it.
+// Every error names the variable or flag at fault.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{port: 8080, backend: "memory", minTTL: lease.DefaultMinTTL, maxTTL: lease.DefaultMaxTTL, drain: 8 * time.Second}
+	var err error
+	envInt := func(key string, dst *int) {
+		if v := getenv(key); v != "" && err == nil {
+			n, e := strconv.Atoi(v)
+			if e != nil {
+				err = fmt.Errorf("%s=%q: not an integer", key, v)
+			}
+			*dst = n
+		}
+	}
+	envDur := func(key string, dst *time.Duration) {
+		if v := getenv(key); v != "" && err == nil {
+			d, e := time.ParseDuration(v)
+			if e != nil {
+				err = fmt.Errorf("%s=%q: not a duration such as 1s or 500ms", key, v)
+			}
+			*dst = d
+		}
+	}
+	envInt("PORT", &c.port)
+	if v := getenv("LEASESVC_BACKEND"); v != "" {
+		c.backend = v
+	}
+	envDur("LEASESVC_MIN_TTL", &c.minTTL)
+	envDur("LEASESVC_MAX_TTL", &c.maxTTL)
+	envDur("LEASESVC_DRAIN_TIMEOUT", &c.drain)
+	level := getenv("LEASESVC_LOG_LEVEL")
+	if err != nil {
+		return c, err
+	}
+
+	fs := flag.NewFlagSet("leasesvc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&c.port, "port", c.port, "listen port (env PORT)")
+	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner (env LEASESVC_BACKEND)")
+	fs.DurationVar(&c.minTTL, "min-ttl", c.minTTL, "shortest TTL a holder may ask for (env LEASESVC_MIN_TTL)")
+	fs.DurationVar(&c.maxTTL, "max-ttl", c.maxTTL, "longest TTL a holder may ask for (env LEASESVC_MAX_TTL)")
+	fs.StringVar(&level, "log-level", level, "debug | info | warn | error (env LEASESVC_LOG_LEVEL)")
+	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for in-flight requests (env LEASESVC_DRAIN_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	switch {
+	case c.port < 0 || c.port > 65535:
+		return c, fmt.Errorf("PORT/-port %d: must be 0–65535", c.port)
+	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner":
+		return c, fmt.Errorf("LEASESVC_BACKEND/-backend %q: must be memory, firestore or spanner", c.backend)
+	case c.minTTL < time.Millisecond || c.minTTL%time.Millisecond != 0:
+		return c, fmt.Errorf("LEASESVC_MIN_TTL/-min-ttl %v: must be a whole number of milliseconds ≥ 1ms", c.minTTL)
+	case c.maxTTL < c.minTTL || c.maxTTL%time.Millisecond != 0:
+		return c, fmt.Errorf("LEASESVC_MAX_TTL/-max-ttl %v: must be a whole number of milliseconds ≥ the minimum TTL %v", c.maxTTL, c.minTTL)
+	case c.drain <= 0:
+		return c, fmt.Errorf("LEASESVC_DRAIN_TIMEOUT/-drain %v: must be positive", c.drain)
+	}
+	if level != "" {
+		if err := c.logLevel.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
+			return c, fmt.Errorf("LEASESVC_LOG_LEVEL/-log-level %q: must be debug, info, warn or error", level)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,34 @@
+// Command leasesvc serves the lease API of SPEC §4 over one backend chosen at
+// start-up: memory (the default, for a first run and tests), Firestore or
+// Cloud Spanner.
+//
+// Configuration comes from the environment and, overriding it, from flags:
+//
+//	PORT                   -port      listen port (Cloud Run sets it; default 8080)
+//	LEASESVC_BACKEND       -backend   memory | firestore | spanner (default memory)
+//	LEASESVC_MIN_TTL       -min-ttl   shortest TTL a holder may ask for (default 1s)
+//	LEASESVC_MAX_TTL       -max-ttl   longest TTL a holder may ask for (default 1h)
+//	LEASESVC_LOG_LEVEL     -log-level debug | info | warn | error (default info)
+//	LEASESVC_DRAIN_TIMEOUT -drain     how long SIGTERM waits for in-flight requests (default 8s)
+//
+// A bad value stops start-up with a message naming it. Logs are JSON lines
+// on stdout.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leasesvc:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// run starts the service and blocks until ctx is done, then drains
+// in-flight requests for at most the drain timeout.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	store, closeStore, err := openStore(ctx, cfg.backend, getenv)
+	if err != nil {
+		return fmt.Errorf("open backend %s: %w", cfg.backend, err)
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			log.Error("close backend", "backend", cfg.backend, "err", err)
+		}
+	}()
+	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL})
+	if err != nil {
+		return fmt.Errorf("lease manager: %w", err)
+	}
+	h, err := httpapi.New(m, httpapi.Config{Logger: log})
+	if err != nil {
+		return fmt.Errorf("http handler: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.port)))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", cfg.port, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("leasesvc listening", "addr", ln.Addr().String(), "backend", cfg.backend,
+		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests", "drain", cfg.drain.String())
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drain)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("leasesvc stopped")
+	return nil
+}
+
+// openStore opens the backend named by LEASESVC_BACKEND.
+func openStore(ctx context.Context, name string, getenv func(string) string) (backend.Store, func() error, error) {
+	switch name {
+	case "firestore":
+		return openFirestore(ctx, getenv)
+	case "spanner":
+		return openSpanner(ctx, getenv)
+	}
+	return memory.New(), func() error { return nil }, nil
+}

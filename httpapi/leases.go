@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// answer writes the lease, or the problem err maps to.
+func (a *api) answer(w http.ResponseWriter, r *http.Request, l lease.Lease, err error) {
+	if err != nil {
+		writeProblem(w, r, a.errorProblem(r, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", toJSON(l))
+}
+
+// timeout bounds a request's backend work, plus extra (an acquire's wait).
+func (a *api) timeout(r *http.Request, extra int64) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), a.cfg.RequestTimeout+millis(max(extra, 0)))
+}
+
+func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
+	b, p := readBody(w, r)
+	if p != nil {
+		writeProblem(w, r, *p)
+		return
+	}
+	holder := b.str("holder", true)
+	ttl, _ := b.integer("ttlMs", true)
+	md := b.object("metadata")
+	wait, _ := b.integer("waitMs", false)
+	b.only("holder", "ttlMs", "metadata", "waitMs")
+	req := lease.AcquireRequest{Name: name, Holder: holder, TTL: millis(ttl), Metadata: md, Wait: millis(wait)}
+	if len(b.bad) > 0 {
+		b.merge(a.m.ValidateAcquire(req))
+		writeProblem(w, r, *b.problem())
+		return
+	}
+	ctx, cancel := a.timeout(r, wait)
+	defer cancel()
+	l, err := a.m.Acquire(ctx, req)
+	a.answer(w, r, l, err)
+}
+
+func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
+	b, p := readBody(w, r)
+	if p != nil {
+		writeProblem(w, r, *p)
+		return
+	}
+	holder := b.str("holder", true)
+	token, _ := b.integer("fencingToken", true)
+	ttl, hasTTL := b.integer("ttlMs", false)
+	md := b.object("metadata")
+	b.only("holder", "fencingToken", "ttlMs", "metadata")
+	if hasTTL && ttl == 0 { // 0 would mean "keep" to the Manager: refuse it here
+		b.fail("ttlMs", "must be between %d and %d", a.m.Config().MinTTL.Milliseconds(), a.m.Config().MaxTTL.Milliseconds())
+	}
+	req := lease.RenewRequest{Name: name, Holder: holder, FencingToken: token, TTL: millis(ttl), Metadata: md}
+	if len(b.bad) > 0 {
+		b.merge(a.m.ValidateRenew(req))
+		writeProblem(w, r, *b.problem())
+		return
+	}
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	l, err := a.m.Renew(ctx, req)
+	a.answer(w, r, l, err)
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
+	b, p := readBody(w, r)
+	if p != nil {
+		writeProblem(w, r, *p)
+		return
+	}
+	holder := b.str("holder", true)
+	token, _ := b.integer("fencingToken", true)
+	b.only("holder", "fencingToken")
+	req := lease.ReleaseRequest{Name: name, Holder: holder, FencingToken: token}
+	if len(b.bad) > 0 {
+		b.merge(lease.ValidateRelease(req))
+		writeProblem(w, r, *b.problem())
+		return
+	}
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	l, err := a.m.Release(ctx, req)
+	a.answer(w, r, l, err)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	l, err := a.m.Get(ctx, name)
+	a.answer(w, r, l, err)
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := lease.ListRequest{Prefix: q.Get("prefix"), PageToken: q.Get("pageToken")}
+	if s := q.Get("pageSize"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			writeProblem(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+				violations: []lease.FieldViolation{{Field: "pageSize", Description: "must be an integer"}}})
+			return
+		}
+		req.PageSize = n
+	}
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	res, err := a.m.List(ctx, req)
+	if err != nil {
+		writeProblem(w, r, a.errorProblem(r, err))
+		return
+	}
+	out := listJSON{Leases: make([]leaseJSON, len(res.Leases)), NextPageToken: res.NextPageToken}
+	for i, l := range res.Leases {
+		out.Leases[i] = toJSON(l)
+	}
+	writeJSON(w, http.StatusOK, "application/json", out)
+}
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ok"})
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReadyTimeout)
+	defer cancel()
+	if err := a.m.Ping(ctx); err != nil {
+		a.log.WarnContext(ctx, "not ready: backend check failed", "err", err)
+		writeProblem(w, r, problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the backend does not answer", retryAfter: 1})
+		return
+	}
+	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ready"})
+}

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// The stable problem codes of SPEC §4.
+const (
+	codeLeaseHeld            = "lease_held"
+	codeLeaseLost            = "lease_lost"
+	codeNotFound             = "not_found"
+	codeInvalidArgument      = "invalid_argument"
+	codePayloadTooLarge      = "payload_too_large"
+	codeUnsupportedMediaType = "unsupported_media_type"
+	codeMethodNotAllowed     = "method_not_allowed"
+	codeUnavailable          = "unavailable"
+	codeDeadlineExceeded     = "deadline_exceeded"
+	codeInternal             = "internal"
+)
+
+// problem is an RFC 9457 problem detail with the code member of SPEC §4.
+type problem struct {
+	status     int
+	code       string
+	detail     string
+	violations []lease.FieldViolation
+	lease      *lease.Lease
+	retryAfter int // seconds; 0 sends no Retry-After
+}
+
+// problemJSON is the wire form of a problem.
+type problemJSON struct {
+	Type     string           `json:"type"`
+	Title    string           `json:"title"`
+	Status   int              `json:"status"`
+	Code     string           `json:"code"`
+	Detail   string           `json:"detail,omitempty"`
+	Instance string           `json:"instance,omitempty"`
+	Errors   []fieldErrorJSON `json:"errors,omitempty"`
+	Lease    *leaseJSON       `json:"lease,omitempty"`
+}
+
+// fieldErrorJSON names one bad request field.
+type fieldErrorJSON struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// ProblemTypeBase prefixes the problem code to make the RFC 9457 type URI.
+const ProblemTypeBase = "urn:leasesvc:problem:"
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
+	body := problemJSON{
+		Type:     ProblemTypeBase + p.code,
+		Title:    http.StatusText(p.status),
+		Status:   p.status,
+		Code:     p.code,
+		Detail:   p.detail,
+		Instance: r.URL.Path,
+	}
+	for _, v := range p.violations {
+		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
+	}
+	if p.lease != nil {
+		lj := toJSON(*p.lease)
+		body.Lease = &lj
+	}
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
+	writeJSON(w, p.status, "application/problem+json", body)
+}
+
+// writeJSON writes v as the response. Encoding our own types cannot fail,
+// and a failed write means the client has gone; neither has anyone to tell.
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"type":"` + ProblemTypeBase + codeInternal + `","title":"Internal Server Error","status":500,"code":"internal"}`)
+		contentType = "application/problem+json"
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// errorProblem maps an error of the lease.Manager to its problem: the one
+// place where sentinels become statuses and codes.
+func (a *api) errorProblem(r *http.Request, err error) problem {
+	var held *lease.HeldError
+	var invalid *lease.InvalidError
+	switch {
+	case errors.As(err, &held):
+		l := held.Lease
+		return problem{status: http.StatusConflict, code: codeLeaseHeld, lease: &l,
+			detail:     "the lease is held by another holder",
+			retryAfter: int(math.Ceil(l.Remaining().Seconds()))}
+	case errors.Is(err, lease.ErrLost):
+		return problem{status: http.StatusConflict, code: codeLeaseLost,
+			detail: "no live holding with this holder and fencing token: stop acting as leader"}
+	case errors.Is(err, lease.ErrNotFound):
+		return problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"}
+	case errors.As(err, &invalid):
+		return problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields", violations: invalid.Violations}
+	case errors.Is(err, backend.ErrUnavailable):
+		a.log.WarnContext(r.Context(), "backend unavailable", "path", r.URL.Path, "err", err)
+		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the backend is unavailable; retry later", retryAfter: 1}
+	case errors.Is(err, context.DeadlineExceeded):
+		a.log.WarnContext(r.Context(), "backend deadline exceeded", "path", r.URL.Path, "err", err)
+		return problem{status: http.StatusGatewayTimeout, code: codeDeadlineExceeded, detail: "the backend did not answer in time"}
+	case errors.Is(err, context.Canceled):
+		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the request was cancelled", retryAfter: 1}
+	}
+	a.log.ErrorContext(r.Context(), "request failed", "path", r.URL.Path, "err", err)
+	return problem{status: http.StatusInternalServerError, code: codeInternal, detail: "internal error"}
+}
