@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/internal/e2e"
+)
+
+// TestServiceOverHTTP drives the real binary, memory backend, through the
+// lease flows and every malformed input of SPEC §4.
+func TestServiceOverHTTP(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_BACKEND": "memory"})
+	e2e.Flows(t, svc.URL)
+	took, err := svc.Stop()
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
+	}
+	t.Logf("exited %v after SIGTERM", took)
+	if out := svc.Output(); !strings.Contains(out, `"msg":"leasesvc stopped"`) || strings.Contains(out, `"level":"ERROR"`) {
+		t.Fatalf("log does not show a clean stop:\n%s", out)
+	}
+}
+
+// TestSIGTERMDrainsInFlight sends SIGTERM while an acquire is waiting for a
+// held lease: the request still gets its answer and the process exits
+// cleanly within 10 s.
+func TestSIGTERMDrainsInFlight(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_DRAIN_TIMEOUT": "9s"})
+	c := e2e.Client{URL: svc.URL}
+	name := e2e.UniqueName("drain")
+	if r := c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != http.StatusOK {
+		t.Fatalf("acquire: %s", r.Raw)
+	}
+	var wg sync.WaitGroup
+	var waited e2e.Response
+	wg.Go(func() { waited = c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"b","ttlMs":1000,"waitMs":2000}`) })
+	time.Sleep(300 * time.Millisecond) // the waiting acquire is in flight
+	took, err := svc.Stop()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
+	}
+	if waited.Status != http.StatusConflict || waited.Code() != "lease_held" {
+		t.Fatalf("in-flight acquire answered %d %s, want its 409 lease_held", waited.Status, waited.Raw)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("exit took %v after SIGTERM, want ≤ 10s", took)
+	}
+}
+
+func TestConfigErrorsNameTheSetting(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"PORT": "http"}, nil, "PORT"},
+		{map[string]string{"PORT": "70000"}, nil, "PORT"},
+		{map[string]string{"LEASESVC_BACKEND": "redis"}, nil, "LEASESVC_BACKEND"},
+		{map[string]string{"LEASESVC_MIN_TTL": "soon"}, nil, "LEASESVC_MIN_TTL"},
+		{map[string]string{"LEASESVC_MIN_TTL": "1500us"}, nil, "LEASESVC_MIN_TTL"},
+		{map[string]string{"LEASESVC_MAX_TTL": "500ms"}, nil, "LEASESVC_MAX_TTL"},
+		{map[string]string{"LEASESVC_LOG_LEVEL": "loud"}, nil, "LEASESVC_LOG_LEVEL"},
+		{map[string]string{"LEASESVC_DRAIN_TIMEOUT": "-1s"}, nil, "LEASESVC_DRAIN_TIMEOUT"},
+		{nil, []string{"-backend", "etcd"}, "-backend"},
+		{nil, []string{"-nope"}, "flags"},
+		{nil, []string{"extra"}, "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want+fmt.Sprint(tc.env, tc.args), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			getenv := func(k string) string { return tc.env[k] }
+			err := run(t.Context(), tc.args, getenv, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigDefaultsAndOverrides(t *testing.T) {
+	env := map[string]string{"PORT": "9000", "LEASESVC_MIN_TTL": "100ms", "LEASESVC_MAX_TTL": "2m", "LEASESVC_LOG_LEVEL": "DEBUG"}
+	c, err := parseConfig([]string{"-port", "9001"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.port != 9001 || c.backend != "memory" || c.minTTL != 100*time.Millisecond || c.maxTTL != 2*time.Minute || c.logLevel.String() != "DEBUG" {
+		t.Fatalf("config %+v, want flag port 9001 over env, memory, 100ms, 2m, DEBUG", c)
+	}
+}
+
+// TestRunStopsOnContextCancel runs the service in-process and stops it by
+// cancelling its context, as SIGTERM does in main.
+func TestRunStopsOnContextCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout syncWriter
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-port", "0"}, func(string) string { return "" }, &stdout, &bytes.Buffer{})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stdout.String(), "leasesvc listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no listening line in 10s: %s", stdout.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run = %v, want nil after cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return within 10s of cancel")
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

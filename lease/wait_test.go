@@ -1,0 +1,170 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+func newManager(t *testing.T) *lease.Manager {
+	t.Helper()
+	m, err := lease.NewManager(memory.New(), lease.Config{MinTTL: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustAcquire(t *testing.T, m *lease.Manager, req lease.AcquireRequest) lease.Lease {
+	t.Helper()
+	l, err := m.Acquire(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Acquire(%+v): %v", req, err)
+	}
+	return l
+}
+
+func TestWaitingAcquireIsWokenByRelease(t *testing.T) {
+	m := newManager(t)
+	a := mustAcquire(t, m, lease.AcquireRequest{Name: "w", Holder: "a", TTL: time.Minute})
+	got := make(chan lease.Lease, 1)
+	go func() {
+		l, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "b", TTL: time.Second, Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("waiting acquire: %v", err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { return m.Waiting() == 1 })
+	start := time.Now()
+	if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: "w", Holder: "a", FencingToken: a.FencingToken}); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l.Holder != "b" || l.FencingToken != 2 {
+		t.Fatalf("waiter got %+v, want b with token 2", l)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("waiter took %v after the release; it should be woken at once", d)
+	}
+}
+
+func TestWaitingAcquireTakesOverAtExpiry(t *testing.T) {
+	m := newManager(t)
+	a := mustAcquire(t, m, lease.AcquireRequest{Name: "x", Holder: "a", TTL: 300 * time.Millisecond})
+	l, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "b", TTL: time.Second, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("waiting acquire: %v", err)
+	}
+	if l.FencingToken != 2 || l.AcquireTime.Before(a.ExpireTime) {
+		t.Fatalf("took over %+v, want token 2 no earlier than a's expiry %v", l, a.ExpireTime)
+	}
+}
+
+func TestWaitRunsOutWithTheCurrentLease(t *testing.T) {
+	m := newManager(t)
+	mustAcquire(t, m, lease.AcquireRequest{Name: "y", Holder: "a", TTL: time.Minute})
+	start := time.Now()
+	_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "y", Holder: "b", TTL: time.Second, Wait: 200 * time.Millisecond})
+	var held *lease.HeldError
+	if !errors.As(err, &held) || held.Lease.Holder != "a" {
+		t.Fatalf("wait ran out with %v, want *HeldError naming a", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("returned after %v, before the wait ran out", d)
+	}
+	if m.Waiting() != 0 {
+		t.Fatalf("%d waiters left behind", m.Waiting())
+	}
+}
+
+func TestWaitStopsWhenTheCallerGoesAway(t *testing.T) {
+	m := newManager(t)
+	mustAcquire(t, m, lease.AcquireRequest{Name: "z", Holder: "a", TTL: time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := m.Acquire(ctx, lease.AcquireRequest{Name: "z", Holder: "b", TTL: time.Second, Wait: time.Minute})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire = %v, want the context's error", err)
+	}
+	if m.Waiting() != 0 {
+		t.Fatalf("%d waiters left behind", m.Waiting())
+	}
+}
+
+// TestWaitersAreServedInArrivalOrder queues three waiters; each release
+// hands the lease to the next in the order they arrived.
+func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	m := newManager(t)
+	cur := mustAcquire(t, m, lease.AcquireRequest{Name: "q", Holder: "first", TTL: time.Minute})
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, h := range []string{"w1", "w2", "w3"} {
+		wg.Go(func() {
+			l, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "q", Holder: h, TTL: time.Minute, Wait: 30 * time.Second})
+			if err != nil {
+				t.Errorf("%s: %v", h, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, l.Holder)
+			mu.Unlock()
+			_, _ = m.Release(t.Context(), lease.ReleaseRequest{Name: "q", Holder: h, FencingToken: l.FencingToken})
+		})
+		waitFor(t, func() bool { return m.Waiting() == i+1 })
+	}
+	if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: "q", Holder: "first", FencingToken: cur.FencingToken}); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(order) != 3 || order[0] != "w1" || order[1] != "w2" || order[2] != "w3" {
+		t.Fatalf("served %v, want [w1 w2 w3]", order)
+	}
+}
+
+func TestWakeFromElsewhere(t *testing.T) {
+	store := memory.New()
+	a, _ := lease.NewManager(store, lease.Config{})
+	b, _ := lease.NewManager(store, lease.Config{}) // another instance over the same backend
+	h := mustAcquire(t, a, lease.AcquireRequest{Name: "e", Holder: "a", TTL: time.Minute})
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(t.Context(), lease.AcquireRequest{Name: "e", Holder: "b", TTL: time.Second, Wait: 30 * time.Second})
+		got <- err
+	}()
+	waitFor(t, func() bool { return b.Waiting() == 1 })
+	if _, err := a.Release(t.Context(), lease.ReleaseRequest{Name: "e", Holder: "a", FencingToken: h.FencingToken}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("waiter on another instance returned %v before anything told it", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	b.Wake("e") // what an event from instance a does
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("woken waiter: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wake did not wake the waiter")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
