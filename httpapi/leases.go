@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -14,7 +15,7 @@ func (a *api) answer(w http.ResponseWriter, r *http.Request, l lease.Lease, err 
 		writeProblem(w, r, a.errorProblem(r, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, "application/json", toJSON(l))
+	writeJSON(w, http.StatusOK, "application/json", wire.FromLease(l))
 }
 
 // timeout bounds a request's backend work, plus extra (an acquire's wait).
@@ -118,9 +119,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, a.errorProblem(r, err))
 		return
 	}
-	out := listJSON{Leases: make([]leaseJSON, len(res.Leases)), NextPageToken: res.NextPageToken}
+	out := wire.List{Leases: make([]wire.Lease, len(res.Leases)), NextPageToken: res.NextPageToken}
 	for i, l := range res.Leases {
-		out.Leases[i] = toJSON(l)
+		out.Leases[i] = wire.FromLease(l)
 	}
 	writeJSON(w, http.StatusOK, "application/json", out)
 }

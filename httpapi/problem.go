@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -45,7 +46,7 @@ type problemJSON struct {
 	Detail   string           `json:"detail,omitempty"`
 	Instance string           `json:"instance,omitempty"`
 	Errors   []fieldErrorJSON `json:"errors,omitempty"`
-	Lease    *leaseJSON       `json:"lease,omitempty"`
+	Lease    *wire.Lease      `json:"lease,omitempty"`
 }
 
 // fieldErrorJSON names one bad request field.
@@ -70,7 +71,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
 	}
 	if p.lease != nil {
-		lj := toJSON(*p.lease)
+		lj := wire.FromLease(*p.lease)
 		body.Lease = &lj
 	}
 	if p.retryAfter > 0 {
