@@ -1,0 +1,54 @@
+// Package firestore is the Cloud Firestore lease backend: a backend.Store
+// that keeps one document per lease and decides on Firestore's clock.
+//
+// # Data model
+//
+// Every lease is one document in one collection (default "leases"); its
+// document ID is the lease name. Lease names ([A-Za-z0-9][A-Za-z0-9._-]*,
+// at most 128 characters) are always valid document IDs: they contain no
+// "/", are never "." or "..", and never match the reserved __.*__ form. The
+// fields are name, holder, fencingToken, ttlMs, acquireTime, renewTime,
+// expireTime (timestamps, microsecond precision), transitions, and metadata
+// (the JSON object as a string, "" for none, so it round-trips byte for
+// byte).
+//
+// # Clock
+//
+// The time that decides is the read time of the snapshot the decision is made
+// on (DocumentSnapshot.ReadTime, which Firestore returns for missing
+// documents too). The stored acquire, renew and expire times derive from that
+// read time. The package never reads the local clock to decide anything; it
+// uses timers only to pace its retries.
+//
+// # Update
+//
+// Update reads the document with a plain Get (no transaction, no lock),
+// calls decide with it and writes the decision with a precondition: Create
+// when the document was missing (it fails if someone created it since),
+// otherwise an update conditioned on the update time the decision saw. A
+// failed precondition is a lost race: Update reads again and decides again,
+// with a short jittered backoff, until it succeeds or ctx is done.
+//
+// The decision's read time is at or before the commit, and the precondition
+// guarantees that nothing changed in between, so a decision holds at commit
+// time as it did at read time: a lease seen expired at the read is still
+// expired at the commit, and a new holding's acquireTime (the read time) is
+// at or after the previous holding's expireTime.
+//
+// # Contention
+//
+// An acquire of a lease that is visibly held by another holder is refused
+// on the plain read: it takes no lock and writes nothing, so any number of
+// contenders polling a held lease cost its holder nothing beyond the reads
+// they are billed for. Firestore transactions would serialize them behind
+// document locks (on the emulator, eight concurrent transactional writers of
+// one document showed a 10 s p99).
+//
+// # Limits
+//
+// Firestore's own client retries Unavailable and ResourceExhausted commits
+// for up to 60 s unless ctx has an earlier deadline; give every call a
+// deadline. A write whose answer is lost may have been applied: Update then
+// sees its own write on the next read and decides again on it, which the
+// lease rules make harmless (a holder's repeated acquire is idempotent).
+package firestore

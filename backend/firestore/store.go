@@ -1,0 +1,273 @@
+package firestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	gfs "cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// DefaultCollection is the collection the leases live in unless
+// WithCollection names another.
+const DefaultCollection = "leases"
+
+// clockDocID names a document that is never written: Ping and List read it
+// to learn the server's time. It cannot be a lease name, since those start
+// with a letter or digit.
+const clockDocID = "_leasesvc_clock"
+
+// Store is a backend.Store over one Firestore collection. It is safe for
+// concurrent use; it holds no state besides the client and the collection.
+type Store struct {
+	client *gfs.Client
+	coll   *gfs.CollectionRef
+}
+
+var _ backend.Store = (*Store)(nil)
+
+// config is what the options set.
+type config struct {
+	collection string
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithCollection names the collection that holds the lease documents.
+// Default DefaultCollection ("leases"). It must be a valid top-level
+// collection ID: no "/", not "." or "..", not of the form __.*__, at most
+// 1,500 bytes.
+func WithCollection(id string) Option { return func(c *config) { c.collection = id } }
+
+// New returns a Store over client. The client stays the caller's: close it
+// after the Store is no longer used.
+func New(client *gfs.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("backend/firestore: New: client is nil")
+	}
+	cfg := config{collection: DefaultCollection}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := validCollection(cfg.collection); err != nil {
+		return nil, err
+	}
+	return &Store{client: client, coll: client.Collection(cfg.collection)}, nil
+}
+
+func validCollection(id string) error {
+	switch {
+	case id == "", id == ".", id == "..", len(id) > 1500, strings.Contains(id, "/"),
+		len(id) >= 4 && strings.HasPrefix(id, "__") && strings.HasSuffix(id, "__"):
+		return fmt.Errorf("backend/firestore: collection %q is not a valid collection ID (non-empty, no \"/\", not \".\", \"..\" or __.*__, ≤ 1500 bytes)", id)
+	}
+	return nil
+}
+
+// Get implements backend.Store: one document read.
+func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) {
+	snap, _, err := s.read(ctx, name)
+	return snap, err
+}
+
+// read gets the document under name and returns it as a snapshot, with the
+// update time that a conditional write of a decision on it must match (zero
+// when the document is missing).
+func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, time.Time, error) {
+	ref, err := s.doc(name)
+	if err != nil {
+		return backend.Snapshot{}, time.Time{}, err
+	}
+	ds, err := ref.Get(ctx)
+	switch {
+	case status.Code(err) == codes.NotFound && ds != nil && !ds.Exists():
+		return s.missing(ctx, "get", name, ds)
+	case err != nil:
+		return backend.Snapshot{}, time.Time{}, classify(ctx, "get", name, err)
+	}
+	if ds.ReadTime.IsZero() || ds.UpdateTime.IsZero() {
+		return backend.Snapshot{}, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read or update time", name, backend.ErrUnavailable)
+	}
+	rec, err := fromSnapshot(ds)
+	if err != nil {
+		return backend.Snapshot{}, time.Time{}, err
+	}
+	return backend.Snapshot{Record: rec, ServerTime: ds.ReadTime}, ds.UpdateTime, nil
+}
+
+// missing is the snapshot of a document that does not exist.
+func (s *Store) missing(ctx context.Context, op, name string, ds *gfs.DocumentSnapshot) (backend.Snapshot, time.Time, error) {
+	if ds.ReadTime.IsZero() {
+		// Firestore returns a read time with a missing document; without it
+		// there is no server time to decide on.
+		return backend.Snapshot{}, time.Time{}, classify(ctx, op, name, fmt.Errorf("no read time for missing document %q", name))
+	}
+	return backend.Snapshot{ServerTime: ds.ReadTime}, time.Time{}, nil
+}
+
+func (s *Store) doc(name string) (*gfs.DocumentRef, error) {
+	if name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("backend/firestore: %q is not a valid lease name", name)
+	}
+	return s.coll.Doc(name), nil
+}
+
+// Update implements backend.Store: a plain read, decide, and a write
+// conditioned on the document being unchanged since that read (Create for a
+// missing document, an update with a LastUpdateTime precondition for an
+// existing one). A lost race reads and decides again, with backoff, until
+// ctx is done; Unavailable errors are retried a few times. decide's answer
+// nil writes nothing, so a refusal costs one read.
+func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	ref, err := s.doc(name)
+	if err != nil {
+		return backend.Snapshot{}, err
+	}
+	unavailable := 0
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return backend.Snapshot{}, err
+		}
+		snap, updateTime, err := s.read(ctx, name)
+		if err == nil {
+			var next *backend.Record
+			next, err = decide(snap)
+			switch {
+			case err != nil:
+				return backend.Snapshot{}, err
+			case next == nil:
+				return snap, nil
+			}
+			var stored *backend.Record
+			stored, err = s.write(ctx, ref, name, next, updateTime)
+			if err == nil {
+				return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
+			}
+		}
+		if !retryable(err, unavailable) {
+			return backend.Snapshot{}, err
+		}
+		if !errors.Is(err, backend.ErrConflict) {
+			unavailable++
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return backend.Snapshot{}, err
+		}
+	}
+}
+
+// write stores next under ref if the document's update time is still
+// updateTime (zero: if it still does not exist). It returns the record as
+// stored.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
+	rec, err := normalize(name, next)
+	if err != nil {
+		return nil, err
+	}
+	d := toDoc(rec)
+	if updateTime.IsZero() {
+		_, err = ref.Create(ctx, d)
+	} else {
+		_, err = ref.Update(ctx, d.updates(), gfs.LastUpdateTime(updateTime))
+	}
+	if status.Code(err) == codes.NotFound {
+		// The document was deleted since the read: a lost race like any other.
+		return nil, fmt.Errorf("backend/firestore: write %q: %w: %w", name, backend.ErrConflict, err)
+	}
+	if err != nil {
+		return nil, classify(ctx, "write", name, err)
+	}
+	return rec, nil
+}
+
+// List implements backend.Store with one query, ordered by document ID,
+// with cursors for prefix and after, so it needs no composite index (the
+// built-in document-ID ordering serves it). Its server time is the read
+// time of the query's snapshot, which every returned document carries. A
+// page without documents carries no read time through the client; its
+// server time is then that of a Get of a never-written document issued
+// right after the query, a later instant of the server's clock (there is
+// no lease in the page whose view it would decide). Cost: one document
+// read per record returned, or one read for a query that matches nothing
+// plus one for that Get.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+	if limit <= 0 {
+		return nil, time.Time{}, fmt.Errorf("backend/firestore: list: limit %d must be positive", limit)
+	}
+	q := s.coll.OrderBy(gfs.DocumentID, gfs.Asc).Limit(limit)
+	switch {
+	case after != "" && after >= prefix:
+		q = q.StartAfter(after)
+	case prefix != "":
+		q = q.StartAt(prefix)
+	}
+	if prefix != "" {
+		q = q.EndBefore(prefixEnd(prefix))
+	}
+	it := q.Documents(ctx)
+	defer it.Stop()
+	var (
+		out []backend.Record
+		at  time.Time
+	)
+	for {
+		ds, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, time.Time{}, classify(ctx, "list", prefix, err)
+		}
+		r, err := fromSnapshot(ds)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		out = append(out, *r)
+		if at.IsZero() || ds.ReadTime.Before(at) {
+			at = ds.ReadTime // one snapshot: all equal; keep the earliest to be safe
+		}
+	}
+	if at.IsZero() {
+		t, err := s.serverTime(ctx, "list")
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		at = t
+	}
+	return out, at, nil
+}
+
+// prefixEnd is an upper bound for the names that start with prefix: every
+// such name sorts before it, and every other name that sorts after prefix
+// sorts after it too. Lease names are ASCII, and the bound appends U+F8FF,
+// whose UTF-8 encoding (EF A3 BF) sorts after every ASCII byte. (Incrementing
+// the last byte would not do: '.' + 1 is '/', which no document ID may hold.)
+func prefixEnd(prefix string) string { return prefix + "\uf8ff" }
+
+// serverTime returns the read time of a Get of the clock document.
+func (s *Store) serverTime(ctx context.Context, op string) (time.Time, error) {
+	ds, err := s.coll.Doc(clockDocID).Get(ctx)
+	switch {
+	case status.Code(err) == codes.NotFound && ds != nil && !ds.ReadTime.IsZero():
+		return ds.ReadTime, nil
+	case err != nil:
+		return time.Time{}, classify(ctx, op, clockDocID, err)
+	case ds.ReadTime.IsZero():
+		return time.Time{}, fmt.Errorf("backend/firestore: %s: %w: the server sent no read time", op, backend.ErrUnavailable)
+	}
+	return ds.ReadTime, nil // someone wrote the clock document; its read time is as good
+}
+
+// Ping implements backend.Store: one read of a document that does not exist.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.serverTime(ctx, "ping")
+	return err
+}
