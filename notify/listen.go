@@ -1,0 +1,114 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// TopicName returns the full name of topic: topic itself when it is already
+// projects/P/topics/T, else the topic ID in project.
+func TopicName(project, topic string) string {
+	if strings.HasPrefix(topic, "projects/") {
+		return topic
+	}
+	return "projects/" + project + "/topics/" + topic
+}
+
+// ListenConfig configures Listen.
+type ListenConfig struct {
+	// Topic is the events topic, an ID in the client's project or a full name.
+	Topic string
+	// Subscription is the ID of the subscription Listen creates for this
+	// instance alone; it is deleted when Listen returns. Required.
+	Subscription string
+	// Handle receives every event, possibly more than once and out of
+	// order (see Newer); it must not block for long.
+	Handle func(lease.Event)
+	// Ready, if set, is called once the subscription exists, before the
+	// first message can arrive.
+	Ready func()
+	// Logger receives failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Listen creates a subscription of this instance's own on the topic (with
+// message ordering, and an expiration policy so a crashed instance's
+// subscription is removed by Pub/Sub after a day unused), receives events
+// until ctx is done, then deletes the subscription.
+func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error {
+	if client == nil || cfg.Topic == "" || cfg.Subscription == "" || cfg.Handle == nil {
+		return errors.New("notify: Listen: client, Topic, Subscription and Handle are required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name := "projects/" + client.Project() + "/subscriptions/" + cfg.Subscription
+	spec := &pubsubpb.Subscription{
+		Name:                     name,
+		Topic:                    TopicName(client.Project(), cfg.Topic),
+		EnableMessageOrdering:    true,
+		AckDeadlineSeconds:       10,
+		MessageRetentionDuration: durationpb.New(10 * time.Minute),
+		ExpirationPolicy:         &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(24 * time.Hour)},
+	}
+	if err := retry(ctx, func(ctx context.Context) error {
+		_, err := client.SubscriptionAdminClient.CreateSubscription(ctx, spec)
+		return err
+	}); err != nil {
+		return fmt.Errorf("notify: create subscription %s: %w", name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := client.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: name}); err != nil {
+			log.Warn("notify: delete subscription", "subscription", name, "err", err)
+		}
+	}()
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	sub := client.Subscriber(name)
+	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		ev, err := Decode(m.Data)
+		m.Ack() // a message that cannot be decoded never will be
+		if err != nil {
+			log.Warn("notify: undecodable event", "ce-id", m.Attributes["ce-id"], "err", err)
+			return
+		}
+		cfg.Handle(ev)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("notify: receive from %s: %w", name, err)
+	}
+	return nil
+}
+
+// retry calls f until it succeeds, up to 5 times over about 3 s: the Pub/Sub
+// emulator's first admin calls after start-up can fail.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	var err error
+	backoff := 100 * time.Millisecond
+	for range 5 {
+		if err = f(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return err
+}

@@ -1,0 +1,111 @@
+package notify_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/notify"
+)
+
+func sampleEvent(typ lease.EventType, token int64) lease.Event {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
+	l := lease.Lease{Name: "team-a.scheduler", Holder: "agent-2", FencingToken: token, TTL: 30 * time.Second,
+		AcquireTime: t0, RenewTime: t0, ExpireTime: t0.Add(30 * time.Second), ServerTime: t0, Transitions: token,
+		Metadata: json.RawMessage(`{"addr":"x"}`)}
+	ev := lease.Event{Type: typ, Lease: l, Time: t0}
+	if typ == lease.EventAcquired && token > 1 {
+		ev.PreviousHolder, ev.PreviousExpired = "agent-1", true
+	}
+	return ev
+}
+
+func TestEncodeAttributesAndData(t *testing.T) {
+	msg, err := notify.Encode(sampleEvent(lease.EventAcquired, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"ce-specversion": "1.0",
+		"ce-type":        "dev.leasesvc.lease.acquired.v1",
+		"ce-source":      "/leases/team-a.scheduler",
+		"ce-id":          "team-a.scheduler/2/acquired",
+		"ce-time":        "2026-11-21T12:00:00.123456Z",
+		"content-type":   "application/json",
+		"lease":          "team-a.scheduler",
+		"fencingToken":   "2",
+		"holder":         "agent-2",
+	}
+	for k, v := range want {
+		if msg.Attributes[k] != v {
+			t.Errorf("attribute %s = %q, want %q", k, msg.Attributes[k], v)
+		}
+	}
+	if len(msg.Attributes) != len(want) {
+		t.Errorf("attributes %v, want exactly %v", msg.Attributes, want)
+	}
+	if msg.OrderingKey != "team-a.scheduler" {
+		t.Errorf("ordering key %q, want the lease name", msg.OrderingKey)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(msg.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if data["type"] != "acquired" || data["previousHolder"] != "agent-1" || data["previousExpired"] != true || data["eventTime"] != "2026-11-21T12:00:00.123456Z" {
+		t.Errorf("data %s", msg.Data)
+	}
+	l, _ := data["lease"].(map[string]any)
+	if l["fencingToken"] != 2.0 || l["held"] != true || l["remainingMs"] != 30000.0 {
+		t.Errorf("data.lease %v, want the full lease as the API returns it", l)
+	}
+}
+
+func TestFirstAcquireAndReleaseCarryNoPrevious(t *testing.T) {
+	for _, ev := range []lease.Event{sampleEvent(lease.EventAcquired, 1), sampleEvent(lease.EventReleased, 3)} {
+		msg, _ := notify.Encode(ev)
+		var data map[string]any
+		_ = json.Unmarshal(msg.Data, &data)
+		if _, ok := data["previousHolder"]; ok {
+			t.Errorf("%s: data has previousHolder: %s", ev.Type, msg.Data)
+		}
+		if _, ok := data["previousExpired"]; ok {
+			t.Errorf("%s: data has previousExpired: %s", ev.Type, msg.Data)
+		}
+	}
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	for _, ev := range []lease.Event{sampleEvent(lease.EventAcquired, 4), sampleEvent(lease.EventReleased, 4), sampleEvent(lease.EventExpired, 5)} {
+		msg, err := notify.Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := notify.Decode(msg.Data)
+		if err != nil {
+			t.Fatalf("Decode(%s): %v", msg.Data, err)
+		}
+		if got.Type != ev.Type || got.Lease.FencingToken != ev.Lease.FencingToken || !got.Lease.ExpireTime.Equal(ev.Lease.ExpireTime) ||
+			!got.Time.Equal(ev.Time) || got.PreviousHolder != ev.PreviousHolder || got.PreviousExpired != ev.PreviousExpired ||
+			string(got.Lease.Metadata) != string(ev.Lease.Metadata) {
+			t.Errorf("round trip of %+v gave %+v", ev, got)
+		}
+	}
+	for _, bad := range []string{`{`, `{"type":"stolen","lease":{"acquireTime":"2026-01-01T00:00:00Z","renewTime":"2026-01-01T00:00:00Z","expireTime":"2026-01-01T00:00:00Z","serverTime":"2026-01-01T00:00:00Z"},"eventTime":"2026-01-01T00:00:00Z"}`, `{"type":"acquired","lease":{},"eventTime":"x"}`} {
+		if _, err := notify.Decode([]byte(bad)); err == nil {
+			t.Errorf("Decode(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestNewerOrdersByTokenThenType(t *testing.T) {
+	a1, r1, a2, e2 := sampleEvent(lease.EventAcquired, 1), sampleEvent(lease.EventReleased, 1), sampleEvent(lease.EventAcquired, 2), sampleEvent(lease.EventExpired, 2)
+	seq := []lease.Event{a1, r1, a2, e2}
+	for i := range seq {
+		for j := range seq {
+			if got, want := notify.Newer(seq[i], seq[j]), j > i; got != want {
+				t.Errorf("Newer(%s/%d, %s/%d) = %v, want %v", seq[i].Type, seq[i].Lease.FencingToken, seq[j].Type, seq[j].Lease.FencingToken, got, want)
+			}
+		}
+	}
+}

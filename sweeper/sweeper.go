@@ -1,0 +1,209 @@
+// Package sweeper announces holdings that ran out with nobody taking over:
+// it finds them by expire time and reports one expired event each
+// (SPEC §5), within about a second of their expiry.
+//
+// One service instance sweeps at a time. It is elected by a lease in the
+// service's own backend (leasesvc elects its own sweeper), so a crashed
+// sweeper is replaced once that lease's TTL runs out. A new sweeper starts
+// its scan one sweeper TTL in the past, so expiries during a hand-over are
+// announced, possibly twice; duplicates carry the same ce-id
+// ({name}/{token}/expired) and consumers drop them.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// Config configures a Sweeper. The zero value of every field but Manager,
+// Scanner, Holder and Emit means its default.
+type Config struct {
+	// Manager runs the election lease.
+	Manager *lease.Manager
+	// Scanner finds records by expire time: the same backend as Manager's.
+	Scanner backend.ExpiryScanner
+	// Holder is this instance's identity in the election.
+	Holder string
+	// Emit receives each expired event; it must not block.
+	Emit func(lease.Event)
+	// LeaseName is the election lease. Default "leasesvc.sweeper".
+	LeaseName string
+	// TTL of the election lease. Default 10s; renewed every TTL/3.
+	TTL time.Duration
+	// Interval between scans while leading. Default 250ms.
+	Interval time.Duration
+	// Batch is the most records read per scan query. Default 500.
+	Batch int
+	// Logger receives the sweeper's log lines. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Sweeper campaigns for the sweeper lease and, while it holds it, announces
+// expired holdings.
+type Sweeper struct {
+	cfg    Config
+	cursor backend.Cursor
+	// announced holds the holdings announced within the last lag, by
+	// "name/token", with their expire time; the scan looks back that far
+	// each time, for writes that commit a little after their decision.
+	announced map[announcement]time.Time
+}
+
+// announcement identifies one expired holding.
+type announcement struct {
+	name  string
+	token int64
+}
+
+// lag is how far behind the backend's clock each scan starts again.
+const lag = 2 * time.Second
+
+// New checks cfg and returns a Sweeper.
+func New(cfg Config) (*Sweeper, error) {
+	switch {
+	case cfg.Manager == nil:
+		return nil, errors.New("sweeper: Config.Manager is nil")
+	case cfg.Scanner == nil:
+		return nil, errors.New("sweeper: Config.Scanner is nil")
+	case cfg.Holder == "":
+		return nil, errors.New("sweeper: Config.Holder is empty")
+	case cfg.Emit == nil:
+		return nil, errors.New("sweeper: Config.Emit is nil")
+	case cfg.TTL < 0 || cfg.Interval < 0 || cfg.Batch < 0:
+		return nil, errors.New("sweeper: Config.TTL, Interval and Batch must not be negative")
+	}
+	if cfg.LeaseName == "" {
+		cfg.LeaseName = "leasesvc.sweeper"
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !lease.ValidName(cfg.LeaseName) {
+		return nil, fmt.Errorf("sweeper: Config.LeaseName %q is not a lease name", cfg.LeaseName)
+	}
+	return &Sweeper{cfg: cfg, announced: map[announcement]time.Time{}}, nil
+}
+
+// Run campaigns and sweeps until ctx is done; then it releases the
+// election lease if it holds it. It returns nil when ctx ends it.
+func (s *Sweeper) Run(ctx context.Context) error {
+	log := s.cfg.Logger.With("lease", s.cfg.LeaseName, "holder", s.cfg.Holder)
+	var held lease.Lease // the live holding, FencingToken 0 when not leading
+	renewEvery := s.cfg.TTL / 3
+	var lastRenew time.Time // local monotonic time of the last successful acquire/renew send
+	defer func() {
+		if held.FencingToken != 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_, err := s.cfg.Manager.Release(rctx, lease.ReleaseRequest{Name: s.cfg.LeaseName, Holder: s.cfg.Holder, FencingToken: held.FencingToken})
+			if err != nil && !errors.Is(err, lease.ErrLost) {
+				log.Warn("sweeper: release on stop", "err", err)
+			}
+		}
+	}()
+	for {
+		wait := s.cfg.Interval
+		sent := time.Now()
+		switch {
+		case held.FencingToken == 0:
+			l, err := s.cfg.Manager.Acquire(ctx, lease.AcquireRequest{Name: s.cfg.LeaseName, Holder: s.cfg.Holder, TTL: s.cfg.TTL})
+			switch {
+			case err == nil:
+				held, lastRenew = l, sent
+				// Start one TTL back, so a predecessor's last gap is covered.
+				s.cursor = backend.Cursor{ExpireTime: l.ServerTime.Add(-s.cfg.TTL - time.Second)}
+				log.Info("sweeper: leading", "token", l.FencingToken)
+			case errors.Is(err, lease.ErrHeld):
+				var h *lease.HeldError
+				errors.As(err, &h)
+				wait = min(max(h.Lease.Remaining(), s.cfg.Interval), renewEvery) + jitter(s.cfg.Interval)
+			case ctx.Err() != nil:
+				return nil
+			default:
+				log.Warn("sweeper: campaign", "err", err)
+				wait = renewEvery
+			}
+		case time.Since(lastRenew) >= renewEvery:
+			l, err := s.cfg.Manager.Renew(ctx, lease.RenewRequest{Name: s.cfg.LeaseName, Holder: s.cfg.Holder, FencingToken: held.FencingToken})
+			switch {
+			case err == nil:
+				held, lastRenew = l, sent
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, lease.ErrLost):
+				log.Warn("sweeper: lost the sweeper lease", "token", held.FencingToken)
+				held = lease.Lease{}
+			default:
+				log.Warn("sweeper: renew", "err", err)
+			}
+		}
+		// Sweep only within the safe deadline of the holding (SPEC §2).
+		if held.FencingToken != 0 && time.Since(lastRenew) < held.TTL*9/10 {
+			if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("sweeper: scan", "err", err)
+			}
+		} else if held.FencingToken != 0 {
+			held = lease.Lease{} // past the safe deadline: stop leading
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// sweep announces every holding that ran out since the cursor.
+func (s *Sweeper) sweep(ctx context.Context) error {
+	now, err := s.cfg.Manager.Get(ctx, s.cfg.LeaseName) // a read of the backend's clock
+	if err != nil {
+		return fmt.Errorf("read server time: %w", err)
+	}
+	until := now.ServerTime
+	if back := until.Add(-lag); s.cursor.ExpireTime.After(back) {
+		s.cursor = backend.Cursor{ExpireTime: back}
+	}
+	for k, exp := range s.announced {
+		if exp.Before(s.cursor.ExpireTime) {
+			delete(s.announced, k)
+		}
+	}
+	for {
+		recs, err := s.cfg.Scanner.ScanExpiry(ctx, s.cursor, until, s.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("scan expiry after %v: %w", s.cursor.ExpireTime, err)
+		}
+		for i := range recs {
+			r := &recs[i]
+			s.cursor = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
+			key := announcement{r.Name, r.FencingToken}
+			if _, done := s.announced[key]; done || lease.Released(r) || r.Name == s.cfg.LeaseName && r.Holder == s.cfg.Holder {
+				continue
+			}
+			s.announced[key] = r.ExpireTime
+			l := lease.ViewAt(r, until)
+			s.cfg.Emit(lease.Event{Type: lease.EventExpired, Lease: l, Time: r.ExpireTime})
+		}
+		if len(recs) < s.cfg.Batch {
+			return nil
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }
