@@ -46,9 +46,12 @@
 //
 // # Limits
 //
-// Firestore's own client retries Unavailable and ResourceExhausted commits
-// for up to 60 s unless ctx has an earlier deadline; give every call a
-// deadline. A write whose answer is lost may have been applied: Update then
-// sees its own write on the next read and decides again on it, which the
-// lease rules make harmless (a holder's repeated acquire is idempotent).
+// The Firestore client retries Unavailable errors within each call for as
+// long as the call's context allows, so an unreachable Firestore does not
+// fail fast: each call (read, write, query) is bounded by the Store's call
+// timeout (WithCallTimeout, default 10 s), after which it fails with
+// backend.ErrUnavailable while the caller's ctx is still live. A write whose
+// answer is lost may have been applied: Update then sees its own write on
+// the next read and decides again on it, which the lease rules make
+// harmless (a holder's repeated acquire is idempotent).
 package firestore

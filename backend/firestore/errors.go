@@ -16,21 +16,29 @@ import (
 // classify maps an error of the Firestore client to the backend sentinels,
 // in one place:
 //
+//   - ctx done: ctx's own error (context.Canceled or
+//     context.DeadlineExceeded), unwrapped;
+//   - call (ctx bounded by the Store's call timeout) done while ctx is not:
+//     backend.ErrUnavailable, since Firestore did not answer in time (the
+//     client retries Unavailable by itself until then);
 //   - Aborted, FailedPrecondition, AlreadyExists: backend.ErrConflict (a
 //     precondition failed: the document changed since it was read);
 //   - Canceled, DeadlineExceeded: context.Canceled, context.DeadlineExceeded,
-//     unwrapped (ctx's own error when ctx is done);
+//     unwrapped;
 //   - everything else, Unavailable and ResourceExhausted first among them:
 //     backend.ErrUnavailable, since the backend cannot serve the request
 //     (a permission or configuration error is not a bug of the caller's).
 //
 // The native error stays reachable: fmt.Errorf("%w: %w", sentinel, err).
-func classify(ctx context.Context, op, name string, err error) error {
+func classify(ctx, call context.Context, op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
+	}
+	if call.Err() != nil {
+		return fmt.Errorf("backend/firestore: %s %q: %w: no answer within the call timeout: %w", op, name, backend.ErrUnavailable, err)
 	}
 	if errors.Is(err, context.Canceled) {
 		return context.Canceled
@@ -50,25 +58,10 @@ func classify(ctx context.Context, op, name string, err error) error {
 	return fmt.Errorf("backend/firestore: %s %q: %w: %w", op, name, sentinel, err)
 }
 
-// retryable reports whether Update retries err, a classified error:
-// conflicts until ctx is done, Unavailable a few times.
-func retryable(err error, unavailableTries int) bool {
-	switch {
-	case errors.Is(err, backend.ErrConflict):
-		return true
-	case status.Code(err) == codes.Unavailable:
-		return unavailableTries < maxUnavailableTries
-	}
-	return false
-}
-
-// Retry pacing of Update.
+// Backoff of Update between attempts after a conflict.
 const (
-	// maxUnavailableTries is how many times Update tries after Unavailable
-	// errors before it returns one (the client has retried each already).
-	maxUnavailableTries = 4
-	backoffBase         = 2 * time.Millisecond
-	backoffCap          = 100 * time.Millisecond
+	backoffBase = 2 * time.Millisecond
+	backoffCap  = 100 * time.Millisecond
 )
 
 // backoff sleeps a random time up to min(backoffCap, backoffBase·2^attempt)

@@ -27,16 +27,22 @@ const clockDocID = "_leasesvc_clock"
 // Store is a backend.Store over one Firestore collection. It is safe for
 // concurrent use; it holds no state besides the client and the collection.
 type Store struct {
-	client *gfs.Client
-	coll   *gfs.CollectionRef
+	client      *gfs.Client
+	coll        *gfs.CollectionRef
+	callTimeout time.Duration
 }
 
 var _ backend.Store = (*Store)(nil)
 
 // config is what the options set.
 type config struct {
-	collection string
+	collection  string
+	callTimeout time.Duration
 }
+
+// DefaultCallTimeout bounds each Firestore call unless WithCallTimeout says
+// otherwise.
+const DefaultCallTimeout = 10 * time.Second
 
 // Option configures a Store.
 type Option func(*config)
@@ -47,20 +53,31 @@ type Option func(*config)
 // 1,500 bytes.
 func WithCollection(id string) Option { return func(c *config) { c.collection = id } }
 
+// WithCallTimeout bounds each call to Firestore (one read, one write, one
+// query) to d; default DefaultCallTimeout (10s). The Firestore client
+// retries Unavailable errors by itself for as long as its context allows,
+// so an unreachable Firestore never answers Unavailable: this timeout is
+// what turns it into backend.ErrUnavailable while the caller's ctx is still
+// live. It must be positive.
+func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTimeout = d } }
+
 // New returns a Store over client. The client stays the caller's: close it
 // after the Store is no longer used.
 func New(client *gfs.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("backend/firestore: New: client is nil")
 	}
-	cfg := config{collection: DefaultCollection}
+	cfg := config{collection: DefaultCollection, callTimeout: DefaultCallTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := validCollection(cfg.collection); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, coll: client.Collection(cfg.collection)}, nil
+	if cfg.callTimeout <= 0 {
+		return nil, fmt.Errorf("backend/firestore: call timeout %v must be positive", cfg.callTimeout)
+	}
+	return &Store{client: client, coll: client.Collection(cfg.collection), callTimeout: cfg.callTimeout}, nil
 }
 
 func validCollection(id string) error {
@@ -86,12 +103,14 @@ func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, time.T
 	if err != nil {
 		return backend.Snapshot{}, time.Time{}, err
 	}
-	ds, err := ref.Get(ctx)
+	call, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	ds, err := ref.Get(call)
 	switch {
 	case status.Code(err) == codes.NotFound && ds != nil && !ds.Exists():
-		return s.missing(ctx, "get", name, ds)
+		return s.missing(name, ds)
 	case err != nil:
-		return backend.Snapshot{}, time.Time{}, classify(ctx, "get", name, err)
+		return backend.Snapshot{}, time.Time{}, classify(ctx, call, "get", name, err)
 	}
 	if ds.ReadTime.IsZero() || ds.UpdateTime.IsZero() {
 		return backend.Snapshot{}, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read or update time", name, backend.ErrUnavailable)
@@ -104,11 +123,11 @@ func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, time.T
 }
 
 // missing is the snapshot of a document that does not exist.
-func (s *Store) missing(ctx context.Context, op, name string, ds *gfs.DocumentSnapshot) (backend.Snapshot, time.Time, error) {
+func (s *Store) missing(name string, ds *gfs.DocumentSnapshot) (backend.Snapshot, time.Time, error) {
 	if ds.ReadTime.IsZero() {
 		// Firestore returns a read time with a missing document; without it
 		// there is no server time to decide on.
-		return backend.Snapshot{}, time.Time{}, classify(ctx, op, name, fmt.Errorf("no read time for missing document %q", name))
+		return backend.Snapshot{}, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read time for the missing document", name, backend.ErrUnavailable)
 	}
 	return backend.Snapshot{ServerTime: ds.ReadTime}, time.Time{}, nil
 }
@@ -124,39 +143,35 @@ func (s *Store) doc(name string) (*gfs.DocumentRef, error) {
 // conditioned on the document being unchanged since that read (Create for a
 // missing document, an update with a LastUpdateTime precondition for an
 // existing one). A lost race reads and decides again, with backoff, until
-// ctx is done; Unavailable errors are retried a few times. decide's answer
-// nil writes nothing, so a refusal costs one read.
+// ctx is done. Unavailable is not retried here: the Firestore client
+// retries it within each call, up to the call timeout. decide's answer nil
+// writes nothing, so a refusal costs one read.
 func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	ref, err := s.doc(name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	unavailable := 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return backend.Snapshot{}, err
 		}
 		snap, updateTime, err := s.read(ctx, name)
-		if err == nil {
-			var next *backend.Record
-			next, err = decide(snap)
-			switch {
-			case err != nil:
-				return backend.Snapshot{}, err
-			case next == nil:
-				return snap, nil
-			}
-			var stored *backend.Record
-			stored, err = s.write(ctx, ref, name, next, updateTime)
-			if err == nil {
-				return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
-			}
-		}
-		if !retryable(err, unavailable) {
+		if err != nil {
 			return backend.Snapshot{}, err
 		}
-		if !errors.Is(err, backend.ErrConflict) {
-			unavailable++
+		next, err := decide(snap)
+		switch {
+		case err != nil:
+			return backend.Snapshot{}, err
+		case next == nil:
+			return snap, nil
+		}
+		stored, err := s.write(ctx, ref, name, next, updateTime)
+		switch {
+		case err == nil:
+			return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
+		case !errors.Is(err, backend.ErrConflict):
+			return backend.Snapshot{}, err
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return backend.Snapshot{}, err
@@ -173,17 +188,19 @@ func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, ne
 		return nil, err
 	}
 	d := toDoc(rec)
+	call, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
 	if updateTime.IsZero() {
-		_, err = ref.Create(ctx, d)
+		_, err = ref.Create(call, d)
 	} else {
-		_, err = ref.Update(ctx, d.updates(), gfs.LastUpdateTime(updateTime))
+		_, err = ref.Update(call, d.updates(), gfs.LastUpdateTime(updateTime))
 	}
 	if status.Code(err) == codes.NotFound {
 		// The document was deleted since the read: a lost race like any other.
 		return nil, fmt.Errorf("backend/firestore: write %q: %w: %w", name, backend.ErrConflict, err)
 	}
 	if err != nil {
-		return nil, classify(ctx, "write", name, err)
+		return nil, classify(ctx, call, "write", name, err)
 	}
 	return rec, nil
 }
@@ -212,7 +229,9 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	if prefix != "" {
 		q = q.EndBefore(prefixEnd(prefix))
 	}
-	it := q.Documents(ctx)
+	call, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	it := q.Documents(call)
 	defer it.Stop()
 	var (
 		out []backend.Record
@@ -224,7 +243,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 			break
 		}
 		if err != nil {
-			return nil, time.Time{}, classify(ctx, "list", prefix, err)
+			return nil, time.Time{}, classify(ctx, call, "list", prefix, err)
 		}
 		r, err := fromSnapshot(ds)
 		if err != nil {
@@ -254,12 +273,14 @@ func prefixEnd(prefix string) string { return prefix + "\uf8ff" }
 
 // serverTime returns the read time of a Get of the clock document.
 func (s *Store) serverTime(ctx context.Context, op string) (time.Time, error) {
-	ds, err := s.coll.Doc(clockDocID).Get(ctx)
+	call, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	ds, err := s.coll.Doc(clockDocID).Get(call)
 	switch {
 	case status.Code(err) == codes.NotFound && ds != nil && !ds.ReadTime.IsZero():
 		return ds.ReadTime, nil
 	case err != nil:
-		return time.Time{}, classify(ctx, op, clockDocID, err)
+		return time.Time{}, classify(ctx, call, op, clockDocID, err)
 	case ds.ReadTime.IsZero():
 		return time.Time{}, fmt.Errorf("backend/firestore: %s: %w: the server sent no read time", op, backend.ErrUnavailable)
 	}

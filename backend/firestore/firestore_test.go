@@ -1,0 +1,187 @@
+package firestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	gfs "cloud.google.com/go/firestore"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestClassify(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		sentinel error // errors.Is must hold
+		exact    error // the error must be exactly this
+		code     codes.Code
+	}{
+		{"aborted", t.Context(), status.Error(codes.Aborted, "x"), backend.ErrConflict, nil, codes.Aborted},
+		{"failed precondition", t.Context(), status.Error(codes.FailedPrecondition, "x"), backend.ErrConflict, nil, codes.FailedPrecondition},
+		{"already exists", t.Context(), status.Error(codes.AlreadyExists, "x"), backend.ErrConflict, nil, codes.AlreadyExists},
+		{"unavailable", t.Context(), status.Error(codes.Unavailable, "x"), backend.ErrUnavailable, nil, codes.Unavailable},
+		{"resource exhausted", t.Context(), status.Error(codes.ResourceExhausted, "x"), backend.ErrUnavailable, nil, codes.ResourceExhausted},
+		{"permission denied", t.Context(), status.Error(codes.PermissionDenied, "x"), backend.ErrUnavailable, nil, codes.PermissionDenied},
+		{"internal", t.Context(), status.Error(codes.Internal, "x"), backend.ErrUnavailable, nil, codes.Internal},
+		{"plain error", t.Context(), errors.New("x"), backend.ErrUnavailable, nil, codes.Unknown},
+		{"deadline code", t.Context(), status.Error(codes.DeadlineExceeded, "x"), nil, context.DeadlineExceeded, 0},
+		{"canceled code", t.Context(), status.Error(codes.Canceled, "x"), nil, context.Canceled, 0},
+		{"wrapped context error", t.Context(), fmt.Errorf("rpc: %w", context.DeadlineExceeded), nil, context.DeadlineExceeded, 0},
+		{"ctx done wins", done, status.Error(codes.Unavailable, "x"), nil, context.Canceled, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := classify(c.ctx, c.ctx, "get", "n", c.err)
+			if c.exact != nil {
+				if got != c.exact {
+					t.Fatalf("classify = %#v, want exactly %v (context errors are never wrapped)", got, c.exact)
+				}
+				return
+			}
+			if !errors.Is(got, c.sentinel) {
+				t.Fatalf("classify = %v, want errors.Is %v", got, c.sentinel)
+			}
+			if status.Code(got) != c.code {
+				t.Fatalf("status.Code(classify) = %v, want the native %v still reachable", status.Code(got), c.code)
+			}
+			if !strings.Contains(got.Error(), `get "n"`) {
+				t.Fatalf("classify = %q, want the operation and name in it", got)
+			}
+		})
+	}
+	if classify(t.Context(), t.Context(), "get", "n", nil) != nil {
+		t.Fatal("classify(nil) != nil")
+	}
+	// The call timeout ran out while the caller's ctx is live: Firestore did
+	// not answer in time, which is ErrUnavailable, not the caller's deadline.
+	call, cancel := context.WithTimeout(t.Context(), 0)
+	defer cancel()
+	<-call.Done()
+	got := classify(t.Context(), call, "get", "n", status.Error(codes.DeadlineExceeded, "x"))
+	if !errors.Is(got, backend.ErrUnavailable) || errors.Is(got, context.DeadlineExceeded) {
+		t.Fatalf("classify after the call timeout = %v, want ErrUnavailable and not a context error", got)
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	alphabet := "-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+	for _, prefix := range []string{"a", "team-a.", "z", "A9", "x_", "a-"} {
+		end := prefixEnd(prefix)
+		if strings.Contains(end, "/") {
+			t.Errorf("prefixEnd(%q) = %q holds a '/'", prefix, end)
+		}
+		for _, c := range alphabet {
+			name := prefix + string(c) + strings.Repeat("z", 120)
+			if !(prefix <= name && name < end) {
+				t.Errorf("%q starts with %q but is not in [%q, %q)", name, prefix, prefix, end)
+			}
+			if other := string(c) + prefix; !strings.HasPrefix(other, prefix) && other >= prefix && other < end {
+				t.Errorf("%q does not start with %q but is in [%q, %q)", other, prefix, prefix, end)
+			}
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
+	r := &backend.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
+		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 2, Metadata: []byte(`{}`)}
+	got, err := normalize("n", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "n" || got.AcquireTime.Nanosecond() != 123456000 || got.AcquireTime.Location() != time.UTC || !got.ExpireTime.Equal(now.Add(time.Second).Truncate(time.Microsecond)) {
+		t.Fatalf("normalize = %+v, want name n, µs-truncated UTC times", got)
+	}
+	got.Metadata[0] = 'X'
+	if string(r.Metadata) != `{}` {
+		t.Fatal("normalize shares the caller's metadata")
+	}
+	d := toDoc(got)
+	if d.TTLMs != 1500 || d.Metadata != `X}` || len(d.updates()) != 9 {
+		t.Fatalf("toDoc = %+v", d)
+	}
+	r.TTL = 1500*time.Millisecond + time.Microsecond
+	if _, err := normalize("n", r); err == nil {
+		t.Fatal("normalize accepted a TTL that ttlMs cannot hold")
+	}
+}
+
+// deadClient returns a client of an "emulator" on a port where nothing
+// listens.
+func deadClient(t *testing.T) *gfs.Client {
+	t.Setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:1")
+	c, err := gfs.NewClient(t.Context(), "leasesvc-test")
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestNew(t *testing.T) {
+	c := deadClient(t)
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	for _, coll := range []string{"", ".", "..", "a/b", "__x__", strings.Repeat("c", 1501)} {
+		if _, err := New(c, WithCollection(coll)); err == nil || !strings.Contains(err.Error(), "collection") {
+			t.Errorf("New(WithCollection(%q)) = %v, want an error naming the collection", coll, err)
+		}
+	}
+	for _, coll := range []string{"leases", "team-a.leases", "__x", "_"} {
+		if _, err := New(c, WithCollection(coll)); err != nil {
+			t.Errorf("New(WithCollection(%q)) = %v", coll, err)
+		}
+	}
+}
+
+// TestUnreachable checks the error classes when Firestore cannot be
+// reached: ErrUnavailable once the call timeout is spent (the client itself
+// retries for ever), and the context's own error when its deadline comes
+// first.
+func TestUnreachable(t *testing.T) {
+	if _, err := New(deadClient(t), WithCallTimeout(0)); err == nil {
+		t.Error("New(WithCallTimeout(0)) succeeded")
+	}
+	s, err := New(deadClient(t), WithCallTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := s.Ping(ctx); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Ping = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Get(ctx, "n"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Get = %v, want ErrUnavailable", err)
+	}
+	if _, _, err := s.List(ctx, "", "", 10); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("List = %v, want ErrUnavailable", err)
+	}
+	called := false
+	decide := func(backend.Snapshot) (*backend.Record, error) { called = true; return nil, nil }
+	if _, err := s.Update(ctx, "n", decide); !errors.Is(err, backend.ErrUnavailable) || called {
+		t.Errorf("Update = %v (decide called: %v), want ErrUnavailable", err, called)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Update(short, "n", decide); err != context.DeadlineExceeded || called {
+		t.Errorf("Update with a short deadline = %v (decide called: %v), want context.DeadlineExceeded unwrapped", err, called)
+	}
+	if _, err := s.Get(ctx, "a/b"); err == nil {
+		t.Error("Get of a name with a slash succeeded")
+	}
+}
