@@ -111,8 +111,20 @@ func TestNormalize(t *testing.T) {
 		t.Fatal("normalize shares the caller's metadata")
 	}
 	d := toDoc(got)
-	if d.TTLMs != 1500 || d.Metadata != `X}` || len(d.updates()) != 9 {
+	if d.TTLMs != 1500 || d.Metadata != `X}` {
 		t.Fatalf("toDoc = %+v", d)
+	}
+	if u := changes(leaseDoc{}, d); len(u) != 9 {
+		t.Fatalf("changes from nothing = %d fields, want all 9", len(u))
+	}
+	if u := changes(d, d); len(u) != 0 {
+		t.Fatalf("changes from itself = %v, want none", u)
+	}
+	renewed := d
+	renewed.RenewTime = d.RenewTime.Add(time.Second)
+	renewed.ExpireTime = d.ExpireTime.Add(time.Second)
+	if u := changes(d, renewed); len(u) != 2 || u[0].Path != fieldRenewTime || u[1].Path != fieldExpireTime {
+		t.Fatalf("changes of a renew = %v, want renewTime and expireTime", u)
 	}
 	r.TTL = 1500*time.Millisecond + time.Microsecond
 	if _, err := normalize("n", r); err == nil {

@@ -66,20 +66,27 @@ func toDoc(r *backend.Record) leaseDoc {
 	}
 }
 
-// updates lists every field of d, for a conditional update that replaces
-// the whole lease.
-func (d leaseDoc) updates() []gfs.Update {
-	return []gfs.Update{
-		{Path: fieldName, Value: d.Name},
-		{Path: fieldHolder, Value: d.Holder},
-		{Path: fieldFencingToken, Value: d.FencingToken},
-		{Path: fieldTTLMs, Value: d.TTLMs},
-		{Path: fieldAcquireTime, Value: d.AcquireTime},
-		{Path: fieldRenewTime, Value: d.RenewTime},
-		{Path: fieldExpireTime, Value: d.ExpireTime},
-		{Path: fieldTransitions, Value: d.Transitions},
-		{Path: fieldMetadata, Value: d.Metadata},
+// changes lists the fields in which next differs from cur, for a
+// conditional update of a document that holds cur: the precondition makes
+// sure it still does, so the fields not listed already have their values.
+// A renew writes two fields (renewTime, expireTime), a release one.
+func changes(cur, next leaseDoc) []gfs.Update {
+	var u []gfs.Update
+	add := func(changed bool, path string, v any) {
+		if changed {
+			u = append(u, gfs.Update{Path: path, Value: v})
+		}
 	}
+	add(cur.Name != next.Name, fieldName, next.Name)
+	add(cur.Holder != next.Holder, fieldHolder, next.Holder)
+	add(cur.FencingToken != next.FencingToken, fieldFencingToken, next.FencingToken)
+	add(cur.TTLMs != next.TTLMs, fieldTTLMs, next.TTLMs)
+	add(!cur.AcquireTime.Equal(next.AcquireTime), fieldAcquireTime, next.AcquireTime)
+	add(!cur.RenewTime.Equal(next.RenewTime), fieldRenewTime, next.RenewTime)
+	add(!cur.ExpireTime.Equal(next.ExpireTime), fieldExpireTime, next.ExpireTime)
+	add(cur.Transitions != next.Transitions, fieldTransitions, next.Transitions)
+	add(cur.Metadata != next.Metadata, fieldMetadata, next.Metadata)
+	return u
 }
 
 // fromSnapshot decodes an existing lease document.

@@ -166,7 +166,7 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 		case next == nil:
 			return snap, nil
 		}
-		stored, err := s.write(ctx, ref, name, next, updateTime)
+		stored, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
 		switch {
 		case err == nil:
 			return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
@@ -180,20 +180,32 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 }
 
 // write stores next under ref if the document's update time is still
-// updateTime (zero: if it still does not exist). It returns the record as
-// stored.
-func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
+// updateTime (zero: if it still does not exist). cur is the record read at
+// updateTime: only the fields that differ from it are sent, and when none
+// does nothing is written (the decision changes nothing it read). It
+// returns the record as stored.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
 	rec, err := normalize(name, next)
 	if err != nil {
 		return nil, err
 	}
 	d := toDoc(rec)
+	var update []gfs.Update
+	if cur != nil {
+		c, err := normalize(name, cur)
+		if err != nil {
+			return nil, err
+		}
+		if update = changes(toDoc(c), d); len(update) == 0 {
+			return rec, nil
+		}
+	}
 	call, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
-	if updateTime.IsZero() {
+	if cur == nil {
 		_, err = ref.Create(call, d)
 	} else {
-		_, err = ref.Update(call, d.updates(), gfs.LastUpdateTime(updateTime))
+		_, err = ref.Update(call, update, gfs.LastUpdateTime(updateTime))
 	}
 	if status.Code(err) == codes.NotFound {
 		// The document was deleted since the read: a lost race like any other.
