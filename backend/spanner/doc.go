@@ -1,0 +1,45 @@
+// Package spanner is the Cloud Spanner lease backend: one row per lease in
+// the Leases table of schema.sql, read and written in read-write
+// transactions, with Spanner's clock as the server clock.
+//
+// # Clock
+//
+// Every decision is made with Spanner's time, never the process's:
+// Update reads the row together with CURRENT_TIMESTAMP() in one statement
+// inside its read-write transaction and passes that time to decide; the
+// acquire, renew and expire times derive from it and are stored in plain
+// TIMESTAMP columns (a commit-timestamp column refuses the future expire
+// time). UpdateTime is the commit timestamp, for operators. Get and List are
+// strong single reads whose server time is the read timestamp: the database
+// as of that instant, so a later read never shows an earlier time than a
+// write it sees.
+//
+// # Concurrency
+//
+// Spanner's locks make the read and the write of Update one serializable
+// step; two processes that race for a lease cannot both win. Transactions
+// that lose a race are aborted by Spanner and run again (the client library
+// retries Aborted itself; Update retries what reaches it, and the emulator's
+// "Invalid transaction ID" and "Transaction not found", which the emulator
+// returns because it runs one read-write transaction at a time), with a
+// capped, jittered exponential backoff, bounded by WithMaxAttempts and the
+// caller's context. Retries counts them.
+//
+// Before its transaction Update decides once on a strong single read (the
+// fast path, WithFastPath): an acquire refused as lease_held, a renew that
+// is lease_lost or an idempotent release returns from that read without
+// taking any lock, so followers polling a held lease never contend with its
+// holder's renewals. An answer that writes pays one read more.
+//
+// # Limits
+//
+// The guarantees are those of package lease over a store that keeps its
+// records: fencing tokens are never reused, across restarts of the service
+// too, as long as the Leases table is kept. The backend trusts Spanner's
+// TrueTime-bounded clock; it has no clock assumptions of its own. A commit
+// whose outcome is unknown (the context ended during Commit) is reported as
+// context.DeadlineExceeded or context.Canceled, although the write may have
+// been applied; acquire is idempotent for its holder, so a retry recovers.
+// The schema is never altered automatically: Migrate creates a missing table
+// and refuses one that differs from schema.sql.
+package spanner

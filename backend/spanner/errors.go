@@ -1,0 +1,105 @@
+package spanner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// Reasons a read-write transaction is retried, as passed to the WithRetryHook
+// function.
+const (
+	// RetryAborted is Spanner aborting a transaction that lost a lock to
+	// another (the client retries these itself first).
+	RetryAborted = "aborted"
+	// RetryEmulatorInvalidTransaction is the emulator's FailedPrecondition
+	// "Invalid transaction ID" for a transaction that overlapped another:
+	// the emulator runs one read-write transaction at a time.
+	RetryEmulatorInvalidTransaction = "emulator_invalid_transaction"
+	// RetryEmulatorTransactionNotFound is the emulator's NotFound
+	// "Transaction not found" for the same situation.
+	RetryEmulatorTransactionNotFound = "emulator_transaction_not_found"
+	// RetryEmulatorTransactionEnded is the emulator's FailedPrecondition
+	// "Cannot read or query using a transaction after it has been committed
+	// or rolledback", for a transaction it ended because another began.
+	RetryEmulatorTransactionEnded = "emulator_transaction_ended"
+)
+
+// classify maps an error of the Spanner client to the error a Store returns,
+// and, for a transaction that lost a race and may run again, the reason to
+// retry it ("" when it must not be retried). It is the one place that reads
+// gRPC codes:
+//
+//   - Aborted, and the emulator's FailedPrecondition "Invalid transaction ID"
+//     or "Cannot read or query using a transaction after it has been
+//     committed or rolledback" and NotFound "Transaction not found": a
+//     conflict (backend.ErrConflict), to retry;
+//   - Unavailable, ResourceExhausted: backend.ErrUnavailable;
+//   - DeadlineExceeded, Canceled: context.DeadlineExceeded, context.Canceled,
+//     bare (never wrapped);
+//   - anything else: the native error with what failed.
+//
+// A sentinel wraps the native error, so both stay reachable with errors.Is
+// and errors.As.
+func classify(what string, err error) (retry string, out error) {
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.Is(err, context.Canceled):
+		return "", context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", context.DeadlineExceeded
+	}
+	desc := strings.ToLower(spanner.ErrDesc(err))
+	switch code := spanner.ErrCode(err); {
+	case code == codes.Canceled:
+		return "", context.Canceled
+	case code == codes.DeadlineExceeded:
+		return "", context.DeadlineExceeded
+	case code == codes.Aborted:
+		retry = RetryAborted
+	case code == codes.FailedPrecondition && strings.Contains(desc, "invalid transaction id"):
+		retry = RetryEmulatorInvalidTransaction
+	case code == codes.FailedPrecondition && strings.Contains(desc, "after it has been committed or rolledback"):
+		retry = RetryEmulatorTransactionEnded
+	case code == codes.NotFound && strings.Contains(desc, "transaction not found"):
+		retry = RetryEmulatorTransactionNotFound
+	case code == codes.Unavailable, code == codes.ResourceExhausted:
+		return "", fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrUnavailable, err)
+	default:
+		return "", fmt.Errorf("spanner: %s: %w", what, err)
+	}
+	return retry, fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrConflict, err)
+}
+
+// deadlineSlack is how close to ctx's deadline an RPC's DeadlineExceeded
+// must come for settle to wait for ctx itself to expire.
+const deadlineSlack = 50 * time.Millisecond
+
+// settle makes a context error agree with ctx. The server ends an RPC at
+// the deadline it was sent, which can be a moment before ctx's own timer
+// fires; a caller that then compares the error with ctx.Err() would find
+// ctx still live. When err is context.DeadlineExceeded and ctx's deadline is
+// at most deadlineSlack away, settle waits (that long at most) for ctx to be
+// done. Any other error is returned at once.
+func settle(ctx context.Context, err error) error {
+	if err != context.DeadlineExceeded {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= deadlineSlack {
+		t := time.NewTimer(max(time.Until(dl), 0) + deadlineSlack)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return err
+}

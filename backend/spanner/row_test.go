@@ -1,0 +1,80 @@
+package spanner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+func TestPrefixEnd(t *testing.T) {
+	cases := []struct {
+		prefix, end string
+		ok          bool
+	}{
+		{"a", "b", true},
+		{"team-a.", "team-a/", true},
+		{"az", "a{", true},
+		{"a\x7f", "b", true},
+		{"aé", "b", true},
+		{"\x7f", "", false},
+		{"", "", false},
+	}
+	for _, c := range cases {
+		end, ok := prefixEnd(c.prefix)
+		if end != c.end || ok != c.ok {
+			t.Errorf("prefixEnd(%q) = %q, %t; want %q, %t", c.prefix, end, ok, c.end, c.ok)
+		}
+		if ok && !(c.prefix < end && strings.HasPrefix(c.prefix+"\x7f\x7f", c.prefix) && c.prefix+"\x7f\x7f" < end) {
+			t.Errorf("prefixEnd(%q) = %q is not above every name with the prefix", c.prefix, end)
+		}
+	}
+}
+
+func TestListSQL(t *testing.T) {
+	st := listSQL("team-a.", "team-a.x", 11)
+	for _, s := range []string{"Name > @after", "Name >= @prefix", "STARTS_WITH(Name, @prefix)", "Name < @end", "ORDER BY Name LIMIT @limit"} {
+		if !strings.Contains(st.SQL, s) {
+			t.Errorf("listSQL does not contain %q: %s", s, st.SQL)
+		}
+	}
+	if st.Params["end"] != "team-a/" || st.Params["limit"] != int64(11) || st.Params["after"] != "team-a.x" {
+		t.Errorf("listSQL params = %v", st.Params)
+	}
+	if all := listSQL("", "", 5); strings.Contains(all.SQL, "@prefix") {
+		t.Errorf("listSQL without a prefix filters on it: %s", all.SQL)
+	}
+}
+
+func TestWriteMutation(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	next := &backend.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
+		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond), Transitions: 2, Metadata: []byte(`{"b":1,"a":2}`)}
+	m, rec, err := writeMutation("lease", next)
+	if err != nil || m == nil {
+		t.Fatalf("writeMutation = %v, %v", m, err)
+	}
+	if rec.Name != "lease" || string(rec.Metadata) != `{"b":1,"a":2}` || next.Name != "ignored" {
+		t.Fatalf("written record %+v (input %+v)", rec, next)
+	}
+	rec.Metadata[0] = 'x'
+	if next.Metadata[0] != '{' {
+		t.Fatal("written record shares metadata with decide's record")
+	}
+	empty := *next
+	empty.Metadata = []byte{}
+	if _, rec, _ := writeMutation("lease", &empty); rec.Metadata != nil {
+		t.Fatalf("empty metadata reads back as %q, want nil (NULL)", rec.Metadata)
+	}
+	bad := *next
+	bad.TTL = 1500 * time.Microsecond
+	if _, _, err := writeMutation("lease", &bad); err == nil {
+		t.Fatal("writeMutation accepted a TTL the TtlMs column cannot hold")
+	}
+	bad = *next
+	bad.Metadata = []byte{'"', 0xff, '"'}
+	if _, _, err := writeMutation("lease", &bad); err == nil {
+		t.Fatal("writeMutation accepted metadata that is not UTF-8")
+	}
+}

@@ -1,0 +1,290 @@
+package spanner
+
+import (
+	"context"
+	_ "embed" // schema.sql
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+)
+
+// schemaSQL is the DDL of the Leases table. Terraform reads the same file;
+// it holds plain DDL statements separated by semicolons and no comments
+// (the emulator's DDL parser refuses them).
+//
+//go:embed schema.sql
+var schemaSQL string
+
+// Table is the name of the table that holds one row per lease.
+const Table = "Leases"
+
+// ErrNoTable reports a database without the Leases table.
+var ErrNoTable = errors.New("spanner: table " + Table + " does not exist")
+
+// Statements returns the DDL statements of schema.sql, without their
+// terminating semicolons, ready for UpdateDatabaseDdl.
+func Statements() []string {
+	var out []string
+	for s := range strings.SplitSeq(schemaSQL, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// column is one column of the table, as schema.sql declares it or as the
+// database's INFORMATION_SCHEMA reports it.
+type column struct {
+	Name            string
+	Type            string // as INFORMATION_SCHEMA.COLUMNS.SPANNER_TYPE spells it: STRING(128), INT64
+	NotNull         bool
+	CommitTimestamp bool // OPTIONS (allow_commit_timestamp = true)
+	KeyPosition     int  // 1-based position in the primary key; 0 if not a key column
+}
+
+var (
+	createTableRE = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(\w+)\s*\((.*)\)\s*PRIMARY\s+KEY\s*\(([^)]*)\)$`)
+	columnRE      = regexp.MustCompile(`(?is)^(\w+)\s+(\w+(?:\s*<[^>]*>)?(?:\s*\(\s*\w+\s*\))?)(\s+NOT\s+NULL)?(?:\s+OPTIONS\s*\((.*)\))?$`)
+	commitTSRE    = regexp.MustCompile(`(?i)\ballow_commit_timestamp\s*=\s*true\b`)
+)
+
+// parseTable parses one CREATE TABLE statement of the form schema.sql uses:
+// columns with a type, an optional NOT NULL and optional OPTIONS, then a
+// primary key of plain column names.
+func parseTable(stmt string) (string, []column, error) {
+	m := createTableRE.FindStringSubmatch(strings.TrimSpace(stmt))
+	if m == nil {
+		return "", nil, fmt.Errorf("spanner: schema: not a CREATE TABLE … PRIMARY KEY (…) statement: %.40q", stmt)
+	}
+	table, body, key := m[1], m[2], m[3]
+	var cols []column
+	for _, def := range splitTopLevel(body) {
+		def = strings.TrimSpace(def)
+		if def == "" {
+			continue
+		}
+		c := columnRE.FindStringSubmatch(def)
+		if c == nil {
+			return "", nil, fmt.Errorf("spanner: schema: table %s: cannot parse column definition %q", table, def)
+		}
+		cols = append(cols, column{
+			Name:            c[1],
+			Type:            normalizeType(c[2]),
+			NotNull:         c[3] != "",
+			CommitTimestamp: commitTSRE.MatchString(c[4]),
+		})
+	}
+	for i, k := range strings.Split(key, ",") {
+		k = strings.TrimSpace(k)
+		found := false
+		for j := range cols {
+			if strings.EqualFold(cols[j].Name, k) {
+				cols[j].KeyPosition = i + 1
+				found = true
+			}
+		}
+		if !found {
+			return "", nil, fmt.Errorf("spanner: schema: table %s: primary key column %q is not a column", table, k)
+		}
+	}
+	return table, cols, nil
+}
+
+// splitTopLevel splits s at the commas outside parentheses.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+// normalizeType spells a type as INFORMATION_SCHEMA does: upper case, no
+// spaces ("string( max )" → "STRING(MAX)").
+func normalizeType(t string) string {
+	return strings.ToUpper(strings.Join(strings.Fields(t), ""))
+}
+
+// wantColumns returns the columns that schema.sql declares for Table.
+func wantColumns() ([]column, error) {
+	stmts := Statements()
+	for _, s := range stmts {
+		table, cols, err := parseTable(s)
+		if err != nil {
+			return nil, err
+		}
+		if table == Table {
+			return cols, nil
+		}
+	}
+	return nil, fmt.Errorf("spanner: schema: schema.sql does not create table %s", Table)
+}
+
+// diffColumns compares the columns a database has with the ones schema.sql
+// wants and describes each difference. Extra columns are allowed when they
+// are nullable, since InsertOrUpdate leaves them alone; an extra NOT NULL
+// column would make every insert fail.
+func diffColumns(want, got []column) []string {
+	var diffs []string
+	have := make(map[string]column, len(got))
+	for _, c := range got {
+		have[strings.ToLower(c.Name)] = c
+	}
+	for _, w := range want {
+		g, ok := have[strings.ToLower(w.Name)]
+		delete(have, strings.ToLower(w.Name))
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("column %s is missing", w.Name))
+			continue
+		case g.Type != w.Type:
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, want %s", w.Name, g.Type, w.Type))
+		}
+		if g.NotNull != w.NotNull {
+			diffs = append(diffs, fmt.Sprintf("column %s is %s, want %s", w.Name, nullability(g.NotNull), nullability(w.NotNull)))
+		}
+		if g.CommitTimestamp != w.CommitTimestamp {
+			diffs = append(diffs, fmt.Sprintf("column %s has allow_commit_timestamp=%t, want %t", w.Name, g.CommitTimestamp, w.CommitTimestamp))
+		}
+		if g.KeyPosition != w.KeyPosition {
+			diffs = append(diffs, fmt.Sprintf("column %s is at primary key position %d, want %d (0: not a key column)", w.Name, g.KeyPosition, w.KeyPosition))
+		}
+	}
+	for _, g := range got { // in the database's column order
+		if _, extra := have[strings.ToLower(g.Name)]; extra && (g.NotNull || g.KeyPosition != 0) {
+			diffs = append(diffs, fmt.Sprintf("extra column %s must be nullable and not part of the primary key", g.Name))
+		}
+	}
+	return diffs
+}
+
+func nullability(notNull bool) string {
+	if notNull {
+		return "NOT NULL"
+	}
+	return "nullable"
+}
+
+// columnsSQL reads a table's columns, their options and primary key from
+// INFORMATION_SCHEMA.
+const columnsSQL = `SELECT c.COLUMN_NAME, c.SPANNER_TYPE, c.IS_NULLABLE,
+  ARRAY(SELECT o.OPTION_VALUE FROM INFORMATION_SCHEMA.COLUMN_OPTIONS AS o
+        WHERE o.TABLE_SCHEMA = c.TABLE_SCHEMA AND o.TABLE_NAME = c.TABLE_NAME
+          AND o.COLUMN_NAME = c.COLUMN_NAME AND o.OPTION_NAME = 'allow_commit_timestamp') AS CommitTs,
+  ARRAY(SELECT k.ORDINAL_POSITION FROM INFORMATION_SCHEMA.INDEX_COLUMNS AS k
+        WHERE k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME
+          AND k.INDEX_NAME = 'PRIMARY_KEY' AND k.COLUMN_NAME = c.COLUMN_NAME) AS KeyPos
+FROM INFORMATION_SCHEMA.COLUMNS AS c
+WHERE c.TABLE_CATALOG = '' AND c.TABLE_SCHEMA = '' AND c.TABLE_NAME = @table
+ORDER BY c.ORDINAL_POSITION`
+
+// readColumns returns the columns of table in the database; none when the
+// table does not exist.
+func readColumns(ctx context.Context, client *spanner.Client, table string) ([]column, error) {
+	it := client.Single().Query(ctx, spanner.Statement{SQL: columnsSQL, Params: map[string]any{"table": table}})
+	var cols []column
+	err := it.Do(func(r *spanner.Row) error {
+		var (
+			name, typ, nullable string
+			commitTS            []spanner.NullString
+			keyPos              []spanner.NullInt64
+		)
+		if err := r.Columns(&name, &typ, &nullable, &commitTS, &keyPos); err != nil {
+			return err
+		}
+		c := column{Name: name, Type: normalizeType(typ), NotNull: nullable == "NO"}
+		for _, v := range commitTS {
+			c.CommitTimestamp = c.CommitTimestamp || strings.EqualFold(v.StringVal, "TRUE")
+		}
+		for _, p := range keyPos {
+			if p.Valid {
+				c.KeyPosition = int(p.Int64)
+			}
+		}
+		cols = append(cols, c)
+		return nil
+	})
+	if err != nil {
+		_, err = classify("read the columns of table "+table, err)
+		return nil, err
+	}
+	return cols, nil
+}
+
+// CheckSchema verifies that the database has the Leases table of
+// schema.sql: every column with its type, nullability and commit-timestamp
+// option, and the primary key. Extra nullable columns are allowed. A missing
+// table is ErrNoTable; a different one is an error that lists every
+// difference. CheckSchema changes nothing.
+func CheckSchema(ctx context.Context, client *spanner.Client) error {
+	if client == nil {
+		return errors.New("spanner: CheckSchema: client is nil")
+	}
+	want, err := wantColumns()
+	if err != nil {
+		return err
+	}
+	got, err := readColumns(ctx, client, Table)
+	if err != nil {
+		return err
+	}
+	if len(got) == 0 {
+		return fmt.Errorf("%w in %s", ErrNoTable, client.DatabaseName())
+	}
+	if diffs := diffColumns(want, got); len(diffs) > 0 {
+		return fmt.Errorf("spanner: table %s in %s differs from schema.sql and is not altered automatically: %s",
+			Table, client.DatabaseName(), strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// Migrate creates the Leases table of schema.sql in the client's database
+// when it does not exist, then checks it with CheckSchema. It never alters an
+// existing table: a table that differs from schema.sql is an error. It
+// reports whether it created the table. Several processes may migrate at
+// once; the losers of the race find the table and succeed.
+func Migrate(ctx context.Context, admin *database.DatabaseAdminClient, client *spanner.Client) (created bool, err error) {
+	if admin == nil || client == nil {
+		return false, errors.New("spanner: Migrate: admin and client must not be nil")
+	}
+	err = CheckSchema(ctx, client)
+	if !errors.Is(err, ErrNoTable) {
+		return false, err // nil, or a table that differs, or the database did not answer
+	}
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{
+		Database:   client.DatabaseName(),
+		Statements: Statements(),
+	})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return false, ctxErr
+		}
+		// Another process may have created it meanwhile.
+		if checkErr := CheckSchema(ctx, client); checkErr == nil {
+			return false, nil
+		}
+		_, err = classify("create table "+Table, err)
+		return false, err
+	}
+	return true, CheckSchema(ctx, client)
+}

@@ -1,0 +1,109 @@
+package spanner
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSchemaParses(t *testing.T) {
+	stmts := Statements()
+	if len(stmts) != 1 || strings.Contains(stmts[0], ";") || strings.Contains(schemaSQL, "--") {
+		t.Fatalf("schema.sql must hold one statement without comments, got %q", stmts)
+	}
+	cols, err := wantColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []column{
+		{"Name", "STRING(128)", true, false, 1},
+		{"Holder", "STRING(256)", true, false, 0},
+		{"FencingToken", "INT64", true, false, 0},
+		{"TtlMs", "INT64", true, false, 0},
+		{"AcquireTime", "TIMESTAMP", true, false, 0},
+		{"RenewTime", "TIMESTAMP", true, false, 0},
+		{"ExpireTime", "TIMESTAMP", true, false, 0},
+		{"Transitions", "INT64", true, false, 0},
+		{"Metadata", "STRING(MAX)", false, false, 0},
+		{"UpdateTime", "TIMESTAMP", true, true, 0},
+	}
+	if len(cols) != len(want) {
+		t.Fatalf("schema.sql has %d columns, want %d: %+v", len(cols), len(want), cols)
+	}
+	for i := range want {
+		if cols[i] != want[i] {
+			t.Errorf("column %d = %+v, want %+v", i, cols[i], want[i])
+		}
+	}
+	// Every column that Update writes and reads is in the schema.
+	have := map[string]bool{}
+	for _, c := range cols {
+		have[c.Name] = true
+	}
+	for _, c := range append(writeColumns, strings.Split(recordColumns, ", ")...) {
+		if !have[c] {
+			t.Errorf("column %s is used by the store but not in schema.sql", c)
+		}
+	}
+}
+
+func TestParseTable(t *testing.T) {
+	table, cols, err := parseTable("create table T (\n a string( max ) not null,\n b INT64 OPTIONS (allow_commit_timestamp=TRUE),\n c ARRAY<INT64>,\n) primary key (b, a)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []column{{"a", "STRING(MAX)", true, false, 2}, {"b", "INT64", false, true, 1}}
+	if table != "T" || len(cols) < 2 || cols[0] != want[0] || cols[1] != want[1] {
+		t.Fatalf("parseTable = %s %+v, want T %+v…", table, cols, want)
+	}
+	for _, bad := range []string{
+		"CREATE INDEX X ON Leases (Holder)",
+		"CREATE TABLE T (a INT64) PRIMARY KEY (b)",
+		"CREATE TABLE T (a INT64 DEFAULT (1)) PRIMARY KEY (a)",
+	} {
+		if _, _, err := parseTable(bad); err == nil {
+			t.Errorf("parseTable(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestDiffColumns(t *testing.T) {
+	want, err := wantColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := append([]column(nil), want...)
+	if d := diffColumns(want, same); len(d) != 0 {
+		t.Fatalf("diff of the schema with itself: %v", d)
+	}
+	extra := append(append([]column(nil), want...), column{Name: "Note", Type: "STRING(MAX)"})
+	if d := diffColumns(want, extra); len(d) != 0 {
+		t.Fatalf("an extra nullable column is refused: %v", d)
+	}
+	var changed []column
+	for _, c := range want {
+		switch c.Name {
+		case "Metadata":
+			c.Type = "JSON"
+		case "Transitions":
+			continue
+		case "UpdateTime":
+			c.CommitTimestamp = false
+		case "Holder":
+			c.NotNull = false
+		}
+		changed = append(changed, c)
+	}
+	changed = append(changed, column{Name: "Owner", Type: "STRING(64)", NotNull: true})
+	d := strings.Join(diffColumns(want, changed), "; ")
+	for _, s := range []string{
+		"column Metadata is JSON, want STRING(MAX)",
+		"column Transitions is missing",
+		"column UpdateTime has allow_commit_timestamp=false, want true",
+		"column Holder is nullable, want NOT NULL",
+		"extra column Owner must be nullable",
+	} {
+		if !strings.Contains(d, s) {
+			t.Errorf("diff %q does not say %q", d, s)
+		}
+	}
+}

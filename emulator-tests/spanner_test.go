@@ -1,0 +1,490 @@
+package emulatortests
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	instance "cloud.google.com/go/spanner/admin/instance/apiv1"
+	"cloud.google.com/go/spanner/admin/instance/apiv1/instancepb"
+	"google.golang.org/grpc/codes"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/backendtest"
+	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
+	"github.com/leasesvc/leasesvc/emulator-tests/emulators"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// spannerShared is the instance, database and clients that the Spanner
+// tests of this process share, made once by spannerSetup.
+var spannerShared struct {
+	once     sync.Once
+	err      error
+	instance string // projects/P/instances/I, unique to the process
+	db       string // projects/P/instances/I/databases/D, with the schema applied
+	client   *spanner.Client
+	admin    *database.DatabaseAdminClient
+}
+
+// spannerSetup returns the process's test database, with the Leases table
+// created through the migrate path, and a client of it. The first call
+// creates an instance of its own (so runs against a long-lived emulator do
+// not collide) and the database; the clients live as long as the process.
+func spannerSetup(t testing.TB) (db string, client *spanner.Client) {
+	t.Helper()
+	emulators.Spanner(t)
+	s := &spannerShared
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s.instance, s.err = createSpannerInstance(ctx)
+		if s.err != nil {
+			return
+		}
+		if s.admin, s.err = database.NewDatabaseAdminClient(ctx); s.err != nil {
+			return
+		}
+		if s.db, s.err = createSpannerDatabase(ctx, s.admin, s.instance); s.err != nil {
+			return
+		}
+		if s.client, s.err = spanner.NewClient(context.Background(), s.db); s.err != nil {
+			return
+		}
+		_, s.err = spannerstore.Migrate(ctx, s.admin, s.client)
+	})
+	if s.err != nil {
+		t.Fatalf("Spanner emulator set-up: %v", s.err)
+	}
+	return s.db, s.client
+}
+
+// spannerID returns an id of prefix and 8 random hex digits: lowercase,
+// starting with a letter, short enough for instance (2–64) and database
+// (2–30) ids.
+func spannerID(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// createSpannerInstance creates an emulator instance unique to the process.
+func createSpannerInstance(ctx context.Context) (string, error) {
+	ia, err := instance.NewInstanceAdminClient(ctx)
+	if err != nil {
+		return "", fmt.Errorf("instance admin client: %w", err)
+	}
+	defer func() { _ = ia.Close() }()
+	id := spannerID("leasesvc-")
+	project := "projects/" + emulators.Project()
+	op, err := ia.CreateInstance(ctx, &instancepb.CreateInstanceRequest{
+		Parent:     project,
+		InstanceId: id,
+		Instance: &instancepb.Instance{
+			Config:      project + "/instanceConfigs/emulator-config",
+			DisplayName: "leasesvc tests",
+			NodeCount:   1,
+		},
+	})
+	if err == nil {
+		_, err = op.Wait(ctx)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create instance %s: %w", id, err)
+	}
+	return project + "/instances/" + id, nil
+}
+
+// createSpannerDatabase creates an empty database in inst, with the extra
+// DDL statements given, and returns its full name.
+func createSpannerDatabase(ctx context.Context, admin *database.DatabaseAdminClient, inst string, ddl ...string) (string, error) {
+	id := spannerID("leases_")
+	op, err := admin.CreateDatabase(ctx, &databasepb.CreateDatabaseRequest{
+		Parent:          inst,
+		CreateStatement: "CREATE DATABASE `" + id + "`",
+		ExtraStatements: ddl,
+	})
+	if err == nil {
+		_, err = op.Wait(ctx)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create database %s: %w", id, err)
+	}
+	return inst + "/databases/" + id, nil
+}
+
+// spannerScratchDatabase creates a database of its own for one test, with
+// the DDL given, and drops it when the test ends.
+func spannerScratchDatabase(t *testing.T, ddl ...string) (string, *spanner.Client) {
+	t.Helper()
+	spannerSetup(t)
+	s := &spannerShared
+	db, err := createSpannerDatabase(t.Context(), s.admin, s.instance, ddl...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := spanner.NewClient(context.Background(), db)
+	if err != nil {
+		t.Fatalf("spanner.NewClient(%s): %v", db, err)
+	}
+	t.Cleanup(func() {
+		client.Close()
+		if err := s.admin.DropDatabase(context.Background(), &databasepb.DropDatabaseRequest{Database: db}); err != nil {
+			t.Errorf("drop database %s: %v", db, err)
+		}
+	})
+	return db, client
+}
+
+// spannerStore returns a Store over the shared database.
+func spannerStore(t testing.TB, opts ...spannerstore.Option) *spannerstore.Store {
+	t.Helper()
+	_, client := spannerSetup(t)
+	s, err := spannerstore.New(client, opts...)
+	if err != nil {
+		t.Fatalf("spanner.New: %v", err)
+	}
+	return s
+}
+
+// spannerContenders is how many goroutines the conformance suite's
+// contention test runs over the emulator. The emulator answers about 650
+// strong reads and 300 read-write transactions a second; 64 contenders that
+// poll a held lease every 0–2 ms keep it saturated, so the other tests,
+// which run in parallel with one-second TTLs, see 200 ms per operation and
+// let holdings expire mid-test. 16 contenders still race for every hand-over.
+const spannerContenders = 16
+
+// TestSpannerConformance runs the backend conformance suite over the
+// Spanner emulator, on its real clock, with and without the fast path, as
+// the service runs on the emulator (WithSerialTransactions). The retry path
+// is exercised across processes by TestSpannerRaceAcrossClients.
+func TestSpannerConformance(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("FastPath=%t", fast), func(t *testing.T) {
+			s := spannerStore(t, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
+			t.Cleanup(func() { t.Logf("retried read-write transactions: %d", s.Retries()) })
+			backendtest.Run(t, func(*testing.T) backendtest.Harness {
+				return backendtest.Harness{Store: s}
+			}, backendtest.Options{Contenders: spannerContenders})
+		})
+	}
+}
+
+// TestSpannerRaceAcrossClients races two Stores over two clients, as two
+// service instances would: no update is lost and of 40 racing acquires
+// exactly one wins. (The emulator serializes transactions of different
+// clients itself, aborting one, which the client library retries.)
+func TestSpannerRaceAcrossClients(t *testing.T) {
+	_, first := spannerSetup(t)
+	db, _ := spannerSetup(t)
+	second, err := spanner.NewClient(context.Background(), db)
+	if err != nil {
+		t.Fatalf("spanner.NewClient: %v", err)
+	}
+	t.Cleanup(second.Close)
+	var stores []*spannerstore.Store
+	for _, c := range []*spanner.Client{first, second} {
+		s, err := spannerstore.New(c, spannerstore.WithSerialTransactions(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+
+	counter := spannerID("race.counter.")
+	const perStore, each = 6, 5
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		for range perStore {
+			wg.Go(func() { increment(t, s, counter, each) })
+		}
+	}
+	wg.Wait()
+	checkCounter(t, stores[0], counter, 2*perStore*each)
+
+	name := spannerID("race.lease.")
+	const racers = 20
+	results := make(chan error, 2*racers)
+	start := make(chan struct{})
+	for i, s := range stores {
+		m, err := lease.NewManager(s, lease.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range racers {
+			wg.Go(func() {
+				<-start
+				_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: fmt.Sprintf("s%d-%d", i, j), TTL: time.Minute})
+				results <- err
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	winners := 0
+	for err := range results {
+		switch {
+		case err == nil:
+			winners++
+		case !errors.Is(err, lease.ErrHeld):
+			t.Errorf("racing acquire: %v, want success or ErrHeld", err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d racers won across two clients, want exactly 1", winners)
+	}
+
+	t.Logf("retried read-write transactions: %d", stores[0].Retries()+stores[1].Retries())
+}
+
+// TestSpannerRetriesOverlappingTransactions runs a Store without
+// WithSerialTransactions, so updates of different leases overlap in the
+// emulator, which fails the interrupted transaction ("Invalid transaction
+// ID", "Transaction not found", …): Update must classify those as
+// conflicts, retry them, count every retry and lose no update.
+func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	s := spannerStore(t, spannerstore.WithRetryHook(func(r string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reasons[r]++
+	}))
+	prefix := spannerID("retry.")
+	const workers, each = 12, 5
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() { increment(t, s, fmt.Sprintf("%s%02d", prefix, i), each) })
+	}
+	wg.Wait()
+	for i := range workers {
+		checkCounter(t, s, fmt.Sprintf("%s%02d", prefix, i), each)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("retried read-write transactions: %d %v", s.Retries(), reasons)
+	if s.Retries() == 0 {
+		t.Fatal("no read-write transaction was retried: the retry path was not exercised")
+	}
+	var sum int64
+	for _, n := range reasons {
+		sum += int64(n)
+	}
+	if sum != s.Retries() {
+		t.Fatalf("the retry hook saw %d retries, Retries() says %d", sum, s.Retries())
+	}
+}
+
+// increment adds one to the fencing token stored under name, n times, with
+// read-modify-write Updates.
+func increment(t *testing.T, s backend.Store, name string, n int) {
+	for range n {
+		_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+			now := snap.ServerTime
+			r := &backend.Record{Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
+				RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}
+			if snap.Record != nil {
+				r.FencingToken = snap.Record.FencingToken + 1
+			}
+			return r, nil
+		})
+		if err != nil {
+			t.Errorf("Update(%s): %v", name, err)
+			return
+		}
+	}
+}
+
+// checkCounter fails the test unless the token under name is want.
+func checkCounter(t *testing.T, s backend.Store, name string, want int) {
+	t.Helper()
+	got, err := s.Get(t.Context(), name)
+	if err != nil || got.Record == nil {
+		t.Fatalf("Get(%s) = %+v, %v", name, got.Record, err)
+	}
+	if got.Record.FencingToken != int64(want) {
+		t.Fatalf("counter %s = %d after %d increments: updates were lost", name, got.Record.FencingToken, want)
+	}
+}
+
+// TestSpannerMetadataBytesKept checks that metadata comes back byte for
+// byte: key order, number spelling and non-ASCII text. A JSON column would
+// sort the keys and rewrite 2.50 as 2.5, which is why Metadata is a STRING.
+func TestSpannerMetadataBytesKept(t *testing.T) {
+	s := spannerStore(t)
+	name := spannerID("md.")
+	md := `{"z":1,"a":2.50,"é":"ü","n":[3,1]}`
+	_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		now := snap.ServerTime
+		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
+			RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1, Metadata: []byte(md)}, nil
+	})
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	got, err := s.Get(t.Context(), name)
+	if err != nil || got.Record == nil {
+		t.Fatalf("Get = %+v, %v", got.Record, err)
+	}
+	if string(got.Record.Metadata) != md {
+		t.Fatalf("metadata read back as %s, want %s", got.Record.Metadata, md)
+	}
+}
+
+// TestSpannerUpdateRejectsSubMillisecondTTL checks that a TTL the TtlMs
+// column cannot hold is an error, not silently rounded.
+func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
+	s := spannerStore(t, spannerstore.WithFastPath(false))
+	name := spannerID("ttl.")
+	_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		now := snap.ServerTime
+		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: 1500 * time.Microsecond,
+			AcquireTime: now, RenewTime: now, ExpireTime: now, Transitions: 1}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "whole number of milliseconds") {
+		t.Fatalf("Update with a 1.5ms TTL = %v, want an error about milliseconds", err)
+	}
+	if got, err := s.Get(t.Context(), name); err != nil || got.Record != nil {
+		t.Fatalf("Get after the refused Update = %+v, %v; want nothing written", got.Record, err)
+	}
+}
+
+// TestSpannerSchema checks the migrate path: a missing table is created
+// once, a matching table is accepted, extra nullable columns are allowed and
+// a table that differs is refused with every difference named, never
+// altered.
+func TestSpannerSchema(t *testing.T) {
+	t.Run("MissingThenCreated", func(t *testing.T) {
+		_, client := spannerScratchDatabase(t)
+		if err := spannerstore.CheckSchema(t.Context(), client); !errors.Is(err, spannerstore.ErrNoTable) {
+			t.Fatalf("CheckSchema on an empty database = %v, want ErrNoTable", err)
+		}
+		for i, want := range []bool{true, false} {
+			created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)
+			if err != nil || created != want {
+				t.Fatalf("Migrate #%d = %t, %v; want %t, nil", i+1, created, err, want)
+			}
+		}
+		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
+			t.Fatalf("CheckSchema after Migrate: %v", err)
+		}
+	})
+	t.Run("ExtraNullableColumn", func(t *testing.T) {
+		ddl := strings.Replace(spannerstore.Statements()[0], "Metadata STRING(MAX),", "Metadata STRING(MAX),\n  Note STRING(MAX),", 1)
+		_, client := spannerScratchDatabase(t, ddl)
+		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
+			t.Fatalf("CheckSchema with an extra nullable column: %v", err)
+		}
+	})
+	t.Run("DifferentTableRefused", func(t *testing.T) {
+		ddl := strings.NewReplacer(
+			"Metadata STRING(MAX)", "Metadata JSON",
+			"Holder STRING(256) NOT NULL", "Holder STRING(MAX)",
+			"  Transitions INT64 NOT NULL,\n", "",
+			"OPTIONS (allow_commit_timestamp = true)", "",
+		).Replace(spannerstore.Statements()[0])
+		_, client := spannerScratchDatabase(t, ddl)
+		created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)
+		if err == nil || created {
+			t.Fatalf("Migrate over a different table = %t, %v; want an error", created, err)
+		}
+		for _, want := range []string{
+			"column Holder is STRING(MAX), want STRING(256)",
+			"column Holder is nullable, want NOT NULL",
+			"column Transitions is missing",
+			"column Metadata is JSON, want STRING(MAX)",
+			"column UpdateTime has allow_commit_timestamp=false, want true",
+		} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Migrate error does not say %q:\n%v", want, err)
+			}
+		}
+		if err := spannerstore.CheckSchema(t.Context(), client); err == nil {
+			t.Fatal("the different table passes CheckSchema after Migrate: it was altered")
+		}
+	})
+}
+
+// TestSpannerErrorsClassified checks errors that reach the caller: a
+// missing database is not a conflict, nor unavailable, and is not retried;
+// a cancelled context is context.Canceled, bare.
+func TestSpannerErrorsClassified(t *testing.T) {
+	spannerSetup(t)
+	client, err := spanner.NewClient(context.Background(), spannerShared.instance+"/databases/"+spannerID("absent_"))
+	if err != nil {
+		t.Fatalf("spanner.NewClient: %v", err)
+	}
+	t.Cleanup(client.Close)
+	s, err := spannerstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err = s.Update(ctx, "x", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	switch {
+	case err == nil:
+		t.Fatal("Update on a missing database succeeded")
+	case errors.Is(err, backend.ErrConflict), errors.Is(err, backend.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		t.Fatalf("Update on a missing database = %v, want a plain error", err)
+	case spanner.ErrCode(err) != codes.NotFound || !strings.Contains(err.Error(), `update "x"`):
+		t.Fatalf("Update on a missing database = %v, want NotFound naming the operation", err)
+	}
+	if s.Retries() != 0 {
+		t.Fatalf("Retries = %d after a missing database, want 0", s.Retries())
+	}
+	cctx, ccancel := context.WithCancel(t.Context())
+	ccancel()
+	if err := spannerStore(t).Ping(cctx); err != context.Canceled {
+		t.Fatalf("Ping(cancelled) = %v, want context.Canceled itself", err)
+	}
+}
+
+// TestSpannerServerTimeIsSpanners checks that the decision time is
+// Spanner's: an Update's server time lies between the commit timestamps of
+// a write before it and a write after it, as read from UpdateTime.
+func TestSpannerServerTimeIsSpanners(t *testing.T) {
+	s := spannerStore(t, spannerstore.WithFastPath(false))
+	_, client := spannerSetup(t)
+	write := func(name string) (backend.Snapshot, time.Time) {
+		t.Helper()
+		snap, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+			now := snap.ServerTime
+			return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second,
+				AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}, nil
+		})
+		if err != nil {
+			t.Fatalf("Update(%s): %v", name, err)
+		}
+		row, err := client.Single().ReadRow(t.Context(), spannerstore.Table, spanner.Key{name}, []string{"UpdateTime"})
+		if err != nil {
+			t.Fatalf("read UpdateTime of %s: %v", name, err)
+		}
+		var commit time.Time
+		if err := row.Columns(&commit); err != nil {
+			t.Fatal(err)
+		}
+		return snap, commit
+	}
+	prefix := spannerID("clock")
+	_, c1 := write(prefix + ".a")
+	snap, c2 := write(prefix + ".b")
+	_, c3 := write(prefix + ".c")
+	if !c1.Before(snap.ServerTime) || snap.ServerTime.After(c2) || !c2.Before(c3) {
+		t.Fatalf("server time %v not between the commits %v and %v (own commit %v)", snap.ServerTime, c1, c3, c2)
+	}
+	if d := time.Since(snap.ServerTime); d < -time.Minute || d > time.Minute {
+		t.Fatalf("server time %v is %v away from this machine's clock", snap.ServerTime, d)
+	}
+}
