@@ -1,0 +1,39 @@
+# leasesvc on Cloud Run with the Firestore backend. See docs/deploy.md:
+#
+#   terraform init
+#   terraform apply -var project_id=my-project -var image=…
+#
+# The module is sourced from the repository ("../.."): it reads
+# backend/spanner/schema.sql from the repository, so a remote source must keep
+# the whole repository, e.g. "git::https://github.com/leasesvc/leasesvc.git//terraform?ref=v1.2.3".
+
+terraform {
+  required_version = ">= 1.5"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 7.0"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+module "leasesvc" {
+  source = "../.."
+
+  project_id = var.project_id
+  region     = var.region
+  image      = var.image
+  backend    = "firestore"
+
+  invoker_members       = var.invoker_members
+  notification_channels = var.notification_channels
+
+  firestore_database_id = "leasesvc"
+  firestore_collection  = "leases"
+}

@@ -1,0 +1,27 @@
+variable "project_id" {
+  description = "Google Cloud project to deploy into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the service and its backend."
+  type        = string
+  default     = "europe-west1"
+}
+
+variable "image" {
+  description = "leasesvc image pushed to the module's repository, e.g. europe-west1-docker.pkg.dev/my-project/leasesvc/leasesvc@sha256:…"
+  type        = string
+}
+
+variable "invoker_members" {
+  description = "Principals allowed to call the service, e.g. [\"serviceAccount:agents@my-project.iam.gserviceaccount.com\"]."
+  type        = list(string)
+  default     = []
+}
+
+variable "notification_channels" {
+  description = "Notification channels for the alerts: projects/P/notificationChannels/ID."
+  type        = list(string)
+  default     = []
+}

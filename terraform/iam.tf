@@ -1,0 +1,135 @@
+# The runtime identity of leasesvc and every role it holds, each on the
+# narrowest resource Google Cloud lets it be granted on, plus who may invoke
+# the service. module_test.go fails the build if a broad role creeps in.
+#
+#   role                              granted on             why
+#   roles/datastore.user              project, conditioned   Firestore reads and writes (Firestore IAM is project-level;
+#                                     on the database        the IAM condition narrows it to the module's database)
+#   roles/spanner.databaseUser        the database           Spanner reads, writes and the schema check (no DDL admin)
+#   roles/pubsub.publisher            the topic              publish leadership events
+#   roles/pubsub.subscriber           the topic              attach the per-instance subscription to the topic
+#   <name>_event_subscriptions        project (custom role)  create, get, pull from and delete the per-instance
+#                                                            subscription (see the trade-off below)
+#   roles/cloudtrace.agent            project                write spans (also through telemetry.googleapis.com)
+#   roles/monitoring.metricWriter     project                write metrics (also through telemetry.googleapis.com)
+#   roles/logging.logWriter           project                write logs
+#
+# Trade-off of the subscription role: each instance creates its own
+# subscription when it starts, under a name nobody knows in advance, and
+# Pub/Sub IAM conditions cannot match subscription names. So creating and
+# consuming subscriptions can only be granted on the project, and the
+# service account could pull from any subscription in it. The custom role
+# keeps that to four permissions (not roles/pubsub.editor, which could also
+# create, delete and re-point topics and change IAM policies); run leasesvc in
+# a project of its own if that project's other subscriptions carry data
+# leasesvc must not read.
+
+resource "google_service_account" "leasesvc" {
+  project      = var.project_id
+  account_id   = var.name
+  display_name = "leasesvc runtime (${var.name})"
+  description  = "Identity of the ${var.name} Cloud Run service: its backend, events topic and telemetry. Managed by Terraform."
+
+  depends_on = [google_project_service.apis]
+}
+
+# --- Telemetry: these roles exist only at project level. ---------------------
+
+resource "google_project_iam_member" "telemetry" {
+  for_each = toset([
+    "roles/cloudtrace.agent",
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+  ])
+
+  project = var.project_id
+  role    = each.value
+  member  = google_service_account.leasesvc.member
+}
+
+# --- Backend ------------------------------------------------------------------
+
+# Firestore has no per-database IAM policy: roles are granted on the project.
+# The condition limits the grant to the module's own database.
+resource "google_project_iam_member" "firestore_user" {
+  count = local.is_firestore ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = google_service_account.leasesvc.member
+
+  condition {
+    title       = "${var.name} Firestore database only"
+    description = "leasesvc may read and write its own Firestore database and no other."
+    expression  = "resource.name == \"projects/${var.project_id}/databases/${var.firestore_database_id}\""
+  }
+}
+
+resource "google_spanner_database_iam_member" "spanner_user" {
+  count = local.is_spanner ? 1 : 0
+
+  project  = var.project_id
+  instance = google_spanner_instance.leases[0].name
+  database = google_spanner_database.leases[0].name
+  role     = "roles/spanner.databaseUser"
+  member   = google_service_account.leasesvc.member
+}
+
+# --- Events -----------------------------------------------------------------
+
+resource "google_pubsub_topic_iam_member" "events" {
+  for_each = toset([
+    "roles/pubsub.publisher",  # pubsub.topics.publish on this topic only
+    "roles/pubsub.subscriber", # pubsub.topics.attachSubscription on this topic only
+  ])
+
+  project = var.project_id
+  topic   = google_pubsub_topic.events.name
+  role    = each.value
+  member  = google_service_account.leasesvc.member
+}
+
+resource "google_project_iam_custom_role" "event_subscriptions" {
+  project     = var.project_id
+  role_id     = "${replace(var.name, "-", "_")}_event_subscriptions"
+  title       = "leasesvc event subscriptions (${var.name})"
+  description = "Lets each leasesvc instance create, read, pull from and delete its own subscription to the events topic."
+  stage       = "GA"
+  permissions = [
+    "pubsub.subscriptions.consume",
+    "pubsub.subscriptions.create",
+    "pubsub.subscriptions.delete",
+    "pubsub.subscriptions.get",
+  ]
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_project_iam_member" "event_subscriptions" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.event_subscriptions.name
+  member  = google_service_account.leasesvc.member
+}
+
+# --- Who may call the service -------------------------------------------------
+
+resource "google_cloud_run_v2_service_iam_member" "invokers" {
+  for_each = toset(var.invoker_members)
+
+  project  = var.project_id
+  location = google_cloud_run_v2_service.leasesvc.location
+  name     = google_cloud_run_v2_service.leasesvc.name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# Only when the caller opts in: anyone on the network may invoke the service.
+resource "google_cloud_run_v2_service_iam_member" "public" {
+  count = var.allow_unauthenticated ? 1 : 0
+
+  project  = var.project_id
+  location = google_cloud_run_v2_service.leasesvc.location
+  name     = google_cloud_run_v2_service.leasesvc.name
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}

@@ -1,0 +1,145 @@
+# Alert policies from the operating advice (docs/operations.md says what each
+# one means and what to do).
+#
+# leasesvc exports its metrics over OTLP to the Telemetry API
+# (telemetry.googleapis.com, LEASESVC_TELEMETRY=otlp). Cloud Monitoring stores
+# OTLP metrics the way Managed Service for Prometheus does (monitored resource
+# prometheus_target, metric prometheus.googleapis.com/<name>/<kind>), so the
+# conditions are PromQL. The selectors accept the name with dots or with
+# underscores and with or without a _total suffix, so they keep matching
+# whichever Prometheus name translation the ingestion applies.
+#
+# The instrument names below are a contract with the Go code: module_test.go
+# fails if one of them is not a string literal in the service's sources.
+
+locals {
+  # OpenTelemetry instrument names the alerts depend on.
+  alert_metrics = {
+    transitions      = "leasesvc.lease.transitions"       # counter, attribute lease
+    unheld_seconds   = "leasesvc.lease.unheld_seconds"    # gauge, attribute lease
+    publish_failures = "leasesvc.events.publish.failures" # counter, attribute type
+  }
+
+  alert_selectors = {
+    for key, metric in local.alert_metrics :
+    key => "{__name__=~\"${replace(metric, ".", "[._]")}(_total)?\"}"
+  }
+
+  alert_documentation_url = "docs/operations.md in the leasesvc repository"
+}
+
+resource "google_monitoring_alert_policy" "lease_unheld" {
+  count = var.alerts_enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "leasesvc ${var.name}: lease without a holder for more than ${var.unheld_alert_seconds}s"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "a lease has had no holder for more than ${var.unheld_alert_seconds}s"
+    condition_prometheus_query_language {
+      query               = "max by (job, lease) (${local.alert_selectors.unheld_seconds}) > ${var.unheld_alert_seconds}"
+      duration            = "0s"
+      evaluation_interval = "30s"
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "leasesvc ${var.name}: a lease has no holder"
+    content   = <<-EOT
+      A lease that had a holder has had none for more than ${var.unheld_alert_seconds} s: nobody is leading it.
+      The agents that compete for it are down, cannot reach leasesvc (401/403/5xx), or keep failing to acquire it.
+
+      Check the agents' logs and the service's access log for the lease name, then the
+      "unheld lease" runbook in ${local.alert_documentation_url}.
+    EOT
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "leadership_flapping" {
+  count = var.alerts_enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "leasesvc ${var.name}: leadership flapping (more than ${var.flapping_transitions_per_hour} transitions per hour)"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "a lease passed to a new holding more than ${var.flapping_transitions_per_hour} times in an hour"
+    condition_prometheus_query_language {
+      # Each instance counts the transitions it decided; the sum over instances
+      # is the lease's total.
+      query               = "sum by (job, lease) (increase(${local.alert_selectors.transitions}[1h])) > ${var.flapping_transitions_per_hour}"
+      duration            = "0s"
+      evaluation_interval = "60s"
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "leasesvc ${var.name}: leadership is flapping"
+    content   = <<-EOT
+      Leadership of one lease changed hands more than ${var.flapping_transitions_per_hour} times within an hour.
+      Leaders are losing their leases (renewals that fail or arrive late, TTLs too short for the agents' pauses,
+      crash loops) and every change restarts the work they coordinate.
+
+      See the "flapping" runbook in ${local.alert_documentation_url}.
+    EOT
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "event_publish_failures" {
+  count = var.alerts_enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "leasesvc ${var.name}: leadership events failing to publish"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "more than ${var.publish_failures_alert_threshold} event publish failures in 10 minutes"
+    condition_prometheus_query_language {
+      query               = "sum by (job) (increase(${local.alert_selectors.publish_failures}[10m])) > ${var.publish_failures_alert_threshold}"
+      duration            = "0s"
+      evaluation_interval = "60s"
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "leasesvc ${var.name}: event publish failures"
+    content   = <<-EOT
+      leasesvc could not publish leadership events to ${google_pubsub_topic.events.id}.
+      Lease operations still succeed (a publish failure never fails them), but consumers of the topic
+      and waiting acquires on other instances miss or learn late of changes of holding.
+
+      See the "publish failures" runbook in ${local.alert_documentation_url}.
+    EOT
+  }
+
+  depends_on = [google_project_service.apis]
+}

@@ -1,0 +1,132 @@
+# The leasesvc Cloud Run service.
+#
+# The container's environment uses the service's own configuration names (the
+# README's "Configuration" table; cmd/leasesvc reads them). module_test.go
+# parses the Go sources and fails if this map sets a name the service does not
+# read, or leaves out one the chosen backend needs.
+#
+# Not set, on purpose:
+#   PORT                       Cloud Run sets it (to the container port, 8080).
+#   LEASESVC_SPANNER_MIGRATE   Terraform owns the schema (spanner.tf); the
+#                              service only checks it at start-up.
+
+locals {
+  service_env = merge(
+    {
+      LEASESVC_BACKEND      = var.backend
+      LEASESVC_PROJECT      = var.project_id
+      LEASESVC_LOG_LEVEL    = var.log_level
+      LEASESVC_PUBSUB_TOPIC = google_pubsub_topic.events.id # projects/P/topics/T
+      LEASESVC_TELEMETRY    = "otlp"                        # OTLP to telemetry.googleapis.com with the service's credentials
+      LEASESVC_AUTH         = "google"                      # callers are Google identities (Cloud Run IAM checks their ID token)
+    },
+    local.is_firestore ? {
+      LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name
+      LEASESVC_FIRESTORE_COLLECTION = var.firestore_collection
+    } : {},
+    local.is_spanner ? {
+      LEASESVC_SPANNER_DATABASE = "projects/${var.project_id}/instances/${google_spanner_instance.leases[0].name}/databases/${google_spanner_database.leases[0].name}"
+    } : {},
+  )
+}
+
+resource "google_cloud_run_v2_service" "leasesvc" {
+  project     = var.project_id
+  name        = var.name
+  location    = var.region
+  description = "leasesvc: leases with fencing tokens (${var.backend} backend)"
+  labels      = local.labels
+  ingress     = var.ingress
+
+  # Every request is checked against the service's IAM policy (iam.tf).
+  invoker_iam_disabled = false
+
+  deletion_protection = var.deletion_protection
+
+  template {
+    service_account                  = google_service_account.leasesvc.email
+    max_instance_request_concurrency = var.max_concurrency
+    timeout                          = "${var.request_timeout_seconds}s"
+    execution_environment            = "EXECUTION_ENVIRONMENT_GEN2"
+    labels                           = local.labels
+
+    scaling {
+      min_instance_count = var.min_instances
+      max_instance_count = var.max_instances
+    }
+
+    containers {
+      name  = "leasesvc"
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        limits = {
+          cpu    = var.cpu
+          memory = var.memory
+        }
+        cpu_idle          = !var.cpu_always_allocated
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = local.service_env
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      # Traffic reaches a new instance only once /readyz answers 200, that is
+      # once the backend answers (and, with Spanner, the schema check passed).
+      # 3 s × 20 gives a cold backend up to a minute.
+      startup_probe {
+        initial_delay_seconds = 0
+        period_seconds        = 3
+        timeout_seconds       = 2
+        failure_threshold     = 20
+        http_get {
+          path = "/readyz"
+        }
+      }
+
+      # /healthz answers while the process serves; it does not depend on the
+      # backend, so a backend outage does not restart every instance.
+      liveness_probe {
+        initial_delay_seconds = 0
+        period_seconds        = 10
+        timeout_seconds       = 2
+        failure_threshold     = 3
+        http_get {
+          path = "/healthz"
+        }
+      }
+    }
+  }
+
+  traffic {
+    type    = "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST"
+    percent = 100
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.min_instances <= var.max_instances
+      error_message = "min_instances (${var.min_instances}) must not exceed max_instances (${var.max_instances})."
+    }
+  }
+
+  # The first revision must be able to reach its backend and topic, or its
+  # startup probe fails: grant the roles before deploying.
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.telemetry,
+    google_project_iam_member.firestore_user,
+    google_spanner_database_iam_member.spanner_user,
+    google_pubsub_topic_iam_member.events,
+    google_project_iam_member.event_subscriptions,
+  ]
+}

@@ -1,0 +1,13 @@
+# The module needs Terraform 1.5 or newer (check blocks, optional object
+# attributes, lifecycle preconditions) and the hashicorp/google 7.x line. It
+# configures no provider itself: the caller does (see examples/).
+terraform {
+  required_version = ">= 1.5"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 7.0"
+    }
+  }
+}
