@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasesvc/leasesvc/backend/memory"
 )
@@ -32,7 +34,9 @@ func FuzzRequest(f *testing.F) {
 		store := memory.New()
 		h := newHandler(t, store)
 		before, _, _ := store.List(t.Context(), "", "", 10)
-		req, err := http.NewRequestWithContext(t.Context(), method, "http://svc"+u.RequestURI(), strings.NewReader(body))
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond) // ends a :watch stream
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, "http://svc"+u.RequestURI(), strings.NewReader(body))
 		if err != nil {
 			return
 		}

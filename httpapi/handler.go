@@ -11,10 +11,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -29,12 +31,20 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ReadyTimeout bounds the backend check of /readyz. Default 2s.
 	ReadyTimeout time.Duration
+	// Events delivers the leadership events that :watch streams: this
+	// instance's changes and those Pub/Sub brings from others. Nil means
+	// watchers learn of changes from their expiry timers only.
+	Events *hub.Hub
+	// Heartbeat is the interval of the comments a :watch stream sends so
+	// that proxies keep it open. Default 15s.
+	Heartbeat time.Duration
 }
 
-// DefaultRequestTimeout and DefaultReadyTimeout are Config's defaults.
+// Config's defaults.
 const (
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultReadyTimeout   = 2 * time.Second
+	DefaultHeartbeat      = 15 * time.Second
 )
 
 // MaxBodyBytes is the largest request body accepted (SPEC §4); larger is 413.
@@ -42,13 +52,26 @@ const MaxBodyBytes = 64 << 10
 
 // api holds what the handlers share.
 type api struct {
-	m   *lease.Manager
-	cfg Config
-	log *slog.Logger
+	m    *lease.Manager
+	cfg  Config
+	log  *slog.Logger
+	stop chan struct{} // closed by Handler.CloseStreams
 }
 
+// Handler is the HTTP handler of the lease API.
+type Handler struct {
+	http.Handler
+	api  *api
+	once sync.Once
+}
+
+// CloseStreams ends every :watch stream, as a server shutting down must
+// (http.Server.Shutdown does not end active streams); register it with
+// http.Server.RegisterOnShutdown.
+func (h *Handler) CloseStreams() { h.once.Do(func() { close(h.api.stop) }) }
+
 // New returns the HTTP handler of the lease API over m.
-func New(m *lease.Manager, cfg Config) (http.Handler, error) {
+func New(m *lease.Manager, cfg Config) (*Handler, error) {
 	if m == nil {
 		return nil, errors.New("httpapi: New: Manager is nil")
 	}
@@ -57,6 +80,15 @@ func New(m *lease.Manager, cfg Config) (http.Handler, error) {
 	}
 	if cfg.ReadyTimeout < 0 {
 		return nil, errors.New("httpapi: Config.ReadyTimeout must not be negative")
+	}
+	if cfg.Heartbeat < 0 {
+		return nil, errors.New("httpapi: Config.Heartbeat must not be negative")
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Events == nil {
+		cfg.Events = hub.New()
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -67,8 +99,8 @@ func New(m *lease.Manager, cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &api{m: m, cfg: cfg, log: cfg.Logger}
+	a := &api{m: m, cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
 	r := chi.NewRouter()
 	a.routes(r)
-	return r, nil
+	return &Handler{Handler: r, api: a}, nil
 }

@@ -1,12 +1,14 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
@@ -54,7 +56,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			body = strings.NewReader("")
 		}
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(method, path, body))
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond) // ends a :watch stream
+		h.ServeHTTP(w, httptest.NewRequest(method, path, body).WithContext(ctx))
+		cancel()
 		if w.Code == http.StatusMethodNotAllowed || (w.Code == http.StatusNotFound && !strings.Contains(w.Body.String(), "no such lease")) {
 			t.Errorf("documented %s answers %d %s", op, w.Code, w.Body)
 		}

@@ -60,6 +60,7 @@ var leaseRoutes = []leaseRoute{
 	{http.MethodPost, "acquire", (*api).acquire},
 	{http.MethodPost, "renew", (*api).renew},
 	{http.MethodPost, "release", (*api).release},
+	{http.MethodGet, "watch", (*api).watch},
 }
 
 // routes registers every route on r. Lease routes share one chi pattern and

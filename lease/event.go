@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // EventType names a change of holding (SPEC §5).
 type EventType string
@@ -39,4 +42,20 @@ func (m *Manager) changed(ev Event) {
 		m.cfg.OnChange(ev)
 	}
 	m.Wake(ev.Lease.Name)
+}
+
+// Newer reports whether event b comes after event a of the same lease in
+// the order consumers use (SPEC §5): by fencing token, and within one token
+// acquired before released or expired.
+func Newer(a, b Event) bool {
+	if a.Lease.FencingToken != b.Lease.FencingToken {
+		return b.Lease.FencingToken > a.Lease.FencingToken
+	}
+	return a.Type == EventAcquired && b.Type != EventAcquired
+}
+
+// ID is the event's deterministic identity, {name}/{fencingToken}/{type}
+// (the CloudEvents ce-id): a retried or duplicated event keeps it.
+func (e Event) ID() string {
+	return e.Lease.Name + "/" + strconv.FormatInt(e.Lease.FencingToken, 10) + "/" + string(e.Type)
 }

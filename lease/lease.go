@@ -34,6 +34,11 @@ type Lease struct {
 // Held reports whether the holding was live at ServerTime.
 func (l Lease) Held() bool { return l.ServerTime.Before(l.ExpireTime) }
 
+// Released reports whether the holding was ended by a release rather than
+// by running out: a release sets ExpireTime before RenewTime + TTL, while
+// acquire and renew set it to exactly that.
+func (l Lease) Released() bool { return l.ExpireTime.Before(l.RenewTime.Add(l.TTL)) }
+
 // Remaining is the time from ServerTime to ExpireTime, never negative.
 func (l Lease) Remaining() time.Duration {
 	return max(l.ExpireTime.Sub(l.ServerTime), 0)

@@ -32,7 +32,7 @@ type ListenConfig struct {
 	// instance alone; it is deleted when Listen returns. Required.
 	Subscription string
 	// Handle receives every event, possibly more than once and out of
-	// order (see Newer); it must not block for long.
+	// order (see lease.Newer); it must not block for long.
 	Handle func(lease.Event)
 	// Ready, if set, is called once the subscription exists, before the
 	// first message can arrive.

@@ -13,10 +13,8 @@
 package notify
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
@@ -40,32 +38,15 @@ type Message struct {
 	OrderingKey string
 }
 
-// eventJSON is the data of a message: version 1 of the event schema
-// (docs/events.md).
-type eventJSON struct {
-	Type            string     `json:"type"`
-	Lease           wire.Lease `json:"lease"`
-	PreviousHolder  *string    `json:"previousHolder,omitempty"`
-	PreviousExpired *bool      `json:"previousExpired,omitempty"`
-	EventTime       string     `json:"eventTime"`
-}
-
 // CEType returns the ce-type of an event type.
 func CEType(t lease.EventType) string { return typePrefix + string(t) + typeSuffix }
 
 // CEID returns the deterministic ce-id of an event.
-func CEID(ev lease.Event) string {
-	return ev.Lease.Name + "/" + strconv.FormatInt(ev.Lease.FencingToken, 10) + "/" + string(ev.Type)
-}
+func CEID(ev lease.Event) string { return ev.ID() }
 
 // Encode returns the Pub/Sub message of an event.
 func Encode(ev lease.Event) (Message, error) {
-	body := eventJSON{Type: string(ev.Type), Lease: wire.FromLease(ev.Lease), EventTime: wire.FormatTime(ev.Time)}
-	if ev.Type == lease.EventAcquired && ev.Lease.FencingToken > 1 {
-		prev, expired := ev.PreviousHolder, ev.PreviousExpired
-		body.PreviousHolder, body.PreviousExpired = &prev, &expired
-	}
-	data, err := json.Marshal(body)
+	data, err := wire.MarshalEvent(ev)
 	if err != nil {
 		return Message{}, fmt.Errorf("notify: encode %s: %w", CEID(ev), err)
 	}
@@ -76,7 +57,7 @@ func Encode(ev lease.Event) (Message, error) {
 			"ce-type":        CEType(ev.Type),
 			"ce-source":      "/leases/" + ev.Lease.Name,
 			"ce-id":          CEID(ev),
-			"ce-time":        body.EventTime,
+			"ce-time":        wire.FormatTime(ev.Time),
 			"content-type":   "application/json",
 			"lease":          ev.Lease.Name,
 			"fencingToken":   strconv.FormatInt(ev.Lease.FencingToken, 10),
@@ -88,28 +69,9 @@ func Encode(ev lease.Event) (Message, error) {
 
 // Decode parses the data of a message back into an event.
 func Decode(data []byte) (lease.Event, error) {
-	var body eventJSON
-	if err := json.Unmarshal(data, &body); err != nil {
-		return lease.Event{}, fmt.Errorf("notify: decode event: %w", err)
-	}
-	l, err := body.Lease.ToLease()
+	ev, err := wire.UnmarshalEvent(data)
 	if err != nil {
-		return lease.Event{}, fmt.Errorf("notify: decode event: %w", err)
-	}
-	ev := lease.Event{Type: lease.EventType(body.Type), Lease: l}
-	switch ev.Type {
-	case lease.EventAcquired, lease.EventReleased, lease.EventExpired:
-	default:
-		return lease.Event{}, fmt.Errorf("notify: decode event: unknown type %q", body.Type)
-	}
-	if body.PreviousHolder != nil {
-		ev.PreviousHolder = *body.PreviousHolder
-	}
-	if body.PreviousExpired != nil {
-		ev.PreviousExpired = *body.PreviousExpired
-	}
-	if ev.Time, err = time.Parse(time.RFC3339Nano, body.EventTime); err != nil {
-		return lease.Event{}, fmt.Errorf("notify: decode event: eventTime: %w", err)
+		return lease.Event{}, fmt.Errorf("notify: decode: %w", err)
 	}
 	return ev, nil
 }

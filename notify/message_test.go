@@ -103,7 +103,7 @@ func TestNewerOrdersByTokenThenType(t *testing.T) {
 	seq := []lease.Event{a1, r1, a2, e2}
 	for i := range seq {
 		for j := range seq {
-			if got, want := notify.Newer(seq[i], seq[j]), j > i; got != want {
+			if got, want := lease.Newer(seq[i], seq[j]), j > i; got != want {
 				t.Errorf("Newer(%s/%d, %s/%d) = %v, want %v", seq[i].Type, seq[i].Lease.FencingToken, seq[j].Type, seq[j].Lease.FencingToken, got, want)
 			}
 		}

@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/leasesvc/leasesvc/internal/wire"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// watch streams a lease as Server-Sent Events: first `event: lease` with
+// the lease now (data null if it never existed), then one event per change
+// (`acquired`, `released`, `expired`, with the SPEC §5 event JSON and the
+// ce-id as SSE id), and a comment every heartbeat. Changes come from the
+// events hub; a timer at the holding's expiry reads the lease again, so a
+// change nobody announced (events off) is still seen, late by at most the
+// time the read takes.
+func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
+	if !lease.ValidName(name) {
+		writeProblem(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
+		return
+	}
+	sub := a.cfg.Events.Subscribe(name) // before the read, so no change falls between
+	defer a.cfg.Events.Unsubscribe(sub)
+	ctx := r.Context()
+	cur, found, err := a.read(ctx, name)
+	if err != nil {
+		writeProblem(w, r, a.errorProblem(r, err))
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &stream{w: w, rc: rc}
+	s.snapshot(cur, found)
+
+	var last lease.Event // the newest state the client has, as an event
+	backstop := time.NewTimer(time.Hour)
+	backstop.Stop()
+	defer backstop.Stop()
+	arm := func(l lease.Lease) {
+		if l.Held() {
+			backstop.Reset(max(l.Remaining(), time.Millisecond))
+		}
+	}
+	if found {
+		last = stateEvent(cur)
+		arm(cur)
+	}
+	heartbeat := time.NewTicker(a.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	for s.err == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.stop:
+			return
+		case <-heartbeat.C:
+			s.write([]byte(": heartbeat\n\n"))
+		case ev := <-sub.C:
+			if sub.Lagged() { // events were dropped: say the state anew
+				cur, found, err = a.read(ctx, name)
+				if err != nil {
+					return
+				}
+				s.snapshot(cur, found)
+				last = stateEvent(cur)
+				arm(cur)
+				continue
+			}
+			if last.Lease.Name != "" && !lease.Newer(last, ev) {
+				continue // a duplicate or an older event
+			}
+			s.event(ev)
+			last = ev
+			arm(ev.Lease)
+		case <-backstop.C:
+			cur, found, err = a.read(ctx, name)
+			if err != nil || !found {
+				continue
+			}
+			for _, ev := range missed(last, cur) {
+				s.event(ev)
+				last = ev
+			}
+			arm(cur)
+		}
+	}
+}
+
+// read gets the lease; found is false when it never existed.
+func (a *api) read(ctx context.Context, name string) (l lease.Lease, found bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	l, err = a.m.Get(rctx, name)
+	if errors.Is(err, lease.ErrNotFound) {
+		return lease.Lease{}, false, nil
+	}
+	return l, err == nil, err
+}
+
+// stateEvent is the event that brought the lease to its state l.
+func stateEvent(l lease.Lease) lease.Event {
+	switch {
+	case l.Held():
+		return lease.Event{Type: lease.EventAcquired, Lease: l, Time: l.AcquireTime}
+	case l.Released():
+		return lease.Event{Type: lease.EventReleased, Lease: l, Time: l.ExpireTime}
+	}
+	return lease.Event{Type: lease.EventExpired, Lease: l, Time: l.ExpireTime}
+}
+
+// missed returns the events that lead from last to the state cur, as far
+// as a read can tell them: a new holding, and its end if it already ended.
+func missed(last lease.Event, cur lease.Lease) []lease.Event {
+	var out []lease.Event
+	if last.Lease.Name == "" || cur.FencingToken > last.Lease.FencingToken {
+		acq := lease.Event{Type: lease.EventAcquired, Lease: cur, Time: cur.AcquireTime}
+		out = append(out, acq)
+		last = acq
+	}
+	if end := stateEvent(cur); lease.Newer(last, end) {
+		out = append(out, end)
+	}
+	return out
+}
+
+// stream writes Server-Sent Events and remembers the first write error.
+type stream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	err error
+}
+
+func (s *stream) write(b []byte) {
+	if s.err != nil {
+		return
+	}
+	if _, s.err = s.w.Write(b); s.err == nil {
+		s.err = s.rc.Flush()
+	}
+}
+
+func (s *stream) snapshot(l lease.Lease, found bool) {
+	data := []byte("null")
+	if found {
+		data, _ = json.Marshal(wire.FromLease(l))
+	}
+	s.write(frame("", "lease", data))
+}
+
+func (s *stream) event(ev lease.Event) {
+	data, err := wire.MarshalEvent(ev)
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.write(frame(ev.ID(), string(ev.Type), data))
+}
+
+// frame renders one SSE event; data is one line of JSON.
+func frame(id, event string, data []byte) []byte {
+	var b bytes.Buffer
+	if id != "" {
+		b.WriteString("id: " + id + "\n")
+	}
+	b.WriteString("event: " + event + "\ndata: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	return b.Bytes()
+}

@@ -1,0 +1,68 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// Event is the JSON of a leadership event (SPEC §5), version 1 of the
+// schema in docs/events.md: the data of a Pub/Sub message and of a watch
+// stream's change events.
+type Event struct {
+	Type            string  `json:"type"`
+	Lease           Lease   `json:"lease"`
+	PreviousHolder  *string `json:"previousHolder,omitempty"`
+	PreviousExpired *bool   `json:"previousExpired,omitempty"`
+	EventTime       string  `json:"eventTime"`
+}
+
+// FromEvent returns the wire form of ev. previousHolder and previousExpired
+// are present on an acquired event with a previous holding only.
+func FromEvent(ev lease.Event) Event {
+	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
+	if ev.Type == lease.EventAcquired && ev.Lease.FencingToken > 1 && ev.PreviousHolder != "" {
+		prev, expired := ev.PreviousHolder, ev.PreviousExpired
+		out.PreviousHolder, out.PreviousExpired = &prev, &expired
+	}
+	return out
+}
+
+// MarshalEvent returns the JSON of ev.
+func MarshalEvent(ev lease.Event) ([]byte, error) {
+	b, err := json.Marshal(FromEvent(ev))
+	if err != nil {
+		return nil, fmt.Errorf("wire: marshal %s event of %q: %w", ev.Type, ev.Lease.Name, err)
+	}
+	return b, nil
+}
+
+// UnmarshalEvent parses the JSON of an event.
+func UnmarshalEvent(data []byte) (lease.Event, error) {
+	var body Event
+	if err := json.Unmarshal(data, &body); err != nil {
+		return lease.Event{}, fmt.Errorf("wire: event: %w", err)
+	}
+	l, err := body.Lease.ToLease()
+	if err != nil {
+		return lease.Event{}, fmt.Errorf("wire: event: %w", err)
+	}
+	ev := lease.Event{Type: lease.EventType(body.Type), Lease: l}
+	switch ev.Type {
+	case lease.EventAcquired, lease.EventReleased, lease.EventExpired:
+	default:
+		return lease.Event{}, fmt.Errorf("wire: event: unknown type %q", body.Type)
+	}
+	if body.PreviousHolder != nil {
+		ev.PreviousHolder = *body.PreviousHolder
+	}
+	if body.PreviousExpired != nil {
+		ev.PreviousExpired = *body.PreviousExpired
+	}
+	if ev.Time, err = time.Parse(time.RFC3339Nano, body.EventTime); err != nil {
+		return lease.Event{}, fmt.Errorf("wire: event: eventTime: %w", err)
+	}
+	return ev, nil
+}
