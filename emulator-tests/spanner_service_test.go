@@ -112,7 +112,7 @@ func TestSpannerServiceConfigErrors(t *testing.T) {
 		{"no database", map[string]string{"LEASESVC_BACKEND": "spanner"}, []string{"LEASESVC_SPANNER_DATABASE is required"}},
 		{"malformed database", spannerServiceEnv("projects/p/databases/d"), []string{"LEASESVC_SPANNER_DATABASE=", "projects/PROJECT/instances/INSTANCE/databases/DATABASE"}},
 		{"migrate not a bool", spannerServiceEnv(db, "LEASESVC_SPANNER_MIGRATE", "yes please"), []string{"LEASESVC_SPANNER_MIGRATE=", "true or false"}},
-		{"fast path not a bool", spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", "2"), []string{"LEASESVC_SPANNER_FAST_PATH="}},
+		{"fast path unknown", spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", "true"), []string{"LEASESVC_SPANNER_FAST_PATH=", "adaptive, always or never"}},
 		{"no table", spannerServiceEnv(empty), []string{"table Leases does not exist", "LEASESVC_SPANNER_MIGRATE=true"}},
 	}
 	for _, tc := range cases {

@@ -165,12 +165,12 @@ func spannerStore(t testing.TB, opts ...spannerstore.Option) *spannerstore.Store
 const spannerContenders = 16
 
 // TestSpannerConformance runs the backend conformance suite over the
-// Spanner emulator, on its real clock, with and without the fast path, as
+// Spanner emulator, on its real clock, in each fast-path mode, as
 // the service runs on the emulator (WithSerialTransactions). The retry path
 // is exercised across processes by TestSpannerRaceAcrossClients.
 func TestSpannerConformance(t *testing.T) {
-	for _, fast := range []bool{true, false} {
-		t.Run(fmt.Sprintf("FastPath=%t", fast), func(t *testing.T) {
+	for _, fast := range []spannerstore.FastPath{spannerstore.FastPathAdaptive, spannerstore.FastPathAlways, spannerstore.FastPathNever} {
+		t.Run("FastPath="+fast.String(), func(t *testing.T) {
 			s := spannerStore(t, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
 			t.Cleanup(func() { t.Logf("retried read-write transactions: %d", s.Retries()) })
 			backendtest.Run(t, func(*testing.T) backendtest.Harness {
@@ -345,7 +345,7 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 // TestSpannerUpdateRejectsSubMillisecondTTL checks that a TTL the TtlMs
 // column cannot hold is an error, not silently rounded.
 func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithFastPath(false))
+	s := spannerStore(t, spannerstore.WithFastPath(spannerstore.FastPathNever))
 	name := spannerID("ttl.")
 	_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 		now := snap.ServerTime
@@ -455,7 +455,7 @@ func TestSpannerErrorsClassified(t *testing.T) {
 // Spanner's: an Update's server time lies between the commit timestamps of
 // a write before it and a write after it, as read from UpdateTime.
 func TestSpannerServerTimeIsSpanners(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithFastPath(false))
+	s := spannerStore(t, spannerstore.WithFastPath(spannerstore.FastPathNever))
 	_, client := spannerSetup(t)
 	write := func(name string) (backend.Snapshot, time.Time) {
 		t.Helper()

@@ -23,12 +23,13 @@ const DefaultMaxAttempts = 50
 // concurrent use.
 type Store struct {
 	client      *spanner.Client
-	fastPath    bool
+	fastPath    FastPath
 	serial      bool
 	maxAttempts int
 	onRetry     func(reason string)
 	retries     atomic.Int64
 	queue       nameQueue
+	hints       pathHints
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -37,18 +38,15 @@ var _ backend.Store = (*Store)(nil)
 type Option func(*config)
 
 type config struct {
-	fastPath    bool
+	fastPath    FastPath
 	serial      bool
 	maxAttempts int
 	onRetry     func(reason string)
 }
 
-// WithFastPath turns the read before Update's read-write transaction on or
-// off. Default on: a strong single read decides first, and an answer that
-// needs no write (lease_held, lease_lost, an idempotent release) returns
-// without a transaction or locks. Off, every Update runs the read-write
-// transaction only, which saves one read when most updates write (renewals).
-func WithFastPath(on bool) Option { return func(c *config) { c.fastPath = on } }
+// WithFastPath sets when Update reads before its read-write transaction;
+// default FastPathAdaptive.
+func WithFastPath(m FastPath) Option { return func(c *config) { c.fastPath = m } }
 
 // WithSerialTransactions makes Update run one read-write transaction at a
 // time in this process, whatever the lease name, instead of one per name.
@@ -66,7 +64,8 @@ func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n 
 // WithRetryHook makes Update call f, synchronously, each time it retries a
 // read-write transaction, with the reason (RetryAborted,
 // RetryEmulatorInvalidTransaction, RetryEmulatorTransactionNotFound,
-// RetryEmulatorTransactionEnded), for a metric. f must be safe for concurrent use and must not block.
+// RetryEmulatorTransactionEnded), for a metric. f must be safe for
+// concurrent use and must not block.
 func WithRetryHook(f func(reason string)) Option { return func(c *config) { c.onRetry = f } }
 
 // New returns a Store over client, whose database must have the table of
@@ -76,9 +75,12 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("spanner: New: client is nil")
 	}
-	c := config{fastPath: true, maxAttempts: DefaultMaxAttempts}
+	c := config{fastPath: FastPathAdaptive, maxAttempts: DefaultMaxAttempts}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.fastPath < FastPathAdaptive || c.fastPath > FastPathNever {
+		return nil, fmt.Errorf("spanner: New: WithFastPath(%v) is not a mode", c.fastPath)
 	}
 	if c.maxAttempts < 1 {
 		return nil, fmt.Errorf("spanner: New: WithMaxAttempts(%d) must be at least 1", c.maxAttempts)
@@ -122,23 +124,22 @@ func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, 
 
 // Update implements backend.Store.
 //
-// With the fast path on (the default) decide first runs on a strong single
+// On the fast path (see FastPath) decide first runs on a strong single
 // read; when it answers without a write (an error, or nil) that is the
-// answer and no transaction runs. Otherwise, and always with the fast path
-// off, a read-write transaction (one per name at a time in this process;
-// see nameQueue) reads the row with CURRENT_TIMESTAMP(),
-// calls decide again with that time and buffers the write, whose UpdateTime
-// is the commit timestamp. Spanner's locks make the read and the write one
-// serializable step. Transactions that lose a race (Aborted, and what the
-// emulator answers instead; see classify) run again after a
-// capped, jittered exponential backoff, up to WithMaxAttempts times or until
-// ctx is done.
+// answer and no transaction runs. Otherwise a read-write transaction (one
+// per name at a time in this process; see nameQueue) reads the row with
+// CURRENT_TIMESTAMP(), calls decide again with that time and buffers the
+// write, whose UpdateTime is the commit timestamp. Spanner's locks make the
+// read and the write one serializable step. Transactions that lose a race
+// (Aborted, and what the emulator answers instead; see classify) run again
+// after a capped, jittered exponential backoff, up to WithMaxAttempts times
+// or until ctx is done.
 func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Snapshot{}, err
 	}
 	what := fmt.Sprintf("update %q", name)
-	if s.fastPath {
+	if s.fastPath == FastPathAlways || s.fastPath == FastPathAdaptive && s.hints.readFirst(name) {
 		snap, err := s.strongRead(ctx, name)
 		if err != nil {
 			_, err = classify(what+": read", err)
@@ -146,6 +147,7 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 		}
 		next, err := decide(snap)
 		if err != nil || next == nil {
+			s.hints.record(name, false)
 			return snap, err // decide's error unchanged
 		}
 	}
@@ -159,11 +161,13 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 	}
 	defer release()
 	for attempt := 0; ; attempt++ {
-		snap, decideErr, err := s.transact(ctx, name, decide)
+		snap, wrote, decideErr, err := s.transact(ctx, name, decide)
 		if decideErr != nil {
+			s.hints.record(name, false)
 			return snap, decideErr
 		}
 		if err == nil {
+			s.hints.record(name, wrote)
 			return snap, nil
 		}
 		retry, err := classify(what, err)
@@ -184,11 +188,11 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 }
 
 // transact runs one read-write transaction (the client may run its function
-// more than once after Aborted). decideErr is decide's error, exactly as
-// decide returned it; err is any other failure.
-func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, decideErr, err error) {
+// more than once after Aborted) and reports whether it wrote. decideErr is
+// decide's error, exactly as decide returned it; err is any other failure.
+func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, wrote bool, decideErr, err error) {
 	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		decideErr = nil
+		decideErr, wrote = nil, false
 		rec, now, err := readRow(ctx, tx, name)
 		if err != nil {
 			return err
@@ -209,13 +213,13 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 		if err := tx.BufferWrite([]*spanner.Mutation{m}); err != nil {
 			return err
 		}
-		snap.Record = written
+		snap.Record, wrote = written, true
 		return nil
 	})
 	if decideErr != nil && err != nil {
-		return snap, decideErr, nil // the client may have wrapped it; return it as decide did
+		return snap, false, decideErr, nil // the client may have wrapped it; return it as decide did
 	}
-	return snap, nil, err
+	return snap, wrote, nil, err
 }
 
 // List implements backend.Store with a strong single read that scans the

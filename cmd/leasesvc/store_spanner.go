@@ -30,8 +30,9 @@ const spannerSchemaTimeout = time.Minute
 //   - LEASESVC_SPANNER_DATABASE: projects/P/instances/I/databases/D, required.
 //   - LEASESVC_SPANNER_MIGRATE: true creates the Leases table of schema.sql
 //     when missing; default false. An existing table is never altered.
-//   - LEASESVC_SPANNER_FAST_PATH: false skips the strong read that answers
-//     refusals without a transaction; default true.
+//   - LEASESVC_SPANNER_FAST_PATH: adaptive | always | never, when to answer
+//     refusals from a strong read before the read-write transaction; default
+//     adaptive (see spanner.FastPath).
 //
 // With SPANNER_EMULATOR_HOST set, the store runs one read-write
 // transaction at a time (WithSerialTransactions), as the emulator does. It
@@ -49,9 +50,11 @@ func openSpanner(ctx context.Context, getenv func(string) string) (backend.Store
 	if err != nil {
 		return nil, nil, err
 	}
-	fastPath, err := spannerEnvBool(getenv, "LEASESVC_SPANNER_FAST_PATH", true)
-	if err != nil {
-		return nil, nil, err
+	fastPath := spannerstore.FastPathAdaptive
+	if v := getenv("LEASESVC_SPANNER_FAST_PATH"); v != "" {
+		if fastPath, err = spannerstore.ParseFastPath(v); err != nil {
+			return nil, nil, fmt.Errorf("LEASESVC_SPANNER_FAST_PATH=%q: must be adaptive, always or never", v)
+		}
 	}
 
 	client, err := spanner.NewClient(ctx, db)

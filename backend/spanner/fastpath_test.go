@@ -1,0 +1,41 @@
+package spanner
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestParseFastPath(t *testing.T) {
+	for _, m := range []FastPath{FastPathAdaptive, FastPathAlways, FastPathNever} {
+		got, err := ParseFastPath(m.String())
+		if err != nil || got != m {
+			t.Errorf("ParseFastPath(%q) = %v, %v; want %v", m.String(), got, err, m)
+		}
+	}
+	for _, bad := range []string{"", "true", "Always", "sometimes"} {
+		if _, err := ParseFastPath(bad); err == nil {
+			t.Errorf("ParseFastPath(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestPathHints(t *testing.T) {
+	var h pathHints
+	if h.readFirst("a") {
+		t.Fatal("an unknown name reads first; it should be expected to write")
+	}
+	h.record("a", false)
+	if !h.readFirst("a") {
+		t.Fatal("after an Update that wrote nothing, the next one should read first")
+	}
+	h.record("a", true)
+	if h.readFirst("a") {
+		t.Fatal("after an Update that wrote, the next one should go straight to the transaction")
+	}
+	for i := range maxHints + 5 {
+		h.record(fmt.Sprint(i), false)
+	}
+	if len(h.wrote) > maxHints {
+		t.Fatalf("%d hints kept, want at most %d", len(h.wrote), maxHints)
+	}
+}

@@ -1,0 +1,232 @@
+package emulatortests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/leasesvc/leasesvc/backend"
+	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
+	"github.com/leasesvc/leasesvc/internal/e2e"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// The Spanner benchmarks time acquire and renew three ways, interleaved in
+// every iteration so that all three see the same emulator (whose strong
+// reads slow down as it accumulates commits):
+//
+//   - direct: one read-write transaction through the client library doing
+//     the same work by hand (read the row with CURRENT_TIMESTAMP(), decide,
+//     InsertOrUpdate), the floor;
+//   - store: lease.Manager over the Store in this process, no HTTP;
+//   - service: HTTP to the leasesvc binary over the same emulator.
+//
+// Each reports p50/p99 in milliseconds and service p50 ÷ direct p50:
+//
+//	go test -run '^$' -bench Spanner -benchtime 300x ./emulator-tests/
+
+// BenchmarkSpannerAcquire acquires a new lease per iteration.
+func BenchmarkSpannerAcquire(b *testing.B) { spannerBench(b, false) }
+
+// BenchmarkSpannerRenew renews one holding per iteration.
+func BenchmarkSpannerRenew(b *testing.B) { spannerBench(b, true) }
+
+func spannerBench(b *testing.B, renew bool) {
+	for _, fast := range []spannerstore.FastPath{spannerstore.FastPathAdaptive, spannerstore.FastPathAlways, spannerstore.FastPathNever} {
+		b.Run("FastPath="+fast.String(), func(b *testing.B) {
+			db, client := spannerSetup(b)
+			svc := e2e.StartService(b, spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", fast.String()))
+			store, err := spannerstore.New(client, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := lease.NewManager(store, lease.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hc := &http.Client{Timeout: time.Minute}
+			ctx := b.Context()
+			prefix := spannerID("bench.")
+			const holder, ttl = "bench", 60 * time.Second
+
+			var direct, lib, service spannerLatencies
+			i := 0
+			name := func(kind string) string {
+				if renew {
+					return prefix + kind
+				}
+				return fmt.Sprintf("%s%s.%d", prefix, kind, i)
+			}
+			if renew { // one holding each, renewed in the loop
+				if err := spannerDirectAcquire(ctx, client, name("direct"), holder, ttl); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Acquire(ctx, lease.AcquireRequest{Name: name("store"), Holder: holder, TTL: ttl}); err != nil {
+					b.Fatal(err)
+				}
+				if err := spannerServicePost(ctx, hc, svc.URL, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				i++
+				if renew {
+					direct.time(b, func() error { return spannerDirectRenew(ctx, client, name("direct"), holder, 1, ttl) })
+					lib.time(b, func() error {
+						_, err := m.Renew(ctx, lease.RenewRequest{Name: name("store"), Holder: holder, FencingToken: 1})
+						return err
+					})
+					service.time(b, func() error {
+						return spannerServicePost(ctx, hc, svc.URL, name("service"), "renew", `{"holder":"bench","fencingToken":1}`)
+					})
+					continue
+				}
+				direct.time(b, func() error { return spannerDirectAcquire(ctx, client, name("direct"), holder, ttl) })
+				lib.time(b, func() error {
+					_, err := m.Acquire(ctx, lease.AcquireRequest{Name: name("store"), Holder: holder, TTL: ttl})
+					return err
+				})
+				service.time(b, func() error {
+					return spannerServicePost(ctx, hc, svc.URL, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`)
+				})
+			}
+			b.StopTimer()
+			direct.report(b, "direct")
+			lib.report(b, "store")
+			service.report(b, "service")
+			b.ReportMetric(service.pct(0.50)/direct.pct(0.50), "service/direct-p50")
+			if _, err := svc.Stop(); err != nil {
+				b.Fatalf("stop leasesvc: %v", err)
+			}
+		})
+	}
+}
+
+// spannerLatencies collects the latencies of one kind of operation.
+type spannerLatencies []time.Duration
+
+// time runs op once and records how long it took; an error fails b.
+func (l *spannerLatencies) time(b *testing.B, op func() error) {
+	start := time.Now()
+	if err := op(); err != nil {
+		b.Fatal(err)
+	}
+	*l = append(*l, time.Since(start))
+}
+
+// pct returns the p-th quantile (0 < p ≤ 1) in milliseconds.
+func (l spannerLatencies) pct(p float64) float64 {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := min(int(p*float64(len(s))), len(s)-1)
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+func (l spannerLatencies) report(b *testing.B, label string) {
+	b.ReportMetric(l.pct(0.50), label+"-p50-ms")
+	b.ReportMetric(l.pct(0.99), label+"-p99-ms")
+}
+
+// spannerServicePost sends POST /v1/leases/{name}:{verb} and wants 200.
+func spannerServicePost(ctx context.Context, hc *http.Client, base, name, verb, body string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/leases/"+name+":"+verb, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read body: %w", verb, name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", verb, name, resp.StatusCode, raw)
+	}
+	return nil
+}
+
+// spannerDirectReadSQL is the read the Store makes, written out here so the
+// direct benchmark does not depend on the package's internals.
+const spannerDirectReadSQL = `SELECT CURRENT_TIMESTAMP(), l.Holder, l.FencingToken, l.TtlMs, l.AcquireTime, l.ExpireTime, l.Transitions
+FROM (SELECT 1) AS one LEFT JOIN Leases AS l ON l.Name = @name`
+
+// spannerDirectRow is what the direct benchmark reads of a lease.
+type spannerDirectRow struct {
+	now         time.Time
+	holder      spanner.NullString
+	token, ttl  spanner.NullInt64
+	acquire     spanner.NullTime
+	expire      spanner.NullTime
+	transitions spanner.NullInt64
+}
+
+func spannerDirectRead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (spannerDirectRow, error) {
+	var r spannerDirectRow
+	it := tx.Query(ctx, spanner.Statement{SQL: spannerDirectReadSQL, Params: map[string]any{"name": name}})
+	defer it.Stop()
+	row, err := it.Next()
+	if err != nil {
+		return r, err
+	}
+	return r, row.Columns(&r.now, &r.holder, &r.token, &r.ttl, &r.acquire, &r.expire, &r.transitions)
+}
+
+func spannerDirectWrite(tx *spanner.ReadWriteTransaction, rec backend.Record) error {
+	return tx.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate(spannerstore.Table,
+		[]string{"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime", "ExpireTime", "Transitions", "Metadata", "UpdateTime"},
+		[]any{rec.Name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime, rec.ExpireTime,
+			rec.Transitions, spanner.NullString{}, spanner.CommitTimestamp})})
+}
+
+// spannerDirectAcquire acquires name in one read-write transaction.
+func spannerDirectAcquire(ctx context.Context, c *spanner.Client, name, holder string, ttl time.Duration) error {
+	_, err := c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		r, err := spannerDirectRead(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		now := r.now.Truncate(time.Microsecond)
+		rec := backend.Record{Name: name, Holder: holder, FencingToken: r.token.Int64 + 1, TTL: ttl,
+			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: r.transitions.Int64 + 1}
+		if r.expire.Valid && now.Before(r.expire.Time) {
+			if r.holder.StringVal != holder {
+				return lease.ErrHeld
+			}
+			rec.FencingToken, rec.Transitions, rec.AcquireTime = r.token.Int64, r.transitions.Int64, r.acquire.Time
+		}
+		return spannerDirectWrite(tx, rec)
+	})
+	return err
+}
+
+// spannerDirectRenew renews the holding of name in one read-write transaction.
+func spannerDirectRenew(ctx context.Context, c *spanner.Client, name, holder string, token int64, ttl time.Duration) error {
+	_, err := c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		r, err := spannerDirectRead(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		now := r.now.Truncate(time.Microsecond)
+		if !r.expire.Valid || !now.Before(r.expire.Time) || r.holder.StringVal != holder || r.token.Int64 != token {
+			return errors.New("direct renew: lease lost")
+		}
+		return spannerDirectWrite(tx, backend.Record{Name: name, Holder: holder, FencingToken: token, TTL: ttl,
+			AcquireTime: r.acquire.Time, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: r.transitions.Int64})
+	})
+	return err
+}
