@@ -3,13 +3,14 @@ package notify
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -44,7 +45,9 @@ type ListenConfig struct {
 // Listen creates a subscription of this instance's own on the topic (with
 // message ordering, and an expiration policy so a crashed instance's
 // subscription is removed by Pub/Sub after a day unused), receives events
-// until ctx is done, then deletes the subscription.
+// until ctx is done, then deletes the subscription. Failures (Pub/Sub
+// unreachable, the subscription gone) are logged and retried with backoff,
+// recreating the subscription, until ctx is done; Listen returns nil then.
 func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error {
 	if client == nil || cfg.Topic == "" || cfg.Subscription == "" || cfg.Handle == nil {
 		return errors.New("notify: Listen: client, Topic, Subscription and Handle are required")
@@ -62,12 +65,6 @@ func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error 
 		MessageRetentionDuration: durationpb.New(10 * time.Minute),
 		ExpirationPolicy:         &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(24 * time.Hour)},
 	}
-	if err := retry(ctx, func(ctx context.Context) error {
-		_, err := client.SubscriptionAdminClient.CreateSubscription(ctx, spec)
-		return err
-	}); err != nil {
-		return fmt.Errorf("notify: create subscription %s: %w", name, err)
-	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -75,40 +72,40 @@ func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error 
 			log.Warn("notify: delete subscription", "subscription", name, "err", err)
 		}
 	}()
-	if cfg.Ready != nil {
-		cfg.Ready()
-	}
-	sub := client.Subscriber(name)
-	err := sub.Receive(ctx, func(_ context.Context, m *pubsub.Message) {
-		ev, err := Decode(m.Data)
-		m.Ack() // a message that cannot be decoded never will be
-		if err != nil {
-			log.Warn("notify: undecodable event", "ce-id", m.Attributes["ce-id"], "err", err)
-			return
-		}
-		cfg.Handle(ev)
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("notify: receive from %s: %w", name, err)
-	}
-	return nil
-}
-
-// retry calls f until it succeeds, up to 5 times over about 3 s: the Pub/Sub
-// emulator's first admin calls after start-up can fail.
-func retry(ctx context.Context, f func(context.Context) error) error {
-	var err error
+	ready := cfg.Ready
 	backoff := 100 * time.Millisecond
-	for range 5 {
-		if err = f(ctx); err == nil {
+	for {
+		// (Re)create the subscription: Pub/Sub may have lost it (an emulator
+		// restart; expiry after a long outage).
+		_, err := client.SubscriptionAdminClient.CreateSubscription(ctx, spec)
+		if err == nil || status.Code(err) == codes.AlreadyExists {
+			if ready != nil {
+				ready()
+				ready = nil
+			}
+			started := time.Now()
+			err = client.Subscriber(name).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+				ev, err := Decode(m.Data)
+				m.Ack() // a message that cannot be decoded never will be
+				if err != nil {
+					log.Warn("notify: undecodable event", "ce-id", m.Attributes["ce-id"], "err", err)
+					return
+				}
+				cfg.Handle(ev)
+			})
+			if time.Since(started) > time.Minute {
+				backoff = 100 * time.Millisecond // it worked for a while
+			}
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
+		log.Warn("notify: receiving events failed; retrying", "subscription", name, "err", err, "in", backoff.String())
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-time.After(backoff):
 		}
-		backoff *= 2
+		backoff = min(backoff*2, 5*time.Second)
 	}
-	return err
 }

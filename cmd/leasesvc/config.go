@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
+
+// instanceIDRE matches an instance ID: it becomes part of a Pub/Sub
+// subscription ID and is the sweeper's holder name.
+var instanceIDRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,59}$`)
 
 // config is the service's start-up configuration.
 type config struct {
@@ -83,6 +88,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("LEASESVC_MAX_TTL/-max-ttl %v: must be a whole number of milliseconds ≥ the minimum TTL %v", c.maxTTL, c.minTTL)
 	case c.drain <= 0:
 		return c, fmt.Errorf("LEASESVC_DRAIN_TIMEOUT/-drain %v: must be positive", c.drain)
+	}
+	if id := getenv("LEASESVC_INSTANCE_ID"); id != "" && !instanceIDRE.MatchString(id) {
+		return c, fmt.Errorf("LEASESVC_INSTANCE_ID=%q: must be 1–60 characters of [a-z0-9-] starting with a letter", id)
 	}
 	if level != "" {
 		if err := c.logLevel.UnmarshalText([]byte(strings.ToLower(level))); err != nil {

@@ -35,14 +35,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			log.Error("close backend", "backend", cfg.backend, "err", err)
 		}
 	}()
-	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL})
+	ev, err := newEvents(ctx, getenv, log)
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: ev.changed})
 	if err != nil {
 		return fmt.Errorf("lease manager: %w", err)
 	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: log})
+	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
+	instance := instanceID(getenv)
+	if err := ev.start(context.WithoutCancel(ctx), m, store, instance, getenv("LEASESVC_PUBSUB_TOPIC")); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer func() {
+		// Normally stopped after the drain below; this covers early returns.
+		_ = ev.stop(context.Background())
+	}()
 
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.port)))
 	if err != nil {
@@ -55,9 +67,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(h.CloseStreams)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("leasesvc listening", "addr", ln.Addr().String(), "backend", cfg.backend,
+	log.Info("leasesvc listening", "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
+		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "",
 		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String())
 
 	select {
@@ -74,6 +88,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if err := ev.stop(drainCtx); err != nil {
+		log.Error("events: stop", "err", err)
 	}
 	log.Info("leasesvc stopped")
 	return nil

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/notify"
+	"github.com/leasesvc/leasesvc/sweeper"
+)
+
+// events is the event plumbing of one instance: every change of holding
+// goes to Pub/Sub (when LEASESVC_PUBSUB_TOPIC is set) and to this
+// instance's watchers; events from other instances wake this instance's
+// waiting acquires and watchers; the elected sweeper announces expiries.
+type events struct {
+	hub       *hub.Hub
+	publisher *notify.Publisher // nil when events are off
+	client    *pubsub.Client
+	log       *slog.Logger
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// topicRE matches a topic ID (3–255 characters, starting with a letter) or
+// a full topic name.
+var topicRE = regexp.MustCompile(`^(projects/[a-z][a-z0-9.:-]{4,61}[a-z0-9]/topics/)?[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
+
+// newEvents reads LEASESVC_PUBSUB_TOPIC (a topic ID in LEASESVC_PROJECT, or
+// GOOGLE_CLOUD_PROJECT, or a full projects/P/topics/T) and connects the
+// publisher; unset means no events.
+func newEvents(ctx context.Context, getenv func(string) string, log *slog.Logger) (*events, error) {
+	e := &events{hub: hub.New(), log: log}
+	topic := getenv("LEASESVC_PUBSUB_TOPIC")
+	if topic == "" {
+		return e, nil
+	}
+	if !topicRE.MatchString(topic) {
+		return nil, fmt.Errorf("LEASESVC_PUBSUB_TOPIC=%q: want a topic ID of 3–255 characters starting with a letter, or projects/P/topics/T", topic)
+	}
+	project := getenv("LEASESVC_PROJECT")
+	if project == "" {
+		project = getenv("GOOGLE_CLOUD_PROJECT")
+	}
+	if p, _, ok := strings.Cut(strings.TrimPrefix(topic, "projects/"), "/topics/"); ok && project == "" {
+		project = p
+	}
+	if project == "" {
+		return nil, errors.New("LEASESVC_PUBSUB_TOPIC is a topic ID: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT), or give projects/P/topics/T")
+	}
+	client, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client for project %q: %w", project, err)
+	}
+	pub, err := notify.NewPublisher(client, notify.TopicName(project, topic), notify.PublisherConfig{Logger: log})
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("events publisher: %w", err)
+	}
+	e.client, e.publisher = client, pub
+	return e, nil
+}
+
+// changed is the Manager's OnChange: a change made on this instance.
+func (e *events) changed(ev lease.Event) {
+	if e.publisher != nil {
+		e.publisher.Publish(ev)
+	}
+	e.hub.Publish(ev)
+}
+
+// start runs the Pub/Sub listener (when events are on) and the sweeper
+// (when the backend can scan by expiry) until stop.
+func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Store, instance string, topic string) error {
+	ctx, e.cancel = context.WithCancel(ctx)
+	if e.client != nil {
+		sub := "leasesvc-" + instance
+		e.wg.Go(func() {
+			err := notify.Listen(ctx, e.client, notify.ListenConfig{
+				Topic: topic, Subscription: sub, Logger: e.log,
+				Handle: func(ev lease.Event) { m.Wake(ev.Lease.Name); e.hub.Publish(ev) },
+				Ready:  func() { e.log.Info("events: listening", "subscription", sub) },
+			})
+			if err != nil {
+				e.log.Error("events: listener stopped; waiters fall back to expiry timers", "err", err)
+			}
+		})
+	}
+	scanner, ok := store.(backend.ExpiryScanner)
+	if !ok {
+		e.log.Info("sweeper: off: the backend cannot scan by expiry time")
+		return nil
+	}
+	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, Emit: func(ev lease.Event) {
+		e.changed(ev)
+		m.Wake(ev.Lease.Name)
+	}})
+	if err != nil {
+		return fmt.Errorf("sweeper: %w", err)
+	}
+	e.wg.Go(func() { _ = s.Run(ctx) })
+	return nil
+}
+
+// stop ends the sweeper (releasing its lease) and the listener (deleting
+// its subscription), then flushes buffered events until ctx is done. Only
+// the first call does anything.
+func (e *events) stop(ctx context.Context) error {
+	e.stopOnce.Do(func() { e.stopErr = e.doStop(ctx) })
+	return e.stopErr
+}
+
+func (e *events) doStop(ctx context.Context) error {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	var errs []error
+	if e.publisher != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
+		defer cancel()
+		if err := e.publisher.Close(fctx); err != nil {
+			errs = append(errs, err)
+		}
+		s := e.publisher.Stats()
+		e.log.Info("events: publisher closed", "published", s.Published, "failedAttempts", s.Failed, "dropped", s.Dropped)
+	}
+	if e.client != nil {
+		if err := e.client.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close pubsub client: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Second)
+}
+
+// instanceID names this instance: LEASESVC_INSTANCE_ID, or the host name
+// with a random suffix. It is the sweeper's holder identity and part of the
+// instance's subscription ID, so it keeps to [a-z0-9-].
+func instanceID(getenv func(string) string) string {
+	if id := getenv("LEASESVC_INSTANCE_ID"); id != "" {
+		return id
+	}
+	host, _ := os.Hostname()
+	host = strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(host), "-"), "-")
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	if host == "" {
+		host = "instance"
+	}
+	return host + "-" + hex.EncodeToString(b[:])
+}
