@@ -17,19 +17,24 @@
 // # Concurrency
 //
 // Spanner's locks make the read and the write of Update one serializable
-// step; two processes that race for a lease cannot both win. Transactions
-// that lose a race are aborted by Spanner and run again (the client library
-// retries Aborted itself; Update retries what reaches it, and the emulator's
-// "Invalid transaction ID" and "Transaction not found", which the emulator
-// returns because it runs one read-write transaction at a time), with a
-// capped, jittered exponential backoff, bounded by WithMaxAttempts and the
-// caller's context. Retries counts them.
+// step; two processes that race for a lease cannot both win. Within one
+// process Update runs one read-write transaction per lease name at a time
+// (they would serialize on the row's lock anyway); WithSerialTransactions
+// makes that one at a time for all names, which the emulator needs.
+// Transactions that lose a race are aborted by Spanner and run again (the
+// client library retries Aborted itself; Update retries what reaches it,
+// and what the emulator answers for a transaction it ended because another
+// began), with a capped, jittered exponential backoff, bounded by
+// WithMaxAttempts and the caller's context. Retries counts them and
+// WithRetryHook reports each.
 //
-// Before its transaction Update decides once on a strong single read (the
-// fast path, WithFastPath): an acquire refused as lease_held, a renew that
-// is lease_lost or an idempotent release returns from that read without
-// taking any lock, so followers polling a held lease never contend with its
-// holder's renewals. An answer that writes pays one read more.
+// Before its transaction Update may decide once on a strong single read
+// (the fast path, see FastPath): an acquire refused as lease_held, a renew
+// that is lease_lost or an idempotent release returns from that read
+// without taking any lock, so followers polling a held lease never contend
+// with its holder's renewals. An answer that writes pays that read on top
+// of the transaction, so by default (FastPathAdaptive) Update reads first
+// only when the previous Update of the lease in this process wrote nothing.
 //
 // # Limits
 //

@@ -69,16 +69,11 @@ func parseTable(stmt string) (string, []column, error) {
 		if def == "" {
 			continue
 		}
-		c := columnRE.FindStringSubmatch(def)
-		if c == nil {
-			return "", nil, fmt.Errorf("spanner: schema: table %s: cannot parse column definition %q", table, def)
+		c, err := parseColumn(table, def)
+		if err != nil {
+			return "", nil, err
 		}
-		cols = append(cols, column{
-			Name:            c[1],
-			Type:            normalizeType(c[2]),
-			NotNull:         c[3] != "",
-			CommitTimestamp: commitTSRE.MatchString(c[4]),
-		})
+		cols = append(cols, c)
 	}
 	for i, k := range strings.Split(key, ",") {
 		k = strings.TrimSpace(k)
@@ -94,6 +89,21 @@ func parseTable(stmt string) (string, []column, error) {
 		}
 	}
 	return table, cols, nil
+}
+
+// parseColumn parses one column definition of table: a name, a type, an
+// optional NOT NULL and optional OPTIONS.
+func parseColumn(table, def string) (column, error) {
+	c := columnRE.FindStringSubmatch(strings.TrimSpace(def))
+	if c == nil {
+		return column{}, fmt.Errorf("spanner: schema: table %s: cannot parse column definition %q", table, def)
+	}
+	return column{
+		Name:            c[1],
+		Type:            normalizeType(c[2]),
+		NotNull:         c[3] != "",
+		CommitTimestamp: commitTSRE.MatchString(c[4]),
+	}, nil
 }
 
 // splitTopLevel splits s at the commas outside parentheses.
@@ -122,19 +132,44 @@ func normalizeType(t string) string {
 	return strings.ToUpper(strings.Join(strings.Fields(t), ""))
 }
 
+var (
+	createTableStmtRE = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(\w+)\b`)
+	addColumnRE       = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?(.*)$`)
+)
+
 // wantColumns returns the columns that schema.sql declares for Table.
-func wantColumns() ([]column, error) {
-	stmts := Statements()
-	for _, s := range stmts {
-		table, cols, err := parseTable(s)
-		if err != nil {
-			return nil, err
+func wantColumns() ([]column, error) { return columnsOf(Statements()) }
+
+// columnsOf returns the columns that stmts declare for Table: its CREATE
+// TABLE, then any ALTER TABLE … ADD COLUMN appended later (schema.sql
+// changes only by appending statements). Other statements, such as
+// indexes, are not checked.
+func columnsOf(stmts []string) ([]column, error) {
+	var cols []column
+	for _, stmt := range stmts {
+		if m := createTableStmtRE.FindStringSubmatch(stmt); m != nil && strings.EqualFold(m[1], Table) {
+			_, c, err := parseTable(stmt)
+			if err != nil {
+				return nil, err
+			}
+			cols = c
+			continue
 		}
-		if table == Table {
-			return cols, nil
+		if m := addColumnRE.FindStringSubmatch(stmt); m != nil && strings.EqualFold(m[1], Table) {
+			if cols == nil {
+				return nil, fmt.Errorf("spanner: schema: %.40q comes before CREATE TABLE %s", stmt, Table)
+			}
+			c, err := parseColumn(Table, m[2])
+			if err != nil {
+				return nil, err
+			}
+			cols = append(cols, c)
 		}
 	}
-	return nil, fmt.Errorf("spanner: schema: schema.sql does not create table %s", Table)
+	if cols == nil {
+		return nil, fmt.Errorf("spanner: schema: no CREATE TABLE %s", Table)
+	}
+	return cols, nil
 }
 
 // diffColumns compares the columns a database has with the ones schema.sql

@@ -107,3 +107,25 @@ func TestDiffColumns(t *testing.T) {
 		}
 	}
 }
+
+func TestColumnsOfAppendedStatements(t *testing.T) {
+	stmts := append(Statements(),
+		"CREATE INDEX LeasesByExpiry ON Leases (ExpireTime)",
+		"ALTER TABLE Leases ADD COLUMN Region STRING(64)",
+		"ALTER TABLE Other ADD COLUMN X INT64",
+	)
+	cols, err := columnsOf(stmts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := cols[len(cols)-1]
+	if len(cols) != 11 || last != (column{Name: "Region", Type: "STRING(64)"}) {
+		t.Fatalf("columns = %+v, want the 10 of CREATE TABLE and Region", cols)
+	}
+	if _, err := columnsOf([]string{"ALTER TABLE Leases ADD COLUMN Region STRING(64)"}); err == nil {
+		t.Fatal("ADD COLUMN before CREATE TABLE accepted")
+	}
+	if _, err := columnsOf([]string{"CREATE INDEX I ON Leases (Holder)"}); err == nil {
+		t.Fatal("statements without CREATE TABLE Leases accepted")
+	}
+}
