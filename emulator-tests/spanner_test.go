@@ -417,8 +417,9 @@ func TestSpannerSchema(t *testing.T) {
 }
 
 // TestSpannerErrorsClassified checks errors that reach the caller: a
-// missing database is not a conflict, nor unavailable, and is not retried;
-// a cancelled context is context.Canceled, bare.
+// missing database is backend.ErrUnavailable (with the NotFound still
+// reachable), not a conflict, and is not retried; a cancelled context is
+// context.Canceled, bare.
 func TestSpannerErrorsClassified(t *testing.T) {
 	spannerSetup(t)
 	client, err := spanner.NewClient(context.Background(), spannerShared.instance+"/databases/"+spannerID("absent_"))
@@ -436,8 +437,8 @@ func TestSpannerErrorsClassified(t *testing.T) {
 	switch {
 	case err == nil:
 		t.Fatal("Update on a missing database succeeded")
-	case errors.Is(err, backend.ErrConflict), errors.Is(err, backend.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		t.Fatalf("Update on a missing database = %v, want a plain error", err)
+	case errors.Is(err, backend.ErrConflict), !errors.Is(err, backend.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		t.Fatalf("Update on a missing database = %v, want backend.ErrUnavailable", err)
 	case spanner.ErrCode(err) != codes.NotFound || !strings.Contains(err.Error(), `update "x"`):
 		t.Fatalf("Update on a missing database = %v, want NotFound naming the operation", err)
 	}

@@ -41,10 +41,15 @@ const (
 //     or "Cannot read or query using a transaction after it has been
 //     committed or rolledback" and NotFound "Transaction not found": a
 //     conflict (backend.ErrConflict), to retry;
-//   - Unavailable, ResourceExhausted: backend.ErrUnavailable;
+//   - Unavailable, ResourceExhausted, and what leaves the service unable to
+//     reach its data until someone acts (PermissionDenied, Unauthenticated,
+//     NotFound: the database or table is gone; Internal):
+//     backend.ErrUnavailable;
 //   - DeadlineExceeded, Canceled: context.DeadlineExceeded, context.Canceled,
 //     bare (never wrapped);
-//   - anything else: the native error with what failed.
+//   - anything else (InvalidArgument, FailedPrecondition, …, errors without
+//     a gRPC code): the native error with what failed; a bug, not a state
+//     of the backend.
 //
 // A sentinel wraps the native error, so both stay reachable with errors.Is
 // and errors.As.
@@ -71,7 +76,8 @@ func classify(what string, err error) (retry string, out error) {
 		retry = RetryEmulatorTransactionEnded
 	case code == codes.NotFound && strings.Contains(desc, "transaction not found"):
 		retry = RetryEmulatorTransactionNotFound
-	case code == codes.Unavailable, code == codes.ResourceExhausted:
+	case code == codes.Unavailable, code == codes.ResourceExhausted, code == codes.PermissionDenied,
+		code == codes.Unauthenticated, code == codes.NotFound, code == codes.Internal:
 		return "", fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrUnavailable, err)
 	default:
 		return "", fmt.Errorf("spanner: %s: %w", what, err)

@@ -34,9 +34,12 @@ func TestClassify(t *testing.T) {
 		{"canceled", grpcErr(codes.Canceled, "canceled"), "", context.Canceled, true},
 		{"context canceled", fmt.Errorf("query: %w", context.Canceled), "", context.Canceled, true},
 		{"context deadline", context.DeadlineExceeded, "", context.DeadlineExceeded, true},
-		{"database not found", grpcErr(codes.NotFound, "Database not found: projects/p/instances/i/databases/d"), "", nil, false},
+		{"database not found", grpcErr(codes.NotFound, "Database not found: projects/p/instances/i/databases/d"), "", backend.ErrUnavailable, false},
+		{"permission denied", grpcErr(codes.PermissionDenied, "no"), "", backend.ErrUnavailable, false},
+		{"unauthenticated", grpcErr(codes.Unauthenticated, "no token"), "", backend.ErrUnavailable, false},
+		{"internal", grpcErr(codes.Internal, "RST_STREAM"), "", backend.ErrUnavailable, false},
 		{"other failed precondition", grpcErr(codes.FailedPrecondition, "Table not found"), "", nil, false},
-		{"permission denied", grpcErr(codes.PermissionDenied, "no"), "", nil, false},
+		{"invalid argument", grpcErr(codes.InvalidArgument, "Value too long"), "", nil, false},
 		{"not grpc", errors.New("decode column 3: bad"), "", nil, false},
 	}
 	for _, tc := range cases {
