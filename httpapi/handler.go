@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
@@ -38,6 +41,12 @@ type Config struct {
 	// Heartbeat is the interval of the comments a :watch stream sends so
 	// that proxies keep it open. Default 15s.
 	Heartbeat time.Duration
+	// Observer, if set, receives every lease operation, for metrics.
+	Observer Observer
+	// TracerProvider and MeterProvider instrument HTTP requests. Default
+	// the otel globals.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Config's defaults.
@@ -87,6 +96,12 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
 	if cfg.Events == nil {
 		cfg.Events = hub.New()
 	}
@@ -102,5 +117,5 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 	a := &api{m: m, cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
 	r := chi.NewRouter()
 	a.routes(r)
-	return &Handler{Handler: r, api: a}, nil
+	return &Handler{Handler: a.observe(r), api: a}, nil
 }

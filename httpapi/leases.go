@@ -12,9 +12,10 @@ import (
 // answer writes the lease, or the problem err maps to.
 func (a *api) answer(w http.ResponseWriter, r *http.Request, l lease.Lease, err error) {
 	if err != nil {
-		writeProblem(w, r, a.errorProblem(r, err))
+		a.fail(w, r, a.errorProblem(r, err))
 		return
 	}
+	a.observeOp(r, "ok")
 	writeJSON(w, http.StatusOK, "application/json", wire.FromLease(l))
 }
 
@@ -26,7 +27,7 @@ func (a *api) timeout(r *http.Request, extra int64) (context.Context, context.Ca
 func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 	b, p := readBody(w, r)
 	if p != nil {
-		writeProblem(w, r, *p)
+		a.fail(w, r, *p)
 		return
 	}
 	holder := b.str("holder", true)
@@ -37,7 +38,7 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.AcquireRequest{Name: name, Holder: holder, TTL: millis(ttl), Metadata: md, Wait: millis(wait)}
 	if len(b.bad) > 0 {
 		b.merge(a.m.ValidateAcquire(req))
-		writeProblem(w, r, *b.problem())
+		a.fail(w, r, *b.problem())
 		return
 	}
 	ctx, cancel := a.timeout(r, wait)
@@ -49,7 +50,7 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 	b, p := readBody(w, r)
 	if p != nil {
-		writeProblem(w, r, *p)
+		a.fail(w, r, *p)
 		return
 	}
 	holder := b.str("holder", true)
@@ -63,7 +64,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.RenewRequest{Name: name, Holder: holder, FencingToken: token, TTL: millis(ttl), Metadata: md}
 	if len(b.bad) > 0 {
 		b.merge(a.m.ValidateRenew(req))
-		writeProblem(w, r, *b.problem())
+		a.fail(w, r, *b.problem())
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -75,7 +76,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	b, p := readBody(w, r)
 	if p != nil {
-		writeProblem(w, r, *p)
+		a.fail(w, r, *p)
 		return
 	}
 	holder := b.str("holder", true)
@@ -84,7 +85,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.ReleaseRequest{Name: name, Holder: holder, FencingToken: token}
 	if len(b.bad) > 0 {
 		b.merge(lease.ValidateRelease(req))
-		writeProblem(w, r, *b.problem())
+		a.fail(w, r, *b.problem())
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -106,7 +107,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("pageSize"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			writeProblem(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
 				violations: []lease.FieldViolation{{Field: "pageSize", Description: "must be an integer"}}})
 			return
 		}
@@ -116,9 +117,10 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := a.m.List(ctx, req)
 	if err != nil {
-		writeProblem(w, r, a.errorProblem(r, err))
+		a.fail(w, r, a.errorProblem(r, err))
 		return
 	}
+	a.observeOp(r, "ok")
 	out := wire.List{Leases: make([]wire.Lease, len(res.Leases)), NextPageToken: res.NextPageToken}
 	for i, l := range res.Leases {
 		out.Leases[i] = wire.FromLease(l)
@@ -139,4 +141,10 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ready"})
+}
+
+// fail writes a lease operation's problem and reports its code.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, p problem) {
+	a.observeOp(r, p.code)
+	writeProblem(w, r, p)
 }

@@ -80,7 +80,15 @@ func (a *api) routes(r chi.Router) {
 		methodNotAllowed(w, r, allow)
 	})
 	for _, rt := range fixedRoutes {
-		r.Method(rt.method, rt.path, rt.handler(a))
+		h := rt.handler(a)
+		op := ""
+		if rt.path == leasesPrefix {
+			op = "list"
+		}
+		r.Method(rt.method, rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			routed(r, rt.path, op, "")
+			h(w, r)
+		}))
 	}
 	r.HandleFunc(leasesPrefix+"/", a.dispatchLease)
 	r.HandleFunc(leasesPrefix+"/{name}", a.dispatchLease)
@@ -99,6 +107,11 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if rt.method == r.Method {
+			route, op := leasesPrefix+"/{name}", "get"
+			if verb != "" {
+				route, op = route+":"+verb, verb
+			}
+			routed(r, route, op, name)
 			rt.handler(a, w, r, name)
 			return
 		}

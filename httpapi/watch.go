@@ -21,7 +21,7 @@ import (
 // time the read takes.
 func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	if !lease.ValidName(name) {
-		writeProblem(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
 			violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 		return
 	}
@@ -30,9 +30,10 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	ctx := r.Context()
 	cur, found, err := a.read(ctx, name)
 	if err != nil {
-		writeProblem(w, r, a.errorProblem(r, err))
+		a.fail(w, r, a.errorProblem(r, err))
 		return
 	}
+	a.observeOp(r, "ok")
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

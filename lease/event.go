@@ -33,6 +33,9 @@ type Event struct {
 	// Time is backend time: the decision's server time for acquired and
 	// released, the holding's expire time for expired.
 	Time time.Time
+	// Previous is, on an acquired event, the previous holding as it was
+	// stored (zero for token 1); it is not part of the published event.
+	Previous Lease
 }
 
 // changed reports a committed change to the observer and wakes local

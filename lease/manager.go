@@ -162,6 +162,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		if prev != nil {
 			ev.PreviousHolder = prev.Holder
 			ev.PreviousExpired = !Released(prev)
+			ev.Previous = view(prev, l.ServerTime)
 		}
 		m.changed(ev)
 	}

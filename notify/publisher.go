@@ -152,6 +152,14 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return err
 }
 
+// SetObserver replaces PublisherConfig.Observe; call it before the first
+// Publish.
+func (p *Publisher) SetObserver(f func(Attempt)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Observe = f
+}
+
 // Stats returns the Publisher's counters.
 func (p *Publisher) Stats() Stats {
 	return Stats{Published: p.published.Load(), Failed: p.failed.Load(), Dropped: p.dropped.Load()}
@@ -187,8 +195,11 @@ func (p *Publisher) deliver(ev lease.Event) bool {
 		res := p.pub.Publish(actx, &pubsub.Message{Data: msg.Data, Attributes: msg.Attributes, OrderingKey: msg.OrderingKey})
 		_, err := res.Get(actx)
 		cancel()
-		if p.cfg.Observe != nil {
-			p.cfg.Observe(Attempt{Event: ev, Err: err, Latency: time.Since(start)})
+		p.mu.RLock()
+		observe := p.cfg.Observe
+		p.mu.RUnlock()
+		if observe != nil {
+			observe(Attempt{Event: ev, Err: err, Latency: time.Since(start)})
 		}
 		if err == nil {
 			p.published.Add(1)

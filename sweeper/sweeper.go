@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -54,7 +55,11 @@ type Sweeper struct {
 	// "name/token", with their expire time; the scan looks back that far
 	// each time, for writes that commit a little after their decision.
 	announced map[announcement]time.Time
+	leading   atomic.Bool
 }
+
+// Leading reports whether this Sweeper holds the sweeper lease now.
+func (s *Sweeper) Leading() bool { return s.leading.Load() }
 
 // announcement identifies one expired holding.
 type announcement struct {
@@ -104,6 +109,7 @@ func New(cfg Config) (*Sweeper, error) {
 // election lease if it holds it. It returns nil when ctx ends it.
 func (s *Sweeper) Run(ctx context.Context) error {
 	log := s.cfg.Logger.With("lease", s.cfg.LeaseName, "holder", s.cfg.Holder)
+	defer s.leading.Store(false)
 	var held lease.Lease // the live holding, FencingToken 0 when not leading
 	renewEvery := s.cfg.TTL / 3
 	var lastRenew time.Time // local monotonic time of the last successful acquire/renew send
@@ -161,6 +167,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		} else if held.FencingToken != 0 {
 			held = lease.Lease{} // past the safe deadline: stop leading
 		}
+		s.leading.Store(held.FencingToken != 0)
 		select {
 		case <-ctx.Done():
 			return nil

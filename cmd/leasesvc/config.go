@@ -25,6 +25,7 @@ type config struct {
 	maxTTL   time.Duration // longest TTL a holder may ask for
 	logLevel slog.Level    // minimum level logged
 	drain    time.Duration // how long shutdown waits for in-flight requests
+	telemetry string       // none | stdout | otlp
 }
 
 // parseConfig reads the environment, then the flags, which override it.
@@ -58,6 +59,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	envDur("LEASESVC_MAX_TTL", &c.maxTTL)
 	envDur("LEASESVC_DRAIN_TIMEOUT", &c.drain)
 	level := getenv("LEASESVC_LOG_LEVEL")
+	c.telemetry = getenv("LEASESVC_TELEMETRY")
+	if c.telemetry == "" {
+		c.telemetry = "none"
+	}
 	if err != nil {
 		return c, err
 	}
@@ -69,6 +74,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.minTTL, "min-ttl", c.minTTL, "shortest TTL a holder may ask for (env LEASESVC_MIN_TTL)")
 	fs.DurationVar(&c.maxTTL, "max-ttl", c.maxTTL, "longest TTL a holder may ask for (env LEASESVC_MAX_TTL)")
 	fs.StringVar(&level, "log-level", level, "debug | info | warn | error (env LEASESVC_LOG_LEVEL)")
+	fs.StringVar(&c.telemetry, "telemetry", c.telemetry, "none | stdout | otlp (env LEASESVC_TELEMETRY)")
 	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for in-flight requests (env LEASESVC_DRAIN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("flags: %w", err)
@@ -86,6 +92,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("LEASESVC_MIN_TTL/-min-ttl %v: must be a whole number of milliseconds ≥ 1ms", c.minTTL)
 	case c.maxTTL < c.minTTL || c.maxTTL%time.Millisecond != 0:
 		return c, fmt.Errorf("LEASESVC_MAX_TTL/-max-ttl %v: must be a whole number of milliseconds ≥ the minimum TTL %v", c.maxTTL, c.minTTL)
+	case c.telemetry != "none" && c.telemetry != "stdout" && c.telemetry != "otlp":
+		return c, fmt.Errorf("LEASESVC_TELEMETRY/-telemetry %q: must be none, stdout or otlp", c.telemetry)
 	case c.drain <= 0:
 		return c, fmt.Errorf("LEASESVC_DRAIN_TIMEOUT/-drain %v: must be positive", c.drain)
 	}

@@ -35,7 +35,23 @@ type events struct {
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
 	stopErr   error
+	obs       *observability
+	sweeper   *sweeper.Sweeper
 }
+
+// observe sends the events' metrics to obs: publish attempts, and every
+// event seen, for unheld_seconds.
+func (e *events) observe(obs *observability) {
+	e.obs = obs
+	if e.publisher != nil {
+		e.publisher.SetObserver(func(a notify.Attempt) {
+			obs.metrics.PublishAttempt(context.Background(), a.Event.Type, a.Err, a.Latency)
+		})
+	}
+}
+
+// sweeping reports whether this instance runs the expiry sweeper now.
+func (e *events) sweeping() bool { return e.sweeper != nil && e.sweeper.Leading() }
 
 // topicRE matches a topic ID (3–255 characters, starting with a letter) or
 // a full topic name.
@@ -93,7 +109,11 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 		e.wg.Go(func() {
 			err := notify.Listen(ctx, e.client, notify.ListenConfig{
 				Topic: topic, Subscription: sub, Logger: e.log,
-				Handle: func(ev lease.Event) { m.Wake(ev.Lease.Name); e.hub.Publish(ev) },
+				Handle: func(ev lease.Event) {
+					m.Wake(ev.Lease.Name)
+					e.hub.Publish(ev)
+					e.obs.metrics.Seen(ev)
+				},
 				Ready:  func() { e.log.Info("events: listening", "subscription", sub) },
 			})
 			if err != nil {
@@ -108,11 +128,13 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 	}
 	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, Emit: func(ev lease.Event) {
 		e.changed(ev)
+		e.obs.decided(ev)
 		m.Wake(ev.Lease.Name)
 	}})
 	if err != nil {
 		return fmt.Errorf("sweeper: %w", err)
 	}
+	e.sweeper = s
 	e.wg.Go(func() { _ = s.Run(ctx) })
 	return nil
 }

@@ -23,7 +23,7 @@ func TestServiceOverHTTP(t *testing.T) {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
 	}
 	t.Logf("exited %v after SIGTERM", took)
-	if out := svc.Output(); !strings.Contains(out, `"msg":"leasesvc stopped"`) || strings.Contains(out, `"level":"ERROR"`) {
+	if out := svc.Output(); !strings.Contains(out, `"message":"leasesvc stopped"`) || strings.Contains(out, `"severity":"ERROR"`) {
 		t.Fatalf("log does not show a clean stop:\n%s", out)
 	}
 }
@@ -69,6 +69,10 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{map[string]string{"LEASESVC_MAX_TTL": "500ms"}, nil, "LEASESVC_MAX_TTL"},
 		{map[string]string{"LEASESVC_LOG_LEVEL": "loud"}, nil, "LEASESVC_LOG_LEVEL"},
 		{map[string]string{"LEASESVC_DRAIN_TIMEOUT": "-1s"}, nil, "LEASESVC_DRAIN_TIMEOUT"},
+		{map[string]string{"LEASESVC_TELEMETRY": "jaeger"}, nil, "LEASESVC_TELEMETRY"},
+		{map[string]string{"LEASESVC_INSTANCE_ID": "Bad_ID"}, nil, "LEASESVC_INSTANCE_ID"},
+		{map[string]string{"LEASESVC_PUBSUB_TOPIC": "x"}, nil, "LEASESVC_PUBSUB_TOPIC"},
+		{map[string]string{"LEASESVC_PUBSUB_TOPIC": "leasesvc-events"}, nil, "LEASESVC_PROJECT"},
 		{nil, []string{"-backend", "etcd"}, "-backend"},
 		{nil, []string{"-nope"}, "flags"},
 		{nil, []string{"extra"}, "unexpected arguments"},

@@ -15,6 +15,7 @@ import (
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/telemetry"
 )
 
 // run starts the service and blocks until ctx is done, then drains
@@ -24,7 +25,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log := newLogger(cfg, getenv, stdout)
+	instance := instanceID(getenv)
 
 	store, closeStore, err := openStore(ctx, cfg.backend, getenv)
 	if err != nil {
@@ -39,15 +41,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: ev.changed})
+	var obs *observability // set before the first request or event
+	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: func(e lease.Event) {
+		ev.changed(e)
+		obs.decided(e)
+	}})
 	if err != nil {
 		return fmt.Errorf("lease manager: %w", err)
 	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub})
+	obs, err = newObservability(ctx, cfg, getenv, stdout, log, instance, telemetry.Gauges{
+		Waiting: m.Waiting, Watchers: ev.hub.Watchers, ReportUnheld: ev.sweeping,
+	})
+	if err != nil {
+		return err
+	}
+	defer obs.shutdown(context.WithoutCancel(ctx))
+	ev.observe(obs)
+	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
+		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
-	instance := instanceID(getenv)
 	if err := ev.start(context.WithoutCancel(ctx), m, store, instance, getenv("LEASESVC_PUBSUB_TOPIC")); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
@@ -70,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	srv.RegisterOnShutdown(h.CloseStreams)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("leasesvc listening", "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
+	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
 		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "",
 		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String())
 
