@@ -162,28 +162,34 @@ func spannerServicePost(ctx context.Context, hc *http.Client, base, name, verb, 
 
 // spannerDirectReadSQL is the read the Store makes, written out here so the
 // direct benchmark does not depend on the package's internals.
-const spannerDirectReadSQL = `SELECT CURRENT_TIMESTAMP(), l.Holder, l.FencingToken, l.TtlMs, l.AcquireTime, l.ExpireTime, l.Transitions
-FROM (SELECT 1) AS one LEFT JOIN Leases AS l ON l.Name = @name`
+const spannerDirectReadSQL = `SELECT CURRENT_TIMESTAMP() AS Now,
+  ARRAY(SELECT AS STRUCT Holder, FencingToken, AcquireTime, ExpireTime, Transitions FROM Leases WHERE Name = @name) AS Lease`
 
-// spannerDirectRow is what the direct benchmark reads of a lease.
-type spannerDirectRow struct {
-	now         time.Time
-	holder      spanner.NullString
-	token, ttl  spanner.NullInt64
-	acquire     spanner.NullTime
-	expire      spanner.NullTime
-	transitions spanner.NullInt64
+// spannerDirectLease is what the direct benchmark reads of a lease.
+type spannerDirectLease struct {
+	Holder       string
+	FencingToken int64
+	AcquireTime  time.Time
+	ExpireTime   time.Time
+	Transitions  int64
 }
 
-func spannerDirectRead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (spannerDirectRow, error) {
-	var r spannerDirectRow
+// spannerDirectRead returns the server time and the lease, or nil.
+func spannerDirectRead(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (time.Time, *spannerDirectLease, error) {
 	it := tx.Query(ctx, spanner.Statement{SQL: spannerDirectReadSQL, Params: map[string]any{"name": name}})
 	defer it.Stop()
 	row, err := it.Next()
 	if err != nil {
-		return r, err
+		return time.Time{}, nil, err
 	}
-	return r, row.Columns(&r.now, &r.holder, &r.token, &r.ttl, &r.acquire, &r.expire, &r.transitions)
+	var (
+		now  time.Time
+		rows []*spannerDirectLease
+	)
+	if err := row.Columns(&now, &rows); err != nil || len(rows) == 0 {
+		return now, nil, err
+	}
+	return now, rows[0], nil
 }
 
 func spannerDirectWrite(tx *spanner.ReadWriteTransaction, rec backend.Record) error {
@@ -196,18 +202,21 @@ func spannerDirectWrite(tx *spanner.ReadWriteTransaction, rec backend.Record) er
 // spannerDirectAcquire acquires name in one read-write transaction.
 func spannerDirectAcquire(ctx context.Context, c *spanner.Client, name, holder string, ttl time.Duration) error {
 	_, err := c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		r, err := spannerDirectRead(ctx, tx, name)
+		now, cur, err := spannerDirectRead(ctx, tx, name)
 		if err != nil {
 			return err
 		}
-		now := r.now.Truncate(time.Microsecond)
-		rec := backend.Record{Name: name, Holder: holder, FencingToken: r.token.Int64 + 1, TTL: ttl,
-			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: r.transitions.Int64 + 1}
-		if r.expire.Valid && now.Before(r.expire.Time) {
-			if r.holder.StringVal != holder {
-				return lease.ErrHeld
-			}
-			rec.FencingToken, rec.Transitions, rec.AcquireTime = r.token.Int64, r.transitions.Int64, r.acquire.Time
+		now = now.Truncate(time.Microsecond)
+		rec := backend.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
+			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: 1}
+		switch {
+		case cur == nil:
+		case !now.Before(cur.ExpireTime):
+			rec.FencingToken, rec.Transitions = cur.FencingToken+1, cur.Transitions+1
+		case cur.Holder != holder:
+			return lease.ErrHeld
+		default:
+			rec.FencingToken, rec.Transitions, rec.AcquireTime = cur.FencingToken, cur.Transitions, cur.AcquireTime
 		}
 		return spannerDirectWrite(tx, rec)
 	})
@@ -217,16 +226,16 @@ func spannerDirectAcquire(ctx context.Context, c *spanner.Client, name, holder s
 // spannerDirectRenew renews the holding of name in one read-write transaction.
 func spannerDirectRenew(ctx context.Context, c *spanner.Client, name, holder string, token int64, ttl time.Duration) error {
 	_, err := c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		r, err := spannerDirectRead(ctx, tx, name)
+		now, cur, err := spannerDirectRead(ctx, tx, name)
 		if err != nil {
 			return err
 		}
-		now := r.now.Truncate(time.Microsecond)
-		if !r.expire.Valid || !now.Before(r.expire.Time) || r.holder.StringVal != holder || r.token.Int64 != token {
+		now = now.Truncate(time.Microsecond)
+		if cur == nil || !now.Before(cur.ExpireTime) || cur.Holder != holder || cur.FencingToken != token {
 			return errors.New("direct renew: lease lost")
 		}
 		return spannerDirectWrite(tx, backend.Record{Name: name, Holder: holder, FencingToken: token, TTL: ttl,
-			AcquireTime: r.acquire.Time, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: r.transitions.Int64})
+			AcquireTime: cur.AcquireTime, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: cur.Transitions})
 	})
 	return err
 }

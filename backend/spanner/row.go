@@ -22,15 +22,48 @@ var writeColumns = []string{
 }
 
 // recordColumns are the columns a read returns for a record (UpdateTime is
-// for operators and is not read back).
+// for operators and is not read back), in the order of leaseRow's fields.
 const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata"
 
-// readSQL reads one lease row, or NULLs when there is none, together with
-// the server time: one statement, so inside a read-write transaction the
-// decision time and the row come from the same step.
+// leaseRow is one row of recordColumns, decoded by column name.
+type leaseRow struct {
+	Name         string
+	Holder       string
+	FencingToken int64
+	TtlMs        int64
+	AcquireTime  time.Time
+	RenewTime    time.Time
+	ExpireTime   time.Time
+	Transitions  int64
+	Metadata     spanner.NullString
+}
+
+// record converts a row to the record it stores.
+func (r *leaseRow) record() *backend.Record {
+	rec := &backend.Record{
+		Name:         r.Name,
+		Holder:       r.Holder,
+		FencingToken: r.FencingToken,
+		TTL:          time.Duration(r.TtlMs) * time.Millisecond,
+		AcquireTime:  r.AcquireTime,
+		RenewTime:    r.RenewTime,
+		ExpireTime:   r.ExpireTime,
+		Transitions:  r.Transitions,
+	}
+	if r.Metadata.Valid && r.Metadata.StringVal != "" {
+		rec.Metadata = []byte(r.Metadata.StringVal)
+	}
+	return rec
+}
+
+// readSQL reads one lease row together with the server time in one
+// statement, so inside a read-write transaction the decision time and the
+// row come from the same step. It always yields exactly one row; the lease
+// is an array of zero or one element, read by primary key (a point read,
+// which locks just that key inside a read-write transaction, whether the
+// row exists or not).
 const readSQL = `SELECT CURRENT_TIMESTAMP() AS Now,
-  l.Name, l.Holder, l.FencingToken, l.TtlMs, l.AcquireTime, l.RenewTime, l.ExpireTime, l.Transitions, l.Metadata
-FROM (SELECT 1) AS one LEFT JOIN Leases AS l ON l.Name = @name`
+  ARRAY(SELECT AS STRUCT ` + recordColumns + ` FROM Leases WHERE Name = @name) AS Lease`
 
 // querier is what both kinds of transaction offer for a query.
 type querier interface {
@@ -44,50 +77,25 @@ func readRow(ctx context.Context, q querier, name string) (*backend.Record, time
 	defer it.Stop()
 	row, err := it.Next()
 	if errors.Is(err, iterator.Done) {
-		return nil, time.Time{}, errors.New("read returned no row") // the LEFT JOIN always yields one
+		return nil, time.Time{}, errors.New("read returned no row") // SELECT without FROM yields one
 	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	var now time.Time
-	if err := row.Column(0, &now); err != nil {
-		return nil, time.Time{}, fmt.Errorf("decode CURRENT_TIMESTAMP(): %w", err)
-	}
-	rec, err := scanRecord(row, 1)
-	return rec, now, err
-}
-
-// scanRecord decodes the recordColumns of row that start at column first;
-// a NULL name (no row under a LEFT JOIN) is a nil record.
-func scanRecord(row *spanner.Row, first int) (*backend.Record, error) {
 	var (
-		name, holder, metadata             spanner.NullString
-		token, ttlMs, transitions          spanner.NullInt64
-		acquireTime, renewTime, expireTime spanner.NullTime
+		now  time.Time
+		rows []*leaseRow
 	)
-	dst := []any{&name, &holder, &token, &ttlMs, &acquireTime, &renewTime, &expireTime, &transitions, &metadata}
-	for i, d := range dst {
-		if err := row.Column(first+i, d); err != nil {
-			return nil, fmt.Errorf("decode lease column %d: %w", first+i, err)
-		}
+	if err := row.Columns(&now, &rows); err != nil {
+		return nil, time.Time{}, fmt.Errorf("decode the lease row: %w", err)
 	}
-	if !name.Valid {
-		return nil, nil
+	switch len(rows) {
+	case 0:
+		return nil, now, nil
+	case 1:
+		return rows[0].record(), now, nil
 	}
-	r := &backend.Record{
-		Name:         name.StringVal,
-		Holder:       holder.StringVal,
-		FencingToken: token.Int64,
-		TTL:          time.Duration(ttlMs.Int64) * time.Millisecond,
-		AcquireTime:  acquireTime.Time,
-		RenewTime:    renewTime.Time,
-		ExpireTime:   expireTime.Time,
-		Transitions:  transitions.Int64,
-	}
-	if metadata.Valid && metadata.StringVal != "" {
-		r.Metadata = []byte(metadata.StringVal)
-	}
-	return r, nil
+	return nil, time.Time{}, fmt.Errorf("%d rows under one primary key", len(rows))
 }
 
 // writeMutation returns the mutation that stores next under name, with

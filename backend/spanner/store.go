@@ -235,11 +235,11 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	defer ro.Close()
 	var recs []backend.Record
 	err := ro.Query(ctx, listSQL(prefix, after, limit)).Do(func(row *spanner.Row) error {
-		r, err := scanRecord(row, 0)
-		if err != nil {
-			return err
+		var r leaseRow
+		if err := row.ToStruct(&r); err != nil {
+			return fmt.Errorf("decode a lease row: %w", err)
 		}
-		recs = append(recs, *r)
+		recs = append(recs, *r.record())
 		return nil
 	})
 	var at time.Time
