@@ -25,11 +25,13 @@ const DefaultCollection = "leases"
 const clockDocID = "_leasesvc_clock"
 
 // Store is a backend.Store over one Firestore collection. It is safe for
-// concurrent use; it holds no state besides the client and the collection.
+// concurrent use. It caches no record: every decision is made on a fresh
+// read (its only state is the write gate of the Updates in progress).
 type Store struct {
 	client      *gfs.Client
 	coll        *gfs.CollectionRef
 	callTimeout time.Duration
+	gate        writeGate
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -146,15 +148,22 @@ func (s *Store) doc(name string) (*gfs.DocumentRef, error) {
 // ctx is done. Unavailable is not retried here: the Firestore client
 // retries it within each call, up to the call timeout. decide's answer nil
 // writes nothing, so a refusal costs one read.
+//
+// Writes of one name through one Store go out one at a time, and a write
+// is not sent when another Update of this Store wrote the name since this
+// one read it (see writeGate): it would fail its precondition.
 func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	ref, err := s.doc(name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	for attempt := 0; ; attempt++ {
+	gate := s.gate.enter(name)
+	defer s.gate.leave(name, gate)
+	for attempt := 0; ; {
 		if err := ctx.Err(); err != nil {
 			return backend.Snapshot{}, err
 		}
+		seen := gate.wrote.Load()
 		snap, updateTime, err := s.read(ctx, name)
 		if err != nil {
 			return backend.Snapshot{}, err
@@ -166,7 +175,18 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 		case next == nil:
 			return snap, nil
 		}
-		stored, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
+		if err := gate.lock(ctx); err != nil {
+			return backend.Snapshot{}, err
+		}
+		if gate.wrote.Load() != seen {
+			gate.unlock() // written since the read: read again, no need to back off
+			continue
+		}
+		stored, wrote, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
+		if wrote {
+			gate.wrote.Add(1)
+		}
+		gate.unlock()
 		switch {
 		case err == nil:
 			return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
@@ -176,6 +196,7 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 		if err := backoff(ctx, attempt); err != nil {
 			return backend.Snapshot{}, err
 		}
+		attempt++
 	}
 }
 
@@ -183,21 +204,21 @@ func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) 
 // updateTime (zero: if it still does not exist). cur is the record read at
 // updateTime: only the fields that differ from it are sent, and when none
 // does nothing is written (the decision changes nothing it read). It
-// returns the record as stored.
-func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
+// returns the record as stored, and whether a write was committed.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, bool, error) {
 	rec, err := normalize(name, next)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d := toDoc(rec)
 	var update []gfs.Update
 	if cur != nil {
 		c, err := normalize(name, cur)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if update = changes(toDoc(c), d); len(update) == 0 {
-			return rec, nil
+			return rec, false, nil
 		}
 	}
 	call, cancel := context.WithTimeout(ctx, s.callTimeout)
@@ -209,12 +230,12 @@ func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cu
 	}
 	if status.Code(err) == codes.NotFound {
 		// The document was deleted since the read: a lost race like any other.
-		return nil, fmt.Errorf("backend/firestore: write %q: %w: %w", name, backend.ErrConflict, err)
+		return nil, false, fmt.Errorf("backend/firestore: write %q: %w: %w", name, backend.ErrConflict, err)
 	}
 	if err != nil {
-		return nil, classify(ctx, call, "write", name, err)
+		return nil, false, classify(ctx, call, "write", name, err)
 	}
-	return rec, nil
+	return rec, true, nil
 }
 
 // List implements backend.Store with one query, ordered by document ID,

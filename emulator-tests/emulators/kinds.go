@@ -28,6 +28,9 @@ type kind struct {
 	command func(sdkRoot string, port int) ([]string, error)
 	// ready returns nil once the emulator at addr answers.
 	ready func(ctx context.Context, addr string) error
+	// warm, if set, loads the emulator once it answers and its environment
+	// variable is set, so tests do not meet a cold JVM.
+	warm func() error
 }
 
 var firestoreKind = &kind{
@@ -47,6 +50,7 @@ var firestoreKind = &kind{
 		return []string{"gcloud", "emulators", "firestore", "start", "--host-port=" + hostPort(port)}, nil
 	},
 	ready: httpOK,
+	warm:  warmFirestore,
 }
 
 var pubsubKind = &kind{

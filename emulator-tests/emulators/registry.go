@@ -131,6 +131,11 @@ func (e *emulator) start(k *kind, root string, port int) error {
 		return fmt.Errorf("emulators: set %s: %w", k.env, err)
 	}
 	e.addr, e.port, e.proc = addr, port, p
+	if k.warm != nil {
+		if err := k.warm(); err != nil {
+			return fmt.Errorf("%w\n%s", err, p.logTail())
+		}
+	}
 	return nil
 }
 
