@@ -197,3 +197,37 @@ func TestUnreachable(t *testing.T) {
 		t.Error("Get of a name with a slash succeeded")
 	}
 }
+
+func TestWriteGate(t *testing.T) {
+	var g writeGate
+	a := g.enter("n")
+	b := g.enter("n")
+	if a != b {
+		t.Fatal("two Updates of one name got different gates")
+	}
+	if err := a.lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := b.lock(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("second lock while held = %v, want the context's deadline", err)
+	}
+	a.wrote.Add(1)
+	a.unlock()
+	if err := b.lock(t.Context()); err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	b.unlock()
+	g.leave("n", a)
+	if len(g.names) != 1 {
+		t.Fatal("gate forgotten while an Update still uses it")
+	}
+	g.leave("n", b)
+	if len(g.names) != 0 {
+		t.Fatalf("gate of a name with no Update left is kept: %v", g.names)
+	}
+	if c := g.enter("n"); c == a || c.wrote.Load() != 0 {
+		t.Fatal("a new gate reuses the old one")
+	}
+}
