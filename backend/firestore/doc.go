@@ -29,6 +29,12 @@
 // failed precondition is a lost race: Update reads again and decides again,
 // with a short jittered backoff, until it succeeds or ctx is done.
 //
+// Writes of one lease through one Store go out one at a time, and a write
+// whose read is known to be stale (another Update of the Store wrote the
+// lease since) is not sent: the Update reads again. This spares Firestore
+// the burst of doomed writes when many requests see a lease fall free at
+// once; the precondition alone keeps Update correct.
+//
 // The decision's read time is at or before the commit, and the precondition
 // guarantees that nothing changed in between, so a decision holds at commit
 // time as it did at read time: a lease seen expired at the read is still
