@@ -29,7 +29,7 @@ type received struct {
 
 // eventsTopic creates a topic of the test's own on the Pub/Sub emulator and
 // returns its ID and a client.
-func eventsTopic(t *testing.T) (string, *pubsub.Client) {
+func eventsTopic(t testing.TB) (string, *pubsub.Client) {
 	t.Helper()
 	emulators.PubSub(t)
 	client, err := pubsub.NewClient(t.Context(), emulators.Project())
@@ -44,7 +44,7 @@ func eventsTopic(t *testing.T) (string, *pubsub.Client) {
 	return topic, client
 }
 
-func createTopic(t *testing.T, client *pubsub.Client, topic string) {
+func createTopic(t testing.TB, client *pubsub.Client, topic string) {
 	t.Helper()
 	name := "projects/" + emulators.Project() + "/topics/" + topic
 	eventually(t, 20*time.Second, func() error {
@@ -63,7 +63,7 @@ type subscriber struct {
 	msgs []received
 }
 
-func subscribe(t *testing.T, client *pubsub.Client, topic string) *subscriber {
+func subscribe(t testing.TB, client *pubsub.Client, topic string) *subscriber {
 	t.Helper()
 	s := &subscriber{}
 	var b [4]byte
@@ -127,7 +127,7 @@ func (s *subscriber) ids(lease string) []string {
 	return out
 }
 
-func eventually(t *testing.T, limit time.Duration, f func() error) {
+func eventually(t testing.TB, limit time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -144,7 +144,7 @@ func eventually(t *testing.T, limit time.Duration, f func() error) {
 
 // eventsEnv is the environment of a leasesvc instance on the Firestore
 // emulator (a shared collection) publishing to topic.
-func eventsEnv(t *testing.T, collection, topic string) map[string]string {
+func eventsEnv(t testing.TB, collection, topic string) map[string]string {
 	t.Helper()
 	return map[string]string{
 		"LEASESVC_BACKEND":              "firestore",
@@ -158,7 +158,7 @@ func eventsEnv(t *testing.T, collection, topic string) map[string]string {
 
 // startListening starts an instance and waits until its own subscription
 // exists, so no event published after this returns is missed.
-func startListening(t *testing.T, env map[string]string) *e2e.Service {
+func startListening(t testing.TB, env map[string]string) *e2e.Service {
 	t.Helper()
 	svc := e2e.StartService(t, env)
 	eventually(t, 20*time.Second, func() error {
