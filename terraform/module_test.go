@@ -61,8 +61,8 @@ func inputs(backend string, overrides map[string]cty.Value) map[string]cty.Value
 
 // requiredEnv lists, per backend, the variables the container must get.
 var requiredEnv = map[string][]string{
-	"firestore": {"LEASESVC_BACKEND", "LEASESVC_PROJECT", "LEASESVC_FIRESTORE_DATABASE", "LEASESVC_FIRESTORE_COLLECTION", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY", "LEASESVC_AUTH"},
-	"spanner":   {"LEASESVC_BACKEND", "LEASESVC_SPANNER_DATABASE", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY", "LEASESVC_AUTH"},
+	"firestore": {"LEASESVC_BACKEND", "LEASESVC_PROJECT", "LEASESVC_FIRESTORE_DATABASE", "LEASESVC_FIRESTORE_COLLECTION", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"},
+	"spanner":   {"LEASESVC_BACKEND", "LEASESVC_SPANNER_DATABASE", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"},
 }
 
 // forbiddenEnv lists variables the module must never set, and why.
@@ -87,7 +87,6 @@ var envValueChecks = map[string]func(backend, v string) bool{
 	"LEASESVC_BACKEND":   func(backend, v string) bool { return v == backend },
 	"LEASESVC_PROJECT":   func(_, v string) bool { return v == testProject },
 	"LEASESVC_TELEMETRY": func(_, v string) bool { return v == "otlp" },
-	"LEASESVC_AUTH":      func(_, v string) bool { return v == "google" },
 	"LEASESVC_SPANNER_DATABASE": func(_, v string) bool {
 		return regexp.MustCompile(`^projects/` + testProject + `/instances/[^/]+/databases/[^/]+$`).MatchString(v)
 	},

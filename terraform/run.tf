@@ -18,7 +18,6 @@ locals {
       LEASESVC_LOG_LEVEL    = var.log_level
       LEASESVC_PUBSUB_TOPIC = google_pubsub_topic.events.id # projects/P/topics/T
       LEASESVC_TELEMETRY    = "otlp"                        # OTLP to telemetry.googleapis.com with the service's credentials
-      LEASESVC_AUTH         = "google"                      # callers are Google identities (Cloud Run IAM checks their ID token)
     },
     local.is_firestore ? {
       LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name
