@@ -59,6 +59,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Store/ServerTimeAdvances", testServerTimeAdvances},
 		{"Store/ListOrderPrefixAfter", testStoreList},
 		{"Store/CancelledContext", testCancelledContext},
+		{"Store/ScanExpiry", testScanExpiry},
 		{"Acquire/New", testAcquireNew},
 		{"Acquire/FiftyRacersOneWinner", testAcquireRace},
 		{"Acquire/HeldByAnother", testAcquireHeld},
