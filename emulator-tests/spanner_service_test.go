@@ -30,7 +30,7 @@ func stopCleanly(t *testing.T, svc *e2e.Service) {
 	if _, err := svc.Stop(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
 	}
-	if out := svc.Output(); strings.Contains(out, `"level":"ERROR"`) {
+	if out := svc.Output(); strings.Contains(out, `"severity":"ERROR"`) {
 		t.Fatalf("leasesvc logged an error:\n%s", out)
 	}
 }
