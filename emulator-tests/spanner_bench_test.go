@@ -29,7 +29,8 @@ import (
 //   - store: lease.Manager over the Store in this process, no HTTP;
 //   - service: HTTP to the leasesvc binary over the same emulator.
 //
-// Each reports p50/p99 in milliseconds and service p50 ÷ direct p50:
+// Each reports p50/p99 in milliseconds, service p50 ÷ direct p50, and the
+// p50 of GET /healthz on the same connection (the HTTP hop alone):
 //
 //	go test -run '^$' -bench Spanner -benchtime 300x ./emulator-tests/
 
@@ -57,7 +58,7 @@ func spannerBench(b *testing.B, renew bool) {
 			prefix := spannerID("bench.")
 			const holder, ttl = "bench", 60 * time.Second
 
-			var direct, lib, service spannerLatencies
+			var direct, lib, service, healthz spannerLatencies
 			i := 0
 			name := func(kind string) string {
 				if renew {
@@ -78,6 +79,7 @@ func spannerBench(b *testing.B, renew bool) {
 			}
 			for b.Loop() {
 				i++
+				healthz.time(b, func() error { return spannerServiceGet(ctx, hc, svc.URL+"/healthz") })
 				if renew {
 					direct.time(b, func() error { return spannerDirectRenew(ctx, client, name("direct"), holder, 1, ttl) })
 					lib.time(b, func() error {
@@ -102,6 +104,7 @@ func spannerBench(b *testing.B, renew bool) {
 			direct.report(b, "direct")
 			lib.report(b, "store")
 			service.report(b, "service")
+			b.ReportMetric(healthz.pct(0.50), "healthz-p50-ms")
 			b.ReportMetric(service.pct(0.50)/direct.pct(0.50), "service/direct-p50")
 			if _, err := svc.Stop(); err != nil {
 				b.Fatalf("stop leasesvc: %v", err)
@@ -156,6 +159,26 @@ func spannerServicePost(ctx context.Context, hc *http.Client, base, name, verb, 
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s %s: %d %s", verb, name, resp.StatusCode, raw)
+	}
+	return nil
+}
+
+// spannerServiceGet sends GET url and wants 200: the HTTP round trip alone.
+func spannerServiceGet(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("GET %s: read body: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
 	}
 	return nil
 }

@@ -361,9 +361,9 @@ func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
 }
 
 // TestSpannerSchema checks the migrate path: a missing table is created
-// once, a matching table is accepted, extra nullable columns are allowed and
-// a table that differs is refused with every difference named, never
-// altered.
+// once (with its index), a matching table is accepted, extra nullable
+// columns and extra indexes are allowed, and a table that differs or lacks
+// its index is refused with every difference named, never altered.
 func TestSpannerSchema(t *testing.T) {
 	t.Run("MissingThenCreated", func(t *testing.T) {
 		_, client := spannerScratchDatabase(t)
@@ -381,10 +381,19 @@ func TestSpannerSchema(t *testing.T) {
 		}
 	})
 	t.Run("ExtraNullableColumn", func(t *testing.T) {
-		ddl := strings.Replace(spannerstore.Statements()[0], "Metadata STRING(MAX),", "Metadata STRING(MAX),\n  Note STRING(MAX),", 1)
-		_, client := spannerScratchDatabase(t, ddl)
+		ddl := spannerstore.Statements()
+		ddl[0] = strings.Replace(ddl[0], "Metadata STRING(MAX),", "Metadata STRING(MAX),\n  Note STRING(MAX),", 1)
+		ddl = append(ddl, "CREATE INDEX LeasesByHolder ON Leases (Holder)")
+		_, client := spannerScratchDatabase(t, ddl...)
 		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
-			t.Fatalf("CheckSchema with an extra nullable column: %v", err)
+			t.Fatalf("CheckSchema with an extra nullable column and an extra index: %v", err)
+		}
+	})
+	t.Run("MissingIndexRefused", func(t *testing.T) {
+		_, client := spannerScratchDatabase(t, spannerstore.Statements()[0])
+		created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)
+		if err == nil || created || !strings.Contains(err.Error(), "index LeasesByExpireTime is missing") {
+			t.Fatalf("Migrate over a table without its index = %t, %v; want an error naming the index", created, err)
 		}
 	})
 	t.Run("DifferentTableRefused", func(t *testing.T) {
@@ -400,6 +409,7 @@ func TestSpannerSchema(t *testing.T) {
 			t.Fatalf("Migrate over a different table = %t, %v; want an error", created, err)
 		}
 		for _, want := range []string{
+			"index LeasesByExpireTime is missing",
 			"column Holder is STRING(MAX), want STRING(256)",
 			"column Holder is nullable, want NOT NULL",
 			"column Transitions is missing",

@@ -265,9 +265,10 @@ func readColumns(ctx context.Context, client *spanner.Client, table string) ([]c
 
 // CheckSchema verifies that the database has the Leases table of
 // schema.sql: every column with its type, nullability and commit-timestamp
-// option, and the primary key. Extra nullable columns are allowed. A missing
-// table is ErrNoTable; a different one is an error that lists every
-// difference. CheckSchema changes nothing.
+// option, the primary key, and the key columns of every index. Extra
+// nullable columns and extra indexes are allowed. A missing table is
+// ErrNoTable; a different one is an error that lists every difference.
+// CheckSchema changes nothing.
 func CheckSchema(ctx context.Context, client *spanner.Client) error {
 	if client == nil {
 		return errors.New("spanner: CheckSchema: client is nil")
@@ -283,7 +284,15 @@ func CheckSchema(ctx context.Context, client *spanner.Client) error {
 	if len(got) == 0 {
 		return fmt.Errorf("%w in %s", ErrNoTable, client.DatabaseName())
 	}
-	if diffs := diffColumns(want, got); len(diffs) > 0 {
+	wantIx, err := indexesOf(Statements())
+	if err != nil {
+		return err
+	}
+	gotIx, err := readIndexes(ctx, client, Table)
+	if err != nil {
+		return err
+	}
+	if diffs := append(diffColumns(want, got), diffIndexes(wantIx, gotIx)...); len(diffs) > 0 {
 		return fmt.Errorf("spanner: table %s in %s differs from schema.sql and is not altered automatically: %s",
 			Table, client.DatabaseName(), strings.Join(diffs, "; "))
 	}

@@ -9,4 +9,6 @@ CREATE TABLE Leases (
   Transitions INT64 NOT NULL,
   Metadata STRING(MAX),
   UpdateTime TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true)
-) PRIMARY KEY (Name)
+) PRIMARY KEY (Name);
+
+CREATE INDEX LeasesByExpireTime ON Leases (ExpireTime)

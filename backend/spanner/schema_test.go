@@ -7,8 +7,12 @@ import (
 
 func TestSchemaParses(t *testing.T) {
 	stmts := Statements()
-	if len(stmts) != 1 || strings.Contains(stmts[0], ";") || strings.Contains(schemaSQL, "--") {
-		t.Fatalf("schema.sql must hold one statement without comments, got %q", stmts)
+	if len(stmts) != 2 || strings.Contains(schemaSQL, "--") || strings.Contains(schemaSQL, "/*") {
+		t.Fatalf("schema.sql must hold the table and its index, without comments; got %q", stmts)
+	}
+	ix, err := indexesOf(stmts)
+	if err != nil || len(ix) != 1 || ix[0].Name != expiryIndex || strings.Join(ix[0].Keys, ",") != "ExpireTime" {
+		t.Fatalf("indexes of schema.sql = %+v, %v; want %s on (ExpireTime)", ix, err, expiryIndex)
 	}
 	cols, err := wantColumns()
 	if err != nil {
@@ -127,5 +131,26 @@ func TestColumnsOfAppendedStatements(t *testing.T) {
 	}
 	if _, err := columnsOf([]string{"CREATE INDEX I ON Leases (Holder)"}); err == nil {
 		t.Fatal("statements without CREATE TABLE Leases accepted")
+	}
+}
+
+func TestIndexes(t *testing.T) {
+	ix, err := indexesOf([]string{
+		"CREATE TABLE Leases (Name STRING(128) NOT NULL) PRIMARY KEY (Name)",
+		"CREATE NULL_FILTERED INDEX ByHolder ON Leases (Holder DESC, ExpireTime ASC) STORING (TtlMs)",
+		"CREATE INDEX Elsewhere ON Other (X)",
+	})
+	if err != nil || len(ix) != 1 || ix[0].Name != "ByHolder" || strings.Join(ix[0].Keys, ",") != "Holder DESC,ExpireTime" {
+		t.Fatalf("indexesOf = %+v, %v", ix, err)
+	}
+	want := []index{{Name: "A", Keys: []string{"ExpireTime"}, DDL: "CREATE INDEX A ON Leases (ExpireTime)"}, {Name: "B", Keys: []string{"Holder"}}}
+	d := strings.Join(diffIndexes(want, map[string][]string{"B": {"Holder DESC"}, "C": {"X"}}), "; ")
+	for _, s := range []string{"index A is missing (CREATE INDEX A ON Leases (ExpireTime))", "index B has key (Holder DESC), want (Holder)"} {
+		if !strings.Contains(d, s) {
+			t.Errorf("diff %q does not say %q", d, s)
+		}
+	}
+	if d := diffIndexes(want, map[string][]string{"A": {"expiretime"}, "B": {"Holder"}, "C": {"X"}}); len(d) != 0 {
+		t.Errorf("matching indexes (and an extra one) differ: %v", d)
 	}
 }
