@@ -46,8 +46,9 @@ func TestSpannerServiceOverHTTP(t *testing.T) {
 
 // TestSpannerServiceRestart creates the table through
 // LEASESVC_SPANNER_MIGRATE=true on a fresh database, then restarts the
-// binary twice (the second time without migrate): fencing tokens continue
-// where they were and a holding survives the restarts.
+// binary twice, after a graceful stop and after SIGKILL (the second time
+// without migrate): fencing tokens continue where they were and a holding
+// survives the restarts.
 func TestSpannerServiceRestart(t *testing.T) {
 	db, _ := spannerScratchDatabase(t)
 	svc := e2e.StartService(t, spannerServiceEnv(db, "LEASESVC_SPANNER_MIGRATE", "true"))
@@ -94,6 +95,10 @@ func TestSpannerServiceRestart(t *testing.T) {
 		}
 		if r = c.Post(t, "/v1/leases/"+turns+":release", `{"holder":"b","fencingToken":`+strconv.FormatInt(r.Token(), 10)+`}`); r.Status != http.StatusOK {
 			t.Fatalf("restart %d: release: %d %s", i+1, r.Status, r.Raw)
+		}
+		if i == 0 {
+			svc.Kill() // the next start follows a crash
+			continue
 		}
 		stopCleanly(t, svc)
 	}
