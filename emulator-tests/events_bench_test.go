@@ -15,13 +15,16 @@ import (
 // BenchmarkLeadershipEvents measures, on the Firestore and Pub/Sub
 // emulators with two service instances (one iteration = one sample of
 // each):
+//
 //   - handoff: a release on A until the contender waiting on B holds;
+//
 //   - takeover: how long past a crashed holder's expireTime (server times)
 //     the contender waiting on B holds;
+//
 //   - event: a release on A until a subscriber receives its event, beside
 //     the floor: a direct publish until the same subscriber receives it.
 //
-//	go test ./emulator-tests -run '^$' -bench LeadershipEvents -benchtime 40x
+//     go test ./emulator-tests -run '^$' -bench LeadershipEvents -benchtime 40x
 func BenchmarkLeadershipEvents(b *testing.B) {
 	topic, client := eventsTopic(b)
 	sub := subscribe(b, client, topic)
@@ -106,4 +109,3 @@ func (s *subscriber) waitFor(tb testing.TB, id string, limit time.Duration) time
 	tb.Fatalf("message %s not received in %v", id, limit)
 	return time.Time{}
 }
-

@@ -152,7 +152,7 @@ func eventsEnv(t testing.TB, collection, topic string) map[string]string {
 		"LEASESVC_FIRESTORE_COLLECTION": collection,
 		"LEASESVC_PUBSUB_TOPIC":         topic,
 		emulators.FirestoreHostEnv:      emulators.Firestore(t),
-		emulators.PubSubHostEnv:        emulators.PubSub(t),
+		emulators.PubSubHostEnv:         emulators.PubSub(t),
 	}
 }
 
