@@ -19,13 +19,13 @@ var instanceIDRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,59}$`)
 
 // config is the service's start-up configuration.
 type config struct {
-	port     int           // listen port, 0–65535
-	backend  string        // memory | firestore | spanner
-	minTTL   time.Duration // shortest TTL a holder may ask for
-	maxTTL   time.Duration // longest TTL a holder may ask for
-	logLevel slog.Level    // minimum level logged
-	drain    time.Duration // how long shutdown waits for in-flight requests
-	telemetry string       // none | stdout | otlp
+	port      int           // listen port, 0–65535
+	backend   string        // memory | firestore | spanner
+	minTTL    time.Duration // shortest TTL a holder may ask for
+	maxTTL    time.Duration // longest TTL a holder may ask for
+	logLevel  slog.Level    // minimum level logged
+	drain     time.Duration // how long shutdown waits for in-flight requests
+	telemetry string        // none | stdout | otlp
 }
 
 // parseConfig reads the environment, then the flags, which override it.

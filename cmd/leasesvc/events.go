@@ -114,7 +114,7 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 					e.hub.Publish(ev)
 					e.obs.metrics.Seen(ev)
 				},
-				Ready:  func() { e.log.Info("events: listening", "subscription", sub) },
+				Ready: func() { e.log.Info("events: listening", "subscription", sub) },
 			})
 			if err != nil {
 				e.log.Error("events: listener stopped; waiters fall back to expiry timers", "err", err)
