@@ -29,8 +29,10 @@ import (
 //   - store: lease.Manager over the Store in this process, no HTTP;
 //   - service: HTTP to the leasesvc binary over the same emulator.
 //
-// Each reports p50/p99 in milliseconds, service p50 ÷ direct p50, and the
-// p50 of GET /healthz on the same connection (the HTTP hop alone):
+// Each reports p50/p99 in milliseconds and service p50 ÷ direct p50; and,
+// to tell the service layer's share, the p50 of GET /healthz (the HTTP hop
+// alone) and of the same operation on a leasesvc over the memory backend
+// (memsvc: HTTP, JSON, logging and the lease rules, no database):
 //
 //	go test -run '^$' -bench Spanner -benchtime 300x ./emulator-tests/
 
@@ -45,6 +47,7 @@ func spannerBench(b *testing.B, renew bool) {
 		b.Run("FastPath="+fast.String(), func(b *testing.B) {
 			db, client := spannerSetup(b)
 			svc := e2e.StartService(b, spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", fast.String()))
+			mem := e2e.StartService(b, map[string]string{"LEASESVC_BACKEND": "memory"})
 			store, err := spannerstore.New(client, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
 			if err != nil {
 				b.Fatal(err)
@@ -58,7 +61,7 @@ func spannerBench(b *testing.B, renew bool) {
 			prefix := spannerID("bench.")
 			const holder, ttl = "bench", 60 * time.Second
 
-			var direct, lib, service, healthz spannerLatencies
+			var direct, lib, service, healthz, memory spannerLatencies
 			i := 0
 			name := func(kind string) string {
 				if renew {
@@ -73,8 +76,10 @@ func spannerBench(b *testing.B, renew bool) {
 				if _, err := m.Acquire(ctx, lease.AcquireRequest{Name: name("store"), Holder: holder, TTL: ttl}); err != nil {
 					b.Fatal(err)
 				}
-				if err := spannerServicePost(ctx, hc, svc.URL, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`); err != nil {
-					b.Fatal(err)
+				for _, url := range []string{svc.URL, mem.URL} {
+					if err := spannerServicePost(ctx, hc, url, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			for b.Loop() {
@@ -89,6 +94,9 @@ func spannerBench(b *testing.B, renew bool) {
 					service.time(b, func() error {
 						return spannerServicePost(ctx, hc, svc.URL, name("service"), "renew", `{"holder":"bench","fencingToken":1}`)
 					})
+					memory.time(b, func() error {
+						return spannerServicePost(ctx, hc, mem.URL, name("service"), "renew", `{"holder":"bench","fencingToken":1}`)
+					})
 					continue
 				}
 				direct.time(b, func() error { return spannerDirectAcquire(ctx, client, name("direct"), holder, ttl) })
@@ -99,15 +107,21 @@ func spannerBench(b *testing.B, renew bool) {
 				service.time(b, func() error {
 					return spannerServicePost(ctx, hc, svc.URL, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`)
 				})
+				memory.time(b, func() error {
+					return spannerServicePost(ctx, hc, mem.URL, name("service"), "acquire", `{"holder":"bench","ttlMs":60000}`)
+				})
 			}
 			b.StopTimer()
 			direct.report(b, "direct")
 			lib.report(b, "store")
 			service.report(b, "service")
 			b.ReportMetric(healthz.pct(0.50), "healthz-p50-ms")
+			b.ReportMetric(memory.pct(0.50), "memsvc-p50-ms")
 			b.ReportMetric(service.pct(0.50)/direct.pct(0.50), "service/direct-p50")
-			if _, err := svc.Stop(); err != nil {
-				b.Fatalf("stop leasesvc: %v", err)
+			for _, s := range []*e2e.Service{svc, mem} {
+				if _, err := s.Stop(); err != nil {
+					b.Fatalf("stop leasesvc: %v", err)
+				}
 			}
 		})
 	}
