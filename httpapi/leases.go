@@ -24,21 +24,36 @@ func (a *api) timeout(r *http.Request, extra int64) (context.Context, context.Ca
 	return context.WithTimeout(r.Context(), a.cfg.RequestTimeout+millis(max(extra, 0)))
 }
 
-func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
+// decode reads a request body and lets fields take its fields. When any
+// field is bad it answers 400 naming every bad one, those of the semantic
+// check validate included, and returns false.
+func (a *api) decode(w http.ResponseWriter, r *http.Request, fields func(b *body), validate func() error) bool {
 	b, p := readBody(w, r)
 	if p != nil {
 		a.fail(w, r, *p)
-		return
+		return false
 	}
-	holder := b.str("holder", true)
-	ttl, _ := b.integer("ttlMs", true)
-	md := b.object("metadata")
-	wait, _ := b.integer("waitMs", false)
-	b.only("holder", "ttlMs", "metadata", "waitMs")
-	req := lease.AcquireRequest{Name: name, Holder: holder, TTL: millis(ttl), Metadata: md, Wait: millis(wait)}
+	fields(b)
 	if len(b.bad) > 0 {
-		b.merge(a.m.ValidateAcquire(req))
+		b.merge(validate())
 		a.fail(w, r, *b.problem())
+		return false
+	}
+	return true
+}
+
+func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
+	req := lease.AcquireRequest{Name: name}
+	var wait int64
+	if !a.decode(w, r, func(b *body) {
+		req.Holder = b.str("holder", true)
+		ttl, _ := b.integer("ttlMs", true)
+		req.TTL = millis(ttl)
+		req.Metadata = b.object("metadata")
+		wait, _ = b.integer("waitMs", false)
+		req.Wait = millis(wait)
+		b.only("holder", "ttlMs", "metadata", "waitMs")
+	}, func() error { return a.m.ValidateAcquire(req) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, wait)
@@ -48,23 +63,18 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
-	b, p := readBody(w, r)
-	if p != nil {
-		a.fail(w, r, *p)
-		return
-	}
-	holder := b.str("holder", true)
-	token, _ := b.integer("fencingToken", true)
-	ttl, hasTTL := b.integer("ttlMs", false)
-	md := b.object("metadata")
-	b.only("holder", "fencingToken", "ttlMs", "metadata")
-	if hasTTL && ttl == 0 { // 0 would mean "keep" to the Manager: refuse it here
-		b.fail("ttlMs", "must be between %d and %d", a.m.Config().MinTTL.Milliseconds(), a.m.Config().MaxTTL.Milliseconds())
-	}
-	req := lease.RenewRequest{Name: name, Holder: holder, FencingToken: token, TTL: millis(ttl), Metadata: md}
-	if len(b.bad) > 0 {
-		b.merge(a.m.ValidateRenew(req))
-		a.fail(w, r, *b.problem())
+	req := lease.RenewRequest{Name: name}
+	if !a.decode(w, r, func(b *body) {
+		req.Holder = b.str("holder", true)
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		ttl, hasTTL := b.integer("ttlMs", false)
+		req.TTL = millis(ttl)
+		req.Metadata = b.object("metadata")
+		b.only("holder", "fencingToken", "ttlMs", "metadata")
+		if hasTTL && ttl == 0 { // 0 would mean "keep" to the Manager: refuse it here
+			b.fail("ttlMs", "must be between %d and %d", a.m.Config().MinTTL.Milliseconds(), a.m.Config().MaxTTL.Milliseconds())
+		}
+	}, func() error { return a.m.ValidateRenew(req) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -74,18 +84,12 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
-	b, p := readBody(w, r)
-	if p != nil {
-		a.fail(w, r, *p)
-		return
-	}
-	holder := b.str("holder", true)
-	token, _ := b.integer("fencingToken", true)
-	b.only("holder", "fencingToken")
-	req := lease.ReleaseRequest{Name: name, Holder: holder, FencingToken: token}
-	if len(b.bad) > 0 {
-		b.merge(lease.ValidateRelease(req))
-		a.fail(w, r, *b.problem())
+	req := lease.ReleaseRequest{Name: name}
+	if !a.decode(w, r, func(b *body) {
+		req.Holder = b.str("holder", true)
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		b.only("holder", "fencingToken")
+	}, func() error { return lease.ValidateRelease(req) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
