@@ -1,0 +1,303 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// Result is what Check found.
+type Result struct {
+	// Leases is the number of lease names in the history.
+	Leases int
+	// Ops counts the operations by outcome.
+	Ops map[Outcome]int
+	// Holdings is the number of distinct holdings (lease, token) observed.
+	Holdings int
+	// Violations lists every broken rule, at most MaxViolations of them;
+	// Count is how many there were in all.
+	Violations []string
+	// Count is the number of violations found.
+	Count int
+}
+
+// MaxViolations bounds the messages a Result keeps.
+const MaxViolations = 100
+
+func (r *Result) add(format string, args ...any) {
+	r.Count++
+	if len(r.Violations) < MaxViolations {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// Check tests a history against the lease contract. It assumes that the
+// leases of the history were created by it (the names are used by no one
+// else, so tokens start at 1), and that each holder name belongs to one
+// client. finals maps every lease name to the lease read after every
+// operation had ended (nil when the read answered not_found); a name
+// missing from finals skips the final-state checks for that lease.
+//
+// The checks, per lease:
+//   - every answer obeys the rules of its operation (an acquire answers a
+//     live holding of the caller whose expireTime is serverTime + ttl, a
+//     refusal shows a live holding of another, and so on) and transitions
+//     equals the fencing token;
+//   - one token, one holding: every answer that shows a token shows the same
+//     holder and acquireTime;
+//   - tokens increase with acquireTime (two holdings begin at the same
+//     instant only when the first was released at that very instant);
+//   - no overlap: a holding seen live at server time s ends at or after s
+//     (a release at s itself ends it at s), so the next holding must not
+//     begin before s; and the next holding begins at or
+//     after the end of this one as its holder's last acknowledged write set
+//     it (unless an unacknowledged release could have cut it short);
+//   - no phantom holding: a token missing from the answers, or shown without
+//     its holder ever being told it acquired it, needs an unacknowledged
+//     acquire that could have made it;
+//   - nothing acknowledged is lost: the final token is at least the highest
+//     acknowledged one, and when the last holding's holder left nothing
+//     unacknowledged, the final state is exactly its last acknowledged write.
+func Check(entries []Entry, finals map[string]*lease.Lease) Result {
+	res := Result{Ops: map[Outcome]int{}}
+	byName := map[string][]Entry{}
+	for _, e := range entries {
+		res.Ops[e.Outcome]++
+		byName[e.Name] = append(byName[e.Name], e)
+	}
+	names := sortedNames(byName)
+	res.Leases = len(names)
+	for _, name := range names {
+		final, hasFinal := finals[name]
+		res.Holdings += checkLease(&res, name, byName[name], final, hasFinal)
+	}
+	return res
+}
+
+// holding is what the answers show of one holding of a lease.
+type holding struct {
+	token       int64
+	holder      string
+	acquire     time.Time
+	transitions int64
+	live        time.Time // the latest server time at which it was seen live
+	seenLive    bool
+	where       string // the first answer that showed it, for messages
+}
+
+// checkLease runs the checks of Check on the entries of one lease and
+// returns the number of holdings seen.
+func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFinal bool) int {
+	slices.SortStableFunc(es, func(a, b Entry) int { return a.Call.Compare(b.Call) })
+	hs := map[int64]*holding{}
+	observe := func(l *lease.Lease, where string) {
+		r := recordOf(l)
+		h, ok := hs[r.token]
+		if !ok {
+			h = &holding{token: r.token, holder: r.holder, acquire: r.acquire, transitions: r.transitions, where: where}
+			hs[r.token] = h
+		} else if h.holder != r.holder || !h.acquire.Equal(r.acquire) || h.transitions != r.transitions {
+			res.add("%s: token %d reused: %s shows holder %q acquired %s (transitions %d), %s shows holder %q acquired %s (transitions %d)",
+				name, r.token, h.where, h.holder, fmtTime(h.acquire), h.transitions, where, r.holder, fmtTime(r.acquire), r.transitions)
+		}
+		if s := l.ServerTime; s.Before(l.ExpireTime) && (!h.seenLive || s.After(h.live)) {
+			h.live, h.seenLive = s, true
+		}
+	}
+	maybeAcquires := map[string]int{} // by holder
+	totalMaybeAcquires := 0
+	ackAcquired := map[int64]bool{} // tokens whose holder was told it acquired them
+	var maxAck int64
+	for _, e := range es {
+		if e.Outcome == Maybe && e.Op == Acquire {
+			maybeAcquires[e.Holder]++
+			totalMaybeAcquires++
+		}
+		if e.Lease == nil {
+			if e.Outcome == OK || e.Outcome == Held {
+				res.add("%s: %s answered %s without a lease", name, describe(e), e.Outcome)
+			}
+			continue
+		}
+		checkAnswer(res, e)
+		observe(e.Lease, describe(e))
+		if e.Outcome == OK && e.Op != Get {
+			maxAck = max(maxAck, e.Lease.FencingToken)
+			if e.Op == Acquire {
+				ackAcquired[e.Lease.FencingToken] = true
+			}
+		}
+	}
+	if hasFinal && final != nil {
+		checkAnswer(res, Entry{Name: name, Op: Get, Outcome: OK, Lease: final})
+		observe(final, "the final read")
+	}
+
+	tokens := make([]int64, 0, len(hs))
+	for t := range hs {
+		tokens = append(tokens, t)
+	}
+	slices.Sort(tokens)
+	// Holdings nobody acknowledged, and tokens nobody saw, need an
+	// unacknowledged acquire that could have made them.
+	missing := 0
+	if n := len(tokens); n > 0 {
+		missing = int(tokens[n-1]) - n
+	}
+	if missing > totalMaybeAcquires {
+		res.add("%s: %d tokens up to %d were never seen, but only %d acquires went unanswered", name, missing, tokens[len(tokens)-1], totalMaybeAcquires)
+	}
+	for _, t := range tokens {
+		h := hs[t]
+		if !ackAcquired[t] && maybeAcquires[h.holder] == 0 {
+			res.add("%s: token %d held by %q (shown by %s) but %q was never told it acquired it and sent no unanswered acquire", name, t, h.holder, h.where, h.holder)
+		}
+	}
+	for i := 1; i < len(tokens); i++ {
+		prev, next := hs[tokens[i-1]], hs[tokens[i]]
+		if next.acquire.Before(prev.acquire) {
+			res.add("%s: token %d acquired at %s, before token %d at %s", name, next.token, fmtTime(next.acquire), prev.token, fmtTime(prev.acquire))
+		}
+		if prev.seenLive && next.acquire.Before(prev.live) {
+			res.add("%s: holdings overlap: token %d (%q) was live at server time %s, but token %d (%q) began at %s (%s)",
+				name, prev.token, prev.holder, fmtTime(prev.live), next.token, next.holder, fmtTime(next.acquire), next.where)
+		}
+		if end, ok := acknowledgedEnd(es, prev); ok && next.acquire.Before(end) {
+			res.add("%s: holdings overlap: token %d (%q) was extended to %s by its holder's last acknowledged write, but token %d (%q) began at %s (%s)",
+				name, prev.token, prev.holder, fmtTime(end), next.token, next.holder, fmtTime(next.acquire), next.where)
+		}
+	}
+	if hasFinal {
+		checkFinal(res, name, es, final, maxAck)
+	}
+	return len(tokens)
+}
+
+// acknowledgedEnd returns the expireTime that h's holder's last
+// acknowledged write of h set: a lower bound of where h really ended, as
+// long as no unacknowledged release of h could have cut it short (an
+// unacknowledged renew or acquire can only extend it).
+func acknowledgedEnd(es []Entry, h *holding) (time.Time, bool) {
+	var last *Entry
+	for i := range es {
+		e := &es[i]
+		if e.Holder != h.holder {
+			continue
+		}
+		if e.Outcome == Maybe && e.Op == Release && e.Token == h.token {
+			return time.Time{}, false
+		}
+		if e.Outcome == OK && e.Op != Get && e.Lease.FencingToken == h.token {
+			last = e
+		}
+	}
+	if last == nil {
+		return time.Time{}, false
+	}
+	return last.Lease.ExpireTime, true
+}
+
+// checkFinal checks the lease read after the run against what was
+// acknowledged.
+func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck int64) {
+	if final == nil {
+		if maxAck > 0 {
+			res.add("%s: the final read found no lease, but token %d was acknowledged", name, maxAck)
+		}
+		return
+	}
+	if final.FencingToken < maxAck {
+		res.add("%s: the final read shows token %d, but token %d was acknowledged", name, final.FencingToken, maxAck)
+		return
+	}
+	if final.FencingToken != maxAck {
+		return // an unacknowledged acquire made a newer holding; checked above
+	}
+	var last *Entry
+	for i := range es {
+		e := &es[i]
+		if e.Outcome == OK && e.Op != Get && e.Lease.FencingToken == maxAck && e.Lease.Holder == final.Holder {
+			last = e
+		}
+	}
+	if last == nil {
+		return
+	}
+	for _, e := range es {
+		if e.Holder == last.Holder && e.Outcome == Maybe {
+			return // it may have landed after the last acknowledged write
+		}
+	}
+	if got, want := recordOf(final), recordOf(last.Lease); got != want {
+		res.add("%s: the final read shows %s, but the last acknowledged write (%s) left %s", name, fmtRecord(got), describe(*last), fmtRecord(want))
+	}
+}
+
+// checkAnswer checks one answer against the rules of its operation.
+func checkAnswer(res *Result, e Entry) {
+	l := e.Lease
+	r := recordOf(l)
+	s := l.ServerTime
+	held := s.Before(l.ExpireTime)
+	bad := func(format string, args ...any) {
+		res.add("%s: %s: %s (answer %s)", e.Name, describe(e), fmt.Sprintf(format, args...), fmtLease(l))
+	}
+	if l.Name != "" && l.Name != e.Name {
+		bad("answer names lease %q", l.Name)
+	}
+	if l.FencingToken < 1 || l.Transitions != l.FencingToken {
+		bad("transitions %d differ from the fencing token %d of a lease this history created", l.Transitions, l.FencingToken)
+	}
+	if r.acquire.After(r.renew) || r.renew.After(r.expire) || r.expire.After(r.renew.Add(r.ttl)) {
+		bad("times out of order: acquire ≤ renew ≤ expire ≤ renew + ttl does not hold")
+	}
+	if r.lastWrite().After(s) {
+		bad("serverTime is before the decision time %s of the write it shows", fmtTime(r.lastWrite()))
+	}
+	switch {
+	case e.Outcome == OK && e.Op == Acquire:
+		if l.Holder != e.Holder || !held || !l.RenewTime.Equal(s) || !l.ExpireTime.Equal(s.Add(e.TTL)) || l.TTL != e.TTL {
+			bad("an acquire must answer a live holding of the caller renewed at serverTime for the ttl asked (%v)", e.TTL)
+		}
+	case e.Outcome == OK && e.Op == Renew:
+		ttl := e.TTL
+		if ttl == 0 {
+			ttl = l.TTL
+		}
+		if l.Holder != e.Holder || l.FencingToken != e.Token || !held || !l.RenewTime.Equal(s) || !l.ExpireTime.Equal(s.Add(ttl)) || l.TTL != ttl {
+			bad("a renew must answer the caller's live holding renewed at serverTime for the ttl (%v)", ttl)
+		}
+	case e.Outcome == OK && e.Op == Release:
+		if l.Holder != e.Holder || l.FencingToken != e.Token || held {
+			bad("a release must answer the caller's holding, ended")
+		}
+	case e.Outcome == Held:
+		if e.Op != Acquire || l.Holder == e.Holder || !held {
+			bad("lease_held must show a live holding of another holder")
+		}
+	}
+}
+
+// describe names an entry in messages.
+func describe(e Entry) string {
+	switch e.Op {
+	case Acquire:
+		return fmt.Sprintf("client %d acquire by %q ttl %v", e.Client, e.Holder, e.TTL)
+	case Renew, Release:
+		return fmt.Sprintf("client %d %s by %q token %d", e.Client, e.Op, e.Holder, e.Token)
+	}
+	return fmt.Sprintf("client %d %s", e.Client, e.Op)
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
+
+func fmtRecord(r record) string {
+	return fmt.Sprintf("{holder %q token %d ttl %v acquire %s renew %s expire %s}", r.holder, r.token, r.ttl, fmtTime(r.acquire), fmtTime(r.renew), fmtTime(r.expire))
+}
+
+func fmtLease(l *lease.Lease) string {
+	return fmt.Sprintf("{holder %q token %d ttl %v acquire %s renew %s expire %s server %s transitions %d}",
+		l.Holder, l.FencingToken, l.TTL, fmtTime(l.AcquireTime), fmtTime(l.RenewTime), fmtTime(l.ExpireTime), fmtTime(l.ServerTime), l.Transitions)
+}
