@@ -28,7 +28,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := newLogger(cfg, getenv, stdout)
 	instance := instanceID(getenv)
 
-	store, closeStore, err := openStore(ctx, cfg.backend, getenv)
+	var obs *observability // set before the first request or event
+	onRetry := func(reason string) {
+		if obs != nil {
+			obs.metrics.BackendRetry(context.Background(), cfg.backend, reason)
+		}
+	}
+	store, closeStore, err := openStore(ctx, cfg.backend, getenv, onRetry)
 	if err != nil {
 		return fmt.Errorf("open backend %s: %w", cfg.backend, err)
 	}
@@ -41,7 +47,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	var obs *observability // set before the first request or event
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: func(e lease.Event) {
 		ev.changed(e)
 		obs.decided(e)
@@ -110,13 +115,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// openStore opens the backend named by LEASESVC_BACKEND.
-func openStore(ctx context.Context, name string, getenv func(string) string) (backend.Store, func() error, error) {
+// openStore opens the backend named by LEASESVC_BACKEND; onRetry counts the
+// backend's own retries (Spanner's).
+func openStore(ctx context.Context, name string, getenv func(string) string, onRetry func(reason string)) (backend.Store, func() error, error) {
 	switch name {
 	case "firestore":
 		return openFirestore(ctx, getenv)
 	case "spanner":
-		return openSpanner(ctx, getenv)
+		return openSpanner(ctx, getenv, onRetry)
 	}
 	return memory.New(), func() error { return nil }, nil
 }

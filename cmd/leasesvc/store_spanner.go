@@ -38,7 +38,7 @@ const spannerSchemaTimeout = time.Minute
 // transaction at a time (WithSerialTransactions), as the emulator does. It
 // checks the table against schema.sql before it returns, so a missing or
 // different schema stops the service at start-up.
-func openSpanner(ctx context.Context, getenv func(string) string) (backend.Store, func() error, error) {
+func openSpanner(ctx context.Context, getenv func(string) string, onRetry func(reason string)) (backend.Store, func() error, error) {
 	db := getenv("LEASESVC_SPANNER_DATABASE")
 	switch {
 	case db == "":
@@ -67,7 +67,8 @@ func openSpanner(ctx context.Context, getenv func(string) string) (backend.Store
 	}
 	store, err := spannerstore.New(client,
 		spannerstore.WithFastPath(fastPath),
-		spannerstore.WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""))
+		spannerstore.WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""),
+		spannerstore.WithRetryHook(onRetry))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
