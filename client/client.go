@@ -1,0 +1,366 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures a Client. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// HTTPClient sends the requests. Default: a client of its own with a
+	// clone of http.DefaultTransport. Its Timeout, if set, also bounds
+	// watch streams; leave it 0 and use RequestTimeout.
+	HTTPClient *http.Client
+	// RequestTimeout bounds one attempt of one request, not counting the
+	// time an acquire may wait (AcquireRequest.Wait). Default 10s.
+	RequestTimeout time.Duration
+	// MaxAttempts is how many times a request is sent in all when the
+	// service is unreachable or answers 429, 502, 503 or 504, ≥ 1. Default
+	// 4. The context's deadline also ends the retries: a retry is not
+	// started when its backoff would end after the deadline.
+	MaxAttempts int
+	// Backoff spaces the retries. Default DefaultBackoff (100ms … 2s).
+	Backoff Backoff
+	// UserAgent is sent with every request. Default "leasesvc-go-client".
+	UserAgent string
+}
+
+// Client calls the leasesvc HTTP API (SPEC §4). It is safe for concurrent
+// use.
+//
+// Transient failures (connection errors, per-attempt timeouts, 429, 502,
+// 503, 504) are retried with jittered exponential backoff. Retrying is safe
+// for every operation: an acquire repeated by the same holder returns the
+// same holding, a repeated release succeeds, and a renew whose answer was
+// lost is simply renewed again. Every other refusal is returned at once.
+type Client struct {
+	base *url.URL
+	hc   *http.Client
+	cfg  Config
+}
+
+// New returns a Client of the service at baseURL, such as
+// "http://localhost:8080".
+func New(baseURL string, cfg Config) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client.New: base URL %q must be http(s)://host[:port]", baseURL)
+	}
+	if cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("client.New: Config.RequestTimeout %v must not be negative", cfg.RequestTimeout)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("client.New: Config.MaxAttempts %d must not be negative", cfg.MaxAttempts)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.Backoff, err = cfg.Backoff.withDefaults("Config.Backoff"); err != nil {
+		return nil, fmt.Errorf("client.New: %w", err)
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "leasesvc-go-client"
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return &Client{base: u, hc: hc, cfg: cfg}, nil
+}
+
+// BaseURL returns the service's base URL.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// AcquireRequest asks for a lease.
+type AcquireRequest struct {
+	// Holder is the caller's identity, 1–256 printable characters.
+	Holder string
+	// TTL is the lease duration, whole milliseconds (1s … 1h by default on
+	// the service).
+	TTL time.Duration
+	// Metadata, if not nil, is a JSON object (≤ 16 KiB) attached to the
+	// lease; nil keeps what a repeated acquire finds stored.
+	Metadata json.RawMessage
+	// Wait, if positive, makes the service wait up to this long (≤ 60s) for
+	// a holding by another to end before answering lease_held.
+	Wait time.Duration
+}
+
+// RenewRequest extends a holding.
+type RenewRequest struct {
+	// Holder and FencingToken name the holding.
+	Holder       string
+	FencingToken int64
+	// TTL, if positive, replaces the holding's lease duration.
+	TTL time.Duration
+	// Metadata, if not nil, replaces the stored metadata.
+	Metadata json.RawMessage
+}
+
+// ListRequest asks for a page of leases.
+type ListRequest struct {
+	// Prefix keeps only names that start with it.
+	Prefix string
+	// PageSize is the most leases per page (0: the service's default, 100;
+	// above 1,000 means 1,000).
+	PageSize int
+	// PageToken is the previous page's NextPageToken; empty for the first.
+	PageToken string
+}
+
+// Acquire takes the lease if it is free or expired (a new fencing token),
+// or extends the caller's own live holding (same token). Held by another:
+// a *HeldError (errors.Is ErrHeld) with the current lease.
+func (c *Client) Acquire(ctx context.Context, name string, req AcquireRequest) (Lease, error) {
+	return c.acquire(ctx, name, req, callOpts{})
+}
+
+func (c *Client) acquire(ctx context.Context, name string, req AcquireRequest, o callOpts) (Lease, error) {
+	body := struct {
+		Holder   string          `json:"holder"`
+		TTLMs    int64           `json:"ttlMs"`
+		Metadata json.RawMessage `json:"metadata,omitempty"`
+		WaitMs   int64           `json:"waitMs,omitempty"`
+	}{req.Holder, req.TTL.Milliseconds(), req.Metadata, req.Wait.Milliseconds()}
+	o.extra = max(req.Wait, 0)
+	var l Lease
+	err := c.call(ctx, "acquire", name, http.MethodPost, leasePath(name, ":acquire"), body, &l, o)
+	return l, err
+}
+
+// Renew extends the holding named by holder and token: expireTime =
+// serverTime + ttl. Anything but the current live holding is ErrLost: stop
+// acting as leader now.
+func (c *Client) Renew(ctx context.Context, name string, req RenewRequest) (Lease, error) {
+	return c.renew(ctx, name, req, callOpts{})
+}
+
+func (c *Client) renew(ctx context.Context, name string, req RenewRequest, o callOpts) (Lease, error) {
+	body := struct {
+		Holder       string          `json:"holder"`
+		FencingToken int64           `json:"fencingToken"`
+		TTLMs        int64           `json:"ttlMs,omitempty"`
+		Metadata     json.RawMessage `json:"metadata,omitempty"`
+	}{req.Holder, req.FencingToken, req.TTL.Milliseconds(), req.Metadata}
+	var l Lease
+	err := c.call(ctx, "renew", name, http.MethodPost, leasePath(name, ":renew"), body, &l, o)
+	return l, err
+}
+
+// Release ends the holding named by holder and token now; the next acquire
+// gets token + 1. Repeating it succeeds while nobody has acquired since.
+// Anything else is ErrLost.
+func (c *Client) Release(ctx context.Context, name, holder string, token int64) (Lease, error) {
+	return c.release(ctx, name, holder, token, callOpts{})
+}
+
+func (c *Client) release(ctx context.Context, name, holder string, token int64, o callOpts) (Lease, error) {
+	body := struct {
+		Holder       string `json:"holder"`
+		FencingToken int64  `json:"fencingToken"`
+	}{holder, token}
+	var l Lease
+	err := c.call(ctx, "release", name, http.MethodPost, leasePath(name, ":release"), body, &l, o)
+	return l, err
+}
+
+// Get returns the lease, held or not; ErrNotFound if it never existed.
+func (c *Client) Get(ctx context.Context, name string) (Lease, error) {
+	var l Lease
+	err := c.call(ctx, "get", name, http.MethodGet, leasePath(name, ""), nil, &l, callOpts{})
+	return l, err
+}
+
+// List returns one page of leases in name order.
+func (c *Client) List(ctx context.Context, req ListRequest) (Page, error) {
+	q := url.Values{}
+	if req.Prefix != "" {
+		q.Set("prefix", req.Prefix)
+	}
+	if req.PageSize != 0 {
+		q.Set("pageSize", strconv.Itoa(req.PageSize))
+	}
+	if req.PageToken != "" {
+		q.Set("pageToken", req.PageToken)
+	}
+	path := "/v1/leases"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p Page
+	err := c.call(ctx, "list", req.Prefix, http.MethodGet, path, nil, &p, callOpts{})
+	if p.Leases == nil {
+		p.Leases = []Lease{}
+	}
+	return p, err
+}
+
+// All iterates over every lease whose name starts with prefix, page after
+// page; it stops at the first error, which it yields.
+func (c *Client) All(ctx context.Context, prefix string) iter.Seq2[Lease, error] {
+	return func(yield func(Lease, error) bool) {
+		req := ListRequest{Prefix: prefix, PageSize: 1000}
+		for {
+			p, err := c.List(ctx, req)
+			if err != nil {
+				yield(Lease{}, err)
+				return
+			}
+			for _, l := range p.Leases {
+				if !yield(l, nil) {
+					return
+				}
+			}
+			if p.NextPageToken == "" {
+				return
+			}
+			req.PageToken = p.NextPageToken
+		}
+	}
+}
+
+// leasePath is the path of a lease with a custom method such as ":renew".
+func leasePath(name, method string) string {
+	return "/v1/leases/" + url.PathEscape(name) + method
+}
+
+// callOpts adjusts one call for the Elector.
+type callOpts struct {
+	timeout  time.Duration // per attempt; 0 means Config.RequestTimeout
+	attempts int           // 0 means Config.MaxAttempts
+	extra    time.Duration // added to the attempt timeout (an acquire's wait)
+}
+
+// call sends a request, retrying transient failures, and decodes a 200
+// answer into out. The error names the operation and the lease.
+func (c *Client) call(ctx context.Context, op, name, method, path string, in, out any, o callOpts) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("leasesvc %s %q: encode request: %w", op, name, err)
+		}
+	}
+	attempts := o.attempts
+	if attempts == 0 {
+		attempts = c.cfg.MaxAttempts
+	}
+	timeout := o.timeout
+	if timeout == 0 {
+		timeout = c.cfg.RequestTimeout
+	}
+	timeout += o.extra
+	var last error
+	for n := 0; ; n++ {
+		err := c.once(ctx, method, path, body, out, timeout)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// The caller gave up: say so, with what the last attempt saw.
+			return fmt.Errorf("leasesvc %s %q: %w (last attempt: %v)", op, name, context.Cause(ctx), err)
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.kind != ErrUnavailable {
+			return fmt.Errorf("leasesvc %s %q: %w", op, name, err)
+		}
+		last = err
+		if n+1 >= attempts {
+			break
+		}
+		d := c.cfg.Backoff.Delay(n)
+		if e.RetryAfter > d {
+			d = min(e.RetryAfter, c.cfg.Backoff.Max)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			break // the retry could not finish in time
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("leasesvc %s %q: %w (last attempt: %v)", op, name, context.Cause(ctx), last)
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("leasesvc %s %q: %w", op, name, last)
+}
+
+// maxBody bounds what is read of an answer.
+const maxBody = 1 << 20
+
+// once sends one attempt.
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any, timeout time.Duration) error {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(actx, method, c.base.String()+path, rd)
+	if err != nil {
+		return &Error{Err: err, kind: ErrInvalid}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return &Error{Err: err, kind: ErrUnavailable}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return &Error{Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err), kind: ErrUnavailable}
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return &Error{Status: resp.StatusCode, Err: fmt.Errorf("decode answer: %w", err), kind: ErrInternal}
+		}
+		return nil
+	}
+	return problemError(resp, raw)
+}
+
+// problemJSON is the RFC 9457 problem the service answers errors with.
+type problemJSON struct {
+	Code   string       `json:"code"`
+	Detail string       `json:"detail"`
+	Errors []FieldError `json:"errors"`
+	Lease  *Lease       `json:"lease"`
+}
+
+// problemError turns an error answer into an *Error or a *HeldError.
+func problemError(resp *http.Response, raw []byte) error {
+	var p problemJSON
+	_ = json.Unmarshal(raw, &p) // a body that is not a problem leaves p empty: the status decides
+	var retryAfter time.Duration
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		retryAfter = time.Duration(s) * time.Second
+	}
+	if p.Code == "lease_held" && p.Lease != nil {
+		return &HeldError{Lease: *p.Lease, RetryAfter: retryAfter}
+	}
+	e := &Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Fields: p.Errors, RetryAfter: retryAfter,
+		kind: kindOf(resp.StatusCode, p.Code)}
+	if p.Code == "" && p.Detail == "" {
+		e.Detail = strings.TrimSpace(string(raw[:min(len(raw), 200)]))
+	}
+	return e
+}

@@ -1,0 +1,371 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrSafeDeadline is the cause of a leading ctx cancelled because no renew
+// succeeded before the safe deadline (SPEC §2). It wraps the error of the
+// last failed renew.
+var ErrSafeDeadline = errors.New("leasesvc: safe deadline reached without a successful renew")
+
+// Elector campaigns for one lease and keeps it while this process leads,
+// like client-go's leaderelection.LeaderElector, on the leasesvc API.
+//
+// Run blocks, campaigning until its ctx is cancelled: it acquires the
+// lease, waiting on the service (waitMs) while another holds it; once
+// leader it calls OnStartedLeading, renews every RenewInterval (with
+// jitter), and ends the term — cancelling the leading ctx — at once when a
+// renew answers lease_lost, and at the safe deadline when renewals fail for
+// any reason (timeouts, 5xx, an unreachable service). After a lost term it
+// campaigns again. When Run's ctx is cancelled it cancels the leading ctx,
+// waits for OnStartedLeading to return while it keeps renewing, releases the
+// lease so a follower takes over at once, calls OnStoppedLeading and
+// returns nil.
+//
+// # Guarantees and limits
+//
+// The leading ctx is cancelled no later than (local monotonic time when the
+// last successful acquire or renew was sent) + TTL × (1 − DriftMargin) −
+// CancelBefore. The service decided that holding's expiry after that send,
+// so no other holder can start before the deadline, provided the local
+// clock and the backend's clock run at rates within DriftMargin of each
+// other and this process is not paused. A process that is paused (GC,
+// swap, a suspended VM) can still act after its deadline: that is why every
+// write downstream must carry the fencing token (TokenFromContext), and
+// downstream systems must refuse tokens lower than the highest they have
+// seen. The callbacks run only as long as they honour ctx: the Elector
+// cannot stop code that ignores it.
+type Elector struct {
+	c    *Client
+	name string
+	cfg  ElectorConfig
+	safe time.Duration // TTL × (1 − DriftMargin)
+
+	running atomic.Bool
+
+	mu           sync.Mutex
+	leading      bool
+	token        int64 // of the current term, while leading
+	leaderHolder string
+	leaderToken  int64
+}
+
+// NewElector returns an Elector for the lease name, calling the service
+// through c. It checks cfg (see ElectorConfig) and does not modify it.
+func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
+	if c == nil {
+		return nil, errors.New("client.NewElector: Client is nil")
+	}
+	if !ValidName(name) {
+		return nil, fmt.Errorf("client.NewElector: lease name %q must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit", name)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("client.NewElector: %w", err)
+	}
+	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin)}, nil
+}
+
+// Holder returns this Elector's identity.
+func (e *Elector) Holder() string { return e.cfg.Holder }
+
+// IsLeader reports whether this Elector leads now: its term has begun and
+// its leading ctx is not cancelled.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
+}
+
+// Token returns the fencing token of this Elector's current term and true
+// while it leads; 0 and false otherwise. Pass the token with every write
+// downstream.
+func (e *Elector) Token() (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.token, e.leading
+}
+
+// Leader returns the holder and fencing token last seen leading, this
+// Elector's own included; empty before any was seen.
+func (e *Elector) Leader() (holder string, token int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leaderHolder, e.leaderToken
+}
+
+type tokenKey struct{}
+
+// TokenFromContext returns the fencing token of the term whose leading ctx
+// (the one given to OnStartedLeading) ctx is or derives from.
+func TokenFromContext(ctx context.Context) (int64, bool) {
+	t, ok := ctx.Value(tokenKey{}).(int64)
+	return t, ok
+}
+
+// Run campaigns and leads until ctx is cancelled, as the type's doc says,
+// and then returns nil. It returns an error at once when the service
+// refuses the Elector's requests for good (ErrInvalid, ErrDenied: a TTL out
+// of the service's bounds, for one) and when Run is already running.
+func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return errors.New("client: Elector.Run: already running")
+	}
+	defer e.running.Store(false)
+	for {
+		l, sent, err := e.campaign(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client: elector %q: %w", e.name, err)
+		}
+		if done := e.lead(ctx, l, sent); done {
+			return nil
+		}
+	}
+}
+
+// observe records the holder seen leading and tells OnNewLeader.
+func (e *Elector) observe(l Lease) {
+	if !l.Held {
+		return
+	}
+	e.mu.Lock()
+	changed := l.Holder != e.leaderHolder
+	e.leaderHolder, e.leaderToken = l.Holder, l.FencingToken
+	e.mu.Unlock()
+	if changed && e.cfg.OnNewLeader != nil {
+		e.cfg.OnNewLeader(l.Holder)
+	}
+}
+
+// permanent reports whether err cannot go away by retrying.
+func permanent(err error) bool { return errors.Is(err, ErrInvalid) || errors.Is(err, ErrDenied) }
+
+// sleep waits d on the Elector's clock; false when ctx ended first.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// campaign acquires the lease, returning it and the local time at which the
+// acquire (or the renew that confirmed it) was sent.
+func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
+	failures := 0
+	req := AcquireRequest{Holder: e.cfg.Holder, TTL: e.cfg.TTL, Metadata: e.cfg.Metadata, Wait: max(e.cfg.Wait, 0)}
+	for {
+		if ctx.Err() != nil {
+			return Lease{}, time.Time{}, ctx.Err()
+		}
+		sent := e.cfg.Clock.Now()
+		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
+		var held *HeldError
+		switch {
+		case err == nil:
+			e.observe(l)
+			if e.cfg.Clock.Now().Sub(sent) <= e.cfg.RenewInterval/2 {
+				return l, sent, nil
+			}
+			// The acquire waited on the service: the holding began well after
+			// it was sent. A renew sent now gives a deadline that is not
+			// mostly spent already.
+			now := e.cfg.Clock.Now()
+			r, err := e.c.renew(ctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken}, callOpts{attempts: 1, timeout: e.attemptTimeout()})
+			if err == nil {
+				return r, now, nil
+			}
+			if errors.Is(err, ErrLost) {
+				continue // it ran out meanwhile: campaign again
+			}
+			return l, sent, nil // lead on the acquire's deadline, however short
+		case ctx.Err() != nil:
+			e.abandon()
+			return Lease{}, time.Time{}, ctx.Err()
+		case errors.As(err, &held):
+			failures = 0
+			e.observe(held.Lease)
+			if e.cfg.Wait > 0 && e.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10 {
+				continue // the service waited for us: ask again at once
+			}
+			// No waiting (or the service answered early): poll.
+			if !e.sleep(ctx, e.jittered(e.cfg.RenewInterval)) {
+				return Lease{}, time.Time{}, ctx.Err()
+			}
+		case permanent(err):
+			return Lease{}, time.Time{}, err
+		default:
+			e.cfg.Logger.Warn("leasesvc elector: acquire failed", "lease", e.name, "holder", e.cfg.Holder, "err", err)
+			if !e.sleep(ctx, e.cfg.RetryBackoff.Delay(failures)) {
+				return Lease{}, time.Time{}, ctx.Err()
+			}
+			failures++
+		}
+	}
+}
+
+// abandon releases a holding that an acquire cancelled in flight may have
+// obtained without this Elector hearing of it, so followers need not wait
+// for it to run out.
+func (e *Elector) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
+	defer cancel()
+	l, err := e.c.Get(ctx, e.name)
+	if err == nil && l.Held && l.Holder == e.cfg.Holder {
+		_, _ = e.c.release(ctx, e.name, e.cfg.Holder, l.FencingToken, callOpts{attempts: 2})
+	}
+}
+
+// jittered returns d less a random part of up to RenewJitter of it.
+func (e *Elector) jittered(d time.Duration) time.Duration {
+	return d - time.Duration(rand.Float64()*e.cfg.RenewJitter*float64(d))
+}
+
+// attemptTimeout bounds one renew attempt: a renew that hangs must not use
+// up the time left for the next one.
+func (e *Elector) attemptTimeout() time.Duration {
+	return max(time.Millisecond, min(e.c.cfg.RequestTimeout, e.cfg.RenewInterval))
+}
+
+// renewResult is the outcome of one renew attempt.
+type renewResult struct {
+	l    Lease
+	err  error
+	sent time.Time
+}
+
+// lead runs one term of leadership for the holding l, acquired or renewed
+// by a request sent at sent. It returns true when Run should return (a
+// graceful stop or a resignation) and false to campaign again.
+func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
+	clock := e.cfg.Clock
+	stopAt := sent.Add(e.safe - e.cfg.CancelBefore)
+	if !clock.Now().Before(stopAt) {
+		return false // too late to lead on this holding
+	}
+	termCtx, cancelTerm := context.WithCancelCause(context.WithValue(ctx, tokenKey{}, l.FencingToken))
+	defer cancelTerm(context.Canceled)
+	e.mu.Lock()
+	e.leading, e.token = true, l.FencingToken
+	e.mu.Unlock()
+	e.cfg.Logger.Info("leasesvc elector: leading", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken)
+
+	cbDone := make(chan struct{})
+	go func() {
+		defer close(cbDone)
+		e.cfg.OnStartedLeading(termCtx)
+	}()
+
+	end := func(cause error) {
+		e.mu.Lock()
+		e.leading = false
+		e.mu.Unlock()
+		cancelTerm(cause)
+	}
+
+	stop := clock.NewTimer(stopAt.Sub(clock.Now()))
+	defer stop.Stop()
+	renewT := clock.NewTimer(sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
+	defer renewT.Stop()
+	results := make(chan renewResult, 1)
+	var cancelRenew context.CancelFunc = func() {}
+	defer func() { cancelRenew() }()
+	inFlight, renewing := false, true
+	lost := false // the service said the holding is gone: no release
+	failures := 0
+	var lastErr error
+	graceful := false
+	parentDone := ctx.Done()
+
+	for {
+		select {
+		case <-parentDone:
+			parentDone = nil
+			graceful = true
+			end(context.Cause(ctx))
+			e.cfg.Logger.Info("leasesvc elector: stopping", "lease", e.name, "holder", e.cfg.Holder)
+
+		case <-cbDone:
+			resigned := !graceful && termCtx.Err() == nil
+			end(context.Canceled)
+			cancelRenew()
+			if (graceful || resigned) && !lost {
+				e.release(l.FencingToken)
+			}
+			e.cfg.Logger.Info("leasesvc elector: stopped leading", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken)
+			if e.cfg.OnStoppedLeading != nil {
+				e.cfg.OnStoppedLeading()
+			}
+			return graceful || resigned
+
+		case <-renewT.C():
+			if !renewing || inFlight {
+				continue
+			}
+			var rctx context.Context
+			rctx, cancelRenew = context.WithCancel(context.WithoutCancel(ctx))
+			inFlight = true
+			go func(at time.Time) {
+				r, err := e.c.renew(rctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken},
+					callOpts{attempts: 1, timeout: e.attemptTimeout()})
+				results <- renewResult{r, err, at}
+			}(clock.Now())
+
+		case r := <-results:
+			inFlight = false
+			if !renewing {
+				continue
+			}
+			switch {
+			case r.err == nil:
+				failures = 0
+				stopAt = r.sent.Add(e.safe - e.cfg.CancelBefore)
+				stop.Reset(stopAt.Sub(clock.Now()))
+				renewT.Reset(r.sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
+			case errors.Is(r.err, ErrLost) || permanent(r.err):
+				lost, renewing = errors.Is(r.err, ErrLost), false
+				e.cfg.Logger.Warn("leasesvc elector: leadership lost", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", r.err)
+				end(r.err)
+			default:
+				lastErr = r.err
+				e.cfg.Logger.Warn("leasesvc elector: renew failed", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", r.err)
+				renewT.Reset(e.cfg.RetryBackoff.Delay(failures))
+				failures++
+			}
+
+		case <-stop.C():
+			if !renewing {
+				continue
+			}
+			renewing = false
+			cancelRenew()
+			if lastErr == nil {
+				lastErr = errors.New("no answer to the renew in time")
+			}
+			e.cfg.Logger.Warn("leasesvc elector: safe deadline reached", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", lastErr)
+			end(fmt.Errorf("%w: %w", ErrSafeDeadline, lastErr))
+		}
+	}
+}
+
+// release gives up the holding after a graceful stop or a resignation.
+func (e *Elector) release(token int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, err := e.c.release(ctx, e.name, e.cfg.Holder, token, callOpts{}); err != nil {
+		e.cfg.Logger.Warn("leasesvc elector: release failed; the lease runs out at its expiry", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", token, "err", err)
+	}
+}

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode"
+)
+
+// ElectorConfig configures an Elector. Every field but OnStartedLeading has
+// a default; NewElector checks them all and names the field at fault.
+type ElectorConfig struct {
+	// Holder is this participant's identity, 1–256 printable characters,
+	// unique among the participants. Default "{hostname}-{pid}".
+	Holder string
+	// TTL is the lease duration asked for, whole milliseconds. Default 30s.
+	TTL time.Duration
+	// RenewInterval is how long after a successful acquire or renew the
+	// next renew is sent (minus up to RenewJitter of it). Default TTL/3.
+	// RenewInterval + CancelBefore must stay below TTL × (1 − DriftMargin),
+	// so that a renew has time to succeed before leadership is given up.
+	RenewInterval time.Duration
+	// RenewJitter is the fraction of RenewInterval, 0 … 0.5, by which each
+	// renew comes early at random, so that leaders do not renew in lockstep.
+	// Default 0.1.
+	RenewJitter float64
+	// DriftMargin is the fraction of the TTL given up to the difference
+	// between the local clock's rate and the backend's, 0.01 … 0.5. The safe
+	// deadline of a holding is (local time when the acquire or renew that
+	// last succeeded was sent) + TTL × (1 − DriftMargin). Default 0.1.
+	DriftMargin float64
+	// CancelBefore is how long before the safe deadline the leading ctx is
+	// cancelled when renewals keep failing, so that work still has that
+	// long to stop before the deadline (leasectl run uses it for its
+	// SIGTERM → SIGKILL grace). Default 0: cancelled at the safe deadline.
+	CancelBefore time.Duration
+	// Wait is how long one acquire waits on the service (waitMs) for the
+	// holding of another to end, 0 … 60s; a follower takes over as soon as
+	// the service sees the lease free, without polling. Default 30s.
+	// Negative disables waiting: followers poll every RenewInterval.
+	Wait time.Duration
+	// RetryBackoff spaces the retries of a failed acquire or renew.
+	// Default: Initial min(100ms, TTL/30), Max min(5s, TTL/6), Multiplier 2.
+	RetryBackoff Backoff
+	// ReleaseTimeout bounds the release sent on a graceful stop. Default
+	// 5s.
+	ReleaseTimeout time.Duration
+	// Metadata, if not nil, is the JSON object attached to the lease on
+	// every acquire.
+	Metadata json.RawMessage
+	// Clock is the source of local time. Default SystemClock{}.
+	Clock Clock
+	// Logger receives a line for every gain and loss of leadership and
+	// every failed call. Default: no logging.
+	Logger *slog.Logger
+
+	// OnStartedLeading is called in a goroutine of its own when this
+	// Elector becomes leader; required. Its ctx is cancelled when
+	// leadership ends: at once on lease_lost, at the safe deadline (minus
+	// CancelBefore) when renewals fail, however the service fails, and when
+	// Run's ctx is cancelled. context.Cause(ctx) says why, and
+	// TokenFromContext(ctx) gives the fencing token of the term. Stop all
+	// leader work when ctx is done, and return. Returning while still
+	// leading resigns: the lease is released and Run returns nil.
+	OnStartedLeading func(ctx context.Context)
+	// OnStoppedLeading, if set, is called after every term of leadership,
+	// whatever ended it, once OnStartedLeading has returned (and, on a
+	// graceful stop, after the release).
+	OnStoppedLeading func()
+	// OnNewLeader, if set, is called from Run's goroutine whenever the
+	// holder seen leading changes, this Elector's own holder included. It
+	// must not block.
+	OnNewLeader func(holder string)
+}
+
+// Defaults of ElectorConfig.
+const (
+	DefaultTTL         = 30 * time.Second
+	DefaultDriftMargin = 0.1
+	DefaultRenewJitter = 0.1
+	DefaultWait        = 30 * time.Second
+	maxWait            = 60 * time.Second
+)
+
+// nameRE is the rule of SPEC §1 for lease names.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidName reports whether name is a valid lease name (SPEC §1): 1–128
+// characters of [A-Za-z0-9._-], starting with a letter or digit.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// validHolder reports whether holder is 1–256 printable characters.
+func validHolder(holder string) bool {
+	n := 0
+	for _, r := range holder {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+		n++
+	}
+	return n >= 1 && n <= 256
+}
+
+// DefaultHolder returns "{hostname}-{pid}", the default identity.
+func DefaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// withDefaults fills the defaults into a copy of cfg and checks it.
+func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
+	if cfg.OnStartedLeading == nil {
+		return cfg, fmt.Errorf("ElectorConfig.OnStartedLeading is required")
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = DefaultHolder()
+	}
+	if !validHolder(cfg.Holder) {
+		return cfg, fmt.Errorf("ElectorConfig.Holder %q must be 1–256 printable characters", cfg.Holder)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.TTL < time.Millisecond || cfg.TTL%time.Millisecond != 0 {
+		return cfg, fmt.Errorf("ElectorConfig.TTL %v must be a positive whole number of milliseconds", cfg.TTL)
+	}
+	if cfg.DriftMargin == 0 {
+		cfg.DriftMargin = DefaultDriftMargin
+	}
+	if cfg.DriftMargin < 0.01 || cfg.DriftMargin > 0.5 {
+		return cfg, fmt.Errorf("ElectorConfig.DriftMargin %v must be within 0.01 … 0.5", cfg.DriftMargin)
+	}
+	if cfg.RenewInterval == 0 {
+		cfg.RenewInterval = cfg.TTL / 3
+	}
+	if cfg.RenewJitter == 0 {
+		cfg.RenewJitter = DefaultRenewJitter
+	}
+	if cfg.RenewJitter < 0 || cfg.RenewJitter > 0.5 {
+		return cfg, fmt.Errorf("ElectorConfig.RenewJitter %v must be within 0 … 0.5", cfg.RenewJitter)
+	}
+	if cfg.CancelBefore < 0 {
+		return cfg, fmt.Errorf("ElectorConfig.CancelBefore %v must not be negative", cfg.CancelBefore)
+	}
+	safe := safeSpan(cfg.TTL, cfg.DriftMargin)
+	if cfg.RenewInterval <= 0 || cfg.RenewInterval+cfg.CancelBefore >= safe {
+		return cfg, fmt.Errorf("ElectorConfig.RenewInterval %v must be positive and, with CancelBefore %v, below TTL × (1 − DriftMargin) = %v",
+			cfg.RenewInterval, cfg.CancelBefore, safe)
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultWait
+	}
+	if cfg.Wait > maxWait || (cfg.Wait > 0 && cfg.Wait%time.Millisecond != 0) {
+		return cfg, fmt.Errorf("ElectorConfig.Wait %v must be whole milliseconds, at most %v", cfg.Wait, maxWait)
+	}
+	if cfg.RetryBackoff == (Backoff{}) {
+		initial := max(time.Millisecond, min(100*time.Millisecond, cfg.TTL/30))
+		cfg.RetryBackoff = Backoff{Initial: initial, Max: max(initial, min(5*time.Second, cfg.TTL/6)), Multiplier: 2}
+	}
+	var err error
+	if cfg.RetryBackoff, err = cfg.RetryBackoff.withDefaults("ElectorConfig.RetryBackoff"); err != nil {
+		return cfg, err
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = 5 * time.Second
+	}
+	if cfg.ReleaseTimeout < 0 {
+		return cfg, fmt.Errorf("ElectorConfig.ReleaseTimeout %v must not be negative", cfg.ReleaseTimeout)
+	}
+	if cfg.Metadata != nil && !json.Valid(cfg.Metadata) {
+		return cfg, fmt.Errorf("ElectorConfig.Metadata is not valid JSON")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// safeSpan is how long after sending a successful acquire or renew the
+// holder may act: ttl × (1 − margin).
+func safeSpan(ttl time.Duration, margin float64) time.Duration {
+	return time.Duration(float64(ttl) * (1 - margin))
+}

@@ -1,0 +1,309 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/client"
+	"github.com/leasesvc/leasesvc/client/internal/fakeclock"
+)
+
+// term records what the callbacks of one Elector saw.
+type term struct {
+	mu       sync.Mutex
+	started  int
+	stopped  int
+	leaders  []string
+	ctx      context.Context // the last leading ctx
+	cancelAt time.Time       // fake time when it was seen cancelled
+	token    int64
+}
+
+func (r *term) config(clock *fakeclock.Clock, holder string) client.ElectorConfig {
+	return client.ElectorConfig{
+		Holder: holder,
+		Clock:  clock,
+		Wait:   -1, // the fake clock cannot drive the service's real-time wait
+		OnStartedLeading: func(ctx context.Context) {
+			tok, _ := client.TokenFromContext(ctx)
+			r.mu.Lock()
+			r.started++
+			r.ctx, r.token = ctx, tok
+			r.mu.Unlock()
+			<-ctx.Done()
+			r.mu.Lock()
+			r.cancelAt = clock.Now()
+			r.mu.Unlock()
+		},
+		OnStoppedLeading: func() { r.mu.Lock(); r.stopped++; r.mu.Unlock() },
+		OnNewLeader:      func(h string) { r.mu.Lock(); r.leaders = append(r.leaders, h); r.mu.Unlock() },
+	}
+}
+
+func (r *term) get() (started, stopped int, ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started, r.stopped, r.ctx
+}
+
+// runElector starts e.Run and returns a func that stops it and returns
+// Run's error.
+func runElector(t *testing.T, e *client.Elector) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return within 10s of its ctx being cancelled")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+var epoch = time.Date(2026, 11, 21, 18, 0, 0, 0, time.UTC)
+
+func TestElectorLeadsRenewsAndReleases(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	s := newService(t, clock)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	var rec term
+	e, err := client.NewElector(c, "svc.lead", rec.config(clock, "agent-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runElector(t, e)
+	waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
+	if tok, ok := e.Token(); !ok || tok != 1 || !e.IsLeader() {
+		t.Fatalf("Token() = %d, %v", tok, ok)
+	}
+	if h, tok := e.Leader(); h != "agent-a" || tok != 1 {
+		t.Fatalf("Leader() = %s, %d", h, tok)
+	}
+	// Two minutes of renewals at TTL/3 keep it leading.
+	for range 12 {
+		before := s.renews.Load()
+		clock.Advance(10 * time.Second)
+		waitFor(t, "a renew", func() bool { return s.renews.Load() > before })
+		waitFor(t, "renew timer re-armed", func() bool { return clock.Timers() == 2 })
+	}
+	_, _, ctx := rec.get()
+	if ctx.Err() != nil || !e.IsLeader() {
+		t.Fatalf("leadership ended while renewals succeeded: %v", context.Cause(ctx))
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if _, stopped, _ := rec.get(); stopped != 1 || e.IsLeader() {
+		t.Fatalf("OnStoppedLeading called %d times", stopped)
+	}
+	l, err := c.Get(t.Context(), "svc.lead")
+	if err != nil || l.Held || l.FencingToken != 1 {
+		t.Fatalf("after a graceful stop the lease is %+v, %v; want released", l, err)
+	}
+	if rec.leaders[0] != "agent-a" {
+		t.Fatalf("OnNewLeader saw %v", rec.leaders)
+	}
+}
+
+func TestTwoElectorsOneLeadsThenHandOver(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	s := newService(t, clock)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	var ra, rb term
+	a, err := client.NewElector(c, "svc.two", ra.config(clock, "agent-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopA := runElector(t, a)
+	waitFor(t, "a leading", func() bool { n, _, _ := ra.get(); return n == 1 })
+	b, err := client.NewElector(c, "svc.two", rb.config(clock, "agent-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElector(t, b)
+	waitFor(t, "b polling", func() bool { h, _ := b.Leader(); return h == "agent-a" && clock.Timers() == 3 })
+	for range 6 {
+		clock.Advance(5 * time.Second)
+		time.Sleep(5 * time.Millisecond) // let the requests of both land
+		if a.IsLeader() == b.IsLeader() {
+			t.Fatalf("a leads %v, b leads %v", a.IsLeader(), b.IsLeader())
+		}
+	}
+	if err := stopA(); err != nil { // a releases
+		t.Fatal(err)
+	}
+	for i := 0; !b.IsLeader(); i++ {
+		if i > 200 {
+			t.Fatal("b did not take over after a released")
+		}
+		clock.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if tok, _ := b.Token(); tok != 2 {
+		t.Fatalf("b's token %d, want 2", tok)
+	}
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if strings.Join(rb.leaders, ",") != "agent-a,agent-b" {
+		t.Fatalf("b's OnNewLeader saw %v", rb.leaders)
+	}
+}
+
+// TestRenewFailuresCancelAtSafeDeadline: however the service fails, the
+// leading ctx is cancelled exactly at send time of the last successful
+// renew + TTL × (1 − DriftMargin) − CancelBefore, and not before.
+func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f     fault
+		cause error
+	}{
+		{"503", unavailable, client.ErrUnavailable},
+		{"hang", hang, client.ErrSafeDeadline},
+		{"connection dropped", drop, client.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(epoch)
+			s := newService(t, clock)
+			c := s.client(t, client.Config{MaxAttempts: 1})
+			var rec term
+			cfg := rec.config(clock, "agent-a")
+			cfg.CancelBefore = 2 * time.Second
+			e, _ := client.NewElector(c, "svc.fail", cfg)
+			runElector(t, e)
+			t.Cleanup(func() { s.set(healthy) }) // before the Elector stops
+			waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
+			// One good renew at +10s moves the deadline to 10 + 27 − 2 = +35s.
+			clock.Advance(10 * time.Second)
+			waitFor(t, "renewed", func() bool { return s.renews.Load() == 1 && clock.Timers() == 2 })
+			renewedAt := clock.Now()
+			s.set(tc.f)
+			deadline := renewedAt.Add(27*time.Second - 2*time.Second)
+			for clock.Now().Before(deadline.Add(-time.Second)) {
+				clock.Advance(time.Second)
+				time.Sleep(2 * time.Millisecond) // let failed renews come back
+			}
+			clock.Advance(deadline.Sub(clock.Now()) - time.Millisecond)
+			_, _, ctx := rec.get()
+			time.Sleep(5 * time.Millisecond)
+			if ctx.Err() != nil {
+				t.Fatalf("cancelled before the safe deadline: %v", context.Cause(ctx))
+			}
+			if s.renews.Load() < 3 && tc.f != hang { // a hanging renew is not retried until its attempt times out
+				t.Fatalf("only %d renews tried", s.renews.Load())
+			}
+			clock.Advance(time.Millisecond)
+			waitFor(t, "the leading ctx cancelled", func() bool { return ctx.Err() != nil })
+			cause := context.Cause(ctx)
+			if !errors.Is(cause, client.ErrSafeDeadline) || !errors.Is(cause, tc.cause) {
+				t.Fatalf("cause %v, want ErrSafeDeadline and %v", cause, tc.cause)
+			}
+			rec.mu.Lock()
+			at := rec.cancelAt
+			rec.mu.Unlock()
+			if !at.Equal(deadline) {
+				t.Fatalf("cancelled at +%v, want +%v", at.Sub(epoch), deadline.Sub(epoch))
+			}
+			waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })
+			if e.IsLeader() {
+				t.Fatal("IsLeader after the deadline")
+			}
+			s.set(healthy)
+		})
+	}
+}
+
+func TestLeaseLostCancelsAtOnce(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	s := newService(t, clock)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	var rec term
+	e, _ := client.NewElector(c, "svc.lost", rec.config(clock, "agent-a"))
+	runElector(t, e)
+	waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
+	_, _, ctx := rec.get()
+	s.set(lost)
+	clock.Advance(10 * time.Second)
+	waitFor(t, "cancelled", func() bool { return ctx.Err() != nil })
+	if cause := context.Cause(ctx); !errors.Is(cause, client.ErrLost) {
+		t.Fatalf("cause %v, want ErrLost", cause)
+	}
+	rec.mu.Lock()
+	at := rec.cancelAt
+	rec.mu.Unlock()
+	if at.Sub(epoch) > 10*time.Second {
+		t.Fatalf("cancelled at +%v, want at the renew (+10s at most)", at.Sub(epoch))
+	}
+	waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })
+	s.set(healthy)
+	// It campaigns again: the same holder gets its live holding back.
+	clock.Advance(10 * time.Second)
+	waitFor(t, "leading again", func() bool { n, _, _ := rec.get(); return n == 2 })
+}
+
+func TestReturningResigns(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	s := newService(t, clock)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	stopped := make(chan struct{})
+	e, _ := client.NewElector(c, "svc.resign", client.ElectorConfig{
+		Holder: "a", Clock: clock, Wait: -1,
+		OnStartedLeading: func(ctx context.Context) {},
+		OnStoppedLeading: func() { close(stopped) },
+	})
+	if err := e.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	if l, err := c.Get(t.Context(), "svc.resign"); err != nil || l.Held {
+		t.Fatalf("after resigning: %+v, %v", l, err)
+	}
+}
+
+func TestElectorConfigChecked(t *testing.T) {
+	s := newService(t, nil)
+	c := s.client(t, client.Config{})
+	ok := func(context.Context) {}
+	cases := []struct {
+		name  string
+		lease string
+		cfg   client.ElectorConfig
+		field string
+	}{
+		{"no callback", "x", client.ElectorConfig{}, "OnStartedLeading"},
+		{"bad name", "-x", client.ElectorConfig{OnStartedLeading: ok}, "lease name"},
+		{"bad holder", "x", client.ElectorConfig{OnStartedLeading: ok, Holder: "a\x07"}, "Holder"},
+		{"ttl fraction of a ms", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 1500 * time.Microsecond}, "TTL"},
+		{"renew too late", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 30 * time.Second, RenewInterval: 27 * time.Second}, "RenewInterval"},
+		{"cancel too early", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 30 * time.Second, CancelBefore: 20 * time.Second}, "RenewInterval"},
+		{"margin", "x", client.ElectorConfig{OnStartedLeading: ok, DriftMargin: 0.9}, "DriftMargin"},
+		{"jitter", "x", client.ElectorConfig{OnStartedLeading: ok, RenewJitter: 0.9}, "RenewJitter"},
+		{"wait", "x", client.ElectorConfig{OnStartedLeading: ok, Wait: 2 * time.Minute}, "Wait"},
+		{"backoff", "x", client.ElectorConfig{OnStartedLeading: ok, RetryBackoff: client.Backoff{Initial: time.Second, Max: time.Millisecond}}, "RetryBackoff"},
+		{"metadata", "x", client.ElectorConfig{OnStartedLeading: ok, Metadata: []byte("{")}, "Metadata"},
+	}
+	for _, tc := range cases {
+		_, err := client.NewElector(c, tc.lease, tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
+		}
+	}
+	e, err := client.NewElector(c, "x", client.ElectorConfig{OnStartedLeading: ok})
+	if err != nil || !strings.Contains(e.Holder(), "-") {
+		t.Fatalf("defaults: %v, holder %q", err, e.Holder())
+	}
+}

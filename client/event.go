@@ -1,0 +1,98 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// EventType names a change of holding (SPEC §5), or the state a watch
+// stream starts with.
+type EventType string
+
+// The event types.
+const (
+	// EventAcquired: a new holding began.
+	EventAcquired EventType = "acquired"
+	// EventReleased: the holder released its holding.
+	EventReleased EventType = "released"
+	// EventExpired: a holding ran out and nobody took over.
+	EventExpired EventType = "expired"
+	// EventRevoked: an operator ended the holding (reserved by the service).
+	EventRevoked EventType = "revoked"
+	// EventState is not a change but the lease as it is now: the first
+	// event of every watch stream, and again after a Stream reconnects. Its
+	// Lease is zero (Name empty) when the lease never existed.
+	EventState EventType = "lease"
+)
+
+// Event is one leadership event: the data of a Pub/Sub message of the
+// service's events topic, or one event of a watch stream (docs/events.md).
+type Event struct {
+	// Type is the kind of change.
+	Type EventType `json:"type"`
+	// Lease is the full lease as of the event.
+	Lease Lease `json:"lease"`
+	// PreviousHolder names the holder of token − 1 on an acquired event with
+	// token > 1.
+	PreviousHolder string `json:"previousHolder,omitempty"`
+	// PreviousExpired says, on an acquired event with token > 1, whether the
+	// previous holding had run out rather than been released.
+	PreviousExpired bool `json:"previousExpired,omitempty"`
+	// Time is backend time: the decision's server time for acquired and
+	// released, the holding's expire time for expired.
+	Time time.Time `json:"eventTime"`
+}
+
+// ParseEvent parses the JSON of an event (a Pub/Sub message's data or a
+// watch event's data line).
+func ParseEvent(data []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return Event{}, fmt.Errorf("leasesvc event: %w", err)
+	}
+	switch ev.Type {
+	case EventAcquired, EventReleased, EventExpired, EventRevoked:
+	default:
+		return Event{}, fmt.Errorf("leasesvc event: unknown type %q", ev.Type)
+	}
+	if ev.Lease.Name == "" || ev.Lease.FencingToken < 1 {
+		return Event{}, fmt.Errorf("leasesvc event %s: no lease name or token", ev.Type)
+	}
+	return ev, nil
+}
+
+// ID is the event's deterministic identity {name}/{fencingToken}/{type},
+// the CloudEvents ce-id: a duplicated or retried event keeps it.
+func (e Event) ID() string {
+	return e.Lease.Name + "/" + strconv.FormatInt(e.Lease.FencingToken, 10) + "/" + string(e.Type)
+}
+
+// Newer reports whether event b comes after event a of the same lease in
+// the order consumers use (SPEC §5): by fencing token, and within one token
+// acquired before released, expired or revoked. A consumer keeps the newest
+// event it has seen per lease and drops any event for which Newer(kept, ev)
+// is false: duplicates and events that arrive late.
+//
+// EventState (a snapshot) ranks as the event that produced it: acquired
+// while held, otherwise the end of the holding.
+func Newer(a, b Event) bool {
+	if a.Lease.FencingToken != b.Lease.FencingToken {
+		return b.Lease.FencingToken > a.Lease.FencingToken
+	}
+	return rank(a) < rank(b)
+}
+
+// rank orders the events of one token: the start of a holding, then its end.
+func rank(e Event) int {
+	switch e.Type {
+	case EventAcquired:
+		return 0
+	case EventState:
+		if e.Lease.Held {
+			return 0
+		}
+	}
+	return 1
+}

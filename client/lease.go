@@ -1,0 +1,96 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Lease is a lease as the service answered it (SPEC §1). Every time in it is
+// the backend's; compare them with each other, never with a local clock.
+type Lease struct {
+	// Name is the lease's name, such as "team-a.scheduler".
+	Name string
+	// Holder is the current holder or, when Held is false, the last one.
+	Holder string
+	// FencingToken grows by exactly 1 with every new holding and is never
+	// reused. Pass it with every write downstream.
+	FencingToken int64
+	// TTL is the lease duration the holder asked for (millisecond precision).
+	TTL time.Duration
+	// AcquireTime is the server time at which the current holding began.
+	AcquireTime time.Time
+	// RenewTime is the server time of the last acquire or renew.
+	RenewTime time.Time
+	// ExpireTime is the server time at which the holding ends unless renewed.
+	ExpireTime time.Time
+	// Held is ServerTime < ExpireTime when the answer was computed.
+	Held bool
+	// Remaining is ExpireTime − ServerTime, never negative (millisecond
+	// precision). It is a duration on the server's clock at ServerTime, not
+	// a deadline on the local clock: the SDK never uses it to decide when to
+	// stop leading (see Elector).
+	Remaining time.Duration
+	// ServerTime is the backend's time at which this answer was decided.
+	ServerTime time.Time
+	// Transitions counts how many times the lease passed to a new holding.
+	Transitions int64
+	// Metadata is the JSON object the holder attached ({} when none).
+	Metadata json.RawMessage
+}
+
+// leaseJSON is the wire form of a Lease.
+type leaseJSON struct {
+	Name         string          `json:"name"`
+	Holder       string          `json:"holder"`
+	FencingToken int64           `json:"fencingToken"`
+	TTLMs        int64           `json:"ttlMs"`
+	AcquireTime  time.Time       `json:"acquireTime"`
+	RenewTime    time.Time       `json:"renewTime"`
+	ExpireTime   time.Time       `json:"expireTime"`
+	Held         bool            `json:"held"`
+	RemainingMs  int64           `json:"remainingMs"`
+	ServerTime   time.Time       `json:"serverTime"`
+	Transitions  int64           `json:"transitions"`
+	Metadata     json.RawMessage `json:"metadata"`
+}
+
+// MarshalJSON renders the lease as the API does.
+func (l Lease) MarshalJSON() ([]byte, error) {
+	md := l.Metadata
+	if len(md) == 0 {
+		md = json.RawMessage(`{}`)
+	}
+	b, err := json.Marshal(leaseJSON{
+		Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTLMs: l.TTL.Milliseconds(),
+		AcquireTime: l.AcquireTime, RenewTime: l.RenewTime, ExpireTime: l.ExpireTime, Held: l.Held,
+		RemainingMs: l.Remaining.Milliseconds(), ServerTime: l.ServerTime, Transitions: l.Transitions, Metadata: md,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
+	}
+	return b, nil
+}
+
+// UnmarshalJSON parses the API's JSON form of a lease.
+func (l *Lease) UnmarshalJSON(b []byte) error {
+	var w leaseJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	*l = Lease{
+		Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond,
+		AcquireTime: w.AcquireTime, RenewTime: w.RenewTime, ExpireTime: w.ExpireTime, Held: w.Held,
+		Remaining: time.Duration(w.RemainingMs) * time.Millisecond, ServerTime: w.ServerTime,
+		Transitions: w.Transitions, Metadata: w.Metadata,
+	}
+	return nil
+}
+
+// Page is one page of a List.
+type Page struct {
+	// Leases are in ascending byte order of name.
+	Leases []Lease `json:"leases"`
+	// NextPageToken asks for the next page; empty on the last page.
+	NextPageToken string `json:"nextPageToken"`
+}
