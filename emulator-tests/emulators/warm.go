@@ -32,23 +32,17 @@ func warmFirestore() error {
 	defer c.Close()
 	coll := c.Collection("emulators-warm-up")
 	var wg sync.WaitGroup
-	errs := make(chan error, 16)
 	for w := range 16 {
-		wg.Go(func() {
-			if err := warmLoop(ctx, coll, w); err != nil && ctx.Err() == nil {
-				errs <- err
-			}
-		})
+		wg.Go(func() { warmLoop(ctx, coll, w) })
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return fmt.Errorf("emulators: warm-up traffic: %w", err)
-	}
 	return nil
 }
 
-func warmLoop(ctx context.Context, coll *gfs.CollectionRef, w int) error {
+// warmLoop is one worker of the warm-up. Its errors are ignored: on a
+// loaded machine the cold emulator itself times calls out, which is what
+// the warm-up is for; the tests' own calls then report real failures.
+func warmLoop(ctx context.Context, coll *gfs.CollectionRef, w int) {
 	for i := 0; ctx.Err() == nil; i++ {
 		ref := coll.Doc("w" + strconv.Itoa(w) + "-" + strconv.Itoa(i%8))
 		ds, err := ref.Get(ctx)
@@ -59,13 +53,10 @@ func warmLoop(ctx context.Context, coll *gfs.CollectionRef, w int) error {
 			_, err = ref.Update(ctx, []gfs.Update{{Path: "n", Value: i}, {Path: "t", Value: ds.ReadTime}}, gfs.LastUpdateTime(ds.UpdateTime))
 		}
 		if err != nil && status.Code(err) != codes.AlreadyExists && status.Code(err) != codes.FailedPrecondition {
-			return err
+			time.Sleep(10 * time.Millisecond) // an error: do not spin
 		}
 		if i%16 == 0 {
-			if _, err := coll.OrderBy(gfs.DocumentID, gfs.Asc).StartAt("w").Limit(5).Documents(ctx).GetAll(); err != nil {
-				return err
-			}
+			_, _ = coll.OrderBy(gfs.DocumentID, gfs.Asc).StartAt("w").Limit(5).Documents(ctx).GetAll()
 		}
 	}
-	return nil
 }
