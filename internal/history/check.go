@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -18,7 +19,7 @@ type Result struct {
 	Holdings int
 	// Violations lists every broken rule, at most MaxViolations of them;
 	// Count is how many there were in all.
-	Violations []string
+	Violations []Violation
 	// Count is the number of violations found.
 	Count int
 }
@@ -26,10 +27,23 @@ type Result struct {
 // MaxViolations bounds the messages a Result keeps.
 const MaxViolations = 100
 
-func (r *Result) add(format string, args ...any) {
+// Violation is one broken rule.
+type Violation struct {
+	// Lease is the lease's name.
+	Lease string
+	// At is the server time around which it happened, for Dump.
+	At time.Time
+	// Msg says what is wrong, with the answers that show it.
+	Msg string
+}
+
+// String implements fmt.Stringer.
+func (v Violation) String() string { return v.Lease + ": " + v.Msg }
+
+func (r *Result) add(name string, at time.Time, format string, args ...any) {
 	r.Count++
 	if len(r.Violations) < MaxViolations {
-		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+		r.Violations = append(r.Violations, Violation{Lease: name, At: at, Msg: fmt.Sprintf(format, args...)})
 	}
 }
 
@@ -83,6 +97,7 @@ type holding struct {
 	acquire     time.Time
 	transitions int64
 	live        time.Time // the latest server time at which it was seen live
+	liveWhere   string    // the answer that showed it live then
 	seenLive    bool
 	where       string // the first answer that showed it, for messages
 }
@@ -99,11 +114,11 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			h = &holding{token: r.token, holder: r.holder, acquire: r.acquire, transitions: r.transitions, where: where}
 			hs[r.token] = h
 		} else if h.holder != r.holder || !h.acquire.Equal(r.acquire) || h.transitions != r.transitions {
-			res.add("%s: token %d reused: %s shows holder %q acquired %s (transitions %d), %s shows holder %q acquired %s (transitions %d)",
-				name, r.token, h.where, h.holder, fmtTime(h.acquire), h.transitions, where, r.holder, fmtTime(r.acquire), r.transitions)
+			res.add(name, l.ServerTime, "token %d reused: %s shows holder %q acquired %s (transitions %d), %s shows holder %q acquired %s (transitions %d)",
+				r.token, h.where, h.holder, fmtTime(h.acquire), h.transitions, where, r.holder, fmtTime(r.acquire), r.transitions)
 		}
 		if s := l.ServerTime; s.Before(l.ExpireTime) && (!h.seenLive || s.After(h.live)) {
-			h.live, h.seenLive = s, true
+			h.live, h.liveWhere, h.seenLive = s, where, true
 		}
 	}
 	maybeAcquires := map[string]int{} // by holder
@@ -117,7 +132,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 		}
 		if e.Lease == nil {
 			if e.Outcome == OK || e.Outcome == Held {
-				res.add("%s: %s answered %s without a lease", name, describe(e), e.Outcome)
+				res.add(name, e.Call, "%s answered %s without a lease", describe(e), e.Outcome)
 			}
 			continue
 		}
@@ -147,26 +162,26 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 		missing = int(tokens[n-1]) - n
 	}
 	if missing > totalMaybeAcquires {
-		res.add("%s: %d tokens up to %d were never seen, but only %d acquires went unanswered", name, missing, tokens[len(tokens)-1], totalMaybeAcquires)
+		res.add(name, time.Time{}, "%d tokens up to %d were never seen, but only %d acquires went unanswered", missing, tokens[len(tokens)-1], totalMaybeAcquires)
 	}
 	for _, t := range tokens {
 		h := hs[t]
 		if !ackAcquired[t] && maybeAcquires[h.holder] == 0 {
-			res.add("%s: token %d held by %q (shown by %s) but %q was never told it acquired it and sent no unanswered acquire", name, t, h.holder, h.where, h.holder)
+			res.add(name, h.acquire, "token %d held by %q (shown by %s) but %q was never told it acquired it and sent no unanswered acquire", t, h.holder, h.where, h.holder)
 		}
 	}
 	for i := 1; i < len(tokens); i++ {
 		prev, next := hs[tokens[i-1]], hs[tokens[i]]
 		if next.acquire.Before(prev.acquire) {
-			res.add("%s: token %d acquired at %s, before token %d at %s", name, next.token, fmtTime(next.acquire), prev.token, fmtTime(prev.acquire))
+			res.add(name, next.acquire, "token %d acquired at %s, before token %d at %s", next.token, fmtTime(next.acquire), prev.token, fmtTime(prev.acquire))
 		}
 		if prev.seenLive && next.acquire.Before(prev.live) {
-			res.add("%s: holdings overlap: token %d (%q) was live at server time %s, but token %d (%q) began at %s (%s)",
-				name, prev.token, prev.holder, fmtTime(prev.live), next.token, next.holder, fmtTime(next.acquire), next.where)
+			res.add(name, next.acquire, "token %d (%q) shown live at server time %s (by %s), but token %d (%q) began at %s (shown by %s): the holdings overlap, or that answer is stale",
+				prev.token, prev.holder, fmtTime(prev.live), prev.liveWhere, next.token, next.holder, fmtTime(next.acquire), next.where)
 		}
 		if end, ok := acknowledgedEnd(es, prev); ok && next.acquire.Before(end) {
-			res.add("%s: holdings overlap: token %d (%q) was extended to %s by its holder's last acknowledged write, but token %d (%q) began at %s (%s)",
-				name, prev.token, prev.holder, fmtTime(end), next.token, next.holder, fmtTime(next.acquire), next.where)
+			res.add(name, next.acquire, "holdings overlap: token %d (%q) was extended to %s by its holder's last acknowledged write, but token %d (%q) began at %s (%s)",
+				prev.token, prev.holder, fmtTime(end), next.token, next.holder, fmtTime(next.acquire), next.where)
 		}
 	}
 	if hasFinal {
@@ -204,12 +219,12 @@ func acknowledgedEnd(es []Entry, h *holding) (time.Time, bool) {
 func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck int64) {
 	if final == nil {
 		if maxAck > 0 {
-			res.add("%s: the final read found no lease, but token %d was acknowledged", name, maxAck)
+			res.add(name, time.Time{}, "the final read found no lease, but token %d was acknowledged", maxAck)
 		}
 		return
 	}
 	if final.FencingToken < maxAck {
-		res.add("%s: the final read shows token %d, but token %d was acknowledged", name, final.FencingToken, maxAck)
+		res.add(name, final.ServerTime, "the final read shows token %d, but token %d was acknowledged", final.FencingToken, maxAck)
 		return
 	}
 	if final.FencingToken != maxAck {
@@ -231,7 +246,7 @@ func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck
 		}
 	}
 	if got, want := recordOf(final), recordOf(last.Lease); got != want {
-		res.add("%s: the final read shows %s, but the last acknowledged write (%s) left %s", name, fmtRecord(got), describe(*last), fmtRecord(want))
+		res.add(name, last.Lease.ServerTime, "the final read shows %s, but the last acknowledged write (%s) left %s", fmtRecord(got), describe(*last), fmtRecord(want))
 	}
 }
 
@@ -242,7 +257,7 @@ func checkAnswer(res *Result, e Entry) {
 	s := l.ServerTime
 	held := s.Before(l.ExpireTime)
 	bad := func(format string, args ...any) {
-		res.add("%s: %s: %s (answer %s)", e.Name, describe(e), fmt.Sprintf(format, args...), fmtLease(l))
+		res.add(e.Name, s, "%s: %s (answer %s)", describe(e), fmt.Sprintf(format, args...), fmtLease(l))
 	}
 	if l.Name != "" && l.Name != e.Name {
 		bad("answer names lease %q", l.Name)
@@ -282,13 +297,51 @@ func checkAnswer(res *Result, e Entry) {
 
 // describe names an entry in messages.
 func describe(e Entry) string {
+	var s string
 	switch e.Op {
 	case Acquire:
-		return fmt.Sprintf("client %d acquire by %q ttl %v", e.Client, e.Holder, e.TTL)
+		s = fmt.Sprintf("client %d acquire by %q ttl %v", e.Client, e.Holder, e.TTL)
 	case Renew, Release:
-		return fmt.Sprintf("client %d %s by %q token %d", e.Client, e.Op, e.Holder, e.Token)
+		s = fmt.Sprintf("client %d %s by %q token %d", e.Client, e.Op, e.Holder, e.Token)
+	default:
+		s = fmt.Sprintf("client %d %s", e.Client, e.Op)
 	}
-	return fmt.Sprintf("client %d %s", e.Client, e.Op)
+	if e.Note != "" {
+		s += " (" + e.Note + ")"
+	}
+	return s
+}
+
+// Dump lists the entries of lease name around server time at (± d), in
+// time order: the evidence around a violation. An answer with a lease is
+// placed at its server time; one without (lease_lost, unanswered) at its
+// call's wall-clock time, which is comparable only where the caller and the
+// backend share a clock (a local emulator).
+func Dump(entries []Entry, name string, at time.Time, d time.Duration) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	for _, e := range entries {
+		if e.Name != name {
+			continue
+		}
+		t, text := e.Call, fmt.Sprintf("%s → %s (call at %s, client clock)", describe(e), e.Outcome, e.Call.UTC().Format("15:04:05.000000"))
+		if e.Lease != nil {
+			t, text = e.Lease.ServerTime, fmt.Sprintf("%s → %s %s", describe(e), e.Outcome, fmtLease(e.Lease))
+		}
+		if t.Sub(at).Abs() <= d {
+			lines = append(lines, line{t, fmtTime(t) + " " + text})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.text)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

@@ -96,6 +96,8 @@ type Entry struct {
 	Outcome Outcome
 	// Lease is the lease the answer carried (OK, Held); nil otherwise.
 	Lease *lease.Lease
+	// Note is free text for messages, such as the instance asked.
+	Note string
 }
 
 // Recorder collects entries from many goroutines.
@@ -156,6 +158,3 @@ func (r record) lastWrite() time.Time {
 	}
 	return r.renew
 }
-
-// released reports whether r's holding was ended by a release.
-func (r record) released() bool { return r.expire.Before(r.renew.Add(r.ttl)) }

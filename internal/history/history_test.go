@@ -114,7 +114,7 @@ func TestValidHistories(t *testing.T) {
 			entries, finals := run(t, 8, 300*time.Millisecond, tc.drop)
 			res := Check(entries, finals)
 			if res.Count != 0 {
-				t.Fatalf("%d violations in a valid history:\n%s", res.Count, strings.Join(res.Violations, "\n"))
+				t.Fatalf("%d violations in a valid history: %v", res.Count, res.Violations)
 			}
 			if res.Holdings < 10 {
 				t.Fatalf("only %d holdings: the run exercised too little", res.Holdings)
@@ -238,7 +238,7 @@ func TestViolationsFound(t *testing.T) {
 			if tc.want != "" {
 				found := false
 				for _, v := range res.Violations {
-					found = found || strings.Contains(v, tc.want)
+					found = found || strings.Contains(v.String(), tc.want)
 				}
 				if !found {
 					t.Errorf("Check found %v, want a violation saying %q", res.Violations, tc.want)

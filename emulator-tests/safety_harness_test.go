@@ -1,0 +1,255 @@
+package emulatortests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/anishathalye/porcupine"
+	"github.com/rs/zerolog"
+
+	"github.com/leasesvc/leasesvc/internal/e2e"
+	"github.com/leasesvc/leasesvc/internal/history"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// safetyConfig describes one safety run.
+type safetyConfig struct {
+	// backend names the backend in messages.
+	backend string
+	// upstream is the emulator's host:port; hostEnv the variable through
+	// which an instance finds it (each instance gets its own proxy there).
+	upstream, hostEnv string
+	// env is the instances' environment, besides hostEnv.
+	env map[string]string
+	// topic is the events topic (recreated after a Pub/Sub restart).
+	topic string
+	// instances, contenders and leases: how many of each.
+	instances, contenders, leases int
+	// ttl is the contenders' TTL; pollMin–pollMax the pause of a refused
+	// contender before it tries again.
+	ttl, pollMin, pollMax time.Duration
+	// duration is how long the contenders run.
+	duration time.Duration
+}
+
+// safetyRun is the state of one run.
+type safetyRun struct {
+	cfg   safetyConfig
+	insts []*safetyInstance
+	rec   history.Recorder
+	stats counters
+	hc    *http.Client
+
+	mu     sync.Mutex
+	errors []string // answers the contract does not allow at all
+}
+
+// unexpected records an answer that no rule allows (a 400, a 500 body we
+// cannot read): the run fails with it.
+func (r *safetyRun) unexpected(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errors) < 50 {
+		r.errors = append(r.errors, fmt.Sprintf(format, args...))
+	}
+}
+
+// do sends req and reads the whole answer.
+func (r *safetyRun) do(req *http.Request) (int, []byte, error) {
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// safetyInstance is one leasesvc process whose connection to the backend
+// goes through a fault proxy of its own.
+type safetyInstance struct {
+	idx   int
+	proxy *toxiproxy.Proxy
+	env   map[string]string
+
+	mu  sync.Mutex
+	svc *e2e.Service
+}
+
+func (in *safetyInstance) url() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.svc.URL
+}
+
+// safetyDuration is how long each safety run lasts:
+// LEASESVC_SAFETY_DURATION (a Go duration, at least 10s) or 60 s.
+func safetyDuration(t *testing.T) time.Duration {
+	t.Helper()
+	v := os.Getenv("LEASESVC_SAFETY_DURATION")
+	if v == "" {
+		return time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Second {
+		t.Fatalf("LEASESVC_SAFETY_DURATION=%q: want a Go duration of at least 10s, such as 10m", v)
+	}
+	return d
+}
+
+// runSafety runs contenders against several instances on one backend while
+// faults are injected, then checks the history. It must run on the test's
+// goroutine and not in parallel with tests that use Pub/Sub: it stops the
+// Pub/Sub emulator.
+func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
+	r := &safetyRun{cfg: cfg, hc: &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
+	}}}
+	defer r.hc.CloseIdleConnections()
+	sub := subscribe(t, pubsubClient, cfg.topic)
+
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	for i := range cfg.instances {
+		p := toxiproxy.NewProxy(srv, fmt.Sprintf("backend-%d", i), "127.0.0.1:0", cfg.upstream)
+		if err := p.Start(); err != nil {
+			t.Fatalf("start fault proxy %d: %v", i, err)
+		}
+		t.Cleanup(p.Stop)
+		env := map[string]string{cfg.hostEnv: p.Listen}
+		for k, v := range cfg.env {
+			env[k] = v
+		}
+		r.insts = append(r.insts, &safetyInstance{idx: i, proxy: p, env: env, svc: e2e.StartService(t, env)})
+	}
+
+	names := make([]string, cfg.leases)
+	for i := range names {
+		names[i] = e2e.UniqueName(fmt.Sprintf("safety%d", i))
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }() // also when a fault fails the test
+	for i := range cfg.contenders {
+		c := &contender{id: i, name: names[i%cfg.leases], holder: fmt.Sprintf("c%02d", i), home: i % cfg.instances,
+			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))), run: r}
+		wg.Go(func() { c.loop(ctx) })
+	}
+
+	start := time.Now()
+	faults := r.injectFaults(t, start.Add(cfg.duration), pubsubClient)
+	if d := time.Until(start.Add(cfg.duration)); d > 0 {
+		time.Sleep(d)
+	}
+	stop()
+	wg.Wait()
+	ran := time.Since(start)
+
+	finals := r.finalReads(t, names, r.rec.Entries())
+	entries := r.rec.Entries() // with the final reads
+
+	// The exact check, with the leases the events carried as further
+	// observations: an event that shows a holding the answers contradict
+	// is a violation too.
+	events := sub.leases(names)
+	observed := slices.Clone(entries)
+	for _, l := range events {
+		observed = append(observed, history.Entry{Client: -2, Name: l.Name, Op: history.Get, Call: l.ServerTime, Return: l.ServerTime, Outcome: history.OK, Lease: l})
+	}
+	res := history.Check(observed, finals)
+	checkStart := time.Now()
+	lin := history.Linearizable(entries, 2*time.Minute)
+	linTook := time.Since(checkStart)
+
+	t.Logf("%s: %d instances, %d contenders on %d leases (ttl %v) for %v; faults: %s",
+		cfg.backend, cfg.instances, cfg.contenders, cfg.leases, cfg.ttl, ran.Round(time.Second), strings.Join(faults, "; "))
+	t.Logf("%s: %d operations, %d holdings, %d events checked; answers: %v", cfg.backend, len(entries), res.Holdings, len(events), r.stats.snapshot())
+	t.Logf("%s: exact check: %d violations; porcupine: %v in %v", cfg.backend, res.Count, lin.Result, linTook.Round(time.Millisecond))
+	for _, msg := range r.errors {
+		t.Errorf("unexpected answer: %s", msg)
+	}
+	for i, v := range res.Violations {
+		t.Errorf("violation: %s", v)
+		if i < 5 && !v.At.IsZero() {
+			t.Logf("answers about %s within 1s of %s:\n%s", v.Lease, v.At.UTC().Format("15:04:05.000000"), history.Dump(observed, v.Lease, v.At, time.Second))
+		}
+	}
+	switch lin.Result {
+	case porcupine.Illegal:
+		for _, name := range lin.Illegal {
+			path := filepath.Join(os.TempDir(), "leasesvc-safety-"+name+".html")
+			if err := history.Visualize(entries, name, path, time.Minute); err != nil {
+				t.Errorf("porcupine: the history of %s is not linearizable (%v)", name, err)
+				continue
+			}
+			t.Errorf("porcupine: the history of %s is not linearizable; visualization in %s", name, path)
+		}
+	case porcupine.Unknown:
+		t.Logf("porcupine gave up (time limit) on %v; the exact check still applies", lin.Unknown)
+	}
+	if res.Holdings < cfg.leases*10 {
+		t.Errorf("only %d holdings over %d leases: the run exercised too few hand-overs", res.Holdings, cfg.leases)
+	}
+}
+
+// finalReads waits until no unanswered operation can still land (the
+// service gives a request 10 s of backend time), then reads every lease.
+func (r *safetyRun) finalReads(t *testing.T, names []string, entries []history.Entry) map[string]*lease.Lease {
+	t.Helper()
+	var lastMaybe time.Time
+	for _, e := range entries {
+		if e.Outcome == history.Maybe && e.Call.After(lastMaybe) {
+			lastMaybe = e.Call
+		}
+	}
+	if d := time.Until(lastMaybe.Add(12 * time.Second)); d > 0 {
+		t.Logf("waiting %v for unanswered operations to land or time out", d.Round(time.Millisecond))
+		time.Sleep(d)
+	}
+	finals := map[string]*lease.Lease{}
+	c := &contender{id: -1, run: r, rng: rand.New(rand.NewPCG(1, 2))}
+	for _, name := range names {
+		c.name = name
+		deadline := time.Now().Add(time.Minute)
+		for {
+			e := c.get()
+			if e.Outcome == history.OK || e.Outcome == history.NotFound {
+				finals[name] = e.Lease
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("final read of %s: no answer in a minute", name)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return finals
+}
+
+// leases returns the leases carried by the events received about names.
+func (s *subscriber) leases(names []string) []*lease.Lease {
+	var out []*lease.Lease
+	for _, n := range names {
+		for _, m := range s.of(n) {
+			l, err := leaseOfEvent(m.data)
+			if err == nil {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
