@@ -88,7 +88,7 @@ func (r *safetyRun) injectFaults(t *testing.T, end time.Time, client *pubsub.Cli
 		in := r.insts[i%len(r.insts)]
 		at := time.Since(start)
 		f.do(t, r, in, client)
-		log = append(log, fmt.Sprintf("+%v %s (instance %d, %v)", at.Round(100*time.Millisecond), f.name, in.idx, (time.Since(start) - at).Round(100*time.Millisecond)))
+		log = append(log, fmt.Sprintf("+%v %s (instance %d, %v)", at.Round(100*time.Millisecond), f.name, in.idx, (time.Since(start)-at).Round(100*time.Millisecond)))
 	}
 }
 
