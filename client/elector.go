@@ -166,10 +166,17 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 // acquire (or the renew that confirmed it) was sent.
 func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 	failures := 0
-	req := AcquireRequest{Holder: e.cfg.Holder, TTL: e.cfg.TTL, Metadata: e.cfg.Metadata, Wait: max(e.cfg.Wait, 0)}
+	// The first acquire, and the first after a failure, does not wait: the
+	// answer says at once who leads (OnNewLeader, Leader). The next ones wait
+	// on the service for that holding to end.
+	wait := false
 	for {
 		if ctx.Err() != nil {
 			return Lease{}, time.Time{}, ctx.Err()
+		}
+		req := AcquireRequest{Holder: e.cfg.Holder, TTL: e.cfg.TTL, Metadata: e.cfg.Metadata}
+		if wait {
+			req.Wait = max(e.cfg.Wait, 0)
 		}
 		sent := e.cfg.Clock.Now()
 		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
@@ -198,8 +205,9 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 		case errors.As(err, &held):
 			failures = 0
 			e.observe(held.Lease)
-			if e.cfg.Wait > 0 && e.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10 {
-				continue // the service waited for us: ask again at once
+			if e.cfg.Wait > 0 && (!wait || e.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10) {
+				wait = true
+				continue // wait on the service now, or again
 			}
 			// No waiting (or the service answered early): poll.
 			if !e.sleep(ctx, e.jittered(e.cfg.RenewInterval)) {
@@ -208,6 +216,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 		case permanent(err):
 			return Lease{}, time.Time{}, err
 		default:
+			wait = false
 			e.cfg.Logger.Warn("leasesvc elector: acquire failed", "lease", e.name, "holder", e.cfg.Holder, "err", err)
 			if !e.sleep(ctx, e.cfg.RetryBackoff.Delay(failures)) {
 				return Lease{}, time.Time{}, ctx.Err()
