@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasesvc/leasesvc/client"
+)
+
+// outcome is what became of CMD in `leasectl run`.
+type outcome struct {
+	started bool
+	status  int   // CMD's exit status (128+signal when killed)
+	stopped bool  // leasectl stopped it
+	cause   error // why leadership ended, when leasectl stopped it
+	err     error // CMD could not be started
+}
+
+func cmdRun(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("run")
+	name := fs.String("lease", "", "the lease to lead (required)")
+	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
+	holder := fs.String("holder", "", "the holder's identity (default hostname-pid)")
+	grace := fs.Duration("grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	argv := fs.Args()
+	if *name == "" || len(argv) == 0 {
+		return usageError("run: want --lease NAME [--ttl 30s] -- CMD ARGS...")
+	}
+	if *grace == 0 {
+		*grace = *ttl / 10
+	}
+	if *grace <= 0 {
+		return usageError("run: --grace %v must be positive", *grace)
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var mu sync.Mutex
+	var out outcome
+	var el *client.Elector
+	el, err = client.NewElector(c, *name, client.ElectorConfig{
+		Holder: *holder,
+		TTL:    *ttl,
+		// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
+		// grace later: it is gone a grace period before the deadline.
+		CancelBefore:   2 * *grace,
+		ReleaseTimeout: max(*grace, time.Second),
+		OnNewLeader: func(h string) {
+			logf("leader of %s: %s", *name, h)
+		},
+		OnStartedLeading: func(lctx context.Context) {
+			defer stopRun() // CMD runs once: when it is over, so is leasectl
+			token, _ := client.TokenFromContext(lctx)
+			logf("leading %s with fencing token %d: starting %q", *name, token, argv)
+			env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
+				"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10))
+			o := supervise(lctx, argv, env, *grace, e, logf)
+			o.started = true
+			if o.stopped && ctx.Err() == nil {
+				o.cause = context.Cause(lctx)
+			}
+			mu.Lock()
+			out = o
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		return usageError("run: %v", err)
+	}
+	if err := el.Run(runCtx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case !out.started && ctx.Err() != nil:
+		return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
+	case !out.started:
+		return errors.New("run: stopped before leading")
+	case out.err != nil:
+		return &exitError{code: 127, err: fmt.Errorf("run: start %q: %w", argv[0], out.err)}
+	case out.cause != nil:
+		return &exitError{code: exitLost, err: fmt.Errorf("run: leadership of %s ended (%w); CMD was stopped (status %d)", *name, out.cause, out.status)}
+	case out.status != 0:
+		return &exitError{code: out.status, quiet: true}
+	}
+	return nil
+}
+
+// supervise runs CMD until it exits or lctx is done; then it sends SIGTERM
+// to CMD's process group and SIGKILL grace later.
+func supervise(lctx context.Context, argv, env []string, grace time.Duration, e *env, logf func(string, ...any)) outcome {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
+	ownGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		return outcome{err: err, status: 127}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		st := statusOf(cmd, err)
+		logf("CMD exited with status %d; releasing", st)
+		return outcome{status: st}
+	case <-lctx.Done():
+	}
+	logf("leadership ending (%v): SIGTERM to CMD, SIGKILL in %v", context.Cause(lctx), grace)
+	terminate(cmd)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return outcome{status: statusOf(cmd, err), stopped: true}
+	case <-t.C:
+	}
+	logf("CMD still running after %v: SIGKILL", grace)
+	kill(cmd)
+	err := <-done
+	return outcome{status: statusOf(cmd, err), stopped: true}
+}
