@@ -1,0 +1,175 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// allScenarios lists the scenarios in the order they run.
+var allScenarios = []string{"latency", "throughput", "contention", "handoff", "takeover", "events"}
+
+// config is leasebench's configuration: flags, and the backend settings
+// from the environment for the direct comparison.
+type config struct {
+	urls        []string        // service base URLs, at least one
+	backend     string          // memory | firestore | spanner: what the service runs on
+	scenarios   []string        // which scenarios, in allScenarios order
+	n           int             // latency and contention samples per series
+	samples     int             // handoff, takeover and event samples
+	agents      []int           // throughput: agent counts, one run each
+	ttl         time.Duration   // throughput: the agents' TTL; they renew every ttl/3
+	duration    time.Duration   // throughput: how long the agents renew
+	concurrency int             // throughput: acquires and releases in flight at set-up and clean-up
+	contenders  int             // contention: goroutines hammering acquire
+	pauses      []time.Duration // contention: a contender's pause between attempts, one run each
+	takeoverTTL time.Duration   // takeover: the crashed holder's TTL (≥ the service's minimum)
+	topic       string          // events: a Pub/Sub topic to subscribe to; "" uses a watch stream
+	timeout     time.Duration   // one request's limit
+	json        bool            // JSON output instead of a table
+	prefix      string          // lease name prefix, unique per run by default
+
+	// From the environment, as leasesvc reads them, for the direct path.
+	project           string // LEASESVC_PROJECT or GOOGLE_CLOUD_PROJECT
+	firestoreDatabase string // LEASESVC_FIRESTORE_DATABASE, default (default)
+	spannerDatabase   string // LEASESVC_SPANNER_DATABASE
+	directCollection  string // -direct-collection: the Firestore collection of the direct path
+}
+
+// parseConfig reads flags (and, for what the direct path needs, the
+// environment). Every error names the flag or variable at fault.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{backend: "memory", n: 200, samples: 30, ttl: 30 * time.Second, duration: 30 * time.Second,
+		concurrency: 64, contenders: 64, takeoverTTL: time.Second, timeout: 30 * time.Second,
+		firestoreDatabase: "(default)", directCollection: "leasebench-direct"}
+	if v := getenv("LEASESVC_BACKEND"); v != "" {
+		c.backend = v
+	}
+	c.project = getenv("LEASESVC_PROJECT")
+	if c.project == "" {
+		c.project = getenv("GOOGLE_CLOUD_PROJECT")
+	}
+	if v := getenv("LEASESVC_FIRESTORE_DATABASE"); v != "" {
+		c.firestoreDatabase = v
+	}
+	c.spannerDatabase = getenv("LEASESVC_SPANNER_DATABASE")
+
+	var urls, scenarios, agents, pauses string
+	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "service base URLs, comma-separated; handoff, takeover and events use the first and the second")
+	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner: the service's backend, for the direct comparison (env LEASESVC_BACKEND)")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	fs.IntVar(&c.n, "n", c.n, "latency and contention: samples per series")
+	fs.IntVar(&c.samples, "samples", c.samples, "handoff, takeover and events: samples")
+	fs.StringVar(&agents, "agents", "1000", "throughput: agent counts, comma-separated (each holds one lease)")
+	fs.DurationVar(&c.ttl, "ttl", c.ttl, "throughput: the agents' TTL; they renew every ttl/3")
+	fs.DurationVar(&c.duration, "duration", c.duration, "throughput: how long the agents renew")
+	fs.IntVar(&c.concurrency, "concurrency", c.concurrency, "throughput: requests in flight while acquiring and releasing the agents' leases")
+	fs.IntVar(&c.contenders, "contenders", c.contenders, "contention: goroutines hammering acquire on the held lease")
+	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's pause between attempts, comma-separated, one run each (0: flat out)")
+	fs.DurationVar(&c.takeoverTTL, "takeover-ttl", c.takeoverTTL, "takeover: the crashed holder's TTL (at least the service's LEASESVC_MIN_TTL)")
+	fs.StringVar(&c.topic, "pubsub-topic", "", "events: the service's Pub/Sub topic (ID in LEASESVC_PROJECT, or projects/P/topics/T); unset uses a watch stream")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")
+	fs.BoolVar(&c.json, "json", false, "write JSON instead of a table")
+	fs.StringVar(&c.prefix, "prefix", "", "lease name prefix (default leasebench.<random>)")
+	fs.StringVar(&c.directCollection, "direct-collection", c.directCollection, "the Firestore collection the direct path writes")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	for _, u := range splitList(urls) {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return c, fmt.Errorf("-url %q: want http://host:port", u)
+		}
+		c.urls = append(c.urls, strings.TrimSuffix(u, "/"))
+	}
+	if len(c.urls) == 0 {
+		return c, errors.New("-url: at least one service URL is required")
+	}
+	for _, s := range splitList(scenarios) {
+		if !slices.Contains(allScenarios, s) {
+			return c, fmt.Errorf("-scenarios: unknown scenario %q (have %s)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	for _, s := range allScenarios { // run in the documented order
+		if slices.Contains(splitList(scenarios), s) {
+			c.scenarios = append(c.scenarios, s)
+		}
+	}
+	if len(c.scenarios) == 0 {
+		return c, errors.New("-scenarios: none given")
+	}
+	for _, a := range splitList(agents) {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 || n > 100_000 {
+			return c, fmt.Errorf("-agents %q: want counts between 1 and 100000", a)
+		}
+		c.agents = append(c.agents, n)
+	}
+	for _, p := range splitList(pauses) {
+		d, err := time.ParseDuration(p)
+		if p == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return c, fmt.Errorf("-contender-pauses %q: want durations such as 0 or 50ms", p)
+		}
+		c.pauses = append(c.pauses, d)
+	}
+	switch {
+	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner":
+		return c, fmt.Errorf("-backend/LEASESVC_BACKEND %q: must be memory, firestore or spanner", c.backend)
+	case c.n < 1:
+		return c, fmt.Errorf("-n %d: must be at least 1", c.n)
+	case c.samples < 1:
+		return c, fmt.Errorf("-samples %d: must be at least 1", c.samples)
+	case c.ttl < time.Second || c.ttl%time.Millisecond != 0:
+		return c, fmt.Errorf("-ttl %v: must be a whole number of milliseconds, at least 1s", c.ttl)
+	case c.duration <= 0:
+		return c, fmt.Errorf("-duration %v: must be positive", c.duration)
+	case c.concurrency < 1:
+		return c, fmt.Errorf("-concurrency %d: must be at least 1", c.concurrency)
+	case c.contenders < 1:
+		return c, fmt.Errorf("-contenders %d: must be at least 1", c.contenders)
+	case c.takeoverTTL < time.Millisecond || c.takeoverTTL%time.Millisecond != 0:
+		return c, fmt.Errorf("-takeover-ttl %v: must be a whole number of milliseconds", c.takeoverTTL)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("-timeout %v: must be positive", c.timeout)
+	case c.backend == "firestore" && c.project == "":
+		return c, errors.New("-backend firestore: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT) for the direct path")
+	case c.backend == "spanner" && c.spannerDatabase == "":
+		return c, errors.New("-backend spanner: set LEASESVC_SPANNER_DATABASE for the direct path")
+	case c.topic != "" && c.project == "" && !strings.HasPrefix(c.topic, "projects/"):
+		return c, errors.New("-pubsub-topic is a topic ID: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT), or give projects/P/topics/T")
+	}
+	if c.prefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.prefix = "leasebench." + hex.EncodeToString(b[:])
+	}
+	return c, nil
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// contentionRenewPause spaces the holder's renewals, so the contended
+// phase lasts long enough to see the contenders' rate.
+const contentionRenewPause = 10 * time.Millisecond
+
+// contention measures the holder's renew latency on one lease (a renew
+// every 10 ms), first alone and then while the configured number of
+// contenders hammer acquire on it (each refused with lease_held), once per
+// contender pause.
+func contention(ctx context.Context, b *bench) ([]row, error) {
+	var rows []row
+	for i, pause := range b.cfg.pauses {
+		r, err := contentionRun(ctx, b, i, pause)
+		if err != nil {
+			return nil, fmt.Errorf("pause %v: %w", pause, err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) ([]row, error) {
+	base := b.cfg.urls[0]
+	name := fmt.Sprintf("%s.contended.%d", b.cfg.prefix, run)
+	const holder = "holder"
+	a, err := must(b.svc.acquire(ctx, base, name, holder, time.Minute, 0))
+	if err != nil {
+		return nil, err
+	}
+	token := a.lease.FencingToken
+	renews := func(what string) (series, error) {
+		var s series
+		for i := range b.cfg.n {
+			if i > 0 {
+				time.Sleep(contentionRenewPause)
+			}
+			start := time.Now()
+			if _, err := must(b.svc.renew(ctx, base, name, holder, token)); err != nil {
+				return nil, fmt.Errorf("%s renew: %w", what, err)
+			}
+			s = append(s, time.Since(start))
+			b.progress(false, "contention: %s renew %d/%d", what, i+1, b.cfg.n)
+		}
+		return s, nil
+	}
+	if _, err := renews("warm-up"); err != nil {
+		return nil, err
+	}
+	alone, err := renews("uncontended")
+	if err != nil {
+		return nil, err
+	}
+
+	hammer, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		wg             sync.WaitGroup
+		refused, other atomic.Int64
+		firstOther     atomic.Value
+	)
+	for c := range b.cfg.contenders {
+		wg.Go(func() {
+			url := b.cfg.urls[c%len(b.cfg.urls)]
+			who := fmt.Sprintf("contender-%d", c)
+			for hammer.Err() == nil {
+				ans, err := b.svc.acquire(hammer, url, name, who, time.Minute, 0)
+				switch {
+				case hammer.Err() != nil:
+				case err == nil && ans.status == http.StatusConflict && ans.code == "lease_held":
+					refused.Add(1)
+				default:
+					other.Add(1)
+					firstOther.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", ans.status, ans.code, err))
+				}
+				if pause > 0 {
+					t := time.NewTimer(pause)
+					select {
+					case <-hammer.Done():
+					case <-t.C:
+					}
+					t.Stop()
+				}
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // let the contenders reach full speed
+	before, start := refused.Load(), time.Now()
+	contended, err := renews("contended")
+	rate := float64(refused.Load()-before) / time.Since(start).Seconds()
+	stop()
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := must(b.svc.release(ctx, base, name, holder, token)); err != nil {
+		return nil, err
+	}
+	mode := "flat out"
+	if pause > 0 {
+		mode = "every " + pause.String()
+	}
+	sc := fmt.Sprintf("contention %d contenders %s", b.cfg.contenders, mode)
+	note := ""
+	if n := other.Load(); n > 0 {
+		note = fmt.Sprintf("first: %v", firstOther.Load())
+	}
+	ratio := contended.q(0.99) / alone.q(0.99)
+	return []row{
+		{Scenario: sc, Metric: "holder renew p50, uncontended", Unit: "ms", Service: alone.q(0.5), N: len(alone)},
+		{Scenario: sc, Metric: "holder renew p99, uncontended", Unit: "ms", Service: alone.q(0.99), N: len(alone)},
+		{Scenario: sc, Metric: "holder renew p50, contended", Unit: "ms", Service: contended.q(0.5), N: len(contended)},
+		{Scenario: sc, Metric: "holder renew p99, contended", Unit: "ms", Service: contended.q(0.99), N: len(contended)},
+		{Scenario: sc, Metric: "contended ÷ uncontended renew p99", Unit: "×", Service: ratio, N: len(contended)},
+		{Scenario: sc, Metric: "refusals (lease_held)", Unit: "/s", Service: rate, N: int(refused.Load())},
+		{Scenario: sc, Metric: "contender answers other than lease_held", Unit: "count", Service: float64(other.Load()), N: int(refused.Load() + other.Load()), Note: note},
+	}, nil
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// latencyWarmUp is how many rounds run before latency samples count:
+// connections, the backend's caches and a JIT warm up.
+const latencyWarmUp = 10
+
+// latency times an uncontended acquire (of a new lease), renew and release
+// through the service and directly, n rounds; in each round the order of
+// service and direct is drawn at random for every operation, so both see
+// the same load. It also times GET /healthz, the HTTP round trip alone.
+func latency(ctx context.Context, b *bench) ([]row, error) {
+	base := b.cfg.urls[0]
+	ops := []string{"acquire", "renew", "release"}
+	svc, dir := map[string]series{}, map[string]series{}
+	var hop series
+	const holder, ttl = "bench", 30 * time.Second
+	for i := range latencyWarmUp + b.cfg.n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		keep := i >= latencyWarmUp
+		name := fmt.Sprintf("%s.latency.%d", b.cfg.prefix, i)
+		dname := fmt.Sprintf("%s.direct.%d", b.cfg.prefix, i)
+		var token, dtoken int64
+		for _, op := range ops {
+			service := func() error {
+				var a answer
+				var err error
+				switch op {
+				case "acquire":
+					a, err = must(b.svc.acquire(ctx, base, name, holder, ttl, 0))
+					token = a.lease.FencingToken
+				case "renew":
+					_, err = must(b.svc.renew(ctx, base, name, holder, token))
+				default:
+					_, err = must(b.svc.release(ctx, base, name, holder, token))
+				}
+				return err
+			}
+			direct := func() error {
+				var err error
+				switch op {
+				case "acquire":
+					dtoken, err = b.direct.acquire(ctx, dname, holder, ttl)
+				case "renew":
+					err = b.direct.renew(ctx, dname, holder, dtoken)
+				default:
+					err = b.direct.release(ctx, dname, holder, dtoken)
+				}
+				return err
+			}
+			steps := []struct {
+				s   map[string]series
+				run func() error
+			}{{svc, service}, {dir, direct}}
+			if b.direct == nil {
+				steps = steps[:1]
+			} else if rand.IntN(2) == 0 {
+				steps[0], steps[1] = steps[1], steps[0]
+			}
+			for _, st := range steps {
+				start := time.Now()
+				if err := st.run(); err != nil {
+					return nil, fmt.Errorf("%s: %w", op, err)
+				}
+				if keep {
+					st.s[op] = append(st.s[op], time.Since(start))
+				}
+			}
+		}
+		start := time.Now()
+		if err := b.svc.healthz(ctx, base); err != nil {
+			return nil, err
+		}
+		if keep {
+			hop = append(hop, time.Since(start))
+		}
+		b.progress(false, "latency: %d/%d rounds", i+1, latencyWarmUp+b.cfg.n)
+	}
+	var rows []row
+	for _, op := range ops {
+		for _, p := range []struct {
+			name string
+			q    float64
+		}{{"p50", 0.50}, {"p99", 0.99}} {
+			metric := op + " " + p.name
+			if b.direct == nil {
+				rows = append(rows, row{Scenario: "latency", Metric: metric, Unit: "ms", Service: svc[op].q(p.q), N: len(svc[op]), Note: "memory backend: no direct path"})
+				continue
+			}
+			rows = append(rows, pair("latency", metric, "ms", svc[op].q(p.q), dir[op].q(p.q), len(svc[op])))
+		}
+	}
+	rows = append(rows,
+		row{Scenario: "latency", Metric: "HTTP round trip (GET /healthz) p50", Unit: "ms", Service: hop.q(0.5), N: len(hop)},
+		row{Scenario: "latency", Metric: "HTTP round trip (GET /healthz) p99", Unit: "ms", Service: hop.q(0.99), N: len(hop)})
+	return rows, nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/internal/e2e"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		getenv  func(string) string
+		wantErr string
+		check   func(t *testing.T, c config)
+	}{
+		{name: "defaults", args: nil, getenv: env(), check: func(t *testing.T, c config) {
+			if len(c.urls) != 1 || c.backend != "memory" || len(c.scenarios) != len(allScenarios) || c.agents[0] != 1000 ||
+				len(c.pauses) != 2 || c.pauses[1] != 50*time.Millisecond || !strings.HasPrefix(c.prefix, "leasebench.") {
+				t.Errorf("defaults: %+v", c)
+			}
+		}},
+		{name: "lists", args: []string{"-url", "http://a:1/,http://b:2", "-scenarios", "events,latency", "-agents", "1000,10000", "-contender-pauses", "0,1ms"}, getenv: env(),
+			check: func(t *testing.T, c config) {
+				if strings.Join(c.urls, " ") != "http://a:1 http://b:2" || strings.Join(c.scenarios, ",") != "latency,events" ||
+					len(c.agents) != 2 || c.agents[1] != 10000 || c.pauses[1] != time.Millisecond {
+					t.Errorf("lists: %+v", c)
+				}
+			}},
+		{name: "backend from env", args: nil, getenv: env("LEASESVC_BACKEND", "spanner", "LEASESVC_SPANNER_DATABASE", "projects/p/instances/i/databases/d"),
+			check: func(t *testing.T, c config) {
+				if c.backend != "spanner" || c.spannerDatabase == "" {
+					t.Errorf("env: %+v", c)
+				}
+			}},
+		{name: "bad url", args: []string{"-url", "localhost:8080"}, getenv: env(), wantErr: "-url"},
+		{name: "unknown scenario", args: []string{"-scenarios", "latency,speed"}, getenv: env(), wantErr: "speed"},
+		{name: "bad agents", args: []string{"-agents", "ten"}, getenv: env(), wantErr: "-agents"},
+		{name: "bad pause", args: []string{"-contender-pauses", "fast"}, getenv: env(), wantErr: "-contender-pauses"},
+		{name: "bad backend", args: []string{"-backend", "redis"}, getenv: env(), wantErr: "redis"},
+		{name: "ttl too short", args: []string{"-ttl", "500ms"}, getenv: env(), wantErr: "-ttl"},
+		{name: "firestore without project", args: []string{"-backend", "firestore"}, getenv: env(), wantErr: "LEASESVC_PROJECT"},
+		{name: "spanner without database", args: []string{"-backend", "spanner"}, getenv: env(), wantErr: "LEASESVC_SPANNER_DATABASE"},
+		{name: "unknown flag", args: []string{"-speed", "1"}, getenv: env(), wantErr: "flags"},
+		{name: "stray argument", args: []string{"latency"}, getenv: env(), wantErr: "unexpected"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args, tc.getenv, &bytes.Buffer{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+// TestScenariosOnMemory runs every scenario, briefly, against the real
+// binary on the memory backend and checks the JSON report.
+func TestScenariosOnMemory(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_MIN_TTL": "100ms", "LEASESVC_LOG_LEVEL": "warn"})
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-url", svc.URL, "-json", "-n", "5", "-samples", "2", "-agents", "20", "-ttl", "1s", "-duration", "1s",
+		"-contenders", "4", "-contender-pauses", "0,5ms", "-takeover-ttl", "200ms"}, func(string) string { return "" }, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, stdout.String())
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		seen[strings.Fields(r.Scenario)[0]] = true
+		if r.Metric == "contender answers other than lease_held" && r.Service != 0 {
+			t.Errorf("contention: %v answers other than lease_held (%s)", r.Service, r.Note)
+		}
+		if strings.HasPrefix(r.Metric, "holdings lost") && r.Service != 0 {
+			t.Errorf("throughput: %v holdings lost", r.Service)
+		}
+	}
+	for _, s := range allScenarios {
+		if !seen[s] {
+			t.Errorf("no result of scenario %s in %s", s, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "events: done") {
+		t.Errorf("no progress on stderr:\n%s", stderr.String())
+	}
+}

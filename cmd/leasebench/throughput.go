@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// throughput runs, for every agent count, that many agents each holding a
+// lease of its own and renewing it every ttl/3 (with ±10% jitter) for the
+// configured duration. An agent whose renew is answered lease_lost counts
+// a lost holding and acquires again.
+func throughput(ctx context.Context, b *bench) ([]row, error) {
+	var rows []row
+	for _, n := range b.cfg.agents {
+		r, err := throughputRun(ctx, b, n)
+		if err != nil {
+			return nil, fmt.Errorf("%d agents: %w", n, err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// agentState is one agent's holding.
+type agentState struct {
+	name, holder, url string
+	token             int64
+}
+
+func throughputRun(ctx context.Context, b *bench, n int) ([]row, error) {
+	ttl := b.cfg.ttl
+	agents := make([]*agentState, n)
+	for i := range agents {
+		agents[i] = &agentState{
+			name:   fmt.Sprintf("%s.agents%d.%d", b.cfg.prefix, n, i),
+			holder: fmt.Sprintf("agent-%d", i),
+			url:    b.cfg.urls[i%len(b.cfg.urls)],
+		}
+	}
+	var acquired atomic.Int64
+	start := time.Now()
+	err := parallel(ctx, n, b.cfg.concurrency, func(i int) error {
+		a := agents[i]
+		ans, err := must(b.svc.acquire(ctx, a.url, a.name, a.holder, ttl, 0))
+		if err != nil {
+			return err
+		}
+		a.token = ans.lease.FencingToken
+		b.progress(false, "throughput %d agents: %d acquired", n, acquired.Add(1))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("acquire the agents' leases: %w", err)
+	}
+	acquireRate := float64(n) / time.Since(start).Seconds()
+
+	var (
+		mu                       sync.Mutex
+		lat, lag                 series
+		renewals, lost, failures atomic.Int64
+		firstErr                 atomic.Value
+		period                   = ttl / 3
+		runCtx, stop             = context.WithTimeout(ctx, b.cfg.duration)
+		wg                       sync.WaitGroup
+		measureStart             = time.Now()
+	)
+	defer stop()
+	for i, a := range agents {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(n)))
+			next := time.Now().Add(time.Duration(rng.Int64N(int64(period))))
+			t := time.NewTimer(time.Until(next))
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+				}
+				sent := time.Now()
+				ans, err := b.svc.renew(ctx, a.url, a.name, a.holder, a.token)
+				took := time.Since(sent)
+				switch {
+				case err != nil:
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				case ans.status == http.StatusConflict && ans.code == "lease_lost":
+					lost.Add(1)
+					if re, err := must(b.svc.acquire(ctx, a.url, a.name, a.holder, ttl, 0)); err == nil {
+						a.token = re.lease.FencingToken
+					}
+				case !ans.ok():
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Errorf("renew %s: %d %s", a.name, ans.status, ans.code))
+				default:
+					renewals.Add(1)
+					mu.Lock()
+					lat = append(lat, took)
+					lag = append(lag, sent.Sub(next))
+					mu.Unlock()
+				}
+				jitter := time.Duration(rng.Int64N(int64(period/5))) - period/10
+				next = next.Add(period + jitter)
+				if now := time.Now(); next.Before(now) {
+					next = now // behind schedule: do not burst to catch up
+				}
+				t.Reset(time.Until(next))
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				b.progress(true, "throughput %d agents: %d renewals, %d lost, %d failed in %v", n, renewals.Load(), lost.Load(), failures.Load(), time.Since(measureStart).Round(time.Second))
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	elapsed := time.Since(measureStart)
+
+	var released atomic.Int64
+	if err := parallel(ctx, n, b.cfg.concurrency, func(i int) error {
+		a := agents[i]
+		_, err := b.svc.release(ctx, a.url, a.name, a.holder, a.token)
+		b.progress(false, "throughput %d agents: %d released", n, released.Add(1))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("release the agents' leases: %w", err)
+	}
+	if failures.Load() > 0 {
+		err, _ := firstErr.Load().(error)
+		b.progress(true, "throughput %d agents: %d renewals failed; first: %v", n, failures.Load(), err)
+	}
+	sc := fmt.Sprintf("throughput %d agents", n)
+	note := fmt.Sprintf("ttl %v, renew every %v, for %v", ttl, period.Round(time.Millisecond), elapsed.Round(time.Second))
+	return []row{
+		{Scenario: sc, Metric: "offered renewals", Unit: "/s", Service: float64(n) / period.Seconds(), N: n, Note: note},
+		{Scenario: sc, Metric: "achieved renewals", Unit: "/s", Service: float64(renewals.Load()) / elapsed.Seconds(), N: int(renewals.Load())},
+		{Scenario: sc, Metric: "renew p50", Unit: "ms", Service: lat.q(0.5), N: len(lat)},
+		{Scenario: sc, Metric: "renew p99", Unit: "ms", Service: lat.q(0.99), N: len(lat)},
+		{Scenario: sc, Metric: "renew p99.9", Unit: "ms", Service: lat.q(0.999), N: len(lat)},
+		{Scenario: sc, Metric: "holdings lost (renew answered lease_lost)", Unit: "count", Service: float64(lost.Load()), N: int(renewals.Load() + lost.Load())},
+		{Scenario: sc, Metric: "renewals failed (error, 5xx)", Unit: "count", Service: float64(failures.Load()), N: int(renewals.Load() + failures.Load())},
+		{Scenario: sc, Metric: "client lag behind schedule p99", Unit: "ms", Service: lag.q(0.99), N: len(lag), Note: "large: the load generator itself fell behind"},
+		{Scenario: sc, Metric: "set-up acquires", Unit: "/s", Service: acquireRate, N: n, Note: fmt.Sprintf("%d in flight", b.cfg.concurrency)},
+	}, nil
+}
+
+// parallel calls f(0) … f(n-1) with at most width calls at a time and
+// returns the first error (the remaining calls are skipped once one fails).
+func parallel(ctx context.Context, n, width int, f func(i int) error) error {
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		failed   atomic.Bool
+	)
+	for range min(width, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || failed.Load() {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					failed.Store(true)
+					return
+				}
+				if err := f(i); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
