@@ -63,8 +63,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		OnNewLeader: func(h string) {
 			logf("leader of %s: %s", *name, h)
 		},
+		// CMD runs once: when its term is over, so is leasectl. (Stopping in
+		// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
+		// release the lease only when CMD ended by itself or on a signal;
+		// a lost lease is not released through a service that is gone.)
+		OnStoppedLeading: stopRun,
 		OnStartedLeading: func(lctx context.Context) {
-			defer stopRun() // CMD runs once: when it is over, so is leasectl
 			token, _ := client.TokenFromContext(lctx)
 			logf("leading %s with fencing token %d: starting %q", *name, token, argv)
 			env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
