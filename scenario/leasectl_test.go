@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leasesvc/leasesvc/internal/e2e"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
 // Environment of the child process.
