@@ -75,7 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.duration, "duration", c.duration, "throughput: how long the agents renew")
 	fs.IntVar(&c.concurrency, "concurrency", c.concurrency, "throughput: requests in flight while acquiring and releasing the agents' leases")
 	fs.IntVar(&c.contenders, "contenders", c.contenders, "contention: goroutines hammering acquire on the held lease")
-	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's pause between attempts, comma-separated, one run each (0: flat out)")
+	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's mean pause between attempts (jittered ±50%), comma-separated, one run each (0: flat out)")
 	fs.DurationVar(&c.takeoverTTL, "takeover-ttl", c.takeoverTTL, "takeover: the crashed holder's TTL (at least the service's LEASESVC_MIN_TTL)")
 	fs.StringVar(&c.topic, "pubsub-topic", "", "events: the service's Pub/Sub topic (ID in LEASESVC_PROJECT, or projects/P/topics/T); unset uses a watch stream")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")

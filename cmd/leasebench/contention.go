@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,7 @@ const contentionRenewPause = 10 * time.Millisecond
 // contention measures the holder's renew latency on one lease (a renew
 // every 10 ms), first alone and then while the configured number of
 // contenders hammer acquire on it (each refused with lease_held), once per
-// contender pause.
+// contender pause (drawn uniformly from half to one and a half times it).
 func contention(ctx context.Context, b *bench) ([]row, error) {
 	var rows []row
 	for i, pause := range b.cfg.pauses {
@@ -82,8 +83,8 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 					other.Add(1)
 					firstOther.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", ans.status, ans.code, err))
 				}
-				if pause > 0 {
-					t := time.NewTimer(pause)
+				if pause > 0 { // jittered (±50%), so the contenders do not move in step
+					t := time.NewTimer(pause/2 + rand.N(pause))
 					select {
 					case <-hammer.Done():
 					case <-t.C:
@@ -107,7 +108,7 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 	}
 	mode := "flat out"
 	if pause > 0 {
-		mode = "every " + pause.String()
+		mode = "every ~" + pause.String()
 	}
 	sc := fmt.Sprintf("contention %d contenders %s", b.cfg.contenders, mode)
 	note := ""
