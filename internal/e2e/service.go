@@ -98,6 +98,8 @@ func (s *Service) start() {
 	}
 	s.out = &syncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	// If the test process dies (a panic, -timeout, SIGKILL), so does the service.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start leasesvc: %v", err)
 	}
