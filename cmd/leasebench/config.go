@@ -15,7 +15,7 @@ import (
 )
 
 // allScenarios lists the scenarios in the order they run.
-var allScenarios = []string{"latency", "throughput", "contention", "handoff", "takeover", "events"}
+var allScenarios = []string{"latency", "contention", "handoff", "takeover", "events", "throughput"}
 
 // config is leasebench's configuration: flags, and the backend settings
 // from the environment for the direct comparison.

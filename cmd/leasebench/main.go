@@ -7,8 +7,6 @@
 // Scenarios (-scenarios, comma-separated; default all):
 //
 //	latency     uncontended acquire, renew and release: service vs direct, p50/p99
-//	throughput  N agents (-agents 1000,10000) each holding its own lease,
-//	            renewing at TTL/3 (-ttl) for -duration: renewals/s, p50/p99, lost holdings
 //	contention  -contenders goroutines hammering acquire on one held lease
 //	            (-contender-pauses): the holder's renew p50/p99 alone and contended
 //	handoff     a release on the first URL until the acquire waiting on the
@@ -17,6 +15,12 @@
 //	            the waiting acquire on the second URL holds, in server time
 //	events      a change on the first URL until a watch stream on the second URL
 //	            (or, with -pubsub-topic, a Pub/Sub subscriber) sees its event
+//	throughput  N agents (-agents 1000,10000) each holding its own lease,
+//	            renewing at TTL/3 (-ttl) for -duration: renewals/s, p50/p99, lost holdings
+//
+// They run in this order; throughput is last because the burst of events
+// that thousands of new holdings make can delay the events of any scenario
+// run after it. A scenario that fails is reported and the others still run.
 //
 // Output is a table for people, or JSON with -json; progress goes to stderr.
 // The direct comparison reads the backend's settings from the environment,

@@ -49,6 +49,8 @@ var scenarios = map[string]scenario{
 }
 
 // run parses the configuration, runs the scenarios and writes the report.
+// A scenario that fails is reported as such, the others still run, and run
+// returns the failures after writing the report.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -83,18 +85,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"agents": cfg.agents, "ttl": cfg.ttl.String(), "duration": cfg.duration.String(), "contenders": cfg.contenders,
 		"contenderPauses": fmtDurations(cfg.pauses), "takeoverTTL": cfg.takeoverTTL.String(), "pubsubTopic": cfg.topic, "prefix": cfg.prefix,
 	}}
+	var failed []error
 	for _, name := range cfg.scenarios {
+		if err := ctx.Err(); err != nil {
+			failed = append(failed, fmt.Errorf("scenario %s not run: %w", name, err))
+			continue
+		}
 		b.progress(true, "%s: starting", name)
 		start := time.Now()
 		rows, err := scenarios[name](ctx, b)
-		if err != nil {
-			return fmt.Errorf("scenario %s: %w", name, err)
+		if err != nil { // report it with the others' results and go on
+			b.progress(true, "%s: failed after %v: %v", name, time.Since(start).Round(time.Millisecond), err)
+			failed = append(failed, fmt.Errorf("scenario %s: %w", name, err))
+			rep.Results = append(rep.Results, row{Scenario: name, Metric: "failed", Note: err.Error()})
+			continue
 		}
 		b.progress(true, "%s: done in %v", name, time.Since(start).Round(time.Millisecond))
 		rep.Results = append(rep.Results, rows...)
 	}
 	rep.Machine.LoadAfter = loadAvg()
-	return rep.write(stdout, cfg.json)
+	if err := rep.write(stdout, cfg.json); err != nil {
+		failed = append(failed, err)
+	}
+	return errors.Join(failed...)
 }
 
 func fmtDurations(ds []time.Duration) []string {
