@@ -129,4 +129,3 @@ func waitEntry(t *testing.T, cache *leadercache.Cache, name, what string, cond f
 		time.Sleep(2 * time.Millisecond)
 	}
 }
-

@@ -1,0 +1,33 @@
+// Package client is the Go SDK of leasesvc, standard library only.
+//
+// A Client calls every operation of the HTTP API (SPEC §4): Acquire (with
+// an optional Wait), Renew, Release, Get, List and All (paging), and Watch
+// (a stream of leadership events). Refusals come back as typed errors:
+// errors.Is(err, ErrHeld) — with the current lease through errors.As on a
+// *HeldError — ErrLost, ErrNotFound, ErrInvalid, ErrUnavailable, ErrDenied,
+// ErrInternal. Transient failures (connection errors, per-attempt
+// timeouts, 429, 502, 503, 504) are retried with capped, jittered
+// exponential backoff; that is safe for every operation, because an
+// acquire repeated by its holder, a repeated release and a repeated renew
+// all return the same holding.
+//
+// An Elector is what most agents want: Run(ctx) campaigns for a lease, calls
+// OnStartedLeading(ctx) while this process leads, renews every TTL/3 with
+// jitter, and cancels that ctx at once on lease_lost and at the safe
+// deadline when renewals fail, however the service fails. TokenFromContext
+// gives the fencing token to pass with every write downstream.
+//
+// Package leadercache (a subpackage, which needs the Pub/Sub client)
+// answers "who leads X" from memory, kept current by the service's events.
+//
+// # Time
+//
+// The SDK never compares a local clock with a server timestamp. A holder's
+// safe deadline is (local monotonic time when it sent the acquire or renew
+// that succeeded) + TTL × (1 − DriftMargin): the service decided the
+// holding's expiry after that send, so the holder stops before anyone else
+// can start, as long as the two clocks run at rates within the margin and
+// the process is not paused. Pauses (GC, swap, a suspended VM) are why
+// fencing tokens exist: downstream systems must refuse a token lower than
+// the highest they have seen.
+package client
