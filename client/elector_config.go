@@ -80,11 +80,18 @@ type ElectorConfig struct {
 
 // Defaults of ElectorConfig.
 const (
-	DefaultTTL         = 30 * time.Second
+	// DefaultTTL is the lease duration an Elector asks for (SPEC §7).
+	DefaultTTL = 30 * time.Second
+	// DefaultDriftMargin is the fraction of the TTL given up to clock-rate
+	// differences: the safe deadline comes at 90% of the TTL.
 	DefaultDriftMargin = 0.1
+	// DefaultRenewJitter is the fraction of RenewInterval by which renewals
+	// come early at random.
 	DefaultRenewJitter = 0.1
-	DefaultWait        = 30 * time.Second
-	maxWait            = 60 * time.Second
+	// DefaultWait is how long one acquire waits on the service (waitMs).
+	DefaultWait = 30 * time.Second
+	// maxWait is the service's limit on waitMs.
+	maxWait = 60 * time.Second
 )
 
 // nameRE is the rule of SPEC §1 for lease names.

@@ -90,7 +90,7 @@ func ExampleCache_Leader() {
 	l.Held = false
 	cache.Apply(client.Event{Type: client.EventReleased, Lease: l})
 	cache.Apply(client.Event{Type: client.EventAcquired, Lease: l}) // late: dropped
-	leader, _ = cache.Leader(ctx, "team-a.scheduler")                // from memory
+	leader, _ = cache.Leader(ctx, "team-a.scheduler")               // from memory
 	fmt.Println(leader.Holder, leader.FencingToken, leader.Held, leader.Source)
 	// Output:
 	// agent-1 1 true read
