@@ -98,6 +98,11 @@ func latency(ctx context.Context, b *bench) ([]row, error) {
 			rows = append(rows, pair("latency", metric, "ms", svc[op].q(p.q), dir[op].q(p.q), len(svc[op])))
 		}
 	}
+	if b.direct != nil { // the service's own cost: its p50 less the HTTP round trip that any HTTP service adds
+		for _, op := range ops {
+			rows = append(rows, pair("latency", op+" p50 less the HTTP round trip", "ms", svc[op].q(0.5)-hop.q(0.5), dir[op].q(0.5), len(svc[op])))
+		}
+	}
 	rows = append(rows,
 		row{Scenario: "latency", Metric: "HTTP round trip (GET /healthz) p50", Unit: "ms", Service: hop.q(0.5), N: len(hop)},
 		row{Scenario: "latency", Metric: "HTTP round trip (GET /healthz) p99", Unit: "ms", Service: hop.q(0.99), N: len(hop)})
