@@ -96,10 +96,21 @@ type holding struct {
 	holder      string
 	acquire     time.Time
 	transitions int64
-	live        time.Time // the latest server time at which it was seen live
+	live        time.Time // the latest server time at which a write showed it live
 	liveWhere   string    // the answer that showed it live then
 	seenLive    bool
-	where       string // the first answer that showed it, for messages
+	// The same from reads (gets and refusals), with the read's call time:
+	// a read at server time s shows the database as of s in commit order,
+	// and a write decided at d < s may commit after s; so a read is held
+	// against a later holding only when that holding had been acknowledged
+	// before the read was sent.
+	readLive      time.Time
+	readLiveWhere string
+	readLiveCall  time.Time
+	readSeenLive  bool
+	ackReturn     time.Time // when its holder was first told it acquired it
+	acked         bool
+	where         string // the first answer that showed it, for messages
 }
 
 // checkLease runs the checks of Check on the entries of one lease and
@@ -107,7 +118,7 @@ type holding struct {
 func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFinal bool) int {
 	slices.SortStableFunc(es, func(a, b Entry) int { return a.Call.Compare(b.Call) })
 	hs := map[int64]*holding{}
-	observe := func(l *lease.Lease, where string) {
+	observe := func(l *lease.Lease, where string, e *Entry) {
 		r := recordOf(l)
 		h, ok := hs[r.token]
 		if !ok {
@@ -117,8 +128,17 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			res.add(name, l.ServerTime, "token %d reused: %s shows holder %q acquired %s (transitions %d), %s shows holder %q acquired %s (transitions %d)",
 				r.token, h.where, h.holder, fmtTime(h.acquire), h.transitions, where, r.holder, fmtTime(r.acquire), r.transitions)
 		}
-		if s := l.ServerTime; s.Before(l.ExpireTime) && (!h.seenLive || s.After(h.live)) {
-			h.live, h.liveWhere, h.seenLive = s, where, true
+		isRead := e != nil && (e.Op == Get || e.Outcome == Held)
+		if s := l.ServerTime; s.Before(l.ExpireTime) {
+			switch {
+			case isRead && (!h.readSeenLive || s.After(h.readLive)):
+				h.readLive, h.readLiveWhere, h.readLiveCall, h.readSeenLive = s, where, e.Call, true
+			case !isRead && (!h.seenLive || s.After(h.live)):
+				h.live, h.liveWhere, h.seenLive = s, where, true
+			}
+		}
+		if e != nil && e.Op == Acquire && e.Outcome == OK && (!h.acked || e.Return.Before(h.ackReturn)) {
+			h.ackReturn, h.acked = e.Return, true
 		}
 	}
 	maybeAcquires := map[string]int{} // by holder
@@ -137,7 +157,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			continue
 		}
 		checkAnswer(res, e)
-		observe(e.Lease, describe(e))
+		observe(e.Lease, describe(e), &e)
 		if e.Outcome == OK && e.Op != Get {
 			maxAck = max(maxAck, e.Lease.FencingToken)
 			if e.Op == Acquire {
@@ -147,7 +167,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 	}
 	if hasFinal && final != nil {
 		checkAnswer(res, Entry{Name: name, Op: Get, Outcome: OK, Lease: final})
-		observe(final, "the final read")
+		observe(final, "the final read", nil) // after every operation ended: as strict as a write
 	}
 
 	tokens := make([]int64, 0, len(hs))
@@ -178,6 +198,10 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 		if prev.seenLive && next.acquire.Before(prev.live) {
 			res.add(name, next.acquire, "token %d (%q) shown live at server time %s (by %s), but token %d (%q) began at %s (shown by %s): the holdings overlap, or that answer is stale",
 				prev.token, prev.holder, fmtTime(prev.live), prev.liveWhere, next.token, next.holder, fmtTime(next.acquire), next.where)
+		}
+		if prev.readSeenLive && next.acquire.Before(prev.readLive) && next.acked && next.ackReturn.Before(prev.readLiveCall) {
+			res.add(name, next.acquire, "token %d (%q) shown live at server time %s (by %s, sent after token %d was acknowledged), but token %d (%q) began at %s (shown by %s): a stale read",
+				prev.token, prev.holder, fmtTime(prev.readLive), prev.readLiveWhere, next.token, next.token, next.holder, fmtTime(next.acquire), next.where)
 		}
 		if end, ok := acknowledgedEnd(es, prev); ok && next.acquire.Before(end) {
 			res.add(name, next.acquire, "holdings overlap: token %d (%q) was extended to %s by its holder's last acknowledged write, but token %d (%q) began at %s (%s)",
