@@ -36,7 +36,8 @@ func (b *bench) progress(force bool, format string, args ...any) {
 // second returns the second URL, or the first when only one is given.
 func (b *bench) second() string { return b.cfg.urls[len(b.cfg.urls)-1] }
 
-// scenario runs one scenario and returns its rows.
+// scenario runs one scenario and returns its rows; with an error, the rows
+// it has (possibly none) are still reported.
 type scenario func(ctx context.Context, b *bench) ([]row, error)
 
 var scenarios = map[string]scenario{
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		b.progress(true, "%s: starting", name)
 		start := time.Now()
 		rows, err := scenarios[name](ctx, b)
+		rep.Results = append(rep.Results, rows...)
 		if err != nil { // report it with the others' results and go on
 			b.progress(true, "%s: failed after %v: %v", name, time.Since(start).Round(time.Millisecond), err)
 			failed = append(failed, fmt.Errorf("scenario %s: %w", name, err))
@@ -101,7 +103,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			continue
 		}
 		b.progress(true, "%s: done in %v", name, time.Since(start).Round(time.Millisecond))
-		rep.Results = append(rep.Results, rows...)
 	}
 	rep.Machine.LoadAfter = loadAvg()
 	if err := rep.write(stdout, cfg.json); err != nil {
