@@ -31,6 +31,7 @@ type config struct {
 	concurrency int             // throughput: acquires and releases in flight at set-up and clean-up
 	contenders  int             // contention: goroutines hammering acquire
 	pauses      []time.Duration // contention: a contender's pause between attempts, one run each
+	renewEvery  time.Duration   // contention: the holder's pause between renewals
 	takeoverTTL time.Duration   // takeover: the crashed holder's TTL (≥ the service's minimum)
 	topic       string          // events: a Pub/Sub topic to subscribe to; "" uses a watch stream
 	timeout     time.Duration   // one request's limit
@@ -48,7 +49,7 @@ type config struct {
 // environment). Every error names the flag or variable at fault.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	c := config{backend: "memory", n: 200, samples: 30, ttl: 30 * time.Second, duration: 30 * time.Second,
-		concurrency: 64, contenders: 64, takeoverTTL: time.Second, timeout: 30 * time.Second,
+		concurrency: 64, contenders: 64, renewEvery: 10 * time.Millisecond, takeoverTTL: time.Second, timeout: 30 * time.Second,
 		firestoreDatabase: "(default)", directCollection: "leasebench-direct"}
 	if v := getenv("LEASESVC_BACKEND"); v != "" {
 		c.backend = v
@@ -76,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.concurrency, "concurrency", c.concurrency, "throughput: requests in flight while acquiring and releasing the agents' leases")
 	fs.IntVar(&c.contenders, "contenders", c.contenders, "contention: goroutines hammering acquire on the held lease")
 	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's mean pause between attempts (jittered ±50%), comma-separated, one run each (0: flat out)")
+	fs.DurationVar(&c.renewEvery, "renew-every", c.renewEvery, "contention: the holder's pause between renewals")
 	fs.DurationVar(&c.takeoverTTL, "takeover-ttl", c.takeoverTTL, "takeover: the crashed holder's TTL (at least the service's LEASESVC_MIN_TTL)")
 	fs.StringVar(&c.topic, "pubsub-topic", "", "events: the service's Pub/Sub topic (ID in LEASESVC_PROJECT, or projects/P/topics/T); unset uses a watch stream")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")
@@ -144,6 +146,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-concurrency %d: must be at least 1", c.concurrency)
 	case c.contenders < 1:
 		return c, fmt.Errorf("-contenders %d: must be at least 1", c.contenders)
+	case c.renewEvery < 0:
+		return c, fmt.Errorf("-renew-every %v: must not be negative", c.renewEvery)
 	case c.takeoverTTL < time.Millisecond || c.takeoverTTL%time.Millisecond != 0:
 		return c, fmt.Errorf("-takeover-ttl %v: must be a whole number of milliseconds", c.takeoverTTL)
 	case c.timeout <= 0:

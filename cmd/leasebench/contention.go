@@ -10,12 +10,8 @@ import (
 	"time"
 )
 
-// contentionRenewPause spaces the holder's renewals, so the contended
-// phase lasts long enough to see the contenders' rate.
-const contentionRenewPause = 10 * time.Millisecond
-
 // contention measures the holder's renew latency on one lease (a renew
-// every 10 ms), first alone and then while the configured number of
+// every -renew-every), first alone and then while the configured number of
 // contenders hammer acquire on it (each refused with lease_held), once per
 // contender pause (drawn uniformly from half to one and a half times it).
 func contention(ctx context.Context, b *bench) ([]row, error) {
@@ -23,7 +19,7 @@ func contention(ctx context.Context, b *bench) ([]row, error) {
 	for i, pause := range b.cfg.pauses {
 		r, err := contentionRun(ctx, b, i, pause)
 		if err != nil {
-			return nil, fmt.Errorf("pause %v: %w", pause, err)
+			return rows, fmt.Errorf("pause %v: %w", pause, err) // the runs before it still count
 		}
 		rows = append(rows, r...)
 	}
@@ -43,7 +39,7 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 		var s series
 		for i := range b.cfg.n {
 			if i > 0 {
-				time.Sleep(contentionRenewPause)
+				time.Sleep(b.cfg.renewEvery)
 			}
 			start := time.Now()
 			if _, err := must(b.svc.renew(ctx, base, name, holder, token)); err != nil {
