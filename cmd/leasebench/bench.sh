@@ -12,7 +12,8 @@
 #
 # e.g. cmd/leasebench/bench.sh firestore -agents 1000,10000 -json > firestore.json
 # Logs of the emulators and instances are kept in $BENCH_DIR (default a new
-# temporary directory), printed at the end.
+# temporary directory), printed at the end. $BENCH_SERVICE_ENV adds settings
+# to the instances, e.g. BENCH_SERVICE_ENV="LEASESVC_SPANNER_FAST_PATH=always".
 set -euo pipefail
 backend=${1:?usage: bench.sh memory|firestore|spanner [leasebench flags]}
 shift
@@ -100,6 +101,8 @@ spanner)
 	;;
 esac
 
+read -r -a extra_env <<<"${BENCH_SERVICE_ENV:-}"
+env_common+=("${extra_env[@]}")
 urls=()
 instances=2
 [[ $backend == memory ]] && instances=1

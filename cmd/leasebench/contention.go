@@ -35,25 +35,41 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 		return nil, err
 	}
 	token := a.lease.FencingToken
-	renews := func(what string) (series, error) {
-		var s series
+	// With a direct path, a holder of a lease of its own renews it directly
+	// beside the service's holder: the same backend load without the
+	// service, and without contenders on its lease.
+	dname := fmt.Sprintf("%s.contended-direct.%d", b.cfg.prefix, run)
+	if b.direct != nil {
+		if _, err := b.direct.acquire(ctx, dname, holder, time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	renews := func(what string) (series, series, error) {
+		var s, d series
 		for i := range b.cfg.n {
 			if i > 0 {
 				time.Sleep(b.cfg.renewEvery)
 			}
 			start := time.Now()
 			if _, err := must(b.svc.renew(ctx, base, name, holder, token)); err != nil {
-				return nil, fmt.Errorf("%s renew: %w", what, err)
+				return nil, nil, fmt.Errorf("%s renew: %w", what, err)
 			}
 			s = append(s, time.Since(start))
+			if b.direct != nil {
+				start = time.Now()
+				if err := b.direct.renew(ctx, dname, holder, 1); err != nil {
+					return nil, nil, fmt.Errorf("%s direct renew: %w", what, err)
+				}
+				d = append(d, time.Since(start))
+			}
 			b.progress(false, "contention: %s renew %d/%d", what, i+1, b.cfg.n)
 		}
-		return s, nil
+		return s, d, nil
 	}
-	if _, err := renews("warm-up"); err != nil {
+	if _, _, err := renews("warm-up"); err != nil {
 		return nil, err
 	}
-	alone, err := renews("uncontended")
+	alone, dalone, err := renews("uncontended")
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +108,7 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 	}
 	time.Sleep(500 * time.Millisecond) // let the contenders reach full speed
 	before, start := refused.Load(), time.Now()
-	contended, err := renews("contended")
+	contended, dcontended, err := renews("contended")
 	rate := float64(refused.Load()-before) / time.Since(start).Seconds()
 	stop()
 	wg.Wait()
@@ -101,6 +117,11 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 	}
 	if _, err := must(b.svc.release(ctx, base, name, holder, token)); err != nil {
 		return nil, err
+	}
+	if b.direct != nil {
+		if err := b.direct.release(ctx, dname, holder, 1); err != nil {
+			return nil, err
+		}
 	}
 	mode := "flat out"
 	if pause > 0 {
@@ -112,11 +133,19 @@ func contentionRun(ctx context.Context, b *bench, run int, pause time.Duration) 
 		note = fmt.Sprintf("first: %v", firstOther.Load())
 	}
 	ratio := contended.q(0.99) / alone.q(0.99)
+	renewRow := func(metric string, s, d series, q float64) row {
+		if b.direct == nil {
+			return row{Scenario: sc, Metric: metric, Unit: "ms", Service: s.q(q), N: len(s)}
+		}
+		r := pair(sc, metric, "ms", s.q(q), d.q(q), len(s))
+		r.Note = "direct: a direct holder's renew of another lease at the same time"
+		return r
+	}
 	return []row{
-		{Scenario: sc, Metric: "holder renew p50, uncontended", Unit: "ms", Service: alone.q(0.5), N: len(alone)},
-		{Scenario: sc, Metric: "holder renew p99, uncontended", Unit: "ms", Service: alone.q(0.99), N: len(alone)},
-		{Scenario: sc, Metric: "holder renew p50, contended", Unit: "ms", Service: contended.q(0.5), N: len(contended)},
-		{Scenario: sc, Metric: "holder renew p99, contended", Unit: "ms", Service: contended.q(0.99), N: len(contended)},
+		renewRow("holder renew p50, uncontended", alone, dalone, 0.5),
+		renewRow("holder renew p99, uncontended", alone, dalone, 0.99),
+		renewRow("holder renew p50, contended", contended, dcontended, 0.5),
+		renewRow("holder renew p99, contended", contended, dcontended, 0.99),
 		{Scenario: sc, Metric: "contended ÷ uncontended renew p99", Unit: "×", Service: ratio, N: len(contended)},
 		{Scenario: sc, Metric: "refusals (lease_held)", Unit: "/s", Service: rate, N: int(refused.Load())},
 		{Scenario: sc, Metric: "contender answers other than lease_held", Unit: "count", Service: float64(other.Load()), N: int(refused.Load() + other.Load()), Note: note},
