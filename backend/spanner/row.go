@@ -58,12 +58,16 @@ func (r *leaseRow) record() *backend.Record {
 
 // readSQL reads one lease row together with the server time in one
 // statement, so inside a read-write transaction the decision time and the
-// row come from the same step. It always yields exactly one row; the lease
+// row come from the same step. It also reads the row's UpdateTime (the
+// commit timestamp of the write it shows), because CURRENT_TIMESTAMP() can
+// precede that commit (measured on the emulator: by up to 11 ms), and a
+// decision must never precede the commit of what it read. It always yields exactly one row; the lease
 // is an array of zero or one element, read by primary key (a point read,
 // which locks just that key inside a read-write transaction, whether the
 // row exists or not).
 const readSQL = `SELECT CURRENT_TIMESTAMP() AS Now,
-  ARRAY(SELECT AS STRUCT ` + recordColumns + ` FROM Leases WHERE Name = @name) AS Lease`
+  ARRAY(SELECT AS STRUCT ` + recordColumns + ` FROM Leases WHERE Name = @name) AS Lease,
+  (SELECT UpdateTime FROM Leases WHERE Name = @name) AS Updated`
 
 // querier is what both kinds of transaction offer for a query.
 type querier interface {
@@ -71,7 +75,8 @@ type querier interface {
 }
 
 // readRow runs readSQL and returns the record (nil when absent) and the
-// value of CURRENT_TIMESTAMP().
+// decision time: CURRENT_TIMESTAMP(), or the row's commit timestamp when
+// that is later.
 func readRow(ctx context.Context, q querier, name string) (*backend.Record, time.Time, error) {
 	it := q.Query(ctx, spanner.Statement{SQL: readSQL, Params: map[string]any{"name": name}})
 	defer it.Stop()
@@ -83,11 +88,15 @@ func readRow(ctx context.Context, q querier, name string) (*backend.Record, time
 		return nil, time.Time{}, err
 	}
 	var (
-		now  time.Time
-		rows []*leaseRow
+		now     time.Time
+		rows    []*leaseRow
+		updated spanner.NullTime
 	)
-	if err := row.Columns(&now, &rows); err != nil {
+	if err := row.Columns(&now, &rows, &updated); err != nil {
 		return nil, time.Time{}, fmt.Errorf("decode the lease row: %w", err)
+	}
+	if updated.Valid && updated.Time.After(now) {
+		now = updated.Time
 	}
 	switch len(rows) {
 	case 0:
