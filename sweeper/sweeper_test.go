@@ -93,18 +93,26 @@ func TestOneExpiredEventPerHolding(t *testing.T) {
 	}
 
 	// Stop whichever sweeper leads; the other takes over and announces.
+	// A new sweeper rescans one TTL back, so it may announce x again: a
+	// duplicate with the same ce-id, which SPEC §5 allows at a hand-over.
 	stopA()
 	w, _ := m.Acquire(ctx, lease.AcquireRequest{Name: "w", Holder: "h", TTL: 200 * time.Millisecond})
 	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if len(rec.events()) == 2 {
-			break
+	distinct := func() map[string]int {
+		n := map[string]int{}
+		for _, e := range rec.events() {
+			n[e]++
 		}
+		return n
+	}
+	for time.Now().Before(deadline) && distinct()["w/1/expired"] == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
+	time.Sleep(300 * time.Millisecond) // anything more would come now
 	got = rec.events()
-	if len(got) != 2 || got[1] != "w/1/expired" {
-		t.Fatalf("after a sweeper stopped: events %v, want w/1/expired announced once more", got)
+	d := distinct()
+	if len(d) != 2 || d["w/1/expired"] != 1 || d["x/1/expired"] > 2 {
+		t.Fatalf("after a sweeper stopped: events %v, want w/1/expired once (and x at most once more)", got)
 	}
 	if d := rec.at["w/1/expired"].Sub(w.ExpireTime); d > 2*time.Second {
 		t.Fatalf("w announced %v after its expiry", d)
