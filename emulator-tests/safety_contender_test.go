@@ -60,6 +60,16 @@ func (c *contender) loop(ctx context.Context) {
 	}
 }
 
+// observe reads the lease every 20–60 ms until ctx is done, as a follower
+// that learns the leader from get does: the reads that would show a
+// holding live after its successor began.
+func (c *contender) observe(ctx context.Context) {
+	for ctx.Err() == nil {
+		c.get()
+		c.pause(ctx, 20*time.Millisecond+time.Duration(c.rng.Int64N(int64(40*time.Millisecond))))
+	}
+}
+
 // hold renews the holding l a few times, then releases or abandons it.
 func (c *contender) hold(ctx context.Context, l *lease.Lease) {
 	token := l.FencingToken

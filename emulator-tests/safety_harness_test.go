@@ -149,6 +149,11 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))), run: r}
 		wg.Go(func() { c.loop(ctx) })
 	}
+	for i, name := range names { // one observer per lease
+		o := &contender{id: cfg.contenders + i, name: name, home: i % cfg.instances,
+			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(cfg.contenders+i))), run: r}
+		wg.Go(func() { o.observe(ctx) })
+	}
 
 	start := time.Now()
 	faults := r.injectFaults(t, start.Add(cfg.duration), pubsubClient)

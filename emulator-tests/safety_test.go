@@ -9,7 +9,8 @@ import (
 
 // The safety runs: several instances of the real binary on one backend
 // emulator, with leadership events on, and 64 contenders with short TTLs
-// spread over the instances, while faults are injected: an instance killed
+// spread over the instances, plus one observer per lease reading it every
+// 20–60 ms, while faults are injected: an instance killed
 // with SIGKILL and restarted; an instance's connection to the emulator
 // delayed, cut and restored, blackholed (through an in-process toxiproxy
 // per instance); the Pub/Sub emulator stopped and restarted. Every answer
