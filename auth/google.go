@@ -1,0 +1,139 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"google.golang.org/api/idtoken"
+)
+
+// GoogleConfig configures NewGoogle.
+type GoogleConfig struct {
+	// Audiences are the accepted "aud" claims; a token is accepted if it
+	// validates for any of them. Empty means the request's own URL,
+	// "https://" + r.Host, which is Cloud Run's default audience. That
+	// trusts the Host header: safe behind a front end that routes by host
+	// (Cloud Run's *.run.app URL), otherwise list the audiences.
+	Audiences []string
+	// Validate checks a token's signature, expiry and audience and returns
+	// its payload. nil means a real idtoken.Validator, created once by
+	// NewGoogle with ValidatorOptions, which fetches and caches Google's
+	// public certificates. Tests set a fake.
+	Validate func(ctx context.Context, token, audience string) (*idtoken.Payload, error)
+	// ValidatorOptions configure the idtoken.Validator created when
+	// Validate is nil, for example option.WithHTTPClient. It is an error to
+	// set them together with Validate.
+	ValidatorOptions []idtoken.ClientOption
+}
+
+// google authenticates Google-signed OpenID Connect ID tokens.
+type google struct {
+	audiences []string
+	validate  func(ctx context.Context, token, audience string) (*idtoken.Payload, error)
+}
+
+var _ Authenticator = (*google)(nil)
+
+// NewGoogle returns an Authenticator for Google-signed ID tokens, such as
+// those of Cloud Run service-to-service calls or
+// `gcloud auth print-identity-token`. The principal is the token's "email"
+// claim, which must be present with "email_verified" true (a JSON boolean or
+// the string "true"). ctx is used only to create the validator.
+func NewGoogle(ctx context.Context, cfg GoogleConfig) (Authenticator, error) {
+	g := &google{audiences: make([]string, 0, len(cfg.Audiences)), validate: cfg.Validate}
+	for i, a := range cfg.Audiences {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
+			return nil, fmt.Errorf("auth: GoogleConfig.Audiences[%d] %q: want a non-empty audience without whitespace", i, a)
+		}
+		g.audiences = append(g.audiences, a)
+	}
+	if g.validate != nil {
+		if len(cfg.ValidatorOptions) > 0 {
+			return nil, errors.New("auth: GoogleConfig.ValidatorOptions are only used when Validate is nil")
+		}
+		return g, nil
+	}
+	v, err := idtoken.NewValidator(ctx, cfg.ValidatorOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("auth: create Google ID token validator: %w", err)
+	}
+	g.validate = v.Validate
+	return g, nil
+}
+
+// Authenticate validates r's bearer token as a Google ID token for each
+// audience in turn and returns its verified email.
+func (g *google) Authenticate(r *http.Request) (string, error) {
+	token, err := bearerToken(r)
+	if err != nil {
+		return "", err
+	}
+	audiences := g.audiences
+	if len(audiences) == 0 {
+		if r.Host == "" {
+			return "", fmt.Errorf("%w: no audience configured and the request has no Host to derive it from", ErrUnauthenticated)
+		}
+		audiences = []string{"https://" + r.Host}
+	}
+	var invalid, unavailable error
+	for _, aud := range audiences {
+		p, err := g.validate(r.Context(), token, aud)
+		switch {
+		case err == nil:
+			return verifiedEmail(p)
+		case transient(err):
+			unavailable = err
+		case invalid == nil:
+			invalid = err
+		}
+	}
+	if unavailable != nil {
+		// Another audience might have validated had the certificates
+		// been reachable.
+		return "", fmt.Errorf("%w: verify Google ID token: %w", ErrUnavailable, redact(unavailable, token))
+	}
+	return "", fmt.Errorf("%w: invalid Google ID token: %w", ErrUnauthenticated, redact(invalid, token))
+}
+
+// verifiedEmail returns the principal of a validated token: its "email"
+// claim, provided "email_verified" is true.
+func verifiedEmail(p *idtoken.Payload) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("%w: Google ID token validator returned no payload", ErrUnauthenticated)
+	}
+	email, ok := p.Claims["email"].(string)
+	if !ok || email == "" {
+		return "", fmt.Errorf("%w: Google ID token has no email claim", ErrUnauthenticated)
+	}
+	if bad := badText(email); bad != "" {
+		return "", fmt.Errorf("%w: Google ID token email claim %s", ErrUnauthenticated, bad)
+	}
+	switch v := p.Claims["email_verified"].(type) {
+	case bool:
+		if v {
+			return email, nil
+		}
+	case string:
+		if v == "true" {
+			return email, nil
+		}
+	}
+	return "", fmt.Errorf("%w: Google ID token email %q is not verified", ErrUnauthenticated, email)
+}
+
+// transient reports whether err means the token could not be checked, rather
+// than that it is invalid: a network or transport error while fetching
+// Google's certificates, a context that ended, or a non-200 answer from the
+// certificate endpoint (idtoken reports that only as text).
+func transient(err error) bool {
+	var ne net.Error
+	var ue *url.Error
+	return errors.As(err, &ne) || errors.As(err, &ue) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.Contains(err.Error(), "idtoken: unable to retrieve cert")
+}
