@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // Config configures a Client. The zero value is usable: every field has a
@@ -30,10 +32,22 @@ type Config struct {
 	// 4. The context's deadline also ends the retries: a retry is not
 	// started when its backoff would end after the deadline.
 	MaxAttempts int
-	// Backoff spaces the retries. Default DefaultBackoff (100ms … 2s).
+	// Backoff spaces the retries. Default DefaultBackoff (100ms … 2s). A
+	// 503's Retry-After lengthens a delay up to Backoff.Max; a 429's
+	// Retry-After (the caller's own rate limit) is waited in full.
 	Backoff Backoff
 	// UserAgent is sent with every request. Default "leasesvc-go-client".
 	UserAgent string
+	// TokenSource, if not nil, gives the credentials: every attempt of
+	// every request, watch streams included, carries "Authorization:
+	// Bearer {AccessToken}" of a token it returns. It is wrapped in
+	// oauth2.ReuseTokenSource (as oauth2.NewClient does), so a token is
+	// fetched again only once it is within 10s of its Expiry (never, when
+	// Expiry is zero). See StaticToken, and package client/googleauth for
+	// Google-signed ID tokens (Cloud Run, GCE, service-account keys). When
+	// it fails, the call fails with ErrCredentials and nothing is sent.
+	// Default nil: no credentials.
+	TokenSource oauth2.TokenSource
 }
 
 // Client calls the leasesvc HTTP API (SPEC §4). It is safe for concurrent
@@ -41,13 +55,15 @@ type Config struct {
 //
 // Transient failures (connection errors, per-attempt timeouts, 429, 502,
 // 503, 504) are retried with jittered exponential backoff. Retrying is safe
-// for every operation: an acquire repeated by the same holder returns the
-// same holding, a repeated release succeeds, and a renew whose answer was
-// lost is simply renewed again. Every other refusal is returned at once.
+// for every operation but Revoke (see there): an acquire repeated by the
+// same holder returns the same holding, a repeated release succeeds, and a
+// renew whose answer was lost is simply renewed again. Every other refusal
+// (401 and 403 included) is returned at once.
 type Client struct {
 	base *url.URL
 	hc   *http.Client
 	cfg  Config
+	ts   oauth2.TokenSource // nil: no credentials
 }
 
 // New returns a Client of the service at baseURL, such as
@@ -79,7 +95,11 @@ func New(baseURL string, cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	return &Client{base: u, hc: hc, cfg: cfg}, nil
+	c := &Client{base: u, hc: hc, cfg: cfg}
+	if cfg.TokenSource != nil {
+		c.ts = oauth2.ReuseTokenSource(nil, nonNilToken{cfg.TokenSource})
+	}
+	return c, nil
 }
 
 // BaseURL returns the service's base URL.
@@ -238,11 +258,15 @@ func leasePath(name, method string) string {
 	return "/v1/leases/" + url.PathEscape(name) + method
 }
 
-// callOpts adjusts one call for the Elector.
+// callOpts adjusts one call for the Elector and for Revoke.
 type callOpts struct {
 	timeout  time.Duration // per attempt; 0 means Config.RequestTimeout
 	attempts int           // 0 means Config.MaxAttempts
 	extra    time.Duration // added to the attempt timeout (an acquire's wait)
+	// notIdempotent: a repeat may do what the first attempt did not mean
+	// (Revoke), so only failures that show the service did not act are
+	// retried (notActedOn).
+	notIdempotent bool
 }
 
 // call sends a request, retrying transient failures, and decodes a 200
@@ -275,7 +299,7 @@ func (c *Client) call(ctx context.Context, op, name, method, path string, in, ou
 			return fmt.Errorf("leasesvc %s %q: %w (last attempt: %v)", op, name, context.Cause(ctx), err)
 		}
 		var e *Error
-		if !errors.As(err, &e) || e.kind != ErrUnavailable {
+		if !errors.As(err, &e) || e.kind != ErrUnavailable || (o.notIdempotent && !notActedOn(e)) {
 			return fmt.Errorf("leasesvc %s %q: %w", op, name, err)
 		}
 		last = err
@@ -283,7 +307,10 @@ func (c *Client) call(ctx context.Context, op, name, method, path string, in, ou
 			break
 		}
 		d := c.cfg.Backoff.Delay(n)
-		if e.RetryAfter > d {
+		switch {
+		case e.RetryAfter > d && e.sub == ErrRateLimited:
+			d = e.RetryAfter // the caller's rate limit: sooner is refused again
+		case e.RetryAfter > d:
 			d = min(e.RetryAfter, c.cfg.Backoff.Max)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
@@ -320,6 +347,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if err := c.authorize(actx, req, timeout); err != nil {
+		return err
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return &Error{Err: err, kind: ErrUnavailable}
@@ -357,8 +387,9 @@ func problemError(resp *http.Response, raw []byte) error {
 	if p.Code == "lease_held" && p.Lease != nil {
 		return &HeldError{Lease: *p.Lease, RetryAfter: retryAfter}
 	}
+	kind, sub := kindOf(resp.StatusCode, p.Code)
 	e := &Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Fields: p.Errors, RetryAfter: retryAfter,
-		kind: kindOf(resp.StatusCode, p.Code)}
+		kind: kind, sub: sub}
 	if p.Code == "" && p.Detail == "" {
 		e.Detail = strings.TrimSpace(string(raw[:min(len(raw), 200)]))
 	}

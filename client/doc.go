@@ -1,15 +1,20 @@
-// Package client is the Go SDK of leasesvc, standard library only.
+// Package client is the Go SDK of leasesvc. It needs the standard library
+// and golang.org/x/oauth2 (for the TokenSource interface) only; Google ID
+// tokens come from the subpackage googleauth.
 //
 // A Client calls every operation of the HTTP API (SPEC §4): Acquire (with
-// an optional Wait), Renew, Release, Get, List and All (paging), and Watch
-// (a stream of leadership events). Refusals come back as typed errors:
-// errors.Is(err, ErrHeld) — with the current lease through errors.As on a
-// *HeldError — ErrLost, ErrNotFound, ErrInvalid, ErrUnavailable, ErrDenied,
-// ErrInternal. Transient failures (connection errors, per-attempt
-// timeouts, 429, 502, 503, 504) are retried with capped, jittered
-// exponential backoff; that is safe for every operation, because an
-// acquire repeated by its holder, a repeated release and a repeated renew
-// all return the same holding.
+// an optional Wait), Renew, Release, Get, List and All (paging), Watch (a
+// stream of leadership events) and, for operators, Revoke. Refusals come
+// back as typed errors: errors.Is(err, ErrHeld) — with the current lease
+// through errors.As on a *HeldError — ErrLost, ErrNotFound, ErrInvalid,
+// ErrUnavailable, ErrDenied (with ErrUnauthenticated and
+// ErrPermissionDenied within it), ErrInternal. Transient failures
+// (connection errors, per-attempt timeouts, 429, 502, 503, 504) are retried
+// with capped, jittered exponential backoff, a 429 no earlier than its
+// Retry-After (ErrRateLimited when that does not get through); that is safe
+// for every operation but Revoke, because an acquire repeated by its
+// holder, a repeated release and a repeated renew all return the same
+// holding. Revoke retries only what the service did not act on.
 //
 // An Elector is what most agents want: Run(ctx) campaigns for a lease, calls
 // OnStartedLeading(ctx) while this process leads, renews every TTL/3 with
@@ -19,6 +24,16 @@
 //
 // Package leadercache (a subpackage, which needs the Pub/Sub client)
 // answers "who leads X" from memory, kept current by the service's events.
+// It treats a revoked event as the end of a holding, like released.
+//
+// # Credentials
+//
+// Config.TokenSource gives each request "Authorization: Bearer {token}".
+// StaticToken wraps a token you already have; googleauth.IDTokenSource
+// gives Google-signed ID tokens for the service's URL on Cloud Run, GCE and
+// GKE (the metadata server) or with a service-account key. 401 is
+// ErrUnauthenticated and 403 ErrPermissionDenied; neither is retried. A
+// token source that fails fails the call with ErrCredentials.
 //
 // # Time
 //

@@ -29,6 +29,15 @@ var ErrSafeDeadline = errors.New("leasesvc: safe deadline reached without a succ
 // lease so a follower takes over at once, calls OnStoppedLeading and
 // returns nil.
 //
+// An operator's revocation (Client.Revoke) ends the term like any
+// lease_lost: the next renew is refused and the leading ctx is cancelled at
+// that answer, with a cause that matches ErrLost. The Elector learns of it
+// only from that renew, so the leader may act for up to RenewInterval
+// after the revocation, within the holding's fencing token (a downstream
+// system that has seen token + 1 refuses it). The Elector then campaigns
+// again like after any lost term, and may win the lease back with token +
+// 1: a revocation ends a holding, it does not bar a holder.
+//
 // # Guarantees and limits
 //
 // The leading ctx is cancelled no later than (local monotonic time when the
@@ -113,7 +122,9 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 // Run campaigns and leads until ctx is cancelled, as the type's doc says,
 // and then returns nil. It returns an error at once when the service
 // refuses the Elector's requests for good (ErrInvalid, ErrDenied: a TTL out
-// of the service's bounds, for one) and when Run is already running.
+// of the service's bounds, credentials refused, for instance) and when Run
+// is already running. A token source that fails (ErrCredentials) is
+// retried like an unreachable service.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("client: Elector.Run: already running")

@@ -27,11 +27,32 @@ var (
 	// help before the context or the attempts ran out.
 	ErrUnavailable = errors.New("leasesvc: unavailable")
 	// ErrDenied: the service refused the caller's credentials or the
-	// policy does not allow the call (401, 403).
-	ErrDenied = errors.New("leasesvc: permission denied")
+	// policy does not allow the call (401, 403). Every error that matches
+	// ErrUnauthenticated or ErrPermissionDenied matches ErrDenied too.
+	ErrDenied = errors.New("leasesvc: access denied")
 	// ErrInternal: any other failure of the service (500, an answer the
 	// client cannot read).
 	ErrInternal = errors.New("leasesvc: internal error")
+
+	// ErrUnauthenticated: the service wants credentials and got none, or
+	// refused the ones sent (401 unauthenticated): check Config.TokenSource.
+	// Also matches ErrDenied. Not retried.
+	ErrUnauthenticated = errors.New("leasesvc: unauthenticated")
+	// ErrPermissionDenied: the service knows the caller, but its policy
+	// does not grant the caller this verb on this lease (403
+	// permission_denied; Revoke needs the admin verb). Also matches
+	// ErrDenied. Not retried.
+	ErrPermissionDenied = errors.New("leasesvc: permission denied")
+	// ErrRateLimited: the service refused the call under the caller's rate
+	// limit (429 resource_exhausted), and the retries, each sent no
+	// earlier than the answer's Retry-After, did not get through before the
+	// context or the attempts ran out. Also matches ErrUnavailable.
+	ErrRateLimited = errors.New("leasesvc: rate limited")
+	// ErrCredentials: Config.TokenSource gave no token (it failed, gave an
+	// empty one, or did not answer within RequestTimeout), so the request
+	// was not sent. The error wraps the token source's own error. The
+	// Client does not retry it; an Elector does, at its own pace.
+	ErrCredentials = errors.New("leasesvc: no credentials")
 )
 
 // FieldError names one bad field of a request (invalid_argument).
@@ -61,12 +82,17 @@ type Error struct {
 	Err error
 
 	kind error // the sentinel
+	sub  error // a finer sentinel within kind, or nil
 }
 
 // Error implements error.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(strings.TrimPrefix(e.kind.Error(), "leasesvc: "))
+	class := e.kind
+	if e.sub != nil {
+		class = e.sub
+	}
+	b.WriteString(strings.TrimPrefix(class.Error(), "leasesvc: "))
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " (%d", e.Status)
 		if e.Code != "" {
@@ -86,8 +112,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrX) true for the error's sentinel.
-func (e *Error) Is(target error) bool { return target == e.kind }
+// Is makes errors.Is(err, ErrX) true for the error's sentinels: its class
+// (such as ErrDenied) and, for 401, 403 and 429, the finer one
+// (ErrUnauthenticated, ErrPermissionDenied, ErrRateLimited).
+func (e *Error) Is(target error) bool { return target == e.kind || (e.sub != nil && target == e.sub) }
 
 // Unwrap returns the transport error, if any.
 func (e *Error) Unwrap() error { return e.Err }
@@ -112,35 +140,44 @@ func (e *HeldError) Error() string {
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // kindOf maps a problem code (or, without one, an HTTP status) to its
-// sentinel: the one place where the wire's codes become errors.
-func kindOf(status int, code string) error {
+// sentinel and, within it, a finer one (or nil): the one place where the
+// wire's codes become errors.
+func kindOf(status int, code string) (kind, sub error) {
 	switch code {
 	case "lease_held":
-		return ErrHeld
+		return ErrHeld, nil
 	case "lease_lost":
-		return ErrLost
+		return ErrLost, nil
 	case "not_found":
-		return ErrNotFound
+		return ErrNotFound, nil
 	case "invalid_argument", "payload_too_large", "unsupported_media_type", "method_not_allowed":
-		return ErrInvalid
-	case "unavailable", "deadline_exceeded", "resource_exhausted":
-		return ErrUnavailable
-	case "unauthenticated", "permission_denied":
-		return ErrDenied
+		return ErrInvalid, nil
+	case "unavailable", "deadline_exceeded":
+		return ErrUnavailable, nil
+	case "resource_exhausted":
+		return ErrUnavailable, ErrRateLimited
+	case "unauthenticated":
+		return ErrDenied, ErrUnauthenticated
+	case "permission_denied":
+		return ErrDenied, ErrPermissionDenied
 	case "internal":
-		return ErrInternal
+		return ErrInternal, nil
 	}
 	switch {
 	case status == 404:
-		return ErrNotFound
-	case status == 401 || status == 403:
-		return ErrDenied
+		return ErrNotFound, nil
+	case status == 401:
+		return ErrDenied, ErrUnauthenticated
+	case status == 403:
+		return ErrDenied, ErrPermissionDenied
+	case status == 429:
+		return ErrUnavailable, ErrRateLimited
 	case transientStatus(status):
-		return ErrUnavailable
+		return ErrUnavailable, nil
 	case status >= 400 && status < 500:
-		return ErrInvalid
+		return ErrInvalid, nil
 	}
-	return ErrInternal
+	return ErrInternal, nil
 }
 
 // transientStatus reports whether an answer with this status may succeed

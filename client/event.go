@@ -19,7 +19,10 @@ const (
 	EventReleased EventType = "released"
 	// EventExpired: a holding ran out and nobody took over.
 	EventExpired EventType = "expired"
-	// EventRevoked: an operator ended the holding (reserved by the service).
+	// EventRevoked: an operator ended the holding (Client.Revoke); the
+	// event's Reason and Operator say why and who. It ends a holding as
+	// released does: the lease is not held after it, and it orders after
+	// the acquired event of its token.
 	EventRevoked EventType = "revoked"
 	// EventState is not a change but the lease as it is now: the first
 	// event of every watch stream, and again after a Stream reconnects. Its
@@ -40,8 +43,13 @@ type Event struct {
 	// PreviousExpired says, on an acquired event with token > 1, whether the
 	// previous holding had run out rather than been released.
 	PreviousExpired bool `json:"previousExpired,omitempty"`
-	// Time is backend time: the decision's server time for acquired and
-	// released, the holding's expire time for expired.
+	// Reason is, on a revoked event, the reason the operator gave.
+	Reason string `json:"reason,omitempty"`
+	// Operator is, on a revoked event, the principal who revoked the
+	// holding.
+	Operator string `json:"operator,omitempty"`
+	// Time is backend time: the decision's server time for acquired,
+	// released and revoked, the holding's expire time for expired.
 	Time time.Time `json:"eventTime"`
 }
 

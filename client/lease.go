@@ -37,6 +37,17 @@ type Lease struct {
 	Transitions int64
 	// Metadata is the JSON object the holder attached ({} when none).
 	Metadata json.RawMessage
+	// Principal is the authenticated principal that acquired the holding,
+	// as the service knows it; empty when the service runs without
+	// authentication. Holder is what the agent calls itself; Principal is
+	// who the service says it is.
+	Principal string
+	// RevokedBy names the operator (principal) who ended the holding with
+	// Revoke; empty unless the holding was ended by a revocation.
+	RevokedBy string
+	// RevokeReason is the reason the operator gave; empty unless the
+	// holding was ended by a revocation.
+	RevokeReason string
 }
 
 // leaseJSON is the wire form of a Lease.
@@ -53,6 +64,9 @@ type leaseJSON struct {
 	ServerTime   time.Time       `json:"serverTime"`
 	Transitions  int64           `json:"transitions"`
 	Metadata     json.RawMessage `json:"metadata"`
+	Principal    string          `json:"principal,omitempty"`
+	RevokedBy    string          `json:"revokedBy,omitempty"`
+	RevokeReason string          `json:"revokeReason,omitempty"`
 }
 
 // MarshalJSON renders the lease as the API does.
@@ -65,6 +79,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 		Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTLMs: l.TTL.Milliseconds(),
 		AcquireTime: l.AcquireTime, RenewTime: l.RenewTime, ExpireTime: l.ExpireTime, Held: l.Held,
 		RemainingMs: l.Remaining.Milliseconds(), ServerTime: l.ServerTime, Transitions: l.Transitions, Metadata: md,
+		Principal: l.Principal, RevokedBy: l.RevokedBy, RevokeReason: l.RevokeReason,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
@@ -83,6 +98,7 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 		AcquireTime: w.AcquireTime, RenewTime: w.RenewTime, ExpireTime: w.ExpireTime, Held: w.Held,
 		Remaining: time.Duration(w.RemainingMs) * time.Millisecond, ServerTime: w.ServerTime,
 		Transitions: w.Transitions, Metadata: w.Metadata,
+		Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
 	}
 	return nil
 }

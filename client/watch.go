@@ -91,8 +91,14 @@ func (s *Stream) open() error {
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("User-Agent", s.c.cfg.UserAgent)
-	// The headers must come within RequestTimeout; the body may then last.
+	// The token and the headers must come within RequestTimeout; the body
+	// may then last.
 	hdr := time.AfterFunc(s.c.cfg.RequestTimeout, cancel)
+	if err := s.c.authorize(actx, req, s.c.cfg.RequestTimeout); err != nil {
+		hdr.Stop()
+		cancel()
+		return err
+	}
 	resp, err := s.c.hc.Do(req)
 	hdr.Stop()
 	if err != nil {

@@ -1,0 +1,51 @@
+// Package googleauth gives a leasesvc client Google-signed ID tokens, the
+// credentials that Cloud Run (and a leasesvc that verifies Google ID
+// tokens) accepts. It is a package of its own because the Google auth
+// libraries it needs are large; package client itself needs only the
+// standard library and golang.org/x/oauth2.
+//
+// Where the tokens come from (Application Default Credentials):
+//
+//   - on Cloud Run, GCE, GKE with Workload Identity, Cloud Functions: the
+//     metadata server, as the workload's service account;
+//   - with GOOGLE_APPLICATION_CREDENTIALS naming a service-account key
+//     file, or an impersonated-service-account or external-account
+//     (workload identity federation) file: tokens signed for that account.
+//
+// User credentials (`gcloud auth application-default login`) cannot mint
+// ID tokens for an arbitrary audience: IDTokenSource fails with them. A
+// person at a shell uses `gcloud auth print-identity-token` and
+// client.StaticToken (or leasectl --token) instead.
+package googleauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/oauth2"
+	"google.golang.org/api/idtoken"
+)
+
+// IDTokenSource returns a TokenSource (for client.Config.TokenSource) of
+// Google-signed ID tokens whose audience is audience: the service's base
+// URL, such as "https://leasesvc-abc123-uc.a.run.app", which is what Cloud
+// Run checks (a trailing "/" is dropped, as client.New drops it). The
+// tokens are cached and refreshed before they expire (they last an hour).
+// ctx bounds the source's own fetches for as long as it is used: pass a
+// context that lives as long as the Client, not a request's.
+//
+// It fails when Application Default Credentials cannot be found or cannot
+// mint ID tokens (user credentials); see the package doc.
+func IDTokenSource(ctx context.Context, audience string) (oauth2.TokenSource, error) {
+	audience = strings.TrimRight(audience, "/")
+	if audience == "" {
+		return nil, errors.New("googleauth.IDTokenSource: audience is empty; use the service's base URL")
+	}
+	ts, err := idtoken.NewTokenSource(ctx, audience)
+	if err != nil {
+		return nil, fmt.Errorf("googleauth.IDTokenSource: %w", err)
+	}
+	return ts, nil
+}
