@@ -51,7 +51,7 @@ func ParsePolicy(data []byte, filename string) (*Policy, error) {
 	}
 	b := newPolicyBuilder()
 	top := c.fields(root, "", []string{"grants"}, []string{"grants"})
-	for i, item := range c.list(top["grants"], "grants", "grants") {
+	for i, item := range c.list(top["grants"], "grants", "one grant") {
 		if g, ok := c.grant(item, fmt.Sprintf("grants[%d]", i)); ok {
 			b.add(g)
 		}
@@ -81,14 +81,14 @@ func (c *checker) grant(n *yaml.Node, path string) (g grant, ok bool) {
 	if d := f["description"]; d != nil {
 		c.str(d, path+".description")
 	}
-	c.eachString(f["principals"], path+".principals", "principals", func(s string, n *yaml.Node, p string) {
+	c.eachString(f["principals"], path+".principals", "one principal", func(s string, n *yaml.Node, p string) {
 		if msg := principalProblem(s); msg != "" {
 			c.errorf(n, p, "%s", msg)
 			return
 		}
 		g.principals = append(g.principals, s)
 	})
-	c.eachString(f["verbs"], path+".verbs", "verbs", func(s string, n *yaml.Node, p string) {
+	c.eachString(f["verbs"], path+".verbs", "one verb", func(s string, n *yaml.Node, p string) {
 		v := Verb(s)
 		if !v.Valid() {
 			c.errorf(n, p, "unknown verb %q (want %s)", s, orList([]string{string(Read), string(Acquire), string(Admin)}, "or"))
@@ -96,7 +96,7 @@ func (c *checker) grant(n *yaml.Node, path string) (g grant, ok bool) {
 		}
 		g.level = max(g.level, v.level())
 	})
-	c.eachString(f["prefixes"], path+".prefixes", "prefixes", func(s string, n *yaml.Node, p string) {
+	c.eachString(f["prefixes"], path+".prefixes", "one prefix", func(s string, n *yaml.Node, p string) {
 		if msg := prefixProblem(s); msg != "" {
 			c.errorf(n, p, "%s", msg)
 			return
@@ -108,12 +108,9 @@ func (c *checker) grant(n *yaml.Node, path string) (g grant, ok bool) {
 
 // eachString calls fn for each string of the non-empty list n (if n is
 // present), reporting items that are not strings and duplicates.
-func (c *checker) eachString(n *yaml.Node, path, what string, fn func(s string, n *yaml.Node, path string)) {
-	if n == nil {
-		return // missing: reported by fields
-	}
+func (c *checker) eachString(n *yaml.Node, path, one string, fn func(s string, n *yaml.Node, path string)) {
 	seen := make(map[string]*yaml.Node)
-	for i, item := range c.list(n, path, what) {
+	for i, item := range c.list(n, path, one) {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		s, ok := c.str(item, p)
 		if !ok {

@@ -59,7 +59,7 @@ func parseStatic(data []byte, filename string) (*static, error) {
 		line, col int
 	}
 	seen := make(map[[sha256.Size]byte]origin)
-	for i, item := range c.list(top["tokens"], "tokens", "tokens") {
+	for i, item := range c.list(top["tokens"], "tokens", "one token") {
 		path := fmt.Sprintf("tokens[%d]", i)
 		f := c.fields(item, path, []string{"principal", "token", "description"}, []string{"principal", "token"})
 		if f == nil {
@@ -93,9 +93,6 @@ func parseStatic(data []byte, filename string) (*static, error) {
 // staticPrincipal reads a tokens file principal: non-empty printable text
 // without whitespace or "*" (which policies use as a wildcard).
 func (c *checker) staticPrincipal(n *yaml.Node, path string) (string, bool) {
-	if n == nil {
-		return "", false
-	}
 	p, ok := c.str(n, path)
 	if !ok {
 		return "", false
@@ -116,9 +113,6 @@ func (c *checker) staticPrincipal(n *yaml.Node, path string) (string, bool) {
 // staticToken reads a token: at least MinTokenLength printable characters
 // without whitespace. Messages never quote the token.
 func (c *checker) staticToken(n *yaml.Node, path string) (string, bool) {
-	if n == nil {
-		return "", false
-	}
 	t, ok := c.str(n, path)
 	if !ok {
 		return "", false

@@ -22,7 +22,7 @@ import (
 type checker struct {
 	file  string
 	lines int // number of lines in the input, for clamping positions
-	errs  []error
+	errs  []error // all *FileError
 }
 
 func newChecker(file string, data []byte) *checker {
@@ -41,8 +41,18 @@ func (c *checker) errorf(n *yaml.Node, path, format string, args ...any) {
 	c.at(n.Line, n.Column, path, format, args...)
 }
 
-// err returns the problems found so far, joined, or nil.
-func (c *checker) err() error { return errors.Join(c.errs...) }
+// err returns the problems found so far, in the order of their positions,
+// joined; or nil.
+func (c *checker) err() error {
+	slices.SortStableFunc(c.errs, func(a, b error) int {
+		pa, pb := a.(*FileError), b.(*FileError)
+		if pa.Line != pb.Line {
+			return pa.Line - pb.Line
+		}
+		return pa.Column - pb.Column
+	})
+	return errors.Join(c.errs...)
+}
 
 // document returns the root node of the single YAML document in data, or nil
 // after recording why there is none: text that is not UTF-8 or has control
@@ -160,7 +170,11 @@ func (c *checker) syntax(data []byte, err error) {
 		var v any
 		var se *json.SyntaxError
 		if jerr := json.Unmarshal(data, &v); errors.As(jerr, &se) {
-			line, col := position(data, int(se.Offset)-1)
+			off := int(se.Offset) - 1 // the offending byte
+			if se.Error() == "unexpected end of JSON input" {
+				off = len(data)
+			}
+			line, col := position(data, off)
 			c.at(line, col, "", "invalid JSON: %s", se.Error())
 			return
 		}
@@ -220,8 +234,12 @@ func describe(n *yaml.Node) string {
 
 // usable reports whether n can be read, recording anchors and aliases, which
 // these files do not support (they would let one entry silently repeat
-// another).
+// another). A nil n (a missing key, or the value of a node that was not
+// usable, both already reported) is not usable.
 func (c *checker) usable(n *yaml.Node, path string) bool {
+	if n == nil {
+		return false
+	}
 	if n.Kind == yaml.AliasNode {
 		c.errorf(n, path, "aliases (*%s) are not supported", n.Value)
 		return false
@@ -240,7 +258,7 @@ func (c *checker) fields(n *yaml.Node, path string, allowed, required []string) 
 		return nil
 	}
 	if n.Kind != yaml.MappingNode || n.Tag != "!!map" {
-		c.errorf(n, path, "want a mapping with keys %s, got %s", orList(allowed, "or"), describe(n))
+		c.errorf(n, path, "want a mapping with %s, got %s", keysPhrase(allowed), describe(n))
 		return nil
 	}
 	values := make(map[string]*yaml.Node, len(n.Content)/2)
@@ -273,18 +291,18 @@ func (c *checker) fields(n *yaml.Node, path string, allowed, required []string) 
 	return values
 }
 
-// list checks that n is a non-empty list and returns its items; what names an
-// item for messages. It returns nil after recording a problem.
-func (c *checker) list(n *yaml.Node, path, what string) []*yaml.Node {
+// list checks that n is a non-empty list and returns its items; one names an
+// item for messages ("a grant"). It returns nil after recording a problem.
+func (c *checker) list(n *yaml.Node, path, one string) []*yaml.Node {
 	if !c.usable(n, path) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode || n.Tag != "!!seq" {
-		c.errorf(n, path, "want a list of %s, got %s", what, describe(n))
+		c.errorf(n, path, "want a list, got %s", describe(n))
 		return nil
 	}
 	if len(n.Content) == 0 {
-		c.errorf(n, path, "empty list (want at least one of %s)", what)
+		c.errorf(n, path, "empty list (want at least %s)", one)
 		return nil
 	}
 	return n.Content
@@ -308,6 +326,14 @@ func (c *checker) str(n *yaml.Node, path string) (string, bool) {
 	}
 	c.errorf(n, path, "want a string, got %s", describe(n))
 	return "", false
+}
+
+// keysPhrase says which keys a mapping may have, for messages.
+func keysPhrase(keys []string) string {
+	if len(keys) == 1 {
+		return "the key " + strconv.Quote(keys[0])
+	}
+	return "keys " + orList(keys, "and")
 }
 
 // orList formats words as `"a", "b" or "c"`.
