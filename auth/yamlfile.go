@@ -21,7 +21,7 @@ import (
 // with their positions. Struct decoding would lose the positions.
 type checker struct {
 	file  string
-	lines int // number of lines in the input, for clamping positions
+	lines int     // number of lines in the input, for clamping positions
 	errs  []error // all *FileError
 }
 
