@@ -15,6 +15,13 @@
 // before its end), and drops duplicates and late arrivals (client.Newer).
 // A holding that runs out is announced by the service's sweeper within
 // about a second of its expiry; until then the entry says held.
+//
+// A released, expired or revoked event (an operator's Client.Revoke) ends
+// the holding: the entry says not held, and Leader.Lease carries the
+// revocation's RevokedBy and RevokeReason. A message whose type the cache
+// does not know (an event type newer than this package) is counted in
+// Stats.Malformed, acknowledged and dropped; the entry catches up at its
+// next re-read, within TTL.
 package leadercache
 
 import (
@@ -169,7 +176,8 @@ func (c *Cache) lookup(name string) (Leader, bool) {
 	return l, true
 }
 
-// held says whether the holding was live as of ev.
+// held says whether the holding was live as of ev: released, expired and
+// revoked end it.
 func held(ev client.Event) bool {
 	switch ev.Type {
 	case client.EventAcquired:
