@@ -51,6 +51,15 @@ type Record struct {
 	Transitions int64
 	// Metadata is a JSON object attached by the holder; nil means none.
 	Metadata []byte
+	// Principal is the authenticated principal that began the holding;
+	// empty when authentication is off.
+	Principal string
+	// RevokedBy is the principal of the operator who revoked the holding
+	// (empty when authentication is off or the holding was not revoked).
+	RevokedBy string
+	// RevokeReason is the operator's reason when the holding was ended by a
+	// revocation; empty otherwise. A non-empty reason marks a revoked holding.
+	RevokeReason string
 }
 
 // Snapshot is a record as read at one instant of the backend's clock.

@@ -389,6 +389,43 @@ func TestSpannerSchema(t *testing.T) {
 			t.Fatalf("CheckSchema with an extra nullable column and an extra index: %v", err)
 		}
 	})
+	t.Run("OlderTableGainsColumns", func(t *testing.T) {
+		var older []string // the schema before the ALTER TABLE … ADD COLUMN statements
+		for _, st := range spannerstore.Statements() {
+			if !strings.HasPrefix(st, "ALTER TABLE") {
+				older = append(older, st)
+			}
+		}
+		if len(older) == len(spannerstore.Statements()) {
+			t.Fatal("schema.sql has no ALTER TABLE … ADD COLUMN statement; this case tests adding them")
+		}
+		_, client := spannerScratchDatabase(t, older...)
+		if err := spannerstore.CheckSchema(t.Context(), client); err == nil || !strings.Contains(err.Error(), "column Principal is missing") {
+			t.Fatalf("CheckSchema of the older table = %v, want column Principal missing", err)
+		}
+		// A row written by the older version.
+		_, err := client.Apply(t.Context(), []*spanner.Mutation{spanner.Insert("Leases",
+			[]string{"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime", "ExpireTime", "Transitions", "UpdateTime"},
+			[]any{"old", "h", int64(3), int64(1000), time.Unix(1, 0), time.Unix(1, 0), time.Unix(2, 0), int64(3), spanner.CommitTimestamp})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)
+		if err != nil || created {
+			t.Fatalf("Migrate over the older table = %t, %v; want false, nil (columns added)", created, err)
+		}
+		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
+			t.Fatalf("CheckSchema after adding the columns: %v", err)
+		}
+		s, err := spannerstore.New(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Get(t.Context(), "old")
+		if err != nil || got.Record == nil || got.Record.FencingToken != 3 || got.Record.Principal != "" || got.Record.RevokeReason != "" {
+			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, no principal, not revoked", got.Record, err)
+		}
+	})
 	t.Run("MissingIndexRefused", func(t *testing.T) {
 		_, client := spannerScratchDatabase(t, spannerstore.Statements()[0])
 		created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)

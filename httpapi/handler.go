@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -43,6 +45,18 @@ type Config struct {
 	Heartbeat time.Duration
 	// Observer, if set, receives every lease operation, for metrics.
 	Observer Observer
+	// Authenticator identifies the caller of every lease operation; nil
+	// turns authentication off (every caller is the anonymous principal "").
+	Authenticator auth.Authenticator
+	// Policy grants principals verbs on lease-name prefixes; nil allows
+	// everything.
+	Policy *auth.Policy
+	// Limiter limits the request rate per principal (per client address
+	// when authentication is off); nil means no limit.
+	Limiter *auth.Limiter
+	// Audit receives a line per request refused for authentication or
+	// authorization; nil writes none.
+	Audit *audit.Log
 	// TracerProvider and MeterProvider instrument HTTP requests. Default
 	// the otel globals.
 	TracerProvider trace.TracerProvider

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -43,7 +45,7 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, fields func(b *body
 }
 
 func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
-	req := lease.AcquireRequest{Name: name}
+	req := lease.AcquireRequest{Name: name, Principal: principalOf(r)}
 	var wait int64
 	if !a.decode(w, r, func(b *body) {
 		req.Holder = b.str("holder", true)
@@ -63,7 +65,7 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
-	req := lease.RenewRequest{Name: name}
+	req := lease.RenewRequest{Name: name, Principal: principalOf(r)}
 	if !a.decode(w, r, func(b *body) {
 		req.Holder = b.str("holder", true)
 		req.FencingToken, _ = b.integer("fencingToken", true)
@@ -84,7 +86,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
-	req := lease.ReleaseRequest{Name: name}
+	req := lease.ReleaseRequest{Name: name, Principal: principalOf(r)}
 	if !a.decode(w, r, func(b *body) {
 		req.Holder = b.str("holder", true)
 		req.FencingToken, _ = b.integer("fencingToken", true)
@@ -98,6 +100,30 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	a.answer(w, r, l, err)
 }
 
+func (a *api) revoke(w http.ResponseWriter, r *http.Request, name string) {
+	req := lease.RevokeRequest{Name: name, Operator: principalOf(r)}
+	if !a.decode(w, r, func(b *body) {
+		req.Reason = b.str("reason", true)
+		tok, hasTok := b.integer("fencingToken", false)
+		req.FencingToken = tok
+		b.only("reason", "fencingToken")
+		if hasTok && tok < 1 { // 0 would mean "any holding" to the Manager: refuse it here
+			b.fail("fencingToken", "must be an integer ≥ 1 when given")
+		}
+	}, func() error { return lease.ValidateRevoke(req) }) {
+		return
+	}
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	l, err := a.m.Revoke(ctx, req)
+	if errors.Is(err, lease.ErrLost) {
+		a.fail(w, r, problem{status: http.StatusConflict, code: codeLeaseLost,
+			detail: "the holding named by fencingToken is not the current live holding; nothing was revoked"})
+		return
+	}
+	a.answer(w, r, l, err)
+}
+
 func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
 	ctx, cancel := a.timeout(r, 0)
 	defer cancel()
@@ -106,8 +132,22 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	if !a.admit(w, r, "list", "") {
+		return
+	}
 	q := r.URL.Query()
 	req := lease.ListRequest{Prefix: q.Get("prefix"), PageToken: q.Get("pageToken")}
+	// With a policy, list what the caller may read: everything under the
+	// prefix, or the readable names among them, or nothing (403).
+	filter := false
+	if p := a.cfg.Policy; p != nil {
+		all, some := p.ListScope(principalOf(r), auth.Read, req.Prefix)
+		if !all && !some {
+			a.deny(w, r, "list", principalOf(r), req.Prefix, auth.Read)
+			return
+		}
+		filter = !all
+	}
 	if s := q.Get("pageSize"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -125,9 +165,12 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.observeOp(r, "ok")
-	out := wire.List{Leases: make([]wire.Lease, len(res.Leases)), NextPageToken: res.NextPageToken}
-	for i, l := range res.Leases {
-		out.Leases[i] = wire.FromLease(l)
+	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: res.NextPageToken}
+	for _, l := range res.Leases {
+		if filter && !a.cfg.Policy.Allowed(principalOf(r), auth.Read, l.Name) {
+			continue // a page may come out shorter than pageSize; nextPageToken still continues it
+		}
+		out.Leases = append(out.Leases, wire.FromLease(l))
 	}
 	writeJSON(w, http.StatusOK, "application/json", out)
 }

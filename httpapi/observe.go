@@ -23,10 +23,17 @@ type Observer interface {
 // access-log line.
 type reqInfo struct {
 	route, op, name string
+	principal       string // the authenticated caller, once admitted
 	start           time.Time
 }
 
 type infoKey struct{}
+
+// requestInfo returns the request's reqInfo, or nil outside observe.
+func requestInfo(r *http.Request) *reqInfo {
+	info, _ := r.Context().Value(infoKey{}).(*reqInfo)
+	return info
+}
 
 // routed names the request's route once it is known: the span becomes
 // "{METHOD} {route}" with http.route set (otelhttp alone would name it by
@@ -88,7 +95,8 @@ func (a *api) observe(next http.Handler) http.Handler {
 		}
 		a.log.LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method), slog.String("route", info.route), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Float64("latencyMs", float64(d.Microseconds())/1000), slog.String("lease", info.name))
+			slog.Int("status", status), slog.Float64("latencyMs", float64(d.Microseconds())/1000), slog.String("lease", info.name),
+			slog.String("principal", info.principal))
 	})
 	return otelhttp.NewHandler(inner, "leasesvc",
 		otelhttp.WithTracerProvider(a.cfg.TracerProvider), otelhttp.WithMeterProvider(a.cfg.MeterProvider),

@@ -61,6 +61,7 @@ var leaseRoutes = []leaseRoute{
 	{http.MethodPost, "renew", (*api).renew},
 	{http.MethodPost, "release", (*api).release},
 	{http.MethodGet, "watch", (*api).watch},
+	{http.MethodPost, "revoke", (*api).revoke},
 }
 
 // routes registers every route on r. Lease routes share one chi pattern and
@@ -112,6 +113,9 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 				route, op = route+":"+verb, verb
 			}
 			routed(r, route, op, name)
+			if !a.admit(w, r, op, name) {
+				return
+			}
 			rt.handler(a, w, r, name)
 			return
 		}

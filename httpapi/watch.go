@@ -113,6 +113,8 @@ func stateEvent(l lease.Lease) lease.Event {
 	switch {
 	case l.Held():
 		return lease.Event{Type: lease.EventAcquired, Lease: l, Time: l.AcquireTime}
+	case l.Revoked():
+		return lease.Event{Type: lease.EventRevoked, Lease: l, Time: l.ExpireTime, Reason: l.RevokeReason, Operator: l.RevokedBy}
 	case l.Released():
 		return lease.Event{Type: lease.EventReleased, Lease: l, Time: l.ExpireTime}
 	}

@@ -16,6 +16,8 @@ const (
 	EventReleased EventType = "released"
 	// EventExpired: a holding ran out and nobody took over.
 	EventExpired EventType = "expired"
+	// EventRevoked: an operator ended the holding (Revoke).
+	EventRevoked EventType = "revoked"
 )
 
 // Event is one change of holding, reported through Config.OnChange.
@@ -30,9 +32,14 @@ type Event struct {
 	// PreviousExpired says, on an acquired event with a previous holding,
 	// whether that holding had run out rather than been released.
 	PreviousExpired bool
-	// Time is backend time: the decision's server time for acquired and
-	// released, the holding's expire time for expired.
+	// Time is backend time: the decision's server time for acquired,
+	// released and revoked, the holding's expire time for expired.
 	Time time.Time
+	// Reason is, on a revoked event, the operator's reason.
+	Reason string
+	// Operator is, on a revoked event, the principal who revoked ("" without
+	// authentication).
+	Operator string
 	// Previous is, on an acquired event, the previous holding as it was
 	// stored (zero for token 1); it is not part of the published event.
 	Previous Lease
@@ -49,7 +56,7 @@ func (m *Manager) changed(ev Event) {
 
 // Newer reports whether event b comes after event a of the same lease in
 // the order consumers use (SPEC §5): by fencing token, and within one token
-// acquired before released or expired.
+// acquired before released, revoked or expired.
 func Newer(a, b Event) bool {
 	if a.Lease.FencingToken != b.Lease.FencingToken {
 		return b.Lease.FencingToken > a.Lease.FencingToken

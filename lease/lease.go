@@ -29,6 +29,15 @@ type Lease struct {
 	Transitions int64
 	// Metadata is the JSON object the holder attached, or nil.
 	Metadata json.RawMessage
+	// Principal is the authenticated principal that began the holding; ""
+	// without authentication.
+	Principal string
+	// RevokedBy is the operator who revoked the holding, if it was revoked
+	// and authentication is on.
+	RevokedBy string
+	// RevokeReason is the operator's reason when the holding was revoked;
+	// "" otherwise.
+	RevokeReason string
 }
 
 // Held reports whether the holding was live at ServerTime.
@@ -38,6 +47,9 @@ func (l Lease) Held() bool { return l.ServerTime.Before(l.ExpireTime) }
 // by running out: a release sets ExpireTime before RenewTime + TTL, while
 // acquire and renew set it to exactly that.
 func (l Lease) Released() bool { return l.ExpireTime.Before(l.RenewTime.Add(l.TTL)) }
+
+// Revoked reports whether an operator ended the holding (Revoke).
+func (l Lease) Revoked() bool { return l.RevokeReason != "" }
 
 // Remaining is the time from ServerTime to ExpireTime, never negative.
 func (l Lease) Remaining() time.Duration {
@@ -60,5 +72,8 @@ func view(r *backend.Record, serverTime time.Time) Lease {
 		ServerTime:   serverTime,
 		Transitions:  r.Transitions,
 		Metadata:     json.RawMessage(r.Metadata),
+		Principal:    r.Principal,
+		RevokedBy:    r.RevokedBy,
+		RevokeReason: r.RevokeReason,
 	}
 }

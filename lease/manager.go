@@ -82,6 +82,10 @@ type AcquireRequest struct {
 	Metadata json.RawMessage
 	// Wait is how long to wait for a lease held by another (0 … MaxWait).
 	Wait time.Duration
+	// Principal is the authenticated caller ("" without authentication).
+	// The holding records it; only that principal may renew or release it,
+	// or acquire it again as the same holder.
+	Principal string
 }
 
 // RenewRequest extends a holding (SPEC §3 renew).
@@ -96,6 +100,8 @@ type RenewRequest struct {
 	TTL time.Duration
 	// Metadata replaces the stored metadata; nil keeps it.
 	Metadata json.RawMessage
+	// Principal is the authenticated caller; it must be the holding's.
+	Principal string
 }
 
 // ReleaseRequest ends a holding (SPEC §3 release).
@@ -106,6 +112,8 @@ type ReleaseRequest struct {
 	Holder string
 	// FencingToken is the token of the caller's holding.
 	FencingToken int64
+	// Principal is the authenticated caller; it must be the holding's.
+	Principal string
 }
 
 // Acquire makes req.Holder the holder of req.Name, or refuses with a
@@ -130,7 +138,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		cur := s.Record
 		prev = cur
 		if cur != nil && now.Before(cur.ExpireTime) {
-			if cur.Holder != req.Holder {
+			if cur.Holder != req.Holder || cur.Principal != req.Principal {
 				return nil, &HeldError{Lease: view(cur, now)}
 			}
 			next := *cur // the holder again: extend as renew does
@@ -145,7 +153,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		next := &backend.Record{
 			Name: req.Name, Holder: req.Holder, FencingToken: 1, TTL: req.TTL,
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
-			Transitions: 1, Metadata: md,
+			Transitions: 1, Metadata: md, Principal: req.Principal,
 		}
 		if cur != nil {
 			next.FencingToken = cur.FencingToken + 1
@@ -178,7 +186,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
-		if cur == nil || cur.Holder != req.Holder || cur.FencingToken != req.FencingToken || !now.Before(cur.ExpireTime) {
+		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || !now.Before(cur.ExpireTime) {
 			return nil, ErrLost
 		}
 		next := *cur
@@ -210,8 +218,8 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 		now := decisionTime(s)
 		cur := s.Record
 		wrote = false
-		if cur == nil || cur.Holder != req.Holder || cur.FencingToken != req.FencingToken {
-			return nil, ErrLost
+		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.RevokeReason != "" {
+			return nil, ErrLost // a revoked holding is lost, not released
 		}
 		if !now.Before(cur.ExpireTime) {
 			return nil, nil // already released or expired: idempotent success
@@ -229,6 +237,12 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime})
 	}
 	return l, nil
+}
+
+// holds reports whether the stored record is the holding of holder,
+// acquired by principal, with token (live or not).
+func holds(cur *backend.Record, holder, principal string, token int64) bool {
+	return cur != nil && cur.Holder == holder && cur.Principal == principal && cur.FencingToken == token
 }
 
 // Get returns the lease under name, held or not, or ErrNotFound.

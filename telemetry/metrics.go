@@ -132,9 +132,9 @@ func (m *Metrics) Decided(ctx context.Context, ev lease.Event) {
 				metric.WithAttributes(attribute.String("lease", p.Name), attribute.String("end", "taken_over")))
 		}
 	}
-	if ev.Type == lease.EventReleased {
+	if ev.Type == lease.EventReleased || ev.Type == lease.EventRevoked {
 		m.leadership.Record(ctx, ev.Lease.ExpireTime.Sub(ev.Lease.AcquireTime).Seconds(),
-			metric.WithAttributes(attribute.String("lease", ev.Lease.Name), attribute.String("end", "released")))
+			metric.WithAttributes(attribute.String("lease", ev.Lease.Name), attribute.String("end", string(ev.Type))))
 	}
 	if ev.Type == lease.EventExpired {
 		m.leadership.Record(ctx, ev.Lease.ExpireTime.Sub(ev.Lease.AcquireTime).Seconds(),

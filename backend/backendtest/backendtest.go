@@ -73,6 +73,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Get/NotFound", testGetNotFound},
 		{"List/Paging", testListPaging},
 		{"Events/OnePerChangeOfHolding", testEvents},
+		{"Principal/BindsTheHolding", testPrincipalBinding},
+		{"Revoke/EndsTheHolding", testRevoke},
 		{"Contention/NoOverlap", s.testContention},
 	}
 	for _, tc := range tests {

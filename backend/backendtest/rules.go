@@ -36,7 +36,8 @@ func get(t *testing.T, m *lease.Manager, name string) lease.Lease {
 func sameState(a, b lease.Lease) bool {
 	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken && a.TTL == b.TTL &&
 		a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) && a.ExpireTime.Equal(b.ExpireTime) &&
-		a.Transitions == b.Transitions && string(a.Metadata) == string(b.Metadata)
+		a.Transitions == b.Transitions && string(a.Metadata) == string(b.Metadata) &&
+		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
 }
 
 func testAcquireNew(t *testing.T, e *env) {

@@ -18,13 +18,15 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 		Name: name, Holder: "holder ✓", FencingToken: 7, TTL: 1500 * time.Millisecond,
 		AcquireTime: now.Add(-time.Second), RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond),
 		Transitions: 3, Metadata: []byte(`{"addr":"10.0.0.1:80","n":[1,2]}`),
+		Principal: "agent-7@example.com", RevokedBy: "oncall@example.com", RevokeReason: "stuck ✗ \"leader\"",
 	}
 }
 
 func recordsEqual(a, b *backend.Record) bool {
 	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken &&
 		a.TTL == b.TTL && a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) &&
-		a.ExpireTime.Equal(b.ExpireTime) && a.Transitions == b.Transitions && bytes.Equal(a.Metadata, b.Metadata)
+		a.ExpireTime.Equal(b.ExpireTime) && a.Transitions == b.Transitions && bytes.Equal(a.Metadata, b.Metadata) &&
+		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
 }
 
 func put(t *testing.T, s backend.Store, r *backend.Record) backend.Snapshot {
@@ -85,6 +87,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		next := *s.Record
 		next.FencingToken++
 		next.Metadata = nil
+		next.Principal, next.RevokedBy, next.RevokeReason = "", "", ""
 		return &next, nil
 	})
 	if err != nil {
@@ -92,6 +95,13 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	}
 	if snap.Record.FencingToken != 8 || len(snap.Record.Metadata) != 0 {
 		t.Fatalf("second Update stored %+v, want token 8 and no metadata", snap.Record)
+	}
+	got, err = e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get after second Update: %v", err)
+	}
+	if r := got.Record; r == nil || r.Principal != "" || r.RevokedBy != "" || r.RevokeReason != "" || r.FencingToken != 8 {
+		t.Fatalf("Get after second Update = %+v, want token 8 with principal and revocation cleared", r)
 	}
 }
 

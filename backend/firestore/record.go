@@ -20,6 +20,9 @@ const (
 	fieldExpireTime   = "expireTime"
 	fieldTransitions  = "transitions"
 	fieldMetadata     = "metadata"
+	fieldPrincipal    = "principal"
+	fieldRevokedBy    = "revokedBy"
+	fieldRevokeReason = "revokeReason"
 )
 
 // leaseDoc is a lease document as stored.
@@ -33,6 +36,11 @@ type leaseDoc struct {
 	ExpireTime   time.Time `firestore:"expireTime"`
 	Transitions  int64     `firestore:"transitions"`
 	Metadata     string    `firestore:"metadata"`
+	// The fields below were added with authentication; documents written
+	// before it lack them and read as empty.
+	Principal    string `firestore:"principal,omitempty"`
+	RevokedBy    string `firestore:"revokedBy,omitempty"`
+	RevokeReason string `firestore:"revokeReason,omitempty"`
 }
 
 // normalize returns r as Firestore stores it: times at microsecond precision
@@ -63,6 +71,7 @@ func toDoc(r *backend.Record) leaseDoc {
 		Name: r.Name, Holder: r.Holder, FencingToken: r.FencingToken, TTLMs: r.TTL.Milliseconds(),
 		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, ExpireTime: r.ExpireTime,
 		Transitions: r.Transitions, Metadata: string(r.Metadata),
+		Principal: r.Principal, RevokedBy: r.RevokedBy, RevokeReason: r.RevokeReason,
 	}
 }
 
@@ -86,6 +95,9 @@ func changes(cur, next leaseDoc) []gfs.Update {
 	add(!cur.ExpireTime.Equal(next.ExpireTime), fieldExpireTime, next.ExpireTime)
 	add(cur.Transitions != next.Transitions, fieldTransitions, next.Transitions)
 	add(cur.Metadata != next.Metadata, fieldMetadata, next.Metadata)
+	add(cur.Principal != next.Principal, fieldPrincipal, next.Principal)
+	add(cur.RevokedBy != next.RevokedBy, fieldRevokedBy, next.RevokedBy)
+	add(cur.RevokeReason != next.RevokeReason, fieldRevokeReason, next.RevokeReason)
 	return u
 }
 
@@ -99,6 +111,7 @@ func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Record, error) {
 		Name: ds.Ref.ID, Holder: d.Holder, FencingToken: d.FencingToken, TTL: time.Duration(d.TTLMs) * time.Millisecond,
 		AcquireTime: d.AcquireTime.UTC(), RenewTime: d.RenewTime.UTC(), ExpireTime: d.ExpireTime.UTC(),
 		Transitions: d.Transitions,
+		Principal:   d.Principal, RevokedBy: d.RevokedBy, RevokeReason: d.RevokeReason,
 	}
 	if d.Metadata != "" {
 		r.Metadata = []byte(d.Metadata)

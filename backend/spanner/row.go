@@ -19,11 +19,12 @@ import (
 var writeColumns = []string{
 	"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime",
 	"ExpireTime", "Transitions", "Metadata", "UpdateTime",
+	"Principal", "RevokedBy", "RevokeReason",
 }
 
 // recordColumns are the columns a read returns for a record (UpdateTime is
 // for operators and is not read back), in the order of leaseRow's fields.
-const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata"
+const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata, Principal, RevokedBy, RevokeReason"
 
 // leaseRow is one row of recordColumns, decoded by column name.
 type leaseRow struct {
@@ -36,6 +37,9 @@ type leaseRow struct {
 	ExpireTime   time.Time
 	Transitions  int64
 	Metadata     spanner.NullString
+	Principal    spanner.NullString
+	RevokedBy    spanner.NullString
+	RevokeReason spanner.NullString
 }
 
 // record converts a row to the record it stores.
@@ -49,6 +53,9 @@ func (r *leaseRow) record() *backend.Record {
 		RenewTime:    r.RenewTime,
 		ExpireTime:   r.ExpireTime,
 		Transitions:  r.Transitions,
+		Principal:    r.Principal.StringVal, // "" when NULL
+		RevokedBy:    r.RevokedBy.StringVal,
+		RevokeReason: r.RevokeReason.StringVal,
 	}
 	if r.Metadata.Valid && r.Metadata.StringVal != "" {
 		rec.Metadata = []byte(r.Metadata.StringVal)
@@ -127,8 +134,15 @@ func writeMutation(name string, next *backend.Record) (*spanner.Mutation, *backe
 	m := spanner.InsertOrUpdate(Table, writeColumns, []any{
 		rec.Name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
 		rec.ExpireTime, rec.Transitions, md, spanner.CommitTimestamp,
+		nullIfEmpty(rec.Principal), nullIfEmpty(rec.RevokedBy), nullIfEmpty(rec.RevokeReason),
 	})
 	return m, &rec, nil
+}
+
+// nullIfEmpty stores an empty string as NULL, as rows written before a
+// column existed hold it.
+func nullIfEmpty(s string) spanner.NullString {
+	return spanner.NullString{StringVal: s, Valid: s != ""}
 }
 
 // listSQL returns the statement that lists names starting with prefix and

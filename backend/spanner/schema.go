@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/spanner"
@@ -300,8 +301,11 @@ func CheckSchema(ctx context.Context, client *spanner.Client) error {
 }
 
 // Migrate creates the Leases table of schema.sql in the client's database
-// when it does not exist, then checks it with CheckSchema. It never alters an
-// existing table: a table that differs from schema.sql is an error. It
+// when it does not exist, then checks it with CheckSchema. Of an existing
+// table it only adds the nullable columns that schema.sql appends with ALTER
+// TABLE … ADD COLUMN and the table lacks (rows written before read them as
+// NULL), when they are its only difference from schema.sql; any other
+// difference is an error and nothing is altered. It
 // reports whether it created the table. Several processes may migrate at
 // once; the losers of the race find the table and succeed.
 func Migrate(ctx context.Context, admin *database.DatabaseAdminClient, client *spanner.Client) (created bool, err error) {
@@ -309,8 +313,20 @@ func Migrate(ctx context.Context, admin *database.DatabaseAdminClient, client *s
 		return false, errors.New("spanner: Migrate: admin and client must not be nil")
 	}
 	err = CheckSchema(ctx, client)
+	if err == nil {
+		return false, nil
+	}
 	if !errors.Is(err, ErrNoTable) {
-		return false, err // nil, or a table that differs, or the database did not answer
+		// The table exists: add the columns schema.sql appended since it was
+		// created, if that is what it lacks; anything else is refused.
+		added, addErr := addColumns(ctx, admin, client)
+		if addErr != nil {
+			return false, addErr
+		}
+		if !added {
+			return false, err // a table that differs otherwise, or the database did not answer
+		}
+		return false, CheckSchema(ctx, client)
 	}
 	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{
 		Database:   client.DatabaseName(),
@@ -331,4 +347,69 @@ func Migrate(ctx context.Context, admin *database.DatabaseAdminClient, client *s
 		return false, err
 	}
 	return true, CheckSchema(ctx, client)
+}
+
+// addColumns runs the ALTER TABLE … ADD COLUMN statements of schema.sql
+// whose column the existing table lacks, and reports whether it ran any.
+func addColumns(ctx context.Context, admin *database.DatabaseAdminClient, client *spanner.Client) (bool, error) {
+	got, err := readColumns(ctx, client, Table)
+	if err != nil {
+		return false, err
+	}
+	have := make(map[string]bool, len(got))
+	for _, c := range got {
+		have[strings.ToLower(c.Name)] = true
+	}
+	var stmts []string
+	for _, stmt := range Statements() {
+		m := addColumnRE.FindStringSubmatch(stmt)
+		if m == nil || !strings.EqualFold(m[1], Table) {
+			continue
+		}
+		c, err := parseColumn(Table, m[2])
+		if err != nil {
+			return false, err
+		}
+		if !have[strings.ToLower(c.Name)] {
+			stmts = append(stmts, stmt)
+		}
+	}
+	if len(stmts) == 0 {
+		return false, nil
+	}
+	// Alter only a table that differs from schema.sql by those columns alone.
+	want, err := wantColumns()
+	if err != nil {
+		return false, err
+	}
+	want = slices.DeleteFunc(want, func(c column) bool { return !have[strings.ToLower(c.Name)] })
+	wantIx, err := indexesOf(Statements())
+	if err != nil {
+		return false, err
+	}
+	gotIx, err := readIndexes(ctx, client, Table)
+	if err != nil {
+		return false, err
+	}
+	if len(diffColumns(want, got)) > 0 || len(diffIndexes(wantIx, gotIx)) > 0 {
+		return false, nil
+	}
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{
+		Database:   client.DatabaseName(),
+		Statements: stmts,
+	})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return false, ctxErr
+		}
+		if checkErr := CheckSchema(ctx, client); checkErr == nil {
+			return true, nil // another process added them meanwhile
+		}
+		_, err = classify("add columns to table "+Table, err)
+		return false, err
+	}
+	return true, nil
 }

@@ -11,4 +11,10 @@ CREATE TABLE Leases (
   UpdateTime TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp = true)
 ) PRIMARY KEY (Name);
 
-CREATE INDEX LeasesByExpireTime ON Leases (ExpireTime)
+CREATE INDEX LeasesByExpireTime ON Leases (ExpireTime);
+
+ALTER TABLE Leases ADD COLUMN Principal STRING(MAX);
+
+ALTER TABLE Leases ADD COLUMN RevokedBy STRING(MAX);
+
+ALTER TABLE Leases ADD COLUMN RevokeReason STRING(MAX)

@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/notify"
@@ -37,6 +38,7 @@ type events struct {
 	stopErr   error
 	obs       *observability
 	sweeper   *sweeper.Sweeper
+	audit     *audit.Log // one line per change of holding decided here
 }
 
 // observe sends the events' metrics to obs: publish attempts, and every
@@ -94,6 +96,7 @@ func newEvents(ctx context.Context, getenv func(string) string, log *slog.Logger
 
 // changed is the Manager's OnChange: a change made on this instance.
 func (e *events) changed(ev lease.Event) {
+	e.audit.Change(context.Background(), ev)
 	if e.publisher != nil {
 		e.publisher.Publish(ev)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
@@ -43,10 +44,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			log.Error("close backend", "backend", cfg.backend, "err", err)
 		}
 	}()
+	acc, err := newAccess(ctx, getenv, log)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	ev, err := newEvents(ctx, getenv, log)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
+	ev.audit = audit.New(log)
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: func(e lease.Event) {
 		ev.changed(e)
 		obs.decided(e)
@@ -63,6 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer obs.shutdown(context.WithoutCancel(ctx))
 	ev.observe(obs)
 	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
+		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
@@ -90,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
-		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "",
+		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "", "auth", acc.mode, "rateLimit", acc.rate, "rateBurst", acc.burst,
 		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String())
 
 	select {

@@ -43,6 +43,8 @@ func (r Response) Holder() string { s, _ := r.Lease()["holder"].(string); return
 type Client struct {
 	// URL is the service's base URL.
 	URL string
+	// Token, if set, is sent as Authorization: Bearer Token.
+	Token string
 }
 
 // Do sends a request; contentType "" sends none.
@@ -54,6 +56,9 @@ func (c Client) Do(t testing.TB, method, path, contentType, body string) Respons
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := &http.Client{Timeout: 90 * time.Second}
 	resp, err := hc.Do(req)

@@ -39,8 +39,10 @@ func expect(t testing.TB, step string, r Response, status int, code string) {
 // acquire, a refused contender, idempotent acquire, a lost renew, release,
 // hand-over with token + 1, expiry and takeover with token + 1, and every
 // malformed input of SPEC §4, which must change nothing.
-func Flows(t *testing.T, baseURL string) {
-	c := Client{URL: baseURL}
+func Flows(t *testing.T, baseURL string) { FlowsWith(t, Client{URL: baseURL}) }
+
+// FlowsWith runs Flows with c, which may carry credentials.
+func FlowsWith(t *testing.T, c Client) {
 	name := UniqueName("flow")
 	path := "/v1/leases/" + name
 
@@ -106,7 +108,7 @@ func Flows(t *testing.T, baseURL string) {
 		t.Fatalf("list by prefix = %s, want the one lease", list.Raw)
 	}
 
-	Malformed(t, baseURL, name, "agent-c")
+	MalformedWith(t, c, name, "agent-c")
 
 	after := c.Get(t, path)
 	for _, k := range []string{"holder", "fencingToken", "ttlMs", "acquireTime", "renewTime", "expireTime", "transitions"} {
@@ -123,7 +125,11 @@ func Flows(t *testing.T, baseURL string) {
 // as its holder where that matters (so an accepted request would change
 // the lease), and checks each answer's status and code.
 func Malformed(t *testing.T, baseURL, name, holder string) {
-	c := Client{URL: baseURL}
+	MalformedWith(t, Client{URL: baseURL}, name, holder)
+}
+
+// MalformedWith runs Malformed with c, which may carry credentials.
+func MalformedWith(t *testing.T, c Client, name, holder string) {
 	p := "/v1/leases/" + name
 	h := strconv.Quote(holder)
 	big := `{"holder":` + h + `,"ttlMs":30000,"metadata":{"x":"` + strings.Repeat("a", 70<<10) + `"}}`

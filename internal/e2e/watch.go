@@ -29,8 +29,17 @@ type Stream struct {
 // ends.
 func Watch(t testing.TB, baseURL, name string) *Stream {
 	t.Helper()
+	return WatchWith(t, Client{URL: baseURL}, name)
+}
+
+// WatchWith opens the watch stream with c, which may carry credentials.
+func WatchWith(t testing.TB, c Client, name string) *Stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/leases/"+name+":watch", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/v1/leases/"+name+":watch", nil)
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()

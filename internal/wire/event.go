@@ -16,13 +16,19 @@ type Event struct {
 	Lease           Lease   `json:"lease"`
 	PreviousHolder  *string `json:"previousHolder,omitempty"`
 	PreviousExpired *bool   `json:"previousExpired,omitempty"`
+	Reason          string  `json:"reason,omitempty"`
+	Operator        string  `json:"operator,omitempty"`
 	EventTime       string  `json:"eventTime"`
 }
 
 // FromEvent returns the wire form of ev. previousHolder and previousExpired
-// are present on an acquired event with a previous holding only.
+// are present on an acquired event with a previous holding only; reason
+// and operator on a revoked event only (operator when authentication is on).
 func FromEvent(ev lease.Event) Event {
 	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
+	if ev.Type == lease.EventRevoked {
+		out.Reason, out.Operator = ev.Reason, ev.Operator
+	}
 	if ev.Type == lease.EventAcquired && ev.Lease.FencingToken > 1 && ev.PreviousHolder != "" {
 		prev, expired := ev.PreviousHolder, ev.PreviousExpired
 		out.PreviousHolder, out.PreviousExpired = &prev, &expired
@@ -52,6 +58,8 @@ func UnmarshalEvent(data []byte) (lease.Event, error) {
 	ev := lease.Event{Type: lease.EventType(body.Type), Lease: l}
 	switch ev.Type {
 	case lease.EventAcquired, lease.EventReleased, lease.EventExpired:
+	case lease.EventRevoked:
+		ev.Reason, ev.Operator = body.Reason, body.Operator
 	default:
 		return lease.Event{}, fmt.Errorf("wire: event: unknown type %q", body.Type)
 	}

@@ -24,6 +24,9 @@ type Lease struct {
 	ServerTime   string          `json:"serverTime"`
 	Transitions  int64           `json:"transitions"`
 	Metadata     json.RawMessage `json:"metadata"`
+	Principal    string          `json:"principal,omitempty"`
+	RevokedBy    string          `json:"revokedBy,omitempty"`
+	RevokeReason string          `json:"revokeReason,omitempty"`
 }
 
 // emptyObject is the metadata of a lease that has none.
@@ -48,13 +51,16 @@ func FromLease(l lease.Lease) Lease {
 		ServerTime:   FormatTime(l.ServerTime),
 		Transitions:  l.Transitions,
 		Metadata:     md,
+		Principal:    l.Principal,
+		RevokedBy:    l.RevokedBy,
+		RevokeReason: l.RevokeReason,
 	}
 }
 
 // ToLease parses the wire form back into a lease.
 func (w Lease) ToLease() (lease.Lease, error) {
 	l := lease.Lease{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond,
-		Transitions: w.Transitions, Metadata: w.Metadata}
+		Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason}
 	for _, f := range []struct {
 		dst *time.Time
 		src string

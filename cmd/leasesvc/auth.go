@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/leasesvc/leasesvc/auth"
+)
+
+// Default per-principal rate limit when authentication is on.
+const (
+	defaultRateLimit = 100 // requests per second
+)
+
+// access is who may call the service and how often.
+type access struct {
+	mode    string             // none | google | static
+	authn   auth.Authenticator // nil when mode is none
+	policy  *auth.Policy       // nil allows everything
+	limiter *auth.Limiter      // nil-safe; no limit when rate is 0
+	rate    float64
+	burst   int
+}
+
+// newAccess reads LEASESVC_AUTH (none | google | static), its settings,
+// LEASESVC_POLICY and the rate limit. Every error names the variable.
+func newAccess(ctx context.Context, getenv func(string) string, log *slog.Logger) (access, error) {
+	a := access{mode: getenv("LEASESVC_AUTH")}
+	if a.mode == "" {
+		a.mode = "none"
+	}
+	var err error
+	switch a.mode {
+	case "none":
+		if p := getenv("LEASESVC_POLICY"); p != "" {
+			return a, errors.New("LEASESVC_POLICY is set but LEASESVC_AUTH=none: a policy needs authenticated principals; set LEASESVC_AUTH=google or static")
+		}
+		log.Warn("authentication is off (LEASESVC_AUTH=none): anyone who can reach the service can acquire, renew, release and revoke any lease")
+	case "static":
+		path := getenv("LEASESVC_AUTH_TOKENS")
+		if path == "" {
+			return a, errors.New("LEASESVC_AUTH=static needs LEASESVC_AUTH_TOKENS, the path of the tokens file")
+		}
+		if a.authn, err = auth.LoadStatic(path); err != nil {
+			return a, fmt.Errorf("LEASESVC_AUTH_TOKENS: %w", err)
+		}
+	case "google":
+		var auds []string
+		for s := range strings.SplitSeq(getenv("LEASESVC_AUTH_AUDIENCES"), ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				auds = append(auds, s)
+			}
+		}
+		if a.authn, err = auth.NewGoogle(ctx, auth.GoogleConfig{Audiences: auds}); err != nil {
+			return a, fmt.Errorf("LEASESVC_AUTH=google: %w", err)
+		}
+	default:
+		return a, fmt.Errorf("LEASESVC_AUTH=%q: must be none, google or static", a.mode)
+	}
+	if a.mode != "none" {
+		path := getenv("LEASESVC_POLICY")
+		if path == "" {
+			return a, fmt.Errorf("LEASESVC_AUTH=%s needs LEASESVC_POLICY, the path of the policy file that grants principals verbs on lease names", a.mode)
+		}
+		if a.policy, err = auth.LoadPolicy(path); err != nil {
+			return a, fmt.Errorf("LEASESVC_POLICY: %w", err)
+		}
+		a.rate = defaultRateLimit
+	}
+	if v := getenv("LEASESVC_RATE_LIMIT"); v != "" {
+		if a.rate, err = strconv.ParseFloat(v, 64); err != nil || a.rate < 0 || a.rate != a.rate {
+			return a, fmt.Errorf("LEASESVC_RATE_LIMIT=%q: must be a number of requests per second ≥ 0 (0: no limit)", v)
+		}
+	}
+	a.burst = max(int(2*a.rate), 1)
+	if v := getenv("LEASESVC_RATE_BURST"); v != "" {
+		if a.burst, err = strconv.Atoi(v); err != nil || a.burst < 1 {
+			return a, fmt.Errorf("LEASESVC_RATE_BURST=%q: must be an integer ≥ 1", v)
+		}
+	}
+	if a.rate > 0 {
+		a.limiter = auth.NewLimiter(a.rate, a.burst)
+	}
+	return a, nil
+}

@@ -1,0 +1,75 @@
+package audit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/internal/audit"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// line writes one audit record and decodes it.
+func line(t *testing.T, write func(a *audit.Log)) map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	write(audit.New(slog.New(slog.NewJSONHandler(&buf, nil))))
+	var out map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
+		t.Fatalf("audit line %q: %v", buf.String(), err)
+	}
+	if out["msg"] != "audit" || out["level"] != "INFO" {
+		t.Fatalf("audit line %v, want INFO audit", out)
+	}
+	labels, _ := out[audit.LabelsKey].(map[string]any)
+	if labels["leasesvc_log"] != "audit" {
+		t.Fatalf("audit line labels %v, want leasesvc_log=audit", out[audit.LabelsKey])
+	}
+	return out["audit"].(map[string]any)
+}
+
+func TestChangeNamesWhoActed(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
+	l := lease.Lease{Name: "team-a.s", Holder: "w1", FencingToken: 7, Principal: "agent@example.com", ExpireTime: at, ServerTime: at}
+	cases := []struct {
+		ev   lease.Event
+		want map[string]any
+	}{
+		{lease.Event{Type: lease.EventAcquired, Lease: l, Time: at, PreviousHolder: "w0", PreviousExpired: true},
+			map[string]any{"action": "acquired", "principal": "agent@example.com", "previousHolder": "w0", "previousExpired": true}},
+		{lease.Event{Type: lease.EventReleased, Lease: l, Time: at},
+			map[string]any{"action": "released", "principal": "agent@example.com"}},
+		{lease.Event{Type: lease.EventRevoked, Lease: l, Time: at, Reason: "stuck", Operator: "oncall@example.com"},
+			map[string]any{"action": "revoked", "principal": "oncall@example.com", "reason": "stuck", "holderPrincipal": "agent@example.com"}},
+		{lease.Event{Type: lease.EventExpired, Lease: l, Time: at},
+			map[string]any{"action": "expired", "principal": ""}},
+	}
+	for _, c := range cases {
+		got := line(t, func(a *audit.Log) { a.Change(t.Context(), c.ev) })
+		if got["lease"] != "team-a.s" || got["fencingToken"] != 7.0 || got["holder"] != "w1" || got["outcome"] != "ok" ||
+			got["eventTime"] != "2026-11-21T10:00:00.123456Z" {
+			t.Errorf("%s: %v, want lease, token, holder, outcome ok, eventTime", c.ev.Type, got)
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v, want %v", c.ev.Type, k, got[k], v)
+			}
+		}
+	}
+}
+
+func TestRefused(t *testing.T) {
+	got := line(t, func(a *audit.Log) {
+		a.Refused(t.Context(), "revoke", "permission_denied", "bob@example.com", "team-a.s", "no admin")
+	})
+	want := map[string]any{"action": "revoke", "outcome": "permission_denied", "principal": "bob@example.com", "lease": "team-a.s", "detail": "no admin"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	var nilLog *audit.Log
+	nilLog.Refused(t.Context(), "get", "unauthenticated", "", "x", "") // a nil Log writes nothing and does not panic
+}
