@@ -122,7 +122,7 @@ func (c *checker) staticToken(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	if l := utf8.RuneCountInString(t); l < MinTokenLength {
-		c.errorf(n, path, "token is %d characters long, want at least %d", l, MinTokenLength)
+		c.errorf(n, path, "token is too short (%d characters, want at least %d)", l, MinTokenLength)
 		return "", false
 	}
 	return t, true
