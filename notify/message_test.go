@@ -109,3 +109,41 @@ func TestNewerOrdersByTokenThenType(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedEvent: a revoked event carries its ce-type, the reason and the
+// operator, the principals in the lease, and decodes back to the same.
+func TestRevokedEvent(t *testing.T) {
+	ev := sampleEvent(lease.EventRevoked, 3)
+	ev.Lease.Principal, ev.Lease.RevokedBy, ev.Lease.RevokeReason = "agent@example.com", "oncall@example.com", "stuck"
+	ev.Lease.ExpireTime = ev.Time
+	ev.Reason, ev.Operator = "stuck", "oncall@example.com"
+	msg, err := notify.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Attributes["ce-type"] != "dev.leasesvc.lease.revoked.v1" || msg.Attributes["ce-id"] != "team-a.scheduler/3/revoked" {
+		t.Fatalf("attributes %v, want the revoked ce-type and ce-id", msg.Attributes)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(msg.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := data["lease"].(map[string]any)
+	if data["type"] != "revoked" || data["reason"] != "stuck" || data["operator"] != "oncall@example.com" ||
+		l["principal"] != "agent@example.com" || l["revokedBy"] != "oncall@example.com" || l["held"] != false || data["previousHolder"] != nil {
+		t.Fatalf("data %s, want type revoked with reason, operator and the lease's principals", msg.Data)
+	}
+	got, err := notify.Decode(msg.Data)
+	if err != nil || got.Type != lease.EventRevoked || got.Reason != "stuck" || got.Operator != "oncall@example.com" ||
+		got.Lease.Principal != "agent@example.com" || got.Lease.RevokeReason != "stuck" {
+		t.Fatalf("Decode = %+v, %v; want the revoked event back", got, err)
+	}
+	// Other event types carry no reason or operator, even if set by mistake.
+	rel := sampleEvent(lease.EventReleased, 3)
+	rel.Reason = "x"
+	msg, _ = notify.Encode(rel)
+	var relData map[string]any
+	if err := json.Unmarshal(msg.Data, &relData); err != nil || relData["reason"] != nil || relData["type"] != "released" {
+		t.Fatalf("released event data %s has a reason", msg.Data)
+	}
+}
