@@ -14,7 +14,8 @@ const (
 	exitHeld        = 3
 	exitLost        = 4
 	exitNotFound    = 5
-	exitUnavailable = 6
+	exitUnavailable = 6 // rate limited (429) after retries too
+	exitDenied      = 7 // unauthenticated, permission denied, or no credentials
 )
 
 // exitError carries an exit status; quiet ones print nothing (CMD's own
@@ -45,6 +46,8 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ex):
 		return ex.code
+	case errors.Is(err, client.ErrDenied), errors.Is(err, client.ErrCredentials):
+		return exitDenied
 	case errors.Is(err, client.ErrHeld):
 		return exitHeld
 	case errors.Is(err, client.ErrLost):

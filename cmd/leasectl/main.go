@@ -1,9 +1,11 @@
 // Command leasectl drives leasesvc from a shell: acquire, renew, release,
-// get, list and watch leases, and run a command only while holding one.
+// get, list and watch leases, revoke a holding as an operator, and run a
+// command only while holding a lease.
 //
 //	leasectl acquire NAME --holder H [--ttl 30s] [--wait 0s] [--metadata JSON]
-//	leasectl renew   NAME --holder H --token N [--ttl D] [--metadata JSON]
-//	leasectl release NAME --holder H --token N
+//	leasectl renew   NAME --holder H --fencing-token N [--ttl D] [--metadata JSON]
+//	leasectl release NAME --holder H --fencing-token N
+//	leasectl revoke  NAME --reason R [--fencing-token N]
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME
@@ -12,6 +14,37 @@
 // Every command prints a human table by default and JSON with --json (one
 // object per line for watch). LEASESVC_URL selects the service (default
 // http://localhost:8080); --url overrides it.
+//
+// # Credentials
+//
+// A service with authentication wants a bearer token. leasectl sends the
+// token of --token, or of the file --token-file names (its content
+// trimmed); without these flags, LEASESVC_TOKEN or LEASESVC_TOKEN_FILE. A
+// flag beats the environment; giving both of a kind is a usage error.
+// Without a token and with an https URL, leasectl sends Google-signed ID
+// tokens for the URL when Application Default Credentials can make them
+// (on Cloud Run, GCE, GKE, or with a service-account key in
+// GOOGLE_APPLICATION_CREDENTIALS); when they cannot, it goes on without
+// credentials, and a 401 or 403 answer then comes with a hint. A person
+// with gcloud passes --token "$(gcloud auth print-identity-token)".
+// leasectl never prints a token.
+//
+// The fencing token of renew, release and revoke is --fencing-token (it was
+// --token before credentials came; --token is the credential now).
+//
+// # Revoking
+//
+// leasectl revoke ends the live holding of a lease as an operator (the
+// service's admin verb) and prints the lease after it: not held, revoked
+// by whom and why. The holder's next renew fails (leasectl run stops CMD
+// then), and the next acquire gets the next fencing token. With
+// --fencing-token N it revokes only holding N, and fails with status 4 when
+// N is not the live holding: give the token you saw with get, so that a
+// newer holding is never revoked by mistake. A lease that is not held is
+// printed unchanged. A revoke is retried only when the service did not act
+// on it (429, no connection).
+//
+// # Running a command
 //
 // leasectl run campaigns for the lease and runs CMD only while it leads,
 // with LEASE_NAME, LEASE_HOLDER and LEASE_FENCING_TOKEN in CMD's
@@ -23,10 +56,16 @@
 // lease and exits with CMD's status. On SIGINT or SIGTERM it stops CMD the
 // same way, releases the lease and exits with CMD's status.
 //
-// Exit status: 0 success; CMD's status for run; 1 an error; 2 bad usage;
-// 3 the lease is held by another (acquire); 4 the lease was lost (renew,
-// release, or run losing leadership); 5 no such lease (get); 6 the service
-// is unavailable.
+// # Exit status
+//
+// 0 success; CMD's status for run; 1 an error; 2 bad usage; 3 the lease is
+// held by another (acquire); 4 the lease was lost (renew, release, revoke
+// of a --fencing-token that is not the live holding, or run losing
+// leadership); 5 no such lease (get, revoke); 6 the service is unavailable,
+// or still rate limits the caller (429) after the retries; 7 the service
+// refused the credentials (401, or none sent), the caller lacks the
+// permission (403: revoke needs the admin verb), or no token could be had
+// from the token source.
 package main
 
 import (

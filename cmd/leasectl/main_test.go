@@ -50,18 +50,18 @@ func TestCommands(t *testing.T) {
 	if code != exitHeld || json.Unmarshal([]byte(out), &held) != nil || held.Holder != "agent-a" {
 		t.Fatalf("acquire while held: %d %q, want exit %d and a's lease as JSON", code, out, exitHeld)
 	}
-	out, _, code = ctl(t, svc.URL, "renew", "--json", name, "--holder", "agent-a", "--token", "1", "--ttl", "20s")
+	out, _, code = ctl(t, svc.URL, "renew", "--json", name, "--holder", "agent-a", "--fencing-token", "1", "--ttl", "20s")
 	var l client.Lease
 	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || l.TTL != 20*time.Second || string(l.Metadata) != `{"addr":"10.0.0.7"}` {
 		t.Fatalf("renew: %d %q", code, out)
 	}
-	if _, _, code = ctl(t, svc.URL, "renew", name, "--holder", "agent-a", "--token", "9"); code != exitLost {
+	if _, _, code = ctl(t, svc.URL, "renew", name, "--holder", "agent-a", "--fencing-token", "9"); code != exitLost {
 		t.Fatalf("renew with a wrong token: exit %d, want %d", code, exitLost)
 	}
 	if out, _, code = ctl(t, svc.URL, "get", name, "--json"); code != 0 || json.Unmarshal([]byte(out), &l) != nil || !l.Held {
 		t.Fatalf("get: %d %q", code, out)
 	}
-	if out, _, code = ctl(t, svc.URL, "release", name, "--holder", "agent-a", "--token", "1"); code != 0 || !strings.Contains(out, "false") {
+	if out, _, code = ctl(t, svc.URL, "release", name, "--holder", "agent-a", "--fencing-token", "1"); code != 0 || !strings.Contains(out, "false") {
 		t.Fatalf("release: %d %q", code, out)
 	}
 	out, _, code = ctl(t, svc.URL, "list", "--prefix", name[:strings.IndexByte(name, '.')+1], "--json")

@@ -7,24 +7,31 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/leasesvc/leasesvc/client"
+	"github.com/leasesvc/leasesvc/client/googleauth"
 )
 
 const usage = `usage: leasectl COMMAND [flags]
 
   acquire NAME --holder H [--ttl 30s] [--wait 0s] [--metadata JSON]
-  renew   NAME --holder H --token N [--ttl D] [--metadata JSON]
-  release NAME --holder H --token N
+  renew   NAME --holder H --fencing-token N [--ttl D] [--metadata JSON]
+  release NAME --holder H --fencing-token N
+  revoke  NAME --reason R [--fencing-token N]
   get     NAME
   list    [--prefix P] [--page-size N] [--page-token T]
   watch   NAME
   run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
 
-Every command takes --json (JSON output) and --url (default $LEASESVC_URL,
-else http://localhost:8080).
+Every command takes --json (JSON output), --url (default $LEASESVC_URL,
+else http://localhost:8080), and credentials: --token TOKEN or
+--token-file FILE (default $LEASESVC_TOKEN, $LEASESVC_TOKEN_FILE); without
+them an https URL gets Google ID tokens when Google credentials are found.
 `
 
 // env is what one invocation works with.
@@ -32,30 +39,43 @@ type env struct {
 	getenv func(string) string
 	stdout io.Writer
 	stderr io.Writer
-	json   bool
-	url    string
+	// idTokens makes a source of Google ID tokens for an audience; hc, if
+	// not nil, is the HTTP client of the Client. Tests replace both.
+	idTokens func(ctx context.Context, audience string) (oauth2.TokenSource, error)
+	hc       *http.Client
+
+	json      bool
+	url       string
+	token     string // --token
+	tokenFile string // --token-file
+	creds     credentials
 }
 
 // run is leasectl: main only calls it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := &env{getenv: getenv, stdout: stdout, stderr: stderr, idTokens: googleauth.IDTokenSource}
+	return e.run(ctx, args)
+}
+
+// run runs the command of args.
+func (e *env) run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		_, _ = io.WriteString(stderr, usage)
+		_, _ = io.WriteString(e.stderr, usage)
 		if len(args) == 0 {
 			return &exitError{code: exitUsage, quiet: true}
 		}
 		return nil
 	}
-	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
 	cmds := map[string]func(context.Context, *env, []string) error{
-		"acquire": cmdAcquire, "renew": cmdRenew, "release": cmdRelease, "get": cmdGet,
+		"acquire": cmdAcquire, "renew": cmdRenew, "release": cmdRelease, "revoke": cmdRevoke, "get": cmdGet,
 		"list": cmdList, "watch": cmdWatch, "run": cmdRun,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		_, _ = io.WriteString(stderr, usage)
+		_, _ = io.WriteString(e.stderr, usage)
 		return usageError("unknown command %q", args[0])
 	}
-	return cmd(ctx, e, args[1:])
+	return e.creds.explain(cmd(ctx, e, args[1:]))
 }
 
 // flags returns a FlagSet with the flags every command takes.
@@ -68,6 +88,9 @@ func (e *env) flags(name string) *flag.FlagSet {
 		url = "http://localhost:8080"
 	}
 	fs.StringVar(&e.url, "url", url, "the service's base URL (env LEASESVC_URL)")
+	// No defaults from the environment here: the usage text prints them.
+	fs.StringVar(&e.token, "token", "", "bearer token to send (env LEASESVC_TOKEN); never printed")
+	fs.StringVar(&e.tokenFile, "token-file", "", "file holding the bearer token, trimmed (env LEASESVC_TOKEN_FILE)")
 	return fs
 }
 
@@ -92,9 +115,14 @@ func parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 	return pos, nil
 }
 
-// client returns a Client of the chosen service.
-func (e *env) client() (*client.Client, error) {
-	c, err := client.New(e.url, client.Config{})
+// client returns a Client of the chosen service, with the invocation's
+// credentials.
+func (e *env) client(ctx context.Context) (*client.Client, error) {
+	ts, err := e.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(e.url, client.Config{HTTPClient: e.hc, TokenSource: ts})
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -130,7 +158,7 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 	if *holder == "" {
 		*holder = client.DefaultHolder()
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -148,7 +176,7 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 func cmdRenew(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("renew")
 	holder := fs.String("holder", "", "the holder's identity")
-	token := fs.Int64("token", 0, "the holding's fencing token")
+	token := fs.Int64("fencing-token", 0, "the holding's fencing token")
 	ttl := fs.Duration("ttl", 0, "new lease duration (default: keep)")
 	md := fs.String("metadata", "", "a JSON object replacing the metadata")
 	pos, err := parse(fs, args, "NAME")
@@ -156,13 +184,13 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *holder == "" || *token < 1 {
-		return usageError("renew: --holder and --token are required")
+		return e.fencingUsage("renew: --holder and --fencing-token are required")
 	}
 	meta, err := metadataFlag(*md)
 	if err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,19 +204,50 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 func cmdRelease(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("release")
 	holder := fs.String("holder", "", "the holder's identity")
-	token := fs.Int64("token", 0, "the holding's fencing token")
+	token := fs.Int64("fencing-token", 0, "the holding's fencing token")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
 	if *holder == "" || *token < 1 {
-		return usageError("release: --holder and --token are required")
+		return e.fencingUsage("release: --holder and --fencing-token are required")
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
 	l, err := c.Release(ctx, pos[0], *holder, *token)
+	if err != nil {
+		return err
+	}
+	return e.printLeases(l)
+}
+
+// fencingUsage is the usage error of a missing --fencing-token, which
+// explains the --token of older leasectl versions.
+func (e *env) fencingUsage(msg string) error {
+	if e.token != "" {
+		msg += " (--token is the credential now; the fencing token is --fencing-token)"
+	}
+	return usageError("%s", msg)
+}
+
+func cmdRevoke(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("revoke")
+	reason := fs.String("reason", "", "why, 1–512 printable characters (required)")
+	token := fs.Int64("fencing-token", 0, "revoke only the holding with this fencing token (default: whatever holding is live)")
+	pos, err := parse(fs, args, "NAME")
+	if err != nil {
+		return err
+	}
+	if *reason == "" || *token < 0 {
+		return usageError("revoke: --reason is required, and --fencing-token must not be negative")
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := c.Revoke(ctx, pos[0], client.RevokeRequest{Reason: *reason, FencingToken: *token})
 	if err != nil {
 		return err
 	}
@@ -201,7 +260,7 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,7 +279,7 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -259,7 +318,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -288,6 +347,9 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		typ, holder := string(ev.Type), ev.Lease.Holder
+		if ev.Type == client.EventRevoked {
+			holder += fmt.Sprintf(" (by %s: %q)", ev.Operator, ev.Reason)
+		}
 		if ev.Type == client.EventState {
 			typ = "now"
 			switch {

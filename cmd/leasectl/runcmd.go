@@ -41,7 +41,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if *grace <= 0 {
 		return usageError("run: --grace %v must be positive", *grace)
 	}
-	c, err := e.client()
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}

@@ -8,16 +8,38 @@ import (
 	"github.com/leasesvc/leasesvc/client"
 )
 
-// writeTable prints leases as an aligned table.
+// writeTable prints leases as an aligned table. A PRINCIPAL column comes
+// when a lease has one (a service with authentication), and a line under
+// the table for each holding an operator revoked.
 func writeTable(w io.Writer, ls []client.Lease) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tHELD\tREMAINING\tTTL\tEXPIRES (server time)")
+	principals := false
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s\n", l.Name, l.Holder, l.FencingToken, l.Held,
+		principals = principals || l.Principal != ""
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "NAME\tHOLDER\tTOKEN\tHELD\tREMAINING\tTTL\tEXPIRES (server time)"
+	if principals {
+		head += "\tPRINCIPAL"
+	}
+	fmt.Fprintln(tw, head)
+	for _, l := range ls {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s", l.Name, l.Holder, l.FencingToken, l.Held,
 			durationText(l.Remaining), l.TTL, l.ExpireTime.UTC().Format("2006-01-02T15:04:05.000Z"))
+		if principals {
+			fmt.Fprintf(tw, "\t%s", l.Principal)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
+	}
+	for _, l := range ls {
+		if l.RevokedBy == "" && l.RevokeReason == "" {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%s: holding %d revoked by %s: %q\n", l.Name, l.FencingToken, l.RevokedBy, l.RevokeReason); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
 	}
 	return nil
 }
