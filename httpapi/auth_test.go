@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,27 +52,9 @@ const testPolicy = `grants:
     prefixes: ["*"]
 `
 
-// syncBuffer is a log sink the handler writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // authServer serves the API with static tokens, the test policy and the
 // given limiter; its log (audit lines included) goes to the returned buffer.
-func authServer(t *testing.T, limiter *auth.Limiter) (*httptest.Server, *syncBuffer, *lease.Manager) {
+func authServer(t *testing.T, limiter *auth.Limiter) (*httptest.Server, *e2e.SyncBuffer, *lease.Manager) {
 	t.Helper()
 	authn, err := auth.ParseStatic([]byte(testTokens), "tokens.yaml")
 	if err != nil {
@@ -84,7 +64,7 @@ func authServer(t *testing.T, limiter *auth.Limiter) (*httptest.Server, *syncBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &e2e.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	events := hub.New()
 	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})

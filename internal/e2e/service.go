@@ -60,7 +60,7 @@ type Service struct {
 
 	t    testing.TB
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error // the process's exit error, once done is closed
 	env  map[string]string
@@ -96,7 +96,7 @@ func (s *Service) start() {
 	for k, v := range s.env {
 		s.cmd.Env = append(s.cmd.Env, k+"="+v)
 	}
-	s.out = &syncBuffer{}
+	s.out = &SyncBuffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	// If the test process dies (a panic, -timeout, SIGKILL), so does the service.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -185,19 +185,22 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writers and a reader.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and a reader,
+// such as a process's output or a handler's log.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
