@@ -161,6 +161,9 @@ func TestParsePolicyErrors(t *testing.T) {
 			// yaml.v3 reports where the unclosed flow list starts.
 			"p.yaml:2:1: invalid YAML: did not find expected ',' or ']'",
 		}},
+		{"unterminated at the end of a file without newline", "grants: [", []string{
+			"p.yaml:1:1: invalid YAML: did not find expected node content",
+		}},
 		{"yaml scanner error", "grants:\n  - principals: [a]\n\tverbs: [read]\n", []string{
 			"p.yaml:3:1: invalid YAML: found character that cannot start any token",
 		}},
@@ -185,6 +188,12 @@ func TestParsePolicyErrors(t *testing.T) {
 		}},
 		{"control character", "grants:\n  - principals: [é\x01]\n", []string{
 			"p.yaml:2:19: control character U+0001 is not allowed",
+		}},
+		{"columns count characters", "grants:\n  - principals: [éé, \"a b\"]\n    verbs: [read]\n    prefixes: ['*']\n", []string{
+			`p.yaml:2:22: grants[0].principals[1]: principal "a b" contains whitespace`,
+		}},
+		{"json columns count characters", "{\"grants\": [{\"principals\": [\"éé\"],, }]}", []string{
+			"p.yaml:1:35: invalid JSON: invalid character ',' looking for beginning of object key string",
 		}},
 		{"lone carriage return", "grants:\r  - principals: [a]\n", []string{
 			"p.yaml:1:8: carriage return not followed by a line feed",

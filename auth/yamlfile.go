@@ -29,7 +29,9 @@ func newChecker(file string, data []byte) *checker {
 	return &checker{file: file, lines: bytes.Count(data, []byte("\n")) + 1}
 }
 
-// at records a problem at line:col.
+// at records a problem at line:col. The line is clamped to the input: yaml.v3
+// puts the end of an input that does not end in a newline on the line after
+// the last one.
 func (c *checker) at(line, col int, path, format string, args ...any) {
 	line = min(max(line, 1), c.lines)
 	col = max(col, 1)
