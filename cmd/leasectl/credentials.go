@@ -15,7 +15,8 @@ import (
 // credentials records where the token of an invocation came from, for the
 // hint after a refusal. It never holds the token.
 type credentials struct {
-	from      string // "--token", "LEASESVC_TOKEN_FILE", "Google ID tokens", …; "" for none
+	from      string // "--token", "LEASESVC_TOKEN_FILE", …; "" for none
+	google    bool   // Google ID tokens were sent
 	noIDToken error  // why no Google ID token was made, when one was tried
 }
 
@@ -42,7 +43,7 @@ func (e *env) credentials(ctx context.Context) (oauth2.TokenSource, error) {
 		e.creds = credentials{noIDToken: err}
 		return nil, nil
 	}
-	e.creds = credentials{from: "Google ID tokens"}
+	e.creds = credentials{from: "Application Default Credentials", google: true}
 	return ts, nil
 }
 
@@ -107,10 +108,12 @@ func (c credentials) explain(err error) error {
 		if c.noIDToken != nil {
 			hint += fmt.Sprintf(".\nhint: no Google ID token either: %v", c.noIDToken)
 		}
+	case c.google && errors.Is(err, client.ErrCredentials):
+		hint = `no Google ID token could be made from Application Default Credentials; pass --token "$(gcloud auth print-identity-token)" instead`
+	case c.google && errors.Is(err, client.ErrUnauthenticated):
+		hint = "the service refused the Google ID token from Application Default Credentials; pass --token to send another"
 	case errors.Is(err, client.ErrUnauthenticated):
 		hint = fmt.Sprintf("the service refused the token of %s (expired? an identity token from gcloud lasts an hour)", c.from)
-	case errors.Is(err, client.ErrCredentials) && c.from == "Google ID tokens":
-		hint = `no Google ID token could be made; pass --token "$(gcloud auth print-identity-token)" instead`
 	default:
 		return err
 	}

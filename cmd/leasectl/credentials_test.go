@@ -250,11 +250,17 @@ func TestGoogleIDTokens(t *testing.T) {
 	if inv.code != exitDenied || !strings.Contains(inv.err.Error(), "refused the token of LEASESVC_TOKEN") || strings.Contains(inv.all(), "tok-from-env") {
 		t.Fatalf("refused token: exit %d, %v", inv.code, inv.err)
 	}
+	// A Google ID token that was refused.
+	inv = leasectl(t, options{vars: map[string]string{"LEASESVC_URL": f.URL}, idTokens: idTokens, hc: f.Client()}, "get", "jobs.a")
+	if inv.code != exitDenied || !strings.Contains(inv.err.Error(), "refused the Google ID token") || strings.Contains(inv.all(), "google-id-token") {
+		t.Fatalf("refused ID token: exit %d, %v", inv.code, inv.err)
+	}
 	// A token source that fails: exit 7 too, and nothing sent.
 	n := len(f.requests())
 	failing := func(context.Context, string) (oauth2.TokenSource, error) { return failingSource{}, nil }
 	inv = leasectl(t, options{vars: map[string]string{"LEASESVC_URL": f.URL}, idTokens: failing, hc: f.Client()}, "get", "jobs.a")
-	if inv.code != exitDenied || !errors.Is(inv.err, client.ErrCredentials) || len(f.requests()) != n {
+	if inv.code != exitDenied || !errors.Is(inv.err, client.ErrCredentials) || len(f.requests()) != n ||
+		!strings.Contains(inv.err.Error(), "gcloud auth print-identity-token") {
 		t.Fatalf("failing token source: exit %d, %v, %d requests sent", inv.code, inv.err, len(f.requests())-n)
 	}
 }
