@@ -13,8 +13,9 @@ import (
 // A bucket that has been idle long enough to be full again is the same as a
 // new one, so such buckets are dropped, on access, in a sweep that runs at
 // most once per refill time (and at most once a second): memory is bounded by
-// the keys seen within about two refill times. It starts no goroutine. It is
-// safe for concurrent use; a nil *Limiter allows everything.
+// the keys used within the last two refill times (or refill time plus a
+// second, if that is longer). It starts no goroutine. It is safe for
+// concurrent use (one mutex for all keys); a nil *Limiter allows everything.
 type Limiter struct {
 	limit rate.Limit
 	burst int
