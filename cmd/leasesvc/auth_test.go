@@ -30,12 +30,14 @@ const (
 // TestServiceWithStaticAuth runs the real binary with LEASESVC_AUTH=static
 // and a policy: the whole contract flow passes for an allowed principal,
 // a request without credentials is 401, an operator revokes, and each
-// change of holding and each refusal writes one audit line.
+// change of holding and each refusal writes one audit line, even with the
+// log level at warn.
 func TestServiceWithStaticAuth(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{
 		"LEASESVC_AUTH":        "static",
 		"LEASESVC_AUTH_TOKENS": writeFile(t, "tokens.yaml", svcTokens),
 		"LEASESVC_POLICY":      writeFile(t, "policy.yaml", svcPolicy),
+		"LEASESVC_LOG_LEVEL":   "warn",
 	})
 	agent := e2e.Client{URL: svc.URL, Token: "agent-token-0123456789"}
 	e2e.FlowsWith(t, agent)
@@ -80,6 +82,9 @@ func TestServiceWithStaticAuth(t *testing.T) {
 	if !strings.Contains(audits[3], `"principal":"oncall@example.com"`) || !strings.Contains(audits[3], `"reason":"drill"`) ||
 		!strings.Contains(audits[3], `"holderPrincipal":"agent@example.com"`) {
 		t.Errorf("revoked audit line %s, want operator, reason and the holder's principal", audits[3])
+	}
+	if strings.Contains(svc.Output(), `"message":"request"`) {
+		t.Error("access-log lines at info level were written with LEASESVC_LOG_LEVEL=warn")
 	}
 	if strings.Contains(svc.Output(), "agent-token-0123456789") {
 		t.Error("the log contains a token")

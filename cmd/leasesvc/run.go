@@ -15,6 +15,7 @@ import (
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/audit"
+	"github.com/leasesvc/leasesvc/internal/cloudlog"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
@@ -52,7 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	ev.audit = audit.New(log)
+	// Audit lines are written whatever LEASESVC_LOG_LEVEL says.
+	ev.audit = audit.New(slog.New(cloudlog.NewHandler(stdout, slog.LevelInfo, project(getenv))))
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: func(e lease.Event) {
 		ev.changed(e)
 		obs.decided(e)

@@ -8,12 +8,16 @@
 //
 //	{"severity":"INFO","message":"audit",
 //	 "logging.googleapis.com/labels":{"leasesvc_log":"audit"},
-//	 "audit":{"action":"revoke","outcome":"ok","principal":"oncall@example.com",
+//	 "audit":{"action":"revoked","outcome":"ok","principal":"oncall@example.com",
 //	          "lease":"team-a.scheduler","fencingToken":7,"holder":"agent-3",
 //	          "holderPrincipal":"agent-3@example.com","reason":"stuck"}}
 //
 // so that a log sink can route exactly these lines with the filter
-// labels.leasesvc_log="audit". Tokens and credentials are never logged.
+// labels.leasesvc_log="audit". A change's action is the event type
+// (acquired, released, revoked, expired); a refusal's is the operation
+// refused (acquire, renew, release, revoke, get, list, watch). Tokens and
+// credentials are never logged. cmd/leasesvc writes these lines whatever
+// the log level.
 package audit
 
 import (
