@@ -92,6 +92,8 @@ func TestAllowedPrefixSets(t *testing.T) {
 		{Read, "a", true}, {Read, "abc", true}, {Read, "A", false}, {Read, "0", false},
 		{Read, "b", false}, {Read, "b.", false}, {Read, "b.c", true}, {Read, "b.c0", true},
 		{Read, "b.cd", true}, {Read, "b.cd.e.f", true}, {Read, "b.b", false},
+		// A covered prefix sorts between its cover and the name.
+		{Read, "b.ce", true}, {Read, "b.cz", true}, {Read, "c.y", true},
 		{Read, "c.", true}, {Read, "c.x", true}, {Read, "c", false}, {Read, "cx", false},
 		{Read, "m.1", true}, {Read, "zz", true}, {Read, "z", false},
 		{Acquire, "b.cd.e", true}, {Acquire, "b.c", false}, {Acquire, "b.ce", false},
