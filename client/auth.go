@@ -44,7 +44,11 @@ func (n nonNilToken) Token() (*oauth2.Token, error) {
 }
 
 // authorize sets the Authorization header of req from the TokenSource, if
-// any. oauth2.TokenSource takes no context, so the token is awaited until
+// any, and the same token in X-Serverless-Authorization: a Cloud Run
+// service that requires authentication checks that header instead of
+// Authorization and passes Authorization on to leasesvc untouched (the
+// header it checks reaches the service with the token's signature
+// removed, which leasesvc could not verify). oauth2.TokenSource takes no context, so the token is awaited until
 // ctx (the attempt's) is done, which timeout made it; a fetch still going
 // then is left to finish in the background.
 func (c *Client) authorize(ctx context.Context, req *http.Request, timeout time.Duration) error {
@@ -75,5 +79,6 @@ func (c *Client) authorize(ctx context.Context, req *http.Request, timeout time.
 		return fmt.Errorf("%w: the token source gave an empty token", ErrCredentials)
 	}
 	req.Header.Set("Authorization", "Bearer "+r.tok.AccessToken)
+	req.Header.Set("X-Serverless-Authorization", "Bearer "+r.tok.AccessToken)
 	return nil
 }

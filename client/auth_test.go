@@ -18,7 +18,8 @@ import (
 )
 
 // recorder answers every request with one status and body and records the
-// Authorization header of each.
+// Authorization header of each, marking any request whose
+// X-Serverless-Authorization header (for Cloud Run's own check) differs.
 type recorder struct {
 	*httptest.Server
 	mu    sync.Mutex
@@ -31,7 +32,11 @@ func newRecorder(t *testing.T, h http.HandlerFunc) *recorder {
 	r := &recorder{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
-		r.auths = append(r.auths, req.Header.Get("Authorization"))
+		a := req.Header.Get("Authorization")
+		if x := req.Header.Get("X-Serverless-Authorization"); x != a {
+			a += " but X-Serverless-Authorization " + x
+		}
+		r.auths = append(r.auths, a)
 		r.paths = append(r.paths, req.URL.Path)
 		r.mu.Unlock()
 		h(w, req)

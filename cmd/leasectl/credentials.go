@@ -104,12 +104,13 @@ func (c credentials) explain(err error) error {
 	switch {
 	case c.from == "":
 		hint = "no credentials were sent. Pass --token TOKEN or --token-file FILE, or set LEASESVC_TOKEN or LEASESVC_TOKEN_FILE; " +
-			`for a service on Cloud Run: --token "$(gcloud auth print-identity-token)"`
+			`for a service on Cloud Run: --token "$(gcloud auth print-identity-token --impersonate-service-account=SA --audiences=URL --include-email)"` +
+			" (a user's own gcloud token has gcloud's audience, not the service's)"
 		if c.noIDToken != nil {
 			hint += fmt.Sprintf(".\nhint: no Google ID token either: %v", c.noIDToken)
 		}
 	case c.google && errors.Is(err, client.ErrCredentials):
-		hint = `no Google ID token could be made from Application Default Credentials; pass --token "$(gcloud auth print-identity-token)" instead`
+		hint = `no Google ID token could be made from Application Default Credentials; pass --token "$(gcloud auth print-identity-token --impersonate-service-account=SA --audiences=URL --include-email)" instead`
 	case c.google && errors.Is(err, client.ErrUnauthenticated):
 		hint = "the service refused the Google ID token from Application Default Credentials; pass --token to send another"
 	case errors.Is(err, client.ErrUnauthenticated):

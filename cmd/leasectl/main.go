@@ -26,7 +26,8 @@
 // (on Cloud Run, GCE, GKE, or with a service-account key in
 // GOOGLE_APPLICATION_CREDENTIALS); when they cannot, it goes on without
 // credentials, and a 401 or 403 answer then comes with a hint. A person
-// with gcloud passes --token "$(gcloud auth print-identity-token)".
+// with gcloud passes --token "$(gcloud auth print-identity-token
+// --impersonate-service-account=SA --audiences=URL --include-email)".
 // leasectl never prints a token.
 //
 // The fencing token of renew, release and revoke is --fencing-token (it was
