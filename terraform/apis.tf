@@ -15,6 +15,7 @@ locals {
       "monitoring.googleapis.com",           # metrics and alert policies
       "pubsub.googleapis.com",               # leadership events
       "run.googleapis.com",                  # the service
+      "secretmanager.googleapis.com",        # the policy file (policy.tf)
       "telemetry.googleapis.com",            # OTLP endpoint for traces and metrics (LEASESVC_TELEMETRY=otlp)
     ],
     var.backend == "firestore" ? ["firestore.googleapis.com"] : ["spanner.googleapis.com"],

@@ -552,6 +552,17 @@ func newFunctions(dir string, filesRead map[string]bool) map[string]function.Fun
 			return stdlib.Replace(args[0], args[1], args[2])
 		},
 	})
+	// Terraform's length() takes a string too (its length in characters).
+	lengthFunc := function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "value", Type: cty.DynamicPseudoType, AllowDynamicType: true, AllowUnknown: true}},
+		Type:   function.StaticReturnType(cty.Number),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			if args[0].Type() == cty.String {
+				return stdlib.Strlen(args[0])
+			}
+			return stdlib.Length(args[0])
+		},
+	})
 	return map[string]function.Function{
 		"abs": stdlib.AbsoluteFunc, "alltrue": boolsFunc(true), "anytrue": boolsFunc(false),
 		"can": tryfunc.CanFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc,
@@ -560,7 +571,7 @@ func newFunctions(dir string, filesRead map[string]bool) map[string]function.Fun
 		"element": stdlib.ElementFunc, "file": fileFunc, "flatten": stdlib.FlattenFunc, "floor": stdlib.FloorFunc,
 		"format": stdlib.FormatFunc, "formatlist": stdlib.FormatListFunc, "join": stdlib.JoinFunc,
 		"jsondecode": stdlib.JSONDecodeFunc, "jsonencode": stdlib.JSONEncodeFunc, "keys": stdlib.KeysFunc,
-		"length": stdlib.LengthFunc, "lower": stdlib.LowerFunc, "max": stdlib.MaxFunc, "merge": stdlib.MergeFunc,
+		"length": lengthFunc, "lower": stdlib.LowerFunc, "max": stdlib.MaxFunc, "merge": stdlib.MergeFunc,
 		"min": stdlib.MinFunc, "one": oneFunc, "range": stdlib.RangeFunc, "regex": stdlib.RegexFunc,
 		"regexall": stdlib.RegexAllFunc, "replace": replaceFunc, "reverse": stdlib.ReverseListFunc,
 		"setintersection": stdlib.SetIntersectionFunc, "setunion": stdlib.SetUnionFunc, "slice": stdlib.SliceFunc,

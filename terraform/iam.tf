@@ -13,6 +13,8 @@
 #   roles/cloudtrace.agent            project                write spans (also through telemetry.googleapis.com)
 #   roles/monitoring.metricWriter     project                write metrics (also through telemetry.googleapis.com)
 #   roles/logging.logWriter           project                write logs
+#   roles/secretmanager.secretAccessor
+#                                     the policy secret      read the policy file (LEASESVC_POLICY) mounted from it
 #
 # Trade-off of the subscription role: each instance creates its own
 # subscription when it starts, under a name nobody knows in advance, and
@@ -75,6 +77,17 @@ resource "google_spanner_database_iam_member" "spanner_user" {
   member   = google_service_account.leasesvc.member
 }
 
+# --- Policy -----------------------------------------------------------------
+
+# Cloud Run reads the mounted secret as the runtime service account, and
+# refuses to deploy a revision whose account cannot.
+resource "google_secret_manager_secret_iam_member" "policy" {
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.policy.secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.leasesvc.member
+}
+
 # --- Events -----------------------------------------------------------------
 
 resource "google_pubsub_topic_iam_member" "events" {
@@ -112,6 +125,11 @@ resource "google_project_iam_member" "event_subscriptions" {
 }
 
 # --- Who may call the service -------------------------------------------------
+#
+# Two layers check every request (README "Authentication"): Cloud Run lets in
+# only a Google ID token of a principal with roles/run.invoker (below), then
+# leasesvc verifies the same token itself (LEASESVC_AUTH=google) and checks
+# its email against var.policy for the lease the request names.
 
 resource "google_cloud_run_v2_service_iam_member" "invokers" {
   for_each = toset(var.invoker_members)

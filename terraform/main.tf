@@ -6,6 +6,7 @@
 #   firestore.tf          the Firestore database          (backend = "firestore")
 #   spanner.tf            the Spanner instance and database (backend = "spanner")
 #   pubsub.tf             the leadership events topic
+#   policy.tf             the leasesvc policy file, a Secret Manager secret the service mounts
 #   iam.tf                the service account, its roles, and who may invoke
 #   monitoring.tf         the alert policies
 #   outputs.tf            what callers and docs/deploy.md need

@@ -6,6 +6,10 @@
 //   - the container gets an environment variable the service does not read,
 //     or lacks one the chosen backend needs (the service's reads come from
 //     its Go sources, see goenv_test.go);
+//   - authentication is not LEASESVC_AUTH=google with LEASESVC_POLICY naming
+//     the file of a secret volume that pins the version holding var.policy,
+//     readable by the runtime service account, or the rate limits and
+//     audiences do not come from their variables (auth_test.go);
 //   - the Spanner DDL is not read from backend/spanner/schema.sql;
 //   - allUsers can be granted by default;
 //   - a role broader than the module's least-privilege table is granted;
@@ -50,6 +54,7 @@ func inputs(backend string, overrides map[string]cty.Value) map[string]cty.Value
 		"region":     cty.StringVal("europe-west1"),
 		"image":      cty.StringVal("europe-west1-docker.pkg.dev/test-project/leasesvc/leasesvc:test"),
 		"backend":    cty.StringVal(backend),
+		"policy":     cty.StringVal(testPolicy),
 	}
 	for k, v := range overrides {
 		in[k] = v
@@ -59,10 +64,22 @@ func inputs(backend string, overrides map[string]cty.Value) map[string]cty.Value
 
 // --- Environment ---------------------------------------------------------------
 
+// authEnv are the variables every container needs for authentication: the
+// service verifies Google ID tokens, which needs a policy file, and the
+// module sets the rate limit explicitly from its variables.
+var authEnv = []string{"LEASESVC_AUTH", "LEASESVC_POLICY", "LEASESVC_RATE_LIMIT", "LEASESVC_RATE_BURST"}
+
 // requiredEnv lists, per backend, the variables the container must get.
 var requiredEnv = map[string][]string{
-	"firestore": {"LEASESVC_BACKEND", "LEASESVC_PROJECT", "LEASESVC_FIRESTORE_DATABASE", "LEASESVC_FIRESTORE_COLLECTION", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"},
-	"spanner":   {"LEASESVC_BACKEND", "LEASESVC_SPANNER_DATABASE", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"},
+	"firestore": append([]string{"LEASESVC_BACKEND", "LEASESVC_PROJECT", "LEASESVC_FIRESTORE_DATABASE", "LEASESVC_FIRESTORE_COLLECTION", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"}, authEnv...),
+	"spanner":   append([]string{"LEASESVC_BACKEND", "LEASESVC_SPANNER_DATABASE", "LEASESVC_PUBSUB_TOPIC", "LEASESVC_TELEMETRY"}, authEnv...),
+}
+
+// optionalEnvInputs are inputs that make the module set the variables it
+// sets only on request, so that TestContainerEnvironmentMatchesService checks
+// those names against the service's reads too.
+var optionalEnvInputs = map[string]cty.Value{
+	"auth_audiences": cty.ListVal([]cty.Value{cty.StringVal("https://leases.example.com")}),
 }
 
 // forbiddenEnv lists variables the module must never set, and why.
@@ -72,6 +89,7 @@ var forbiddenEnv = map[string]string{
 	"K_REVISION":               "reserved by Cloud Run",
 	"K_CONFIGURATION":          "reserved by Cloud Run",
 	"LEASESVC_SPANNER_MIGRATE": "Terraform owns the schema (spanner.tf); the service must only check it",
+	"LEASESVC_AUTH_TOKENS":     "it is the tokens file of LEASESVC_AUTH=static; the module sets LEASESVC_AUTH=google, callers on Cloud Run have Google identities",
 }
 
 // otherBackendPrefix is the prefix of the variables of the backend not chosen.
@@ -87,6 +105,25 @@ var envValueChecks = map[string]func(backend, v string) bool{
 	"LEASESVC_BACKEND":   func(backend, v string) bool { return v == backend },
 	"LEASESVC_PROJECT":   func(_, v string) bool { return v == testProject },
 	"LEASESVC_TELEMETRY": func(_, v string) bool { return v == "otlp" },
+	"LEASESVC_AUTH":      func(_, v string) bool { return v == "google" },
+	// The service's own parsing (cmd/leasesvc/auth.go): a float ≥ 0, an int ≥ 1.
+	"LEASESVC_RATE_LIMIT": func(_, v string) bool {
+		f, err := strconv.ParseFloat(v, 64)
+		return err == nil && f >= 0
+	},
+	"LEASESVC_RATE_BURST": func(_, v string) bool {
+		n, err := strconv.Atoi(v)
+		return err == nil && n >= 1
+	},
+	// Comma-separated, and the service drops empty items: none may be empty.
+	"LEASESVC_AUTH_AUDIENCES": func(_, v string) bool {
+		for a := range strings.SplitSeq(v, ",") {
+			if a == "" || strings.TrimSpace(a) != a {
+				return false
+			}
+		}
+		return true
+	},
 	"LEASESVC_SPANNER_DATABASE": func(_, v string) bool {
 		return regexp.MustCompile(`^projects/` + testProject + `/instances/[^/]+/databases/[^/]+$`).MatchString(v)
 	},
@@ -112,9 +149,20 @@ func TestContainerEnvironmentMatchesService(t *testing.T) {
 	}
 	m := loadModule(t, moduleDir)
 
+	for name, why := range forbiddenEnv {
+		if _, read := reads[name]; strings.HasPrefix(name, "LEASESVC_") && !read {
+			t.Errorf("forbiddenEnv lists %s (%s), but no Go source of the service reads it any more: remove it, or check what replaced it", name, why)
+		}
+	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			env := containerEnv(t, m.evaluate(t, inputs(backend, nil)))
+			// The variables set only on request must match the service too.
+			for name, v := range containerEnv(t, m.evaluate(t, inputs(backend, optionalEnvInputs))) {
+				if _, set := env[name]; !set {
+					env[name] = v
+				}
+			}
 			for _, name := range sortedKeys(env) {
 				if why, bad := forbiddenEnv[name]; bad {
 					t.Errorf("the container sets %s: %s", name, why)
@@ -329,6 +377,8 @@ var serviceAccountRoles = map[string]saRole{
 	"roles/cloudtrace.agent":        {on: "google_project_iam_member"},
 	"roles/logging.logWriter":       {on: "google_project_iam_member"},
 	"roles/monitoring.metricWriter": {on: "google_project_iam_member"},
+	// On the policy secret only; TestPolicySecret checks which secret.
+	"roles/secretmanager.secretAccessor": {on: "google_secret_manager_secret_iam_member"},
 }
 
 // customRolePermissions are the permissions a custom role of the module may
@@ -624,16 +674,44 @@ func TestVariables(t *testing.T) {
 			}
 		}
 	}
-	bad := map[string]cty.Value{
-		"backend":         cty.StringVal("memory"),
-		"name":            cty.StringVal("LeaseSvc"),
-		"min_instances":   cty.NumberIntVal(0),
-		"invoker_members": cty.ListVal([]cty.Value{cty.StringVal("alice@example.com")}),
-		"region":          cty.StringVal("Europe West"),
+	bad := map[string][]cty.Value{
+		"backend":         {cty.StringVal("memory")},
+		"name":            {cty.StringVal("LeaseSvc")},
+		"min_instances":   {cty.NumberIntVal(0)},
+		"invoker_members": {cty.ListVal([]cty.Value{cty.StringVal("alice@example.com")})},
+		"region":          {cty.StringVal("Europe West")},
+		"policy": {
+			cty.StringVal(""),
+			cty.StringVal(" \n\t"),
+			cty.StringVal("tokens:\n  - principal: alice@example.com\n    token: alice-token-0123456789\n"),
+			cty.StringVal("# grants: none\nprincipals: [alice@example.com]\n"),
+			cty.StringVal("grants:\n" + strings.Repeat("#", 65536)),
+		},
+		"auth_audiences": {
+			cty.ListVal([]cty.Value{cty.StringVal("")}),
+			cty.ListVal([]cty.Value{cty.StringVal("https://a.example.com,https://b.example.com")}),
+			cty.ListVal([]cty.Value{cty.StringVal(" https://a.example.com")}),
+		},
+		"rate_limit": {cty.NumberIntVal(-1)},
+		"rate_burst": {cty.NumberIntVal(0), cty.NumberFloatVal(1.5)},
 	}
 	for _, name := range sortedKeys(bad) {
-		if ok, err := validates(t, m, name, bad[name]); err != nil || ok {
-			t.Errorf("variable %q = %#v passes validation (err %v), want it refused", name, bad[name], err)
+		for _, v := range bad[name] {
+			if ok, err := validates(t, m, name, v); err != nil || ok {
+				t.Errorf("variable %q = %.200s passes validation (err %v), want it refused", name, v.GoString(), err)
+			}
+		}
+	}
+	good := map[string][]cty.Value{
+		"rate_limit":     {cty.NumberIntVal(0), cty.NumberFloatVal(0.5)},
+		"rate_burst":     {cty.NumberIntVal(1)},
+		"auth_audiences": {cty.ListVal([]cty.Value{cty.StringVal("https://leases.example.com"), cty.StringVal("leasesvc")})},
+	}
+	for _, name := range sortedKeys(good) {
+		for _, v := range good[name] {
+			if ok, err := validates(t, m, name, v); err != nil || !ok {
+				t.Errorf("variable %q = %#v fails validation (err %v), want it accepted", name, v, err)
+			}
 		}
 	}
 }

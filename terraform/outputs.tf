@@ -35,6 +35,11 @@ output "spanner_database" {
   value       = lookup(local.service_env, "LEASESVC_SPANNER_DATABASE", null)
 }
 
+output "policy_secret_version" {
+  description = "Secret Manager version holding the policy the latest revision runs with (projects/P/secrets/<name>-policy/versions/N); each policy change makes a new one."
+  value       = google_secret_manager_secret_version.policy.name
+}
+
 output "service_env" {
   description = "The environment the container gets (PORT comes from Cloud Run)."
   value       = local.service_env

@@ -5,10 +5,22 @@
 # parses the Go sources and fails if this map sets a name the service does not
 # read, or leaves out one the chosen backend needs.
 #
+# Authentication: LEASESVC_AUTH is google, so leasesvc verifies the Google ID
+# token of every request itself (audience: LEASESVC_AUTH_AUDIENCES, or the
+# URL the request was sent to) and checks its email against the policy file
+# LEASESVC_POLICY, mounted from Secret Manager (policy.tf). Cloud Run's
+# invoker check (iam.tf) still runs in front of it. The rate limit applies per
+# principal and per instance.
+#
 # Not set, on purpose:
 #   PORT                       Cloud Run sets it (to the container port, 8080).
 #   LEASESVC_SPANNER_MIGRATE   Terraform owns the schema (spanner.tf); the
 #                              service only checks it at start-up.
+#   LEASESVC_AUTH_TOKENS       the tokens file of LEASESVC_AUTH=static; on
+#                              Cloud Run callers have Google identities.
+#   LEASESVC_AUTH_AUDIENCES    unless var.auth_audiences is set: the default,
+#                              the request's own URL, is what Cloud Run
+#                              callers put in their tokens.
 
 locals {
   service_env = merge(
@@ -18,7 +30,16 @@ locals {
       LEASESVC_LOG_LEVEL    = var.log_level
       LEASESVC_PUBSUB_TOPIC = google_pubsub_topic.events.id # projects/P/topics/T
       LEASESVC_TELEMETRY    = "otlp"                        # OTLP to telemetry.googleapis.com with the service's credentials
+      LEASESVC_AUTH         = "google"                      # verify every caller's Google ID token
+      LEASESVC_RATE_LIMIT   = tostring(var.rate_limit)      # requests/s per principal and instance
+      LEASESVC_RATE_BURST   = tostring(var.rate_burst)      # a whole number: the service parses it as one
+
+      # The policy file, in the secret volume of the template below.
+      LEASESVC_POLICY = "${local.policy_mount_path}/${local.policy_file}"
     },
+    length(var.auth_audiences) > 0 ? {
+      LEASESVC_AUTH_AUDIENCES = join(",", var.auth_audiences)
+    } : {},
     local.is_firestore ? {
       LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name
       LEASESVC_FIRESTORE_COLLECTION = var.firestore_collection
@@ -37,8 +58,12 @@ resource "google_cloud_run_v2_service" "leasesvc" {
   labels      = local.labels
   ingress     = var.ingress
 
-  # Every request is checked against the service's IAM policy (iam.tf).
+  # Every request is checked against the service's IAM policy (iam.tf) before
+  # leasesvc checks it against its own policy.
   invoker_iam_disabled = false
+
+  # With auth_audiences, Cloud Run must accept tokens for them too.
+  custom_audiences = length(var.auth_audiences) > 0 ? var.auth_audiences : null
 
   deletion_protection = var.deletion_protection
 
@@ -52,6 +77,19 @@ resource "google_cloud_run_v2_service" "leasesvc" {
     scaling {
       min_instance_count = var.min_instances
       max_instance_count = var.max_instances
+    }
+
+    # The policy file: the pinned secret version (not "latest"), so a policy
+    # change is a template change and rolls out a new revision (policy.tf).
+    volumes {
+      name = "policy"
+      secret {
+        secret = google_secret_manager_secret.policy.secret_id
+        items {
+          version = google_secret_manager_secret_version.policy.version
+          path    = local.policy_file
+        }
+      }
     }
 
     containers {
@@ -69,6 +107,11 @@ resource "google_cloud_run_v2_service" "leasesvc" {
         }
         cpu_idle          = !var.cpu_always_allocated
         startup_cpu_boost = true
+      }
+
+      volume_mounts {
+        name       = "policy"
+        mount_path = local.policy_mount_path
       }
 
       dynamic "env" {
@@ -119,7 +162,8 @@ resource "google_cloud_run_v2_service" "leasesvc" {
   }
 
   # The first revision must be able to reach its backend and topic, or its
-  # startup probe fails: grant the roles before deploying.
+  # startup probe fails, and Cloud Run refuses a revision whose service
+  # account cannot read its secrets: grant the roles before deploying.
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.telemetry,
@@ -127,5 +171,6 @@ resource "google_cloud_run_v2_service" "leasesvc" {
     google_spanner_database_iam_member.spanner_user,
     google_pubsub_topic_iam_member.events,
     google_project_iam_member.event_subscriptions,
+    google_secret_manager_secret_iam_member.policy,
   ]
 }

@@ -177,7 +177,7 @@ variable "log_level" {
 # ---------------------------------------------------------------------------
 
 variable "invoker_members" {
-  description = "Principals granted roles/run.invoker on the service, e.g. [\"serviceAccount:agents@my-project.iam.gserviceaccount.com\", \"group:schedulers@example.com\"]. Callers send a Google ID token whose audience is the service URL (docs/deploy.md)."
+  description = "Principals granted roles/run.invoker on the service, e.g. [\"serviceAccount:agents@my-project.iam.gserviceaccount.com\", \"group:schedulers@example.com\"]. Callers send a Google ID token whose audience is the service URL (docs/deploy.md); Cloud Run checks this role before the request reaches leasesvc, which then checks the caller against policy, so a caller needs both."
   type        = list(string)
   default     = []
 
@@ -188,9 +188,65 @@ variable "invoker_members" {
 }
 
 variable "allow_unauthenticated" {
-  description = "Grant roles/run.invoker to allUsers, so anyone on the network can call the service without a Google identity. Off by default; leave it off unless leasesvc authenticates callers by itself and you accept public exposure."
+  description = "Grant roles/run.invoker to allUsers, so Cloud Run lets every request through to the container. leasesvc still refuses requests without a valid Google ID token (401) or a policy grant (403), but it then answers all of them itself: any Google account, not only invoker_members, reaches its authentication, and unauthenticated floods cost instances. Off by default; leave it off unless callers cannot get roles/run.invoker."
   type        = bool
   default     = false
+}
+
+# ---------------------------------------------------------------------------
+# What callers may do (leasesvc's own authentication and policy)
+# ---------------------------------------------------------------------------
+
+variable "policy" {
+  description = "The leasesvc policy file, as YAML (or JSON) text: which principals (the email of the caller's Google ID token) may read, acquire or administer which lease name prefixes. Format in auth/doc.go; for example file(\"policy.yaml\") or a heredoc. It is stored as a Secret Manager secret version, mounted into the container and named by LEASESVC_POLICY; every change rolls out a new revision, which the service refuses to start with an invalid policy."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = can(regex("(?m)(^|[{,])\\s*\"?grants\"?\\s*:", var.policy))
+    error_message = "policy must be a leasesvc policy file: YAML or JSON whose top level is a grants list (auth/doc.go), such as grants: [{principals: [agents@my-project.iam.gserviceaccount.com], verbs: [acquire], prefixes: [team-a.]}]."
+  }
+
+  validation {
+    condition     = length(var.policy) <= 65536
+    error_message = "policy must be at most 64 KiB, the largest Secret Manager secret version."
+  }
+}
+
+variable "auth_audiences" {
+  description = "LEASESVC_AUTH_AUDIENCES: the audiences a caller's ID token may carry, e.g. [\"https://leases.example.com\"] behind a custom domain. Empty (the default): leasesvc accepts the URL the request was sent to, https://<Host>, which is what Cloud Run callers use. When set, only these are accepted by leasesvc, and they are also the service's Cloud Run custom audiences, so Cloud Run's invoker check accepts them too."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for a in var.auth_audiences : can(regex("^[^,\\s]+$", a))])
+    error_message = "auth_audiences must be non-empty strings without commas or whitespace, such as https://leases.example.com."
+  }
+}
+
+variable "rate_limit" {
+  description = "LEASESVC_RATE_LIMIT: requests per second each principal may make, per instance (each instance limits on its own, so the service-wide rate is up to max_instances times this). 0 turns the limit off. Refused requests get 429 with Retry-After."
+  type        = number
+  default     = 100
+  nullable    = false
+
+  validation {
+    condition     = var.rate_limit >= 0
+    error_message = "rate_limit must be 0 (no limit) or a positive number of requests per second."
+  }
+}
+
+variable "rate_burst" {
+  description = "LEASESVC_RATE_BURST: requests a principal may make at once before rate_limit applies (the token bucket's size), per instance. Keep it at about twice rate_limit."
+  type        = number
+  default     = 200
+  nullable    = false
+
+  validation {
+    condition     = var.rate_burst >= 1 && floor(var.rate_burst) == var.rate_burst
+    error_message = "rate_burst must be a whole number of at least 1."
+  }
 }
 
 # ---------------------------------------------------------------------------

@@ -20,6 +20,12 @@ variable "invoker_members" {
   default     = []
 }
 
+variable "operators_domain" {
+  description = "Email domain whose principals get admin on every lease (local.policy in main.tf), e.g. the domain of the operators' service accounts, ops-project.iam.gserviceaccount.com. Every principal of that domain that passes Cloud Run's invoker check may revoke any holding."
+  type        = string
+  default     = "example.com"
+}
+
 variable "notification_channels" {
   description = "Notification channels for the alerts: projects/P/notificationChannels/ID."
   type        = list(string)

@@ -23,6 +23,23 @@ provider "google" {
   region  = var.region
 }
 
+# Who may do what, by lease name prefix (format: auth/doc.go). A principal is
+# the email in the caller's Google ID token; Cloud Run lets a caller in only
+# if it is also in invoker_members (or in a group or domain listed there).
+locals {
+  policy = <<-EOT
+    grants:
+      - principals: ["agents@${var.project_id}.iam.gserviceaccount.com"]
+        verbs: [acquire]                  # acquire, renew, release, and read
+        prefixes: [team-a.]
+        description: the agents of team A hold the leases of their namespace
+      - principals: ["*@${var.operators_domain}"]
+        verbs: [admin]                    # revoke any holding, and all of the above
+        prefixes: ["*"]
+        description: operators
+  EOT
+}
+
 module "leasesvc" {
   source = "../.."
 
@@ -31,6 +48,7 @@ module "leasesvc" {
   image      = var.image
   backend    = "spanner"
 
+  policy                = local.policy
   invoker_members       = var.invoker_members
   notification_channels = var.notification_channels
 
