@@ -25,3 +25,20 @@ func ExampleIDTokenSource() {
 		log.Fatal(err)
 	}
 }
+
+// NewClient does the same in one call. It needs Google credentials, so it is
+// compiled but not run.
+func ExampleNewClient() {
+	ctx := context.Background()
+	c, err := googleauth.NewClient(ctx, "https://leasesvc-abc123-uc.a.run.app", client.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	el, err := client.NewElector(c, "team-a.scheduler", client.ElectorConfig{
+		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(el.Run(ctx))
+}

@@ -1,4 +1,5 @@
-// Package googleauth gives a leasesvc client Google-signed ID tokens, the
+// Package googleauth gives a leasesvc client Google-signed ID tokens
+// (NewClient, or IDTokenSource for client.Config.TokenSource), the
 // credentials that Cloud Run (and a leasesvc that verifies Google ID
 // tokens) accepts. It is a package of its own because the Google auth
 // libraries it needs are large; package client itself needs only the
@@ -26,6 +27,8 @@ import (
 
 	"golang.org/x/oauth2"
 	"google.golang.org/api/idtoken"
+
+	"github.com/leasesvc/leasesvc/client"
 )
 
 // IDTokenSource returns a TokenSource (for client.Config.TokenSource) of
@@ -48,4 +51,26 @@ func IDTokenSource(ctx context.Context, audience string) (oauth2.TokenSource, er
 		return nil, fmt.Errorf("googleauth.IDTokenSource: %w", err)
 	}
 	return ts, nil
+}
+
+// NewClient returns a client.Client of the service at baseURL that sends
+// Google-signed ID tokens for baseURL from Application Default Credentials,
+// the way an agent on Cloud Run, GCE or GKE calls a leasesvc deployed with
+// LEASESVC_AUTH=google. A TokenSource already in cfg is kept (for example a
+// client.StaticToken for local runs), so one call serves both settings. It
+// fails, saying why, when no TokenSource is given and Application Default
+// Credentials cannot mint ID tokens.
+func NewClient(ctx context.Context, baseURL string, cfg client.Config) (*client.Client, error) {
+	if cfg.TokenSource == nil {
+		ts, err := IDTokenSource(ctx, baseURL)
+		if err != nil {
+			return nil, fmt.Errorf("googleauth.NewClient: %w", err)
+		}
+		cfg.TokenSource = ts
+	}
+	c, err := client.New(baseURL, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("googleauth.NewClient: %w", err)
+	}
+	return c, nil
 }

@@ -137,3 +137,35 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestNewClient: NewClient keeps a TokenSource given in the Config (a
+// static token for local runs) and otherwise fails, saying why, when
+// Application Default Credentials cannot mint ID tokens.
+func TestNewClient(t *testing.T) {
+	var got atomic.Value
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"jobs","holder":"a","fencingToken":1,"held":true}`))
+	}))
+	defer svc.Close()
+	c, err := googleauth.NewClient(t.Context(), svc.URL, client.Config{TokenSource: client.StaticToken("local-token-0123456789")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(t.Context(), "jobs"); err != nil || got.Load() != "Bearer local-token-0123456789" {
+		t.Fatalf("Get = %v with Authorization %q, want the given static token", err, got.Load())
+	}
+
+	file := filepath.Join(t.TempDir(), "adc.json")
+	if err := os.WriteFile(file, []byte(`{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
+	if _, err := googleauth.NewClient(t.Context(), svc.URL, client.Config{}); err == nil || !strings.HasPrefix(err.Error(), "googleauth.NewClient: googleauth.IDTokenSource: ") {
+		t.Fatalf("NewClient with user credentials = %v, want the ID-token error", err)
+	}
+	if _, err := googleauth.NewClient(t.Context(), "ftp://x", client.Config{TokenSource: client.StaticToken("local-token-0123456789")}); err == nil {
+		t.Fatal("NewClient accepted an ftp URL")
+	}
+}
