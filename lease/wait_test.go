@@ -3,10 +3,12 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -155,6 +157,81 @@ func TestWakeFromElsewhere(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wake did not wake the waiter")
+	}
+}
+
+// hintedStore is the memory store with ExpectWrite, recording the order of
+// Updates and hints of one lease as "update" and "expect".
+type hintedStore struct {
+	*memory.Store
+	name string
+	mu   sync.Mutex
+	log  []string
+}
+
+func (s *hintedStore) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	s.note(name, "update")
+	return s.Store.Update(ctx, name, decide)
+}
+
+func (s *hintedStore) ExpectWrite(name string) { s.note(name, "expect") }
+
+func (s *hintedStore) note(name, what string) {
+	if name != s.name {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, what)
+}
+
+func (s *hintedStore) calls() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.log, ",")
+}
+
+// TestWokenWaiterExpectsAWrite checks that a waiting acquire tells a store
+// that guesses its path (the Spanner backend's adaptive fast path) to
+// expect a write before the attempt that follows a wake-up or the expiry of
+// the holding, and not before its first attempt.
+func TestWokenWaiterExpectsAWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, m *lease.Manager, h lease.Lease)
+	}{
+		{"release", func(t *testing.T, m *lease.Manager, h lease.Lease) {
+			if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: h.Name, Holder: h.Holder, FencingToken: h.FencingToken}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expiry", func(*testing.T, *lease.Manager, lease.Lease) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &hintedStore{Store: memory.New(), name: "h"}
+			m, err := lease.NewManager(store, lease.Config{MinTTL: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mustAcquire(t, m, lease.AcquireRequest{Name: "h", Holder: "a", TTL: 300 * time.Millisecond})
+			got := make(chan error, 1)
+			go func() {
+				_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "h", Holder: "b", TTL: time.Second, Wait: 10 * time.Second})
+				got <- err
+			}()
+			waitFor(t, func() bool { return store.calls() == "update,update" }) // a's acquire, b's refused attempt
+			tc.end(t, m, h)
+			if err := <-got; err != nil {
+				t.Fatalf("waiting acquire: %v", err)
+			}
+			want := "update,update,expect,update" // the release, if any, comes before the hint
+			if tc.name == "release" {
+				want = "update,update,update,expect,update"
+			}
+			if c := store.calls(); c != want {
+				t.Fatalf("calls %s, want %s", c, want)
+			}
+		})
 	}
 }
 

@@ -34,7 +34,11 @@
 // without taking any lock, so followers polling a held lease never contend
 // with its holder's renewals. An answer that writes pays that read on top
 // of the transaction, so by default (FastPathAdaptive) Update reads first
-// only when the previous Update of the lease in this process wrote nothing.
+// only when the previous Update of the lease in this process wrote nothing
+// and nobody has called ExpectWrite since: package lease does, before the
+// attempt of a waiting acquire that was woken because the holding it waits
+// for may have ended, so a handoff costs one transaction, not a read and a
+// transaction.
 //
 // # Limits
 //

@@ -16,7 +16,9 @@ const (
 	// FastPathAdaptive reads first when the previous Update of the same
 	// lease in this process wrote nothing (a refusal is likely again), and
 	// goes straight to the transaction otherwise (a renewal or a new
-	// holding). The default.
+	// holding), or when Store.ExpectWrite said the next Update will likely
+	// write (a waiting acquire woken by the end of the holding). The
+	// default.
 	FastPathAdaptive FastPath = iota
 	// FastPathAlways reads first on every Update.
 	FastPathAlways
@@ -52,7 +54,7 @@ func ParseFastPath(s string) (FastPath, error) {
 const maxHints = 10_000
 
 // pathHints remembers, per lease name, whether the last Update in this
-// process wrote. It only picks the path: every answer is still decided on a
+// process wrote (or, after ExpectWrite, whether the next is expected to). It only picks the path: every answer is still decided on a
 // fresh read of the database, so a wrong or forgotten hint costs one round
 // trip, never correctness.
 type pathHints struct {

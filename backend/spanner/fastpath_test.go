@@ -39,3 +39,27 @@ func TestPathHints(t *testing.T) {
 		t.Fatalf("%d hints kept, want at most %d", len(h.wrote), maxHints)
 	}
 }
+
+// Package lease finds ExpectWrite through this method set (its writeExpecter).
+var _ interface{ ExpectWrite(name string) } = (*Store)(nil)
+
+// TestExpectWrite checks that a waiter woken after refusals goes straight to
+// the transaction, and that a refusal makes the next Update read first again.
+func TestExpectWrite(t *testing.T) {
+	s := &Store{fastPath: FastPathAdaptive}
+	s.hints.record("a", false) // the waiter's refused attempt
+	if !s.hints.readFirst("a") {
+		t.Fatal("after a refusal the next Update should read first")
+	}
+	s.ExpectWrite("a") // woken: the holding may have ended
+	if s.hints.readFirst("a") {
+		t.Fatal("after ExpectWrite the next Update should go straight to the transaction")
+	}
+	if s.hints.readFirst("b") {
+		t.Fatal("ExpectWrite of a changed the path of b")
+	}
+	s.hints.record("a", false) // the guess was wrong: refused in the transaction
+	if !s.hints.readFirst("a") {
+		t.Fatal("a refusal after ExpectWrite should make the next Update read first again")
+	}
+}

@@ -88,6 +88,15 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	return &Store{client: client, fastPath: c.fastPath, serial: c.serial, maxAttempts: c.maxAttempts, onRetry: c.onRetry}, nil
 }
 
+// ExpectWrite tells the Store that the next Update of name will likely
+// write, so that with FastPathAdaptive it goes straight to its read-write
+// transaction even though the last Update of name was refused: package
+// lease calls it before the attempt of a waiting acquire that was woken
+// (an event said the holding ended, or its expiry came). It only picks the
+// path, like every fast-path guess; FastPathAlways and FastPathNever
+// ignore it.
+func (s *Store) ExpectWrite(name string) { s.hints.record(name, true) }
+
 // Retries returns how many times Update has retried a read-write
 // transaction since the Store was created.
 func (s *Store) Retries() int64 { return s.retries.Load() }
