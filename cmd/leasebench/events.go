@@ -32,23 +32,6 @@ func events(ctx context.Context, b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	next := func(id string) (time.Time, error) {
-		timeout := time.NewTimer(eventWait)
-		defer timeout.Stop()
-		for {
-			select {
-			case ev, ok := <-stream:
-				if !ok {
-					return time.Time{}, fmt.Errorf("watch stream of %s ended", name)
-				}
-				if ev.id == id {
-					return ev.at, nil
-				}
-			case <-timeout.C:
-				return time.Time{}, fmt.Errorf("no event %s within %v", id, eventWait)
-			}
-		}
-	}
 	var acquired, released series
 	for i := range b.cfg.samples {
 		sent := time.Now()
@@ -56,7 +39,7 @@ func events(ctx context.Context, b *bench) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		at, err := next(fmt.Sprintf("%s/%d/acquired", name, a.lease.FencingToken))
+		at, err := eventAt(stream, fmt.Sprintf("%s/%d/acquired", name, a.lease.FencingToken))
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +48,7 @@ func events(ctx context.Context, b *bench) ([]row, error) {
 		if _, err := must(b.svc.release(ctx, first, name, "a", a.lease.FencingToken)); err != nil {
 			return nil, err
 		}
-		if at, err = next(fmt.Sprintf("%s/%d/released", name, a.lease.FencingToken)); err != nil {
+		if at, err = eventAt(stream, fmt.Sprintf("%s/%d/released", name, a.lease.FencingToken)); err != nil {
 			return nil, err
 		}
 		released = append(released, at.Sub(sent))

@@ -12,48 +12,124 @@ const handoffWait = 10 * time.Second
 
 // handoff measures a graceful handoff: a holder on the first URL releases
 // while an acquire with waitMs waits on the second URL; the time from
-// sending the release until the waiter's answer (it holds) arrives.
+// sending the release until the waiter's answer (it holds) arrives. A watch
+// stream on the second URL, opened before the release, shows when the
+// release's event reached the waiter's instance, which splits the handoff
+// into its steps (see handoffSteps).
 func handoff(ctx context.Context, b *bench) ([]row, error) {
 	first, second := b.cfg.urls[0], b.second()
 	var lat series
+	var steps handoffSteps
 	for i := range b.cfg.samples {
 		name := fmt.Sprintf("%s.handoff.%d", b.cfg.prefix, i)
 		a, err := must(b.svc.acquire(ctx, first, name, "a", time.Minute, 0))
 		if err != nil {
 			return nil, err
 		}
+		wctx, stopWatch := context.WithCancel(ctx)
+		stream, err := b.svc.watch(wctx, second, name)
+		if err != nil {
+			stopWatch()
+			return nil, err
+		}
 		type result struct {
 			a   answer
+			at  time.Time
 			err error
 		}
 		got := make(chan result, 1)
 		go func() {
 			w, err := b.svc.acquire(ctx, second, name, "b", time.Minute, handoffWait)
-			got <- result{w, err}
+			got <- result{w, time.Now(), err}
 		}()
 		time.Sleep(200 * time.Millisecond) // b is waiting
 		sent := time.Now()
-		if _, err := must(b.svc.release(ctx, first, name, "a", a.lease.FencingToken)); err != nil {
+		rel, err := must(b.svc.release(ctx, first, name, "a", a.lease.FencingToken))
+		answered := time.Now()
+		if err != nil {
+			stopWatch()
 			return nil, err
 		}
 		r := <-got
 		if _, err := must(r.a, r.err); err != nil {
+			stopWatch()
 			return nil, fmt.Errorf("waiter: %w", err)
 		}
-		lat = append(lat, time.Since(sent))
+		lat = append(lat, r.at.Sub(sent))
 		if r.a.lease.FencingToken != a.lease.FencingToken+1 {
+			stopWatch()
 			return nil, fmt.Errorf("waiter got token %d, want %d", r.a.lease.FencingToken, a.lease.FencingToken+1)
 		}
+		evAt, err := eventAt(stream, fmt.Sprintf("%s/%d/released", name, a.lease.FencingToken))
+		stopWatch()
+		if err != nil {
+			return nil, fmt.Errorf("watch on %s: %w", second, err)
+		}
+		steps.add(sent, answered, evAt, r.at, rel.lease.ExpireTime, r.a.lease.AcquireTime)
 		if _, err := must(b.svc.release(ctx, second, name, "b", r.a.lease.FencingToken)); err != nil {
 			return nil, err
 		}
 		b.progress(false, "handoff: %d/%d", i+1, b.cfg.samples)
 	}
 	note := "release on the first URL → the waiter on the second holds"
-	return []row{
+	return append([]row{
 		{Scenario: "handoff", Metric: "graceful handoff p50", Unit: "ms", Service: lat.q(0.5), N: len(lat), Note: note},
 		{Scenario: "handoff", Metric: "graceful handoff p99", Unit: "ms", Service: lat.q(0.99), N: len(lat), Note: note},
-	}, nil
+	}, steps.rows()...), nil
+}
+
+// handoffSteps splits handoffs into consecutive steps, by the client's
+// clock: the release answered; its event on the waiter's instance (read
+// from a watch stream there, so it includes the stream's own delivery, well
+// under a millisecond); the waiter's answer. Beside them, in server time,
+// from the release's decision to the new holding's.
+type handoffSteps struct {
+	release, event, acquire, server series
+}
+
+func (h *handoffSteps) add(sent, answered, event, held, releasedAt, acquiredAt time.Time) {
+	h.release = append(h.release, answered.Sub(sent))
+	h.event = append(h.event, event.Sub(answered))
+	h.acquire = append(h.acquire, held.Sub(event))
+	h.server = append(h.server, acquiredAt.Sub(releasedAt))
+}
+
+func (h *handoffSteps) rows() []row {
+	var rows []row
+	for _, s := range []struct {
+		metric string
+		s      series
+	}{
+		{"release sent → answered", h.release},
+		{"release answered → released event on the second URL", h.event},
+		{"released event on the second URL → the waiter holds", h.acquire},
+		{"server time: release → new holding's acquireTime", h.server},
+	} {
+		rows = append(rows,
+			row{Scenario: "handoff", Metric: "step: " + s.metric + " p50", Unit: "ms", Service: s.s.q(0.5), N: len(s.s)},
+			row{Scenario: "handoff", Metric: "step: " + s.metric + " p99", Unit: "ms", Service: s.s.q(0.99), N: len(s.s)})
+	}
+	return rows
+}
+
+// eventAt returns when the event with SSE id came on stream, waiting at
+// most eventWait for it.
+func eventAt(stream <-chan sse, id string) (time.Time, error) {
+	timeout := time.NewTimer(eventWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev, ok := <-stream:
+			if !ok {
+				return time.Time{}, fmt.Errorf("stream ended before event %s", id)
+			}
+			if ev.id == id {
+				return ev.at, nil
+			}
+		case <-timeout.C:
+			return time.Time{}, fmt.Errorf("no event %s within %v", id, eventWait)
+		}
+	}
 }
 
 // takeover measures a crash takeover: a holder on the first URL acquires
