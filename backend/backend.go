@@ -126,3 +126,18 @@ type ExpiryScanner interface {
 	// release time); the caller tells them apart.
 	ScanExpiry(ctx context.Context, after Cursor, until time.Time, limit int) ([]Record, error)
 }
+
+// WriteExpecter is implemented by stores that pick how to run an Update by
+// guessing whether it will write: the Spanner backend reads first, outside
+// a transaction, when the last Update of a lease wrote nothing, because a
+// refusal is then likely again. A waiting acquire is refused until the
+// holding ends, so such a store would keep guessing "refusal" and make the
+// attempt that follows the end pay a read before its write; package lease
+// calls ExpectWrite(name) just before a waiter's attempt when something
+// says the holding may have ended (a wake-up, or its expiry timer). The
+// guess only picks the path: a wrong one costs a round trip (a refusal
+// decided in a transaction), never correctness.
+type WriteExpecter interface {
+	// ExpectWrite says that the next Update of name will likely write.
+	ExpectWrite(name string)
+}

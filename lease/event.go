@@ -45,14 +45,22 @@ type Event struct {
 	Previous Lease
 }
 
-// changed reports a committed change to the observer and wakes local
-// waiters of the lease.
+// changed reports a committed change to the observer and, when it ended a
+// holding, wakes local waiters of the lease.
 func (m *Manager) changed(ev Event) {
 	if m.cfg.OnChange != nil {
 		m.cfg.OnChange(ev)
 	}
-	m.Wake(ev.Lease.Name)
+	if ev.Ends() {
+		m.Wake(ev.Lease.Name)
+	}
 }
+
+// Ends reports whether the event ended a holding (released, revoked,
+// expired), which is what a waiting acquire waits for; a new holding
+// (acquired) leaves the lease held, so waking waiters for it would only
+// cost them a refused attempt.
+func (e Event) Ends() bool { return e.Type != EventAcquired }
 
 // Newer reports whether event b comes after event a of the same lease in
 // the order consumers use (SPEC §5): by fencing token, and within one token

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
 )
 
 // waiter is one acquire waiting for a lease. wake has room for one signal so
@@ -83,20 +85,6 @@ func signal(w *waiter) {
 	}
 }
 
-// writeExpecter is implemented by stores that pick how to run an Update by
-// guessing whether it will write: the Spanner backend reads first, outside
-// a transaction, when the last Update of the lease wrote nothing, because a
-// refusal is then likely again. A waiting acquire is refused until the
-// holding ends, so the store would keep guessing "refusal" and make the
-// attempt that follows the end pay a read before its write. The Manager
-// calls ExpectWrite(name) just before a waiter's attempt when something
-// says the holding may have ended (a wake-up, or its expiry timer). The
-// guess only picks the path: a wrong one costs the store a round trip (a
-// refusal decided in a transaction), never correctness.
-type writeExpecter interface {
-	ExpectWrite(name string)
-}
-
 // Wake tells the Manager that the lease name may have changed (for example,
 // an event from another instance said it was released), so the first acquire
 // waiting for it here tries again now.
@@ -118,7 +106,7 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 	backstop.Stop()
 	defer backstop.Stop()
 
-	hinter, _ := m.store.(writeExpecter)
+	hinter, _ := m.store.(backend.WriteExpecter)
 	for first := true; ; first = false {
 		if head {
 			if !first && hinter != nil { // woken: the holding may have ended

@@ -245,3 +245,14 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestEventEnds: only events that end a holding wake waiters.
+func TestEventEnds(t *testing.T) {
+	for typ, want := range map[lease.EventType]bool{
+		lease.EventAcquired: false, lease.EventReleased: true, lease.EventRevoked: true, lease.EventExpired: true,
+	} {
+		if got := (lease.Event{Type: typ}).Ends(); got != want {
+			t.Errorf("Event{%s}.Ends() = %t, want %t", typ, got, want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package spanner
 import (
 	"fmt"
 	"testing"
+
+	"github.com/leasesvc/leasesvc/backend"
 )
 
 func TestParseFastPath(t *testing.T) {
@@ -40,8 +42,8 @@ func TestPathHints(t *testing.T) {
 	}
 }
 
-// Package lease finds ExpectWrite through this method set (its writeExpecter).
-var _ interface{ ExpectWrite(name string) } = (*Store)(nil)
+// Package lease finds ExpectWrite through backend.WriteExpecter.
+var _ backend.WriteExpecter = (*Store)(nil)
 
 // TestExpectWrite checks that a waiter woken after refusals goes straight to
 // the transaction, and that a refusal makes the next Update read first again.

@@ -113,7 +113,9 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 			err := notify.Listen(ctx, e.client, notify.ListenConfig{
 				Topic: topic, Subscription: sub, Logger: e.log,
 				Handle: func(ev lease.Event) {
-					m.Wake(ev.Lease.Name)
+					if ev.Ends() { // another instance ended a holding: a waiter here may take it
+						m.Wake(ev.Lease.Name)
+					}
 					e.hub.Publish(ev)
 					e.obs.metrics.Seen(ev)
 				},
