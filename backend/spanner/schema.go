@@ -328,25 +328,41 @@ func Migrate(ctx context.Context, admin *database.DatabaseAdminClient, client *s
 		}
 		return false, CheckSchema(ctx, client)
 	}
+	switch err := runDDL(ctx, admin, client, Statements(), "create table "+Table); {
+	case errors.Is(err, errSchemaDoneElsewhere):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, CheckSchema(ctx, client)
+}
+
+// errSchemaDoneElsewhere reports DDL that failed because another process
+// ran it first: the schema now matches schema.sql.
+var errSchemaDoneElsewhere = errors.New("spanner: schema changed by another process")
+
+// runDDL runs stmts and waits for them. When they fail but the schema
+// matches schema.sql afterwards (another process migrated meanwhile) it
+// returns errSchemaDoneElsewhere; what names the change in other errors.
+func runDDL(ctx context.Context, admin *database.DatabaseAdminClient, client *spanner.Client, stmts []string, what string) error {
 	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{
 		Database:   client.DatabaseName(),
-		Statements: Statements(),
+		Statements: stmts,
 	})
 	if err == nil {
 		err = op.Wait(ctx)
 	}
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return false, ctxErr
-		}
-		// Another process may have created it meanwhile.
-		if checkErr := CheckSchema(ctx, client); checkErr == nil {
-			return false, nil
-		}
-		_, err = classify("create table "+Table, err)
-		return false, err
+	if err == nil {
+		return nil
 	}
-	return true, CheckSchema(ctx, client)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if CheckSchema(ctx, client) == nil {
+		return errSchemaDoneElsewhere
+	}
+	_, err = classify(what, err)
+	return err
 }
 
 // addColumns runs the ALTER TABLE … ADD COLUMN statements of schema.sql
@@ -394,21 +410,7 @@ func addColumns(ctx context.Context, admin *database.DatabaseAdminClient, client
 	if len(diffColumns(want, got)) > 0 || len(diffIndexes(wantIx, gotIx)) > 0 {
 		return false, nil
 	}
-	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{
-		Database:   client.DatabaseName(),
-		Statements: stmts,
-	})
-	if err == nil {
-		err = op.Wait(ctx)
-	}
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return false, ctxErr
-		}
-		if checkErr := CheckSchema(ctx, client); checkErr == nil {
-			return true, nil // another process added them meanwhile
-		}
-		_, err = classify("add columns to table "+Table, err)
+	if err := runDDL(ctx, admin, client, stmts, "add columns to table "+Table); err != nil && !errors.Is(err, errSchemaDoneElsewhere) {
 		return false, err
 	}
 	return true, nil
