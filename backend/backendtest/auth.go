@@ -13,7 +13,7 @@ import (
 func testPrincipalBinding(t *testing.T, e *env) {
 	m := e.manager(t, nil)
 	name := e.name("bind")
-	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Principal: "alice@example.com"})
+	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Principal: "alice@example.com"})
 	if err != nil || a.Principal != "alice@example.com" || a.FencingToken != 1 {
 		t.Fatalf("Acquire by alice = %+v, %v; want token 1 bound to alice", a, err)
 	}
@@ -22,7 +22,7 @@ func testPrincipalBinding(t *testing.T, e *env) {
 		t.Fatalf("Get shows principal %q, want alice@example.com (stored)", before.Principal)
 	}
 	var held *lease.HeldError
-	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Principal: "bob@example.com"}); !errors.As(err, &held) {
+	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Principal: "bob@example.com"}); !errors.As(err, &held) {
 		t.Errorf("Acquire by bob as holder a = %v, want lease_held (the holding is alice's)", err)
 	}
 	if _, err := m.Renew(t.Context(), lease.RenewRequest{Name: name, Holder: "a", FencingToken: 1, Principal: "bob@example.com"}); !errors.Is(err, lease.ErrLost) {
@@ -40,13 +40,13 @@ func testPrincipalBinding(t *testing.T, e *env) {
 	if r, err := m.Renew(t.Context(), lease.RenewRequest{Name: name, Holder: "a", FencingToken: 1, Principal: "alice@example.com"}); err != nil || r.Principal != "alice@example.com" {
 		t.Fatalf("Renew by alice = %+v, %v", r, err)
 	}
-	if r, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Principal: "alice@example.com"}); err != nil || r.FencingToken != 1 {
+	if r, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Principal: "alice@example.com"}); err != nil || r.FencingToken != 1 {
 		t.Fatalf("repeat Acquire by alice = %+v, %v; want the same holding", r, err)
 	}
 	if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "a", FencingToken: 1, Principal: "alice@example.com"}); err != nil {
 		t.Fatalf("Release by alice: %v", err)
 	}
-	b, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Principal: "bob@example.com"})
+	b, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Principal: "bob@example.com"})
 	if err != nil || b.FencingToken != 2 || b.Principal != "bob@example.com" {
 		t.Fatalf("Acquire by bob after the release = %+v, %v; want token 2 bound to bob", b, err)
 	}
@@ -69,7 +69,7 @@ func testRevoke(t *testing.T, e *env) {
 	if _, err := m.Revoke(t.Context(), lease.RevokeRequest{Name: name}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("Revoke without a reason = %v, want ErrInvalid", err)
 	}
-	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Principal: "agent@example.com"})
+	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Principal: "agent@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func testRevoke(t *testing.T, e *env) {
 	if evs := rec.take(); len(evs) != 0 {
 		t.Fatalf("events after revokes that changed nothing: %+v", evs)
 	}
-	b, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "b", TTL: ttl})
+	b, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "b", TTL: live})
 	if err != nil || b.FencingToken != 2 || b.Revoked() || b.RevokedBy != "" || b.Principal != "" || b.Transitions != 2 {
 		t.Fatalf("Acquire after Revoke = %+v, %v; want token 2 without revocation or principal", b, err)
 	}

@@ -12,9 +12,23 @@ import (
 	"github.com/leasesvc/leasesvc/lease"
 )
 
-const ttl = time.Second // the shortest default TTL, so real-time expiry is quick
+// ttl is the shortest default TTL, for holdings a test lets run out, so that
+// real-time expiry is quick.
+const ttl = time.Second
 
+// live is the TTL of holdings a test needs to stay live while it runs. It is
+// long so that a loaded machine (a shared emulator, parallel tests, the race
+// detector) cannot stall a test past a holding's expiry.
+const live = time.Minute
+
+// acquire acquires name for holder with the TTL live.
 func acquire(t *testing.T, m *lease.Manager, name, holder string) lease.Lease {
+	t.Helper()
+	return acquireFor(t, m, name, holder, live)
+}
+
+// acquireFor acquires name for holder with the given TTL.
+func acquireFor(t *testing.T, m *lease.Manager, name, holder string, ttl time.Duration) lease.Lease {
 	t.Helper()
 	l, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: holder, TTL: ttl})
 	if err != nil {
@@ -128,26 +142,26 @@ func testAcquireHeld(t *testing.T, e *env) {
 func testAcquireIdempotent(t *testing.T, e *env) {
 	m := e.manager(t, nil)
 	name := e.name("idem")
-	first, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Metadata: json.RawMessage(`{"v":1}`)})
+	first, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Metadata: json.RawMessage(`{"v":1}`)})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	e.pass(100 * time.Millisecond)
-	again, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: 2 * ttl})
+	again, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: 2 * live})
 	if err != nil {
 		t.Fatalf("repeat Acquire: %v", err)
 	}
 	switch {
 	case again.FencingToken != 1, again.Transitions != 1, !again.AcquireTime.Equal(first.AcquireTime):
 		t.Fatalf("repeat Acquire = %+v, want the same holding (token 1, transitions 1, acquireTime %v)", again, first.AcquireTime)
-	case !again.RenewTime.Equal(again.ServerTime), !again.ExpireTime.Equal(again.ServerTime.Add(2 * ttl)):
+	case !again.RenewTime.Equal(again.ServerTime), !again.ExpireTime.Equal(again.ServerTime.Add(2 * live)):
 		t.Fatalf("repeat Acquire did not extend as renew: renew %v expire %v server %v", again.RenewTime, again.ExpireTime, again.ServerTime)
 	case !again.ExpireTime.After(first.ExpireTime):
 		t.Fatalf("expireTime %v not after the first %v", again.ExpireTime, first.ExpireTime)
 	case string(again.Metadata) != `{"v":1}`:
 		t.Fatalf("omitted metadata did not keep the stored one: %s", again.Metadata)
 	}
-	third, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Metadata: json.RawMessage(`{"v":2}`)})
+	third, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Metadata: json.RawMessage(`{"v":2}`)})
 	if err != nil || string(third.Metadata) != `{"v":2}` || third.FencingToken != 1 {
 		t.Fatalf("repeat Acquire with metadata = %+v, %v; want token 1 and metadata replaced", third, err)
 	}
@@ -184,9 +198,9 @@ func testTokenSequence(t *testing.T, e *env) {
 	if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "a", FencingToken: a.FencingToken}); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	b := acquire(t, m, name, "b")
+	b := acquireFor(t, m, name, "b", ttl)
 	e.expire(ttl)
-	c := acquire(t, m, name, "c")
+	c := acquireFor(t, m, name, "c", ttl)
 	e.expire(ttl)
 	c2 := acquire(t, m, name, "c") // the same holder after expiry: a new holding
 	got := []int64{a.FencingToken, b.FencingToken, c.FencingToken, c2.FencingToken}
@@ -206,7 +220,7 @@ func testTokenSequence(t *testing.T, e *env) {
 func testRenew(t *testing.T, e *env) {
 	m := e.manager(t, nil)
 	name := e.name("renew")
-	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: ttl, Metadata: json.RawMessage(`{"v":1}`)})
+	a, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "a", TTL: live, Metadata: json.RawMessage(`{"v":1}`)})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -218,9 +232,9 @@ func testRenew(t *testing.T, e *env) {
 	switch {
 	case r.FencingToken != a.FencingToken, r.Transitions != 1, !r.AcquireTime.Equal(a.AcquireTime):
 		t.Fatalf("Renew = %+v, want the same holding", r)
-	case !r.RenewTime.Equal(r.ServerTime), !r.ExpireTime.Equal(r.ServerTime.Add(ttl)), !r.ExpireTime.After(a.ExpireTime):
+	case !r.RenewTime.Equal(r.ServerTime), !r.ExpireTime.Equal(r.ServerTime.Add(live)), !r.ExpireTime.After(a.ExpireTime):
 		t.Fatalf("Renew times renew=%v expire=%v server=%v, want renew=server, expire=server+ttl", r.RenewTime, r.ExpireTime, r.ServerTime)
-	case r.TTL != ttl, string(r.Metadata) != `{"v":1}`:
+	case r.TTL != live, string(r.Metadata) != `{"v":1}`:
 		t.Fatalf("Renew without ttl/metadata changed them: ttl %v metadata %s", r.TTL, r.Metadata)
 	}
 	r2, err := m.Renew(t.Context(), lease.RenewRequest{Name: name, Holder: "a", FencingToken: 1, TTL: 5 * time.Second, Metadata: json.RawMessage(`{}`)})
@@ -231,10 +245,9 @@ func testRenew(t *testing.T, e *env) {
 
 func testRenewLost(t *testing.T, e *env) {
 	m := e.manager(t, nil)
-	live := e.name("live")
-	acquire(t, m, live, "a")
+	acquire(t, m, e.name("live"), "a")
 	expired := e.name("expired")
-	acquire(t, m, expired, "a")
+	acquireFor(t, m, expired, "a", ttl)
 	released := e.name("released")
 	acquire(t, m, released, "a")
 	if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: released, Holder: "a", FencingToken: 1}); err != nil {
@@ -287,7 +300,7 @@ func testRelease(t *testing.T, e *env) {
 	}
 	// Releasing one's own holding that already ran out succeeds and keeps expireTime.
 	name2 := e.name("rel-expired")
-	b := acquire(t, m, name2, "b")
+	b := acquireFor(t, m, name2, "b", ttl)
 	e.expire(ttl)
 	r2, err := m.Release(t.Context(), lease.ReleaseRequest{Name: name2, Holder: "b", FencingToken: b.FencingToken})
 	if err != nil || !r2.ExpireTime.Equal(b.ExpireTime) {
@@ -448,7 +461,7 @@ func testEvents(t *testing.T, e *env) {
 	}
 	_, _ = m.Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "a", FencingToken: 1})
 	expect("repeated release")
-	acquire(t, m, name, "b")
+	acquireFor(t, m, name, "b", ttl)
 	evs = expect("acquire after release", "acquired/b/2")
 	if evs[0].PreviousHolder != "a" || evs[0].PreviousExpired {
 		t.Fatalf("acquired event %+v, want previous holder a, released (not expired)", evs[0])
