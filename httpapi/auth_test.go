@@ -343,7 +343,9 @@ func TestListFilteredByPolicy(t *testing.T) {
 // 429 resource_exhausted with Retry-After, that other principals are not
 // affected, and that the caller recovers once its bucket refills.
 func TestRateLimit(t *testing.T) {
-	srv, _, _ := authServer(t, auth.NewLimiter(2, 3))
+	// One token every 2 s: the 8 requests before the pause have 2 s before a
+	// token comes back, ample even on a loaded machine with the race detector.
+	srv, _, _ := authServer(t, auth.NewLimiter(0.5, 3))
 	alice := e2e.Client{URL: srv.URL, Token: aliceTok}
 	bob := e2e.Client{URL: srv.URL, Token: bobTok}
 	var codes []int
@@ -354,13 +356,13 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("alice's burst of 6 answered %s, want 3 served (404: no such lease) then 429", got)
 	}
 	r := alice.Get(t, "/v1/leases/team-a.rl")
-	if r.Code() != "resource_exhausted" || r.Header.Get("Retry-After") != "1" {
-		t.Fatalf("over the limit = %d %s Retry-After %q, want resource_exhausted, Retry-After 1", r.Status, r.Raw, r.Header.Get("Retry-After"))
+	if r.Code() != "resource_exhausted" || r.Header.Get("Retry-After") != "2" {
+		t.Fatalf("over the limit = %d %s Retry-After %q, want resource_exhausted, Retry-After 2", r.Status, r.Raw, r.Header.Get("Retry-After"))
 	}
 	if r := bob.Get(t, "/v1/leases/team-a.rl"); r.Status != 404 {
 		t.Fatalf("bob while alice is limited = %d %s, want served", r.Status, r.Raw)
 	}
-	time.Sleep(1100 * time.Millisecond) // 2 tokens a second
+	time.Sleep(2100 * time.Millisecond) // a token every 2 s
 	if r := alice.Get(t, "/v1/leases/team-a.rl"); r.Status != 404 {
 		t.Fatalf("alice after a second = %d %s, want served again", r.Status, r.Raw)
 	}
