@@ -19,7 +19,9 @@
 // An Elector is what most agents want: Run(ctx) campaigns for a lease, calls
 // OnStartedLeading(ctx) while this process leads, renews every TTL/3 with
 // jitter, and cancels that ctx at once on lease_lost and at the safe
-// deadline when renewals fail, however the service fails. TokenFromContext
+// deadline when renewals fail, however the service fails. Its retries of a
+// failed acquire or renew back off, and after a 429 wait for the answer's
+// Retry-After (sooner would be refused again). TokenFromContext
 // gives the fencing token to pass with every write downstream.
 //
 // Package leadercache (a subpackage, which needs the Pub/Sub client)

@@ -229,12 +229,26 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 		default:
 			wait = false
 			e.cfg.Logger.Warn("leasesvc elector: acquire failed", "lease", e.name, "holder", e.cfg.Holder, "err", err)
-			if !e.sleep(ctx, e.cfg.RetryBackoff.Delay(failures)) {
+			if !e.sleep(ctx, e.retryDelay(err, failures)) {
 				return Lease{}, time.Time{}, ctx.Err()
 			}
 			failures++
 		}
 	}
+}
+
+// retryDelay is how long to wait before retrying after the failures-th
+// failure in a row, ending in err: the backoff, or the Retry-After of a 429
+// when that is longer, since the caller's own rate limit refuses anything
+// sooner. (A 503's Retry-After is not waited for: a leader's safe deadline
+// does not wait, and the backoff already spaces the retries.)
+func (e *Elector) retryDelay(err error, failures int) time.Duration {
+	d := e.cfg.RetryBackoff.Delay(failures)
+	var ce *Error
+	if errors.As(err, &ce) && errors.Is(ce, ErrRateLimited) && ce.RetryAfter > d {
+		return ce.RetryAfter
+	}
+	return d
 }
 
 // abandon releases a holding that an acquire cancelled in flight may have
@@ -362,7 +376,7 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 			default:
 				lastErr = r.err
 				e.cfg.Logger.Warn("leasesvc elector: renew failed", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", r.err)
-				renewT.Reset(e.cfg.RetryBackoff.Delay(failures))
+				renewT.Reset(e.retryDelay(r.err, failures))
 				failures++
 			}
 

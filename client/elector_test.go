@@ -307,3 +307,50 @@ func TestElectorConfigChecked(t *testing.T) {
 		t.Fatalf("defaults: %v, holder %q", err, e.Holder())
 	}
 }
+
+// TestRateLimitedRetriesAfterRetryAfter: a 429 says the caller's own rate
+// limit refuses anything sooner than its Retry-After, so the Elector waits
+// that long before it retries, both while campaigning and while leading
+// (the backoff alone would retry within a second and be refused again).
+func TestRateLimitedRetriesAfterRetryAfter(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	s := newService(t, clock)
+	s.set(limited)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	var rec term
+	e, _ := client.NewElector(c, "svc.limited", rec.config(clock, "agent-a"))
+	runElector(t, e)
+	waitFor(t, "a retry of the acquire scheduled", func() bool { _, ok := clock.Next(); return s.acquires.Load() == 1 && ok })
+	if next, _ := clock.Next(); !next.Equal(epoch.Add(5 * time.Second)) {
+		t.Fatalf("acquire retried at +%v after a 429 with Retry-After: 5, want +5s", next.Sub(epoch))
+	}
+	s.set(healthy)
+	clock.Advance(5 * time.Second)
+	waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
+	_, _, ctx := rec.get()
+
+	// Leading: the next renew is refused with 429.
+	s.set(limited)
+	for s.renews.Load() == 0 {
+		next, ok := clock.Next()
+		if !ok {
+			t.Fatal("no renew scheduled")
+		}
+		clock.Advance(next.Sub(clock.Now()))
+		time.Sleep(5 * time.Millisecond)
+	}
+	refused := clock.Now()
+	waitFor(t, "a retry of the renew scheduled", func() bool {
+		next, ok := clock.Next()
+		return ok && next.Before(refused.Add(10*time.Second))
+	})
+	if next, _ := clock.Next(); !next.Equal(refused.Add(5 * time.Second)) {
+		t.Fatalf("renew retried %v after a 429 with Retry-After: 5, want 5s", next.Sub(refused))
+	}
+	s.set(healthy)
+	clock.Advance(5 * time.Second)
+	waitFor(t, "renewed", func() bool { return s.renews.Load() == 2 })
+	if ctx.Err() != nil {
+		t.Fatalf("leading ctx ended: %v", context.Cause(ctx))
+	}
+}

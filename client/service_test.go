@@ -29,6 +29,7 @@ const (
 	hang              // no answer until the client gives up
 	drop              // the connection is closed without an answer
 	lost              // renew answers 409 lease_lost
+	limited           // 429 resource_exhausted with Retry-After: 5
 )
 
 // service is the real lease API (httpapi over lease.Manager over the memory
@@ -36,11 +37,12 @@ const (
 // and a switch that makes it fail.
 type service struct {
 	*httptest.Server
-	clock   *fakeclock.Clock
-	fault   atomic.Int32
-	renews  atomic.Int32 // renew requests seen
-	handler *httpapi.Handler
-	closing chan struct{} // closed when the test ends
+	clock    *fakeclock.Clock
+	fault    atomic.Int32
+	renews   atomic.Int32 // renew requests seen
+	acquires atomic.Int32 // acquire requests seen
+	handler  *httpapi.Handler
+	closing  chan struct{} // closed when the test ends
 }
 
 func newService(t testing.TB, clock *fakeclock.Clock) *service {
@@ -63,7 +65,16 @@ func newService(t testing.TB, clock *fakeclock.Clock) *service {
 		if strings.HasSuffix(r.URL.Path, ":renew") {
 			s.renews.Add(1)
 		}
+		if strings.HasSuffix(r.URL.Path, ":acquire") {
+			s.acquires.Add(1)
+		}
 		switch fault(s.fault.Load()) {
+		case limited:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "5")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"type":"urn:leasesvc:problem:resource_exhausted","title":"Too Many Requests","status":429,"code":"resource_exhausted","detail":"test"}`))
+			return
 		case unavailable:
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "1")
