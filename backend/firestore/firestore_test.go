@@ -76,6 +76,44 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestClassifyAtTheDeadline: an RPC can end with DeadlineExceeded at ctx's
+// deadline a moment before ctx's own timer fires, and the call context
+// (which shares that deadline) can be done before ctx is. Either way the
+// answer is ctx's own error, so a caller comparing it with ctx.Err() agrees.
+func TestClassifyAtTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		call bool // the call context is already done
+	}{
+		{"deadline code", status.Error(codes.DeadlineExceeded, "x"), false},
+		{"context error", fmt.Errorf("rpc: %w", context.DeadlineExceeded), false},
+		{"call done first", status.Error(codes.Unavailable, "x"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+			defer cancel()
+			call := ctx
+			if tc.call {
+				c, cancelCall := context.WithCancel(ctx)
+				cancelCall()
+				call = c
+			}
+			got := classify(ctx, call, "get", "n", tc.err)
+			if got != context.DeadlineExceeded || ctx.Err() != context.DeadlineExceeded {
+				t.Fatalf("classify 20ms before the deadline = %v (ctx.Err() %v), want context.DeadlineExceeded once ctx is done", got, ctx.Err())
+			}
+		})
+	}
+	// Far from the deadline nothing waits.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+	defer cancel()
+	start := time.Now()
+	if got := classify(ctx, ctx, "get", "n", status.Error(codes.DeadlineExceeded, "x")); got != context.DeadlineExceeded || time.Since(start) > deadlineSlack {
+		t.Fatalf("classify an hour before the deadline = %v after %v, want DeadlineExceeded at once", got, time.Since(start))
+	}
+}
+
 func TestPrefixEnd(t *testing.T) {
 	alphabet := "-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 	for _, prefix := range []string{"a", "team-a.", "z", "A9", "x_", "a-"} {
