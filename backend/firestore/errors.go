@@ -35,7 +35,7 @@ func classify(ctx, call context.Context, op, name string, err error) error {
 		return nil
 	}
 	if call.Err() != nil || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
-		settle(ctx)
+		backend.AwaitDeadline(ctx)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
@@ -59,30 +59,6 @@ func classify(ctx, call context.Context, op, name string, err error) error {
 		sentinel = backend.ErrConflict
 	}
 	return fmt.Errorf("backend/firestore: %s %q: %w: %w", op, name, sentinel, err)
-}
-
-// deadlineSlack is how close to ctx's deadline a deadline error must come
-// for settle to wait for ctx itself to expire.
-const deadlineSlack = 50 * time.Millisecond
-
-// settle lets ctx catch up with a deadline error. An RPC (or the call
-// context, whose deadline is ctx's when that is sooner) can end at ctx's
-// deadline a moment before ctx's own timer fires; classify would then see
-// ctx live and report the caller's deadline as Firestore's failure, and a
-// caller comparing the error with ctx.Err() would find ctx live. When ctx's
-// deadline is at most deadlineSlack away, settle waits (that long at most)
-// for ctx to be done.
-func settle(ctx context.Context) {
-	dl, ok := ctx.Deadline()
-	if !ok || time.Until(dl) > deadlineSlack {
-		return
-	}
-	t := time.NewTimer(max(time.Until(dl), 0) + deadlineSlack)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Backoff of Update between attempts after a conflict.

@@ -109,7 +109,7 @@ func TestClassifyAtTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 	defer cancel()
 	start := time.Now()
-	if got := classify(ctx, ctx, "get", "n", status.Error(codes.DeadlineExceeded, "x")); got != context.DeadlineExceeded || time.Since(start) > deadlineSlack {
+	if got := classify(ctx, ctx, "get", "n", status.Error(codes.DeadlineExceeded, "x")); got != context.DeadlineExceeded || time.Since(start) > backend.DeadlineSlack {
 		t.Fatalf("classify an hour before the deadline = %v after %v, want DeadlineExceeded at once", got, time.Since(start))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
@@ -85,27 +84,12 @@ func classify(what string, err error) (retry string, out error) {
 	return retry, fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrConflict, err)
 }
 
-// deadlineSlack is how close to ctx's deadline an RPC's DeadlineExceeded
-// must come for settle to wait for ctx itself to expire.
-const deadlineSlack = 50 * time.Millisecond
-
-// settle makes a context error agree with ctx. The server ends an RPC at
-// the deadline it was sent, which can be a moment before ctx's own timer
-// fires; a caller that then compares the error with ctx.Err() would find
-// ctx still live. When err is context.DeadlineExceeded and ctx's deadline is
-// at most deadlineSlack away, settle waits (that long at most) for ctx to be
-// done. Any other error is returned at once.
+// settle makes a context error agree with ctx (see backend.AwaitDeadline):
+// on context.DeadlineExceeded it lets ctx catch up first. Any other error
+// is returned at once.
 func settle(ctx context.Context, err error) error {
-	if err != context.DeadlineExceeded {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= deadlineSlack {
-		t := time.NewTimer(max(time.Until(dl), 0) + deadlineSlack)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
+	if err == context.DeadlineExceeded {
+		backend.AwaitDeadline(ctx)
 	}
 	return err
 }

