@@ -70,16 +70,12 @@ func newService(t testing.TB, clock *fakeclock.Clock) *service {
 		}
 		switch fault(s.fault.Load()) {
 		case limited:
-			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "5")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"type":"urn:leasesvc:problem:resource_exhausted","title":"Too Many Requests","status":429,"code":"resource_exhausted","detail":"test"}`))
+			problem(w, http.StatusTooManyRequests, "resource_exhausted", nil)
 			return
 		case unavailable:
-			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"type":"urn:leasesvc:problem:unavailable","title":"Service Unavailable","status":503,"code":"unavailable","detail":"test"}`))
+			problem(w, http.StatusServiceUnavailable, "unavailable", nil)
 			return
 		case hang:
 			_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client going away
@@ -96,9 +92,7 @@ func newService(t testing.TB, clock *fakeclock.Clock) *service {
 			return
 		case lost:
 			if strings.HasSuffix(r.URL.Path, ":renew") {
-				w.Header().Set("Content-Type", "application/problem+json")
-				w.WriteHeader(http.StatusConflict)
-				_, _ = w.Write([]byte(`{"type":"urn:leasesvc:problem:lease_lost","title":"Conflict","status":409,"code":"lease_lost"}`))
+				problem(w, http.StatusConflict, "lease_lost", nil)
 				return
 			}
 		}
