@@ -89,13 +89,7 @@ func TestIDTokenSourceWithServiceAccountKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("IDTokenSource: %v", err)
 	}
-	var got atomic.Value
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.Store(r.Header.Get("Authorization"))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"name":"jobs","holder":"a","fencingToken":1,"held":true}`))
-	}))
-	defer svc.Close()
+	svc, got := leaseService(t)
 	c, err := client.New(svc.URL, client.Config{TokenSource: ts})
 	if err != nil {
 		t.Fatal(err)
@@ -142,13 +136,7 @@ func must[T any](v T, err error) T {
 // static token for local runs) and otherwise fails, saying why, when
 // Application Default Credentials cannot mint ID tokens.
 func TestNewClient(t *testing.T) {
-	var got atomic.Value
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.Store(r.Header.Get("Authorization"))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"name":"jobs","holder":"a","fencingToken":1,"held":true}`))
-	}))
-	defer svc.Close()
+	svc, got := leaseService(t)
 	c, err := googleauth.NewClient(t.Context(), svc.URL, client.Config{TokenSource: client.StaticToken("local-token-0123456789")})
 	if err != nil {
 		t.Fatal(err)
@@ -168,4 +156,18 @@ func TestNewClient(t *testing.T) {
 	if _, err := googleauth.NewClient(t.Context(), "ftp://x", client.Config{TokenSource: client.StaticToken("local-token-0123456789")}); err == nil {
 		t.Fatal("NewClient accepted an ftp URL")
 	}
+}
+
+// leaseService is a stand-in for leasesvc that answers every request with
+// lease "jobs" and records the Authorization header it was sent.
+func leaseService(t *testing.T) (*httptest.Server, *atomic.Value) {
+	t.Helper()
+	got := new(atomic.Value)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"name":"jobs","holder":"a","fencingToken":1,"held":true}`))
+	}))
+	t.Cleanup(svc.Close)
+	return svc, got
 }
