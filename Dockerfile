@@ -1,11 +1,32 @@
-# leasesvc container image: a static Go binary on distroless, run as non-root.
+# leasesvc container images: static Go binaries on distroless, run as non-root.
 #
 #   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t leasesvc .
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" --target leasectl -t leasectl .
 #
-# See docs/deploy.md for pushing it to Artifact Registry and deploying it.
+# The default (last) stage is the service, the image Cloud Run runs. The
+# leasectl stage is an image holding only /leasectl, for agents to copy into
+# their own images (docs/agents.md):
+#
+#   COPY --from=REGION-docker.pkg.dev/PROJECT/REPOSITORY/leasectl:VERSION /leasectl /usr/local/bin/leasectl
+#
+# See docs/deploy.md for pushing the images to Artifact Registry and deploying.
+#
+# Base images. For a reproducible build, pin them by digest, keeping the tag
+# for readers: pass the digest of each tag as resolved at release time, e.g.
+#
+#   docker build \
+#     --build-arg GO_IMAGE="golang:1.26-bookworm@$(crane digest golang:1.26-bookworm)" \
+#     --build-arg RUNTIME_IMAGE="gcr.io/distroless/static-debian12:nonroot@$(crane digest gcr.io/distroless/static-debian12:nonroot)" …
+#
+# (crane: github.com/google/go-containerregistry; `docker buildx imagetools
+# inspect IMAGE` prints the same digest). The defaults below are the tags
+# alone: the digests a tag points to move, and this file does not record one
+# that nobody resolved against the registry.
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
 # --- build --------------------------------------------------------------------
-FROM golang:1.26-bookworm AS build
+FROM ${GO_IMAGE} AS build
 
 WORKDIR /src
 
@@ -15,21 +36,37 @@ RUN go mod download && go mod verify
 
 COPY . .
 
-# VERSION is stamped into main.version (reported at start-up and in telemetry).
+# VERSION is stamped into main.version of both binaries (reported at
+# start-up, in telemetry, and by `leasectl version`).
 ARG VERSION=dev
 
-# CGO off: a static binary that needs no libc, so it runs on distroless/static.
-# -trimpath drops local paths from the binary; -s -w drop the symbol table and
-# DWARF data; -buildvcs=false because .git is not in the build context.
+# CGO off: static binaries that need no libc, so they run on distroless/static.
+# -trimpath drops local paths from the binaries; -s -w drop the symbol table
+# and DWARF data; -buildvcs=false because .git is not in the build context.
 RUN CGO_ENABLED=0 GOOS=linux go build \
       -trimpath -buildvcs=false \
       -ldflags "-s -w -X main.version=${VERSION}" \
-      -o /out/leasesvc ./cmd/leasesvc
+      -o /out/leasesvc ./cmd/leasesvc \
+ && CGO_ENABLED=0 GOOS=linux go build \
+      -trimpath -buildvcs=false \
+      -ldflags "-s -w -X main.version=${VERSION}" \
+      -o /out/leasectl ./cmd/leasectl
 
-# --- run ----------------------------------------------------------------------
+# --- leasectl -----------------------------------------------------------------
+# `docker build --target leasectl`: /leasectl alone (ENTRYPOINT leasectl), to
+# run it as is or to COPY --from into an agent's image for `leasectl run`.
+FROM ${RUNTIME_IMAGE} AS leasectl
+
+COPY --from=build /out/leasectl /leasectl
+
+USER nonroot:nonroot
+
+ENTRYPOINT ["/leasectl"]
+
+# --- leasesvc (default) ---------------------------------------------------------
 # distroless/static: CA certificates, tzdata and /etc/passwd, nothing else (no
 # shell, no package manager). The :nonroot tag runs as uid 65532.
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${RUNTIME_IMAGE} AS leasesvc
 
 COPY --from=build /out/leasesvc /leasesvc
 

@@ -7,6 +7,13 @@
 // metrics go to Google Cloud's telemetry endpoint (telemetry.googleapis.com)
 // over gRPC with the service's default credentials, and the resource is
 // described by the GCP resource detector.
+//
+// On Cloud Run the resource's service.name is K_SERVICE, the Cloud Run
+// service's name, so that two deployments in one project export distinct
+// series: Cloud Monitoring turns service.name into the job label of the
+// prometheus_target resource, and the Terraform module's alerts select their
+// own deployment's job (terraform/monitoring.tf). The revision (K_REVISION)
+// is the faas.version attribute the GCP detector adds.
 package telemetry
 
 import (
@@ -19,6 +26,7 @@ import (
 
 	"go.opentelemetry.io/contrib/detectors/gcp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
@@ -37,10 +45,12 @@ import (
 type Config struct {
 	// Exporter is none, stdout or otlp.
 	Exporter string
-	// ServiceName, ServiceVersion and InstanceID describe the resource.
+	// ServiceName, ServiceVersion and InstanceID describe the resource. On
+	// Cloud Run K_SERVICE replaces ServiceName (see the package doc);
+	// OTEL_SERVICE_NAME, if set, replaces both.
 	ServiceName, ServiceVersion, InstanceID string
-	// Project is the Google Cloud project, for the telemetry endpoint's
-	// quota header; may be empty.
+	// Project is the Google Cloud project the telemetry belongs to, sent as
+	// the gcp.project_id resource attribute; may be empty.
 	Project string
 	// Stdout receives the stdout exporter's output. Default os.Stdout.
 	Stdout io.Writer
@@ -117,7 +127,7 @@ func Setup(ctx context.Context, cfg Config) (Providers, error) {
 
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	opts := []resource.Option{
-		resource.WithAttributes(semconv.ServiceName(cfg.ServiceName), semconv.ServiceVersion(cfg.ServiceVersion), semconv.ServiceInstanceID(cfg.InstanceID)),
+		resource.WithAttributes(baseAttributes(cfg)...),
 		resource.WithFromEnv(),
 	}
 	if cfg.Getenv("K_SERVICE") != "" {
@@ -130,12 +140,40 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	return res, nil // a partial resource (a detector failed) is still useful
 }
 
+// gcpProjectID is the resource attribute that names the Google Cloud project
+// telemetry.googleapis.com stores the data in.
+const gcpProjectID = attribute.Key("gcp.project_id")
+
+// baseAttributes are the resource attributes leasesvc sets itself; the
+// environment (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME) and, on Cloud
+// Run, the GCP detector add to them.
+func baseAttributes(cfg Config) []attribute.KeyValue {
+	name := cfg.ServiceName
+	if k := cfg.Getenv("K_SERVICE"); k != "" {
+		name = k // one job label per Cloud Run service
+	}
+	attrs := []attribute.KeyValue{semconv.ServiceName(name), semconv.ServiceVersion(cfg.ServiceVersion), semconv.ServiceInstanceID(cfg.InstanceID)}
+	if cfg.Project != "" {
+		attrs = append(attrs, gcpProjectID.String(cfg.Project))
+	}
+	return attrs
+}
+
 // telemetryEndpoint is Google Cloud's OTLP endpoint.
 const telemetryEndpoint = "telemetry.googleapis.com:443"
 
 // otlpOptions returns the exporters' options: the OTEL_EXPORTER_OTLP_*
 // variables when an endpoint is set; on Cloud Run without one, Google
 // Cloud's telemetry endpoint with default credentials.
+//
+// No x-goog-user-project header is sent: the credentials are the Cloud Run
+// service account's, and for a service account "the project associated
+// with the service account is used as the quota project"
+// (https://cloud.google.com/docs/quotas/set-quota-project). Naming a quota
+// project explicitly would instead require serviceusage.services.use
+// (roles/serviceusage.serviceUsageConsumer) on it, a role the runtime
+// account has no other use for. Which project stores the data is said by
+// the gcp.project_id resource attribute (baseAttributes).
 func otlpOptions(ctx context.Context, cfg Config) ([]otlptracegrpc.Option, []otlpmetricgrpc.Option, error) {
 	if cfg.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || cfg.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || cfg.Getenv("K_SERVICE") == "" {
 		return nil, nil, nil // the exporters read OTEL_EXPORTER_OTLP_* themselves
@@ -145,11 +183,7 @@ func otlpOptions(ctx context.Context, cfg Config) ([]otlptracegrpc.Option, []otl
 		return nil, nil, fmt.Errorf("telemetry: default credentials for %s: %w", telemetryEndpoint, err)
 	}
 	creds := grpc.WithPerRPCCredentials(oauth.TokenSource{TokenSource: ts})
-	headers := map[string]string{}
-	if cfg.Project != "" {
-		headers["x-goog-user-project"] = cfg.Project
-	}
-	return []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(telemetryEndpoint), otlptracegrpc.WithDialOption(creds), otlptracegrpc.WithHeaders(headers)},
-		[]otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(telemetryEndpoint), otlpmetricgrpc.WithDialOption(creds), otlpmetricgrpc.WithHeaders(headers)},
+	return []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(telemetryEndpoint), otlptracegrpc.WithDialOption(creds)},
+		[]otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(telemetryEndpoint), otlpmetricgrpc.WithDialOption(creds)},
 		nil
 }

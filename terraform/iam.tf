@@ -8,7 +8,7 @@
 #   roles/spanner.databaseUser        the database           Spanner reads, writes and the schema check (no DDL admin)
 #   roles/pubsub.publisher            the topic              publish leadership events
 #   roles/pubsub.subscriber           the topic              attach the per-instance subscription to the topic
-#   <name>_event_subscriptions        project (custom role)  create, get, pull from and delete the per-instance
+#   <name>_event_subscriptions        project (custom role)  create, pull from and delete the per-instance
 #                                                            subscription (see the trade-off below)
 #   roles/cloudtrace.agent            project                write spans (also through telemetry.googleapis.com)
 #   roles/monitoring.metricWriter     project                write metrics (also through telemetry.googleapis.com)
@@ -21,7 +21,12 @@
 # Pub/Sub IAM conditions cannot match subscription names. So creating and
 # consuming subscriptions can only be granted on the project, and the
 # service account could pull from any subscription in it. The custom role
-# keeps that to four permissions (not roles/pubsub.editor, which could also
+# keeps that to the three permissions notify/listen.go uses:
+# CreateSubscription (pubsub.subscriptions.create), Receive, a streaming pull
+# (pubsub.subscriptions.consume), and DeleteSubscription
+# (pubsub.subscriptions.delete); it never reads a subscription's
+# configuration (no GetSubscription, so no pubsub.subscriptions.get), which
+# module_test.go checks against the Go sources. That is three permissions (not roles/pubsub.editor, which could also
 # create, delete and re-point topics and change IAM policies); run leasesvc in
 # a project of its own if that project's other subscriptions carry data
 # leasesvc must not read.
@@ -106,13 +111,12 @@ resource "google_project_iam_custom_role" "event_subscriptions" {
   project     = var.project_id
   role_id     = "${replace(var.name, "-", "_")}_event_subscriptions"
   title       = "leasesvc event subscriptions (${var.name})"
-  description = "Lets each leasesvc instance create, read, pull from and delete its own subscription to the events topic."
+  description = "Lets each leasesvc instance create, pull from and delete its own subscription to the events topic."
   stage       = "GA"
   permissions = [
-    "pubsub.subscriptions.consume",
-    "pubsub.subscriptions.create",
-    "pubsub.subscriptions.delete",
-    "pubsub.subscriptions.get",
+    "pubsub.subscriptions.consume", # Receive (StreamingPull, acknowledge)
+    "pubsub.subscriptions.create",  # CreateSubscription at start-up
+    "pubsub.subscriptions.delete",  # DeleteSubscription at shutdown
   ]
 
   depends_on = [google_project_service.apis]
@@ -122,6 +126,39 @@ resource "google_project_iam_member" "event_subscriptions" {
   project = var.project_id
   role    = google_project_iam_custom_role.event_subscriptions.name
   member  = google_service_account.leasesvc.member
+}
+
+# --- Waiting for the grants -------------------------------------------------
+#
+# IAM is eventually consistent: "Changes to allow or deny policies typically
+# propagate in 2 minutes, but could potentially take 7 minutes or longer"
+# (https://cloud.google.com/iam/docs/access-change-propagation). The first
+# revision reads the policy secret at deploy time and the backend at its
+# start-up check (/readyz), so on the first apply Cloud Run would start it
+# with grants that are made but not yet in force, and refuse the revision.
+# The service waits for this sleep, which starts once every grant above is
+# made. time_sleep is the hashicorp/time provider's resource for waiting on
+# such asynchronous operations
+# (https://registry.terraform.io/providers/hashicorp/time/latest/docs/resources/sleep).
+# It sleeps again only when it is replaced: with a new service account or a
+# new backend, whose grants are new too. If an apply still fails on a slow
+# propagation, the next apply succeeds (docs/deploy.md).
+resource "time_sleep" "iam_propagation" {
+  create_duration = "${var.iam_propagation_wait_seconds}s"
+
+  triggers = {
+    service_account = google_service_account.leasesvc.email
+    backend         = var.backend
+  }
+
+  depends_on = [
+    google_project_iam_member.telemetry,
+    google_project_iam_member.firestore_user,
+    google_spanner_database_iam_member.spanner_user,
+    google_pubsub_topic_iam_member.events,
+    google_project_iam_member.event_subscriptions,
+    google_secret_manager_secret_iam_member.policy,
+  ]
 }
 
 # --- Who may call the service -------------------------------------------------

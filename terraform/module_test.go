@@ -383,11 +383,11 @@ var serviceAccountRoles = map[string]saRole{
 
 // customRolePermissions are the permissions a custom role of the module may
 // hold: managing and pulling from the per-instance events subscription.
+// (TestSubscriptionRoleMatchesCode checks that each is one the code uses.)
 var customRolePermissions = []string{
 	"pubsub.subscriptions.consume",
 	"pubsub.subscriptions.create",
 	"pubsub.subscriptions.delete",
-	"pubsub.subscriptions.get",
 }
 
 var customRoleRef = regexp.MustCompile(`^<google_project_iam_custom_role\.([a-z0-9_-]+)\.(name|id)>$`)

@@ -4,13 +4,30 @@
 # leasesvc exports its metrics over OTLP to the Telemetry API
 # (telemetry.googleapis.com, LEASESVC_TELEMETRY=otlp). Cloud Monitoring stores
 # OTLP metrics the way Managed Service for Prometheus does (monitored resource
-# prometheus_target, metric prometheus.googleapis.com/<name>/<kind>), so the
-# conditions are PromQL. The selectors accept the name with dots or with
-# underscores and with or without a _total suffix, so they keep matching
-# whichever Prometheus name translation the ingestion applies.
+# prometheus_target) and keeps the OpenTelemetry name, dots included: it is
+# queried in PromQL by its UTF-8 quoted name, {"leasesvc.lease.transitions"}.
+#   https://cloud.google.com/stackdriver/docs/reference/telemetry/v1.metrics
+#   https://cloud.google.com/monitoring/promql ("UTF-8 metric names must be
+#   quoted and moved inside the braces")
+# Cloud Monitoring's PromQL matches metric names exactly only, so no regex on
+# __name__ ("Only exact matching on metric names is supported"):
+#   https://cloud.google.com/stackdriver/docs/managed-prometheus/promql-differences
+#
+# Each selector also filters on job, the prometheus_target label that carries
+# the OpenTelemetry service.name. On Cloud Run leasesvc sets service.name to
+# K_SERVICE, the Cloud Run service name, which is var.name here (telemetry/
+# telemetry.go). var.name also names the service account and the events topic,
+# so two deployments of this module in one project must have different names,
+# and each one's alerts see its own series only.
+#
+# Every condition sets disable_metric_validation: the policies are created
+# before the service has written any metric (publish failures only appear
+# after a failure), and without it the first apply fails with "Cannot find
+# metric(s)". Provider docs (hashicorp/google ≥ 5.x, 7.x included):
+#   https://registry.terraform.io/providers/hashicorp/google/latest/docs/resources/monitoring_alert_policy#disable_metric_validation
 #
 # The instrument names below are a contract with the Go code: module_test.go
-# fails if one of them is not a string literal in the service's sources.
+# fails if one of them is not an instrument name in telemetry/metrics.go.
 
 locals {
   # OpenTelemetry instrument names the alerts depend on.
@@ -20,9 +37,12 @@ locals {
     publish_failures = "leasesvc.events.publish.failures" # counter, attribute type
   }
 
+  # The series of this deployment: job is service.name, which is K_SERVICE.
+  alert_job = var.name
+
   alert_selectors = {
     for key, metric in local.alert_metrics :
-    key => "{__name__=~\"${replace(metric, ".", "[._]")}(_total)?\"}"
+    key => "{\"${metric}\", job=\"${local.alert_job}\"}"
   }
 
   alert_documentation_url = "docs/operations.md in the leasesvc repository"
@@ -44,6 +64,8 @@ resource "google_monitoring_alert_policy" "lease_unheld" {
       query               = "max by (job, lease) (${local.alert_selectors.unheld_seconds}) > ${var.unheld_alert_seconds}"
       duration            = "0s"
       evaluation_interval = "30s"
+
+      disable_metric_validation = true
     }
   }
 
@@ -84,6 +106,8 @@ resource "google_monitoring_alert_policy" "leadership_flapping" {
       query               = "sum by (job, lease) (increase(${local.alert_selectors.transitions}[1h])) > ${var.flapping_transitions_per_hour}"
       duration            = "0s"
       evaluation_interval = "60s"
+
+      disable_metric_validation = true
     }
   }
 
@@ -122,6 +146,8 @@ resource "google_monitoring_alert_policy" "event_publish_failures" {
       query               = "sum by (job) (increase(${local.alert_selectors.publish_failures}[10m])) > ${var.publish_failures_alert_threshold}"
       duration            = "0s"
       evaluation_interval = "60s"
+
+      disable_metric_validation = true
     }
   }
 

@@ -23,6 +23,17 @@
 #                              callers put in their tokens.
 
 locals {
+  # Memory limits Cloud Run allows per CPU count, in MiB ("vCPU and memory
+  # table", https://cloud.google.com/run/docs/configuring/services/cpu).
+  cpu_memory_mib = {
+    "1" = { min = 128, max = 4096 }
+    "2" = { min = 128, max = 8192 }
+    "4" = { min = 2048, max = 16384 }
+    "6" = { min = 4096, max = 24576 }
+    "8" = { min = 4096, max = 32768 }
+  }
+  memory_mib = tonumber(regex("^[0-9]+", var.memory)) * (can(regex("Gi$", var.memory)) ? 1024 : 1)
+
   service_env = merge(
     {
       LEASESVC_BACKEND      = var.backend
@@ -159,13 +170,20 @@ resource "google_cloud_run_v2_service" "leasesvc" {
       condition     = var.min_instances <= var.max_instances
       error_message = "min_instances (${var.min_instances}) must not exceed max_instances (${var.max_instances})."
     }
+    # Memory a number of CPUs may have (https://cloud.google.com/run/docs/configuring/services/cpu).
+    precondition {
+      condition     = local.memory_mib >= local.cpu_memory_mib[var.cpu].min && local.memory_mib <= local.cpu_memory_mib[var.cpu].max
+      error_message = "memory ${var.memory} does not fit cpu ${var.cpu}: Cloud Run allows ${local.cpu_memory_mib[var.cpu].min}–${local.cpu_memory_mib[var.cpu].max} MiB with ${var.cpu} CPU."
+    }
   }
 
   # The first revision must be able to reach its backend and topic, or its
   # startup probe fails, and Cloud Run refuses a revision whose service
-  # account cannot read its secrets: grant the roles before deploying.
+  # account cannot read its secrets: grant the roles, and wait for them to
+  # take effect (time_sleep.iam_propagation, iam.tf), before deploying.
   depends_on = [
     google_project_service.apis,
+    time_sleep.iam_propagation,
     google_project_iam_member.telemetry,
     google_project_iam_member.firestore_user,
     google_spanner_database_iam_member.spanner_user,

@@ -134,24 +134,36 @@ variable "ingress" {
 }
 
 variable "cpu" {
-  description = "CPU limit of one instance, as Cloud Run spells it: \"1\", \"2\", \"1000m\"."
+  description = "CPUs of one instance: \"1\", \"2\", \"4\", \"6\" or \"8\". Cloud Run allows fractions below 1 only with request-based billing, concurrency 1 and the first-generation environment, none of which suits leasesvc (https://cloud.google.com/run/docs/configuring/services/cpu); the provider passes the value through unchecked, so this validation stands in for Cloud Run's."
   type        = string
   default     = "1"
 
   validation {
-    condition     = can(regex("^([0-9]+|[0-9]+m)$", var.cpu))
-    error_message = "cpu must be a whole number of CPUs (\"1\", \"2\") or millicores (\"1000m\")."
+    condition     = contains(["1", "2", "4", "6", "8"], var.cpu)
+    error_message = "cpu must be \"1\", \"2\", \"4\", \"6\" or \"8\" (the CPU counts Cloud Run offers a second-generation, always-allocated, concurrent service)."
   }
 }
 
 variable "memory" {
-  description = "Memory limit of one instance, e.g. 512Mi or 1Gi."
+  description = "Memory limit of one instance, e.g. 512Mi or 1Gi. It must fit cpu: up to 4Gi with 1 CPU, 8Gi with 2, 2Gi–16Gi with 4, 4Gi–24Gi with 6, 4Gi–32Gi with 8 (a precondition of the service checks it)."
   type        = string
   default     = "512Mi"
 
   validation {
     condition     = can(regex("^[0-9]+(Mi|Gi)$", var.memory))
     error_message = "memory must be a size in Mi or Gi, such as 512Mi or 1Gi."
+  }
+}
+
+variable "iam_propagation_wait_seconds" {
+  description = "Seconds to wait after granting the service account its roles before deploying the service (time_sleep.iam_propagation in iam.tf), because IAM grants take effect typically within 2 minutes. It applies when the service account or the backend is created or replaced, not on every apply."
+  type        = number
+  default     = 120
+  nullable    = false
+
+  validation {
+    condition     = var.iam_propagation_wait_seconds >= 0 && var.iam_propagation_wait_seconds <= 900 && floor(var.iam_propagation_wait_seconds) == var.iam_propagation_wait_seconds
+    error_message = "iam_propagation_wait_seconds must be a whole number of seconds from 0 to 900."
   }
 }
 
