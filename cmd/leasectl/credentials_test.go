@@ -191,7 +191,7 @@ func TestTokenFromFlagEnvAndFile(t *testing.T) {
 	}
 	// The usage text shows neither the token of the environment nor a file's.
 	inv := leasectl(t, options{vars: map[string]string{"LEASESVC_TOKEN": "tok-from-env", "LEASESVC_TOKEN_FILE": envFile}}, "get", "-h")
-	if !strings.Contains(inv.stderr, "-token-file") || strings.Contains(inv.all(), "tok-from-env") {
+	if !strings.Contains(inv.stdout, "--token-file") || strings.Contains(inv.all(), "tok-from-env") {
 		t.Fatalf("get -h printed:\n%s", inv.all())
 	}
 }

@@ -90,9 +90,11 @@ func TestWatchPrintsChanges(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"watch", name, "--json", "--url", svc.URL}, func(string) string { return "" }, &out, &out)
+		done <- run(ctx, []string{"watch", name, "--json", "--missing-ok", "--url", svc.URL}, func(string) string { return "" }, &out, &out)
 	}()
-	waitOutput(t, &out, `"type":"lease"`)
+	// The lease never existed: the first line says so (the service's data:
+	// null), not a zero-valued lease.
+	waitOutput(t, &out, `{"type":"lease","lease":null}`)
 	c := e2e.Client{URL: svc.URL}
 	c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"a","ttlMs":30000}`)
 	c.Post(t, "/v1/leases/"+name+":release", `{"holder":"a","fencingToken":1}`)

@@ -17,23 +17,6 @@ import (
 	"github.com/leasesvc/leasesvc/client/googleauth"
 )
 
-const usage = `usage: leasectl COMMAND [flags]
-
-  acquire NAME --holder H [--ttl 30s] [--wait 0s] [--metadata JSON]
-  renew   NAME --holder H --fencing-token N [--ttl D] [--metadata JSON]
-  release NAME --holder H --fencing-token N
-  revoke  NAME --reason R [--fencing-token N]
-  get     NAME
-  list    [--prefix P] [--page-size N] [--page-token T]
-  watch   NAME
-  run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
-
-Every command takes --json (JSON output), --url (default $LEASESVC_URL,
-else http://localhost:8080), and credentials: --token TOKEN or
---token-file FILE (default $LEASESVC_TOKEN, $LEASESVC_TOKEN_FILE); without
-them an https URL gets Google ID tokens when Google credentials are found.
-`
-
 // env is what one invocation works with.
 type env struct {
 	getenv func(string) string
@@ -44,6 +27,8 @@ type env struct {
 	idTokens func(ctx context.Context, audience string) (oauth2.TokenSource, error)
 	hc       *http.Client
 
+	cmd       *command      // the command being run
+	fs        *flag.FlagSet // its flags, once it made them (for its --help)
 	json      bool
 	url       string
 	token     string // --token
@@ -59,38 +44,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // run runs the command of args.
 func (e *env) run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		_, _ = io.WriteString(e.stderr, usage)
-		if len(args) == 0 {
-			return &exitError{code: exitUsage, quiet: true}
+	if len(args) == 0 {
+		_, _ = io.WriteString(e.stderr, "usage: leasectl COMMAND [ARGS] [flags]; run 'leasectl --help' for the commands\n")
+		return &exitError{code: exitUsage, quiet: true}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		return writeTopHelp(e.stdout)
+	case "help":
+		if len(args) == 1 {
+			return writeTopHelp(e.stdout)
 		}
-		return nil
+		return e.run(ctx, []string{args[1], "--help"})
 	}
-	cmds := map[string]func(context.Context, *env, []string) error{
-		"acquire": cmdAcquire, "renew": cmdRenew, "release": cmdRelease, "revoke": cmdRevoke, "get": cmdGet,
-		"list": cmdList, "watch": cmdWatch, "run": cmdRun,
-	}
-	cmd, ok := cmds[args[0]]
+	cmd, ok := lookup(args[0])
 	if !ok {
-		_, _ = io.WriteString(e.stderr, usage)
-		return usageError("unknown command %q", args[0])
+		return usageError("unknown command %q (run 'leasectl --help' for the commands)", args[0])
 	}
-	return e.creds.explain(cmd(ctx, e, args[1:]))
+	e.cmd = &cmd
+	err := cmd.run(ctx, e, args[1:])
+	if errors.Is(err, flag.ErrHelp) && e.fs != nil {
+		return writeCommandHelp(e.stdout, cmd, e.fs)
+	}
+	return e.creds.explain(explainInvalid(cmd.name, err))
 }
 
-// flags returns a FlagSet with the flags every command takes.
+// flags returns the FlagSet of the command name with the flags every
+// command takes: --url and the credentials (unless the command is
+// offline), and --json for the commands that print leases.
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("leasectl "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
+	// Nothing printed by the flag package: parseFlags reports mistakes in
+	// one line, and the dispatcher prints --help.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	e.fs = fs
+	if e.cmd != nil && e.cmd.offline {
+		return fs
+	}
+	if e.cmd == nil || e.cmd.json {
+		fs.BoolVar(&e.json, "json", false, "print JSON instead of a table")
+	}
 	url := e.getenv("LEASESVC_URL")
 	if url == "" {
 		url = "http://localhost:8080"
 	}
-	fs.StringVar(&e.url, "url", url, "the service's base URL (env LEASESVC_URL)")
-	// No defaults from the environment here: the usage text prints them.
-	fs.StringVar(&e.token, "token", "", "bearer token to send (env LEASESVC_TOKEN); never printed")
-	fs.StringVar(&e.tokenFile, "token-file", "", "file holding the bearer token, trimmed (env LEASESVC_TOKEN_FILE)")
+	fs.StringVar(&e.url, "url", url, "the service's base `URL` (env LEASESVC_URL)")
+	// No defaults from the environment here: credentials() reads it.
+	fs.StringVar(&e.token, "token", "", "bearer `token` to send (env LEASESVC_TOKEN); never printed")
+	fs.StringVar(&e.tokenFile, "token-file", "", "`file` holding the bearer token, trimmed (env LEASESVC_TOKEN_FILE)")
 	return fs
 }
 
@@ -99,8 +101,8 @@ func (e *env) flags(name string) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, &exitError{code: exitUsage, err: err}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -110,9 +112,28 @@ func parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 		args = args[1:]
 	}
 	if len(pos) != len(want) {
-		return nil, usageError("%s: want %s, got %q", fs.Name(), strings.Join(want, " "), pos)
+		if len(want) == 0 {
+			return nil, flagError(fs, "takes no argument, got %q", pos)
+		}
+		if len(pos) < len(want) {
+			return nil, flagError(fs, "missing %s", strings.Join(want[len(pos):], " "))
+		}
+		return nil, flagError(fs, "want %s, got %q", strings.Join(want, " "), pos)
 	}
 	return pos, nil
+}
+
+// holder returns --holder, else LEASESVC_HOLDER; a usage error when
+// neither is set. There is no made-up default: renew and release must send
+// the holder that acquired, so the user must know it.
+func (e *env) holder(fs *flag.FlagSet, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if h := e.getenv("LEASESVC_HOLDER"); h != "" {
+		return h, nil
+	}
+	return "", flagError(fs, "--holder is required (or set LEASESVC_HOLDER): the holder's identity, which renew and release must repeat")
 }
 
 // client returns a Client of the chosen service, with the invocation's
@@ -130,39 +151,46 @@ func (e *env) client(ctx context.Context) (*client.Client, error) {
 }
 
 // metadataFlag parses --metadata: a JSON object.
-func metadataFlag(s string) (json.RawMessage, error) {
+func metadataFlag(fs *flag.FlagSet, s string) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		return nil, usageError("--metadata must be a JSON object: %v", err)
+		return nil, flagError(fs, "--metadata must be a JSON object: %v", err)
 	}
 	return json.RawMessage(s), nil
 }
 
 func cmdAcquire(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("acquire")
-	holder := fs.String("holder", "", "the holder's identity (default hostname-pid)")
-	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration")
-	wait := fs.Duration("wait", 0, "wait up to this long (≤ 60s) for another's holding to end")
-	md := fs.String("metadata", "", "a JSON object to attach")
+	holderFlag := fs.String("holder", "", "the holder's identity, 1–256 printable characters (env LEASESVC_HOLDER); required")
+	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration")
+	wait := duration(fs, "wait", 0, "wait up to this long, 0s … 60s, for another's holding to end")
+	md := fs.String("metadata", "", "a JSON object to attach to the lease")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	meta, err := metadataFlag(*md)
+	if err := checkTTL(fs, "ttl", *ttl); err != nil {
+		return err
+	}
+	if err := checkWait(fs, *wait); err != nil {
+		return err
+	}
+	meta, err := metadataFlag(fs, *md)
 	if err != nil {
 		return err
 	}
-	if *holder == "" {
-		*holder = client.DefaultHolder()
+	holder, err := e.holder(fs, *holderFlag)
+	if err != nil {
+		return err
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	l, err := c.Acquire(ctx, pos[0], client.AcquireRequest{Holder: *holder, TTL: *ttl, Wait: *wait, Metadata: meta})
+	l, err := c.Acquire(ctx, pos[0], client.AcquireRequest{Holder: holder, TTL: *ttl, Wait: *wait, Metadata: meta})
 	var held *client.HeldError
 	if errors.As(err, &held) {
 		_ = e.printLeases(held.Lease) // who holds it, for the caller
@@ -175,18 +203,24 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 
 func cmdRenew(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("renew")
-	holder := fs.String("holder", "", "the holder's identity")
-	token := fs.Int64("fencing-token", 0, "the holding's fencing token")
-	ttl := fs.Duration("ttl", 0, "new lease duration (default: keep)")
+	holderFlag := fs.String("holder", "", "the holder's identity, as acquire had it (env LEASESVC_HOLDER); required")
+	token := fs.Int64("fencing-token", 0, "the holding's fencing token, as acquire printed it; required")
+	ttl := duration(fs, "ttl", 0, "new lease duration (default: keep the holding's)")
 	md := fs.String("metadata", "", "a JSON object replacing the metadata")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	if *holder == "" || *token < 1 {
-		return e.fencingUsage("renew: --holder and --fencing-token are required")
+	holder, token2, err := e.holding(fs, *holderFlag, *token)
+	if err != nil {
+		return err
 	}
-	meta, err := metadataFlag(*md)
+	if *ttl != 0 {
+		if err := checkTTL(fs, "ttl", *ttl); err != nil {
+			return err
+		}
+	}
+	meta, err := metadataFlag(fs, *md)
 	if err != nil {
 		return err
 	}
@@ -194,7 +228,7 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.Renew(ctx, pos[0], client.RenewRequest{Holder: *holder, FencingToken: *token, TTL: *ttl, Metadata: meta})
+	l, err := c.Renew(ctx, pos[0], client.RenewRequest{Holder: holder, FencingToken: token2, TTL: *ttl, Metadata: meta})
 	if err != nil {
 		return err
 	}
@@ -203,45 +237,63 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 
 func cmdRelease(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("release")
-	holder := fs.String("holder", "", "the holder's identity")
-	token := fs.Int64("fencing-token", 0, "the holding's fencing token")
+	holderFlag := fs.String("holder", "", "the holder's identity, as acquire had it (env LEASESVC_HOLDER); required")
+	token := fs.Int64("fencing-token", 0, "the holding's fencing token, as acquire printed it; required")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	if *holder == "" || *token < 1 {
-		return e.fencingUsage("release: --holder and --fencing-token are required")
+	holder, token2, err := e.holding(fs, *holderFlag, *token)
+	if err != nil {
+		return err
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	l, err := c.Release(ctx, pos[0], *holder, *token)
+	l, err := c.Release(ctx, pos[0], holder, token2)
 	if err != nil {
 		return err
 	}
 	return e.printLeases(l)
 }
 
-// fencingUsage is the usage error of a missing --fencing-token, which
-// explains the --token of older leasectl versions.
-func (e *env) fencingUsage(msg string) error {
+// holding returns the holder and fencing token of renew and release, or a
+// usage error naming the missing flag.
+func (e *env) holding(fs *flag.FlagSet, holderFlag string, token int64) (string, int64, error) {
+	if token < 1 {
+		return "", 0, e.fencingUsage(fs, token)
+	}
+	holder, err := e.holder(fs, holderFlag)
+	return holder, token, err
+}
+
+// fencingUsage is the usage error of a missing or bad --fencing-token,
+// which explains the --token of older leasectl versions.
+func (e *env) fencingUsage(fs *flag.FlagSet, token int64) error {
+	msg := "--fencing-token is required: the holding's fencing token, as acquire printed it"
+	if token != 0 {
+		msg = fmt.Sprintf("--fencing-token %d: must be a fencing token, 1 or more", token)
+	}
 	if e.token != "" {
 		msg += " (--token is the credential now; the fencing token is --fencing-token)"
 	}
-	return usageError("%s", msg)
+	return flagError(fs, "%s", msg)
 }
 
 func cmdRevoke(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("revoke")
-	reason := fs.String("reason", "", "why, 1–512 printable characters (required)")
+	reason := fs.String("reason", "", "why, 1–512 printable characters; required")
 	token := fs.Int64("fencing-token", 0, "revoke only the holding with this fencing token (default: whatever holding is live)")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	if *reason == "" || *token < 0 {
-		return usageError("revoke: --reason is required, and --fencing-token must not be negative")
+	if *reason == "" {
+		return flagError(fs, "--reason is required: why the holding is revoked")
+	}
+	if *token < 0 {
+		return flagError(fs, "--fencing-token %d: must not be negative", *token)
 	}
 	c, err := e.client(ctx)
 	if err != nil {
@@ -279,6 +331,9 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	if *size < 0 {
+		return flagError(fs, "--page-size %d: must be 0 (every page) or more", *size)
+	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
@@ -314,6 +369,7 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 
 func cmdWatch(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("watch")
+	missingOK := fs.Bool("missing-ok", false, "if the lease was never acquired, wait for its first acquire instead of exiting 5")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
@@ -327,12 +383,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	if !e.json {
-		if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6s  %s\n", "EVENT TIME", "EVENT", "TOKEN", "HOLDER"); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-	}
-	for {
+	for first := true; ; first = false {
 		ev, err := st.Next()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -340,11 +391,26 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			}
 			return err
 		}
+		missing := ev.Type == client.EventState && ev.Lease.Name == ""
+		if first && missing && !*missingOK {
+			return &exitError{code: exitNotFound, err: fmt.Errorf("watch: no lease %q: it has never been acquired (--missing-ok waits for its first acquire)", pos[0])}
+		}
 		if e.json {
+			if missing { // the service's data: null, not a zero lease
+				if _, err := fmt.Fprintln(e.stdout, `{"type":"lease","lease":null}`); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+				continue
+			}
 			if err := e.writeJSON(ev); err != nil {
 				return err
 			}
 			continue
+		}
+		if first {
+			if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6s  %s\n", "EVENT TIME", "EVENT", "TOKEN", "HOLDER"); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
 		}
 		typ, holder := string(ev.Type), ev.Lease.Holder
 		if ev.Type == client.EventRevoked {
@@ -353,7 +419,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		if ev.Type == client.EventState {
 			typ = "now"
 			switch {
-			case ev.Lease.Name == "":
+			case missing:
 				holder = "(no such lease yet)"
 			case !ev.Lease.Held:
 				holder += " (not held)"

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,23 +26,14 @@ type outcome struct {
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("run")
-	name := fs.String("lease", "", "the lease to lead (required)")
-	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
-	holder := fs.String("holder", "", "the holder's identity (default hostname-pid)")
-	grace := fs.Duration("grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: exitUsage, err: err}
+	name := fs.String("lease", "", "the `name` of the lease to lead; required")
+	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
+	holder := fs.String("holder", "", "the holder's identity (default $LEASESVC_HOLDER, else {hostname}-{pid})")
+	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
+	if err := runFlags(e, fs, args, name, ttl, holder, grace); err != nil {
+		return err
 	}
 	argv := fs.Args()
-	if *name == "" || len(argv) == 0 {
-		return usageError("run: want --lease NAME [--ttl 30s] -- CMD ARGS...")
-	}
-	if *grace == 0 {
-		*grace = *ttl / 10
-	}
-	if *grace <= 0 {
-		return usageError("run: --grace %v must be positive", *grace)
-	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
@@ -84,7 +77,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		},
 	})
 	if err != nil {
-		return usageError("run: %v", err)
+		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
 	}
 	if err := el.Run(runCtx); err != nil {
 		return err
@@ -105,6 +98,46 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	}
 	return nil
 }
+
+// runFlags parses and checks the flags of run: a usage error names the flag
+// at fault, in the flags' terms rather than ElectorConfig's.
+func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.Duration, holder *string, grace *time.Duration) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return flagError(fs, "--lease is required: the name of the lease to lead")
+	}
+	if len(fs.Args()) == 0 {
+		return flagError(fs, "missing CMD: give the command to run after --, as in: leasectl run --lease %s -- ./worker", *name)
+	}
+	if err := checkTTL(fs, "ttl", *ttl); err != nil {
+		return err
+	}
+	if *holder == "" {
+		*holder = e.getenv("LEASESVC_HOLDER") // else the Elector's {hostname}-{pid}
+	}
+	if *grace == 0 {
+		*grace = *ttl / 10
+	}
+	if *grace <= 0 {
+		return flagError(fs, "--grace %v: must be positive", *grace)
+	}
+	// The Elector renews every ttl/3 and cancels the term 2×grace before
+	// the safe deadline, at ttl × (1 − drift margin): that must come after
+	// the renewal.
+	safe := time.Duration(float64(*ttl) * (1 - client.DefaultDriftMargin))
+	if limit := (safe - *ttl/3) / 2; *grace >= limit {
+		return flagError(fs, "--grace %v is too long for --ttl %v: it must be below %v (CMD gets SIGTERM 2×grace before the safe deadline at %d%% of the ttl, which must come after the renewal at ttl/3); lower --grace or raise --ttl",
+			*grace, *ttl, limit.Round(time.Millisecond), int(100*(1-client.DefaultDriftMargin)))
+	}
+	return nil
+}
+
+// electorFlags renames ElectorConfig's fields in its errors to run's flags.
+var electorFlags = strings.NewReplacer("ElectorConfig.Holder", "--holder", "ElectorConfig.TTL", "--ttl",
+	"ElectorConfig.CancelBefore", "2×--grace", "ElectorConfig.RenewInterval", "the renewal interval (--ttl/3)",
+	"CancelBefore", "2×--grace", "ElectorConfig.ReleaseTimeout", "--grace")
 
 // supervise runs CMD until it exits or lctx is done; then it sends SIGTERM
 // to CMD's process group and SIGKILL grace later.
