@@ -2,18 +2,41 @@
 // get, list and watch leases, revoke a holding as an operator, and run a
 // command only while holding a lease.
 //
-//	leasectl acquire NAME --holder H [--ttl 30s] [--wait 0s] [--metadata JSON]
-//	leasectl renew   NAME --holder H --fencing-token N [--ttl D] [--metadata JSON]
-//	leasectl release NAME --holder H --fencing-token N
+//	leasectl acquire NAME [--holder H] [--ttl 30s] [--wait 0s] [--metadata JSON]
+//	leasectl renew   NAME [--holder H] --fencing-token N [--ttl D] [--metadata JSON]
+//	leasectl release NAME [--holder H] --fencing-token N
 //	leasectl revoke  NAME --reason R [--fencing-token N]
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
-//	leasectl watch   NAME
+//	leasectl watch   NAME [--missing-ok]
 //	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
+//	leasectl version
+//	leasectl completion bash|zsh|fish
 //
-// Every command prints a human table by default and JSON with --json (one
-// object per line for watch). LEASESVC_URL selects the service (default
-// http://localhost:8080); --url overrides it.
+// `leasectl --help` lists the commands and `leasectl COMMAND --help` (or
+// `leasectl help COMMAND`) prints a command's usage, flags and an example,
+// on stdout, with exit status 0. The commands are one table (commands.go):
+// a new subcommand is one entry there, and its help and shell completion
+// follow from it.
+//
+// Commands that print leases print a human table by default and JSON with
+// --json (one object per line for watch). LEASESVC_URL selects the service
+// (default http://localhost:8080); --url overrides it. Durations take a
+// unit (30s, 1m30s, 500ms).
+//
+// acquire, renew and release need the holder's identity: --holder, else
+// LEASESVC_HOLDER; without either they are a usage error, because a renew
+// must repeat the holder that acquired and an invented one would be unknown
+// to it. run, a single process for its whole term, defaults to
+// {hostname}-{pid}.
+//
+// watch of a lease that has never been acquired exits 5 (not found);
+// --missing-ok waits for its first acquire instead, printing "(no such lease
+// yet)", or {"type":"lease","lease":null} with --json.
+//
+// A mistake on the command line (an unknown flag, a bad or missing value, a
+// value the service refuses as invalid_argument) exits 2 with one line
+// naming the flag.
 //
 // # Credentials
 //
@@ -62,7 +85,7 @@
 // 0 success; CMD's status for run; 1 an error; 2 bad usage; 3 the lease is
 // held by another (acquire); 4 the lease was lost (renew, release, revoke
 // of a --fencing-token that is not the live holding, or run losing
-// leadership); 5 no such lease (get, revoke); 6 the service is unavailable,
+// leadership); 5 no such lease (get, revoke, watch); 6 the service is unavailable,
 // or still rate limits the caller (429) after the retries; 7 the service
 // refused the credentials (401, or none sent), the caller lacks the
 // permission (403: revoke needs the admin verb), or no token could be had
