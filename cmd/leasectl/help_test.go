@@ -351,7 +351,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		{"leasectl run --g", []string{"--grace"}},
 		{"leasectl completion ", []string{"bash", "zsh", "fish"}},
 		{"leasectl help wa", []string{"watch"}},
-		{"leasectl acquire x --ttl ", nil},     // a value: nothing offered
+		{"leasectl acquire x --ttl ", nil},       // a value: nothing offered
 		{"leasectl run --lease x -- ls --", nil}, // CMD's own arguments
 	} {
 		got := complete(tc.line)
@@ -362,4 +362,3 @@ func TestBashCompletionCompletes(t *testing.T) {
 		}
 	}
 }
-
