@@ -29,7 +29,7 @@ func TestBaseAttributesNameTheCloudRunService(t *testing.T) {
 			}}
 		got := map[attribute.Key]string{}
 		for _, kv := range baseAttributes(cfg) {
-			got[kv.Key] = kv.Value.Emit()
+			got[kv.Key] = kv.Value.String()
 		}
 		if got["service.name"] != c.wantName || got["service.version"] != "v1" || got["service.instance.id"] != "i-1" {
 			t.Errorf("K_SERVICE=%q: attributes %v, want service.name %q", c.kService, got, c.wantName)
