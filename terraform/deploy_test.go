@@ -397,3 +397,101 @@ func TestLeasectlImage(t *testing.T) {
 		t.Error("docs/agents.md shows no `COPY --from=…/leasectl:VERSION /leasectl /usr/local/bin/leasectl` line for an agent's Dockerfile")
 	}
 }
+
+// deployerRoles maps the resource types the module creates, by prefix, to
+// the role docs/deploy.md must list for the person who applies it.
+var deployerRoles = map[string]string{
+	"google_project_service":           "roles/serviceusage.serviceUsageAdmin",
+	"google_cloud_run_v2_service":      "roles/run.admin",
+	"google_service_account":           "roles/iam.serviceAccountAdmin",
+	"google_project_iam_custom_role":   "roles/iam.roleAdmin",
+	"google_project_iam_member":        "roles/resourcemanager.projectIamAdmin",
+	"google_artifact_registry":         "roles/artifactregistry.admin",
+	"google_pubsub":                    "roles/pubsub.admin",
+	"google_secret_manager":            "roles/secretmanager.admin",
+	"google_monitoring_alert_policy":   "roles/monitoring.alertPolicyEditor",
+	"google_firestore":                 "roles/datastore.owner",
+	"google_spanner":                   "roles/spanner.admin",
+	"google_cloud_run_v2_service_iam_": "roles/run.admin",
+}
+
+var (
+	shBlock  = regexp.MustCompile("(?s)```sh\n(.*?)```")
+	shAssign = regexp.MustCompile(`(?:^|[\s;(&])(?:export\s+)?([A-Z][A-Z0-9_]*)=`)
+	shUse    = regexp.MustCompile(`\$\{?([A-Z][A-Z0-9_]*)`)
+	tfVarArg = regexp.MustCompile(`-var "?([a-z_]+)=`)
+)
+
+// TestDeployWalkthrough checks docs/deploy.md as a new user on an empty
+// project would walk it: the deployer's roles cover every resource type
+// the module creates, the agents' service account is created and can be
+// impersonated, no command uses a shell variable before a step sets it,
+// every -var is a variable of the example, no placeholder notification
+// channel is there to copy, and the Go example sends both headers
+// (googleauth.NewClient, not a bare idtoken client).
+func TestDeployWalkthrough(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	m := loadModule(t, moduleDir)
+	for _, b := range m.blocksOf("resource", "") {
+		matched := false
+		for prefix, role := range deployerRoles {
+			if strings.HasPrefix(b.Labels[0], prefix) {
+				matched = true
+				if !strings.Contains(doc, "`"+role+"`") {
+					t.Errorf("the module creates %s, but docs/deploy.md's deployer roles lack `%s`", b.Labels[0], role)
+				}
+			}
+		}
+		if !matched && !strings.HasPrefix(b.Labels[0], "time_") {
+			t.Errorf("the module creates %s: add the role a deployer needs for it to deployerRoles and to docs/deploy.md", b.Labels[0])
+		}
+	}
+	for _, want := range []string{
+		"gcloud iam service-accounts create agents",
+		"iamcredentials.googleapis.com",
+		"roles/iam.serviceAccountTokenCreator",
+		"--impersonate-service-account=",
+		"googleauth.NewClient(",
+		"gcloud beta monitoring channels create",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/deploy.md lacks %q", want)
+		}
+	}
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`notificationChannels/[0-9]`),
+		regexp.MustCompile(`idtoken\.New(TokenSource|Client)\(`),
+	} {
+		if loc := bad.FindString(doc); loc != "" {
+			t.Errorf("docs/deploy.md holds %q: a placeholder that fails when copied, or a client Cloud Run's invoker check strips", loc)
+		}
+	}
+
+	example := loadModule(t, filepath.Join(moduleDir, "examples", "firestore"))
+	defined := map[string]bool{"PATH": true, "HOME": true}
+	for _, blk := range shBlock.FindAllStringSubmatch(doc, -1) {
+		for line := range strings.SplitSeq(blk[1], "\n") {
+			code, _, _ := strings.Cut(line, " #") // comments
+			for _, u := range shUse.FindAllStringSubmatch(code, -1) {
+				if !defined[u[1]] && !strings.Contains(code, u[1]+"=") {
+					t.Errorf("docs/deploy.md uses $%s before any step sets it: %s", u[1], strings.TrimSpace(line))
+				}
+			}
+			for _, a := range shAssign.FindAllStringSubmatch(code, -1) {
+				defined[a[1]] = true
+			}
+			for _, v := range tfVarArg.FindAllStringSubmatch(code, -1) {
+				if _, ok := example.variables[v[1]]; !ok {
+					t.Errorf("docs/deploy.md passes -var %s, which examples/firestore does not declare", v[1])
+				}
+			}
+		}
+	}
+	if !defined["AGENTS"] || !defined["CHANNELS"] || !defined["IMAGE"] {
+		t.Errorf("docs/deploy.md sets none of AGENTS, CHANNELS or IMAGE: the scan is broken (%v)", sortedKeys(defined))
+	}
+}

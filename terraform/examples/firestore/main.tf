@@ -51,6 +51,7 @@ module "leasesvc" {
   policy                = local.policy
   invoker_members       = var.invoker_members
   notification_channels = var.notification_channels
+  deletion_protection   = var.deletion_protection
 
   firestore_database_id = "leasesvc"
   firestore_collection  = "leases"

@@ -51,6 +51,7 @@ module "leasesvc" {
   policy                = local.policy
   invoker_members       = var.invoker_members
   notification_channels = var.notification_channels
+  deletion_protection   = var.deletion_protection
 
   spanner_processing_units = 100
   spanner_database_name    = "leases"

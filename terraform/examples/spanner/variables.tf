@@ -31,3 +31,9 @@ variable "notification_channels" {
   type        = list(string)
   default     = []
 }
+
+variable "deletion_protection" {
+  description = "Protect the service and the database from deletion; set false only to tear the deployment down (docs/deploy.md)."
+  type        = bool
+  default     = true
+}
