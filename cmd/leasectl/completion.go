@@ -70,7 +70,10 @@ func completionDescription(s string) string {
 		s = s[:i]
 	}
 	s = strings.Map(func(r rune) rune {
-		if strings.ContainsRune("'\"`[]:\\$", r) {
+		switch {
+		case r == '\'':
+			return '’' // no quote to escape
+		case strings.ContainsRune("\"`[]:\\$", r):
 			return -1
 		}
 		return r
