@@ -255,6 +255,9 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "leasectl ") || !strings.Contains(out, runtime.Version()) {
 		t.Fatalf("leasectl version: exit %d, %q", code, out)
 	}
+	if alias, _, code := runCtl(t, "--version"); code != 0 || alias != out {
+		t.Errorf("leasectl --version: exit %d, %q; want what version prints", code, alias)
+	}
 	info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/leasesvc/leasesvc", Version: "v1.4.0"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}}}
 	for _, tc := range []struct {

@@ -51,6 +51,8 @@ func (e *env) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "-h", "-help", "--help":
 		return writeTopHelp(e.stdout)
+	case "--version":
+		return e.run(ctx, []string{"version"})
 	case "help":
 		if len(args) == 1 {
 			return writeTopHelp(e.stdout)
