@@ -16,7 +16,7 @@ output "service_account_email" {
 }
 
 output "image_repository" {
-  description = "Docker repository to push the image to: docker push <image_repository>/leasesvc:<version>."
+  description = "Docker repository to push the images to: docker push <image_repository>/leasesvc:<version>, and the leasectl image (Dockerfile target leasectl) as <image_repository>/leasectl:<version>."
   value       = "${google_artifact_registry_repository.images.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
 }
 
