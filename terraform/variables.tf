@@ -134,7 +134,7 @@ variable "ingress" {
 }
 
 variable "cpu" {
-  description = "CPUs of one instance: \"1\", \"2\", \"4\", \"6\" or \"8\". Cloud Run allows fractions below 1 only with request-based billing, concurrency 1 and the first-generation environment, none of which suits leasesvc (https://cloud.google.com/run/docs/configuring/services/cpu); the provider passes the value through unchecked, so this validation stands in for Cloud Run's."
+  description = "CPUs of one instance: \"1\", \"2\", \"4\", \"6\" or \"8\". Cloud Run allows fractions below 1 only with request-based billing, concurrency 1 and the first-generation environment, none of which suits leasesvc (https://cloud.google.com/run/docs/configuring/services/cpu); the provider passes limits through as a map of strings without checking them (its docs list \"1\", \"2\", \"4\" and \"8\", https://registry.terraform.io/providers/hashicorp/google/latest/docs/resources/cloud_run_v2_service#limits; Cloud Run's table adds 6), so this validation stands in for Cloud Run's."
   type        = string
   default     = "1"
 
