@@ -10,6 +10,7 @@
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME
 //	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
+//	leasectl mcp     [--holder H] [--ttl 30s]  (docs/agents.md)
 //
 // Every command prints a human table by default and JSON with --json (one
 // object per line for watch). LEASESVC_URL selects the service (default

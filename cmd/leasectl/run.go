@@ -27,6 +27,7 @@ const usage = `usage: leasectl COMMAND [flags]
   list    [--prefix P] [--page-size N] [--page-token T]
   watch   NAME
   run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
+  mcp     [--holder H] [--ttl 30s]   (MCP server on stdio for LLM agents)
 
 Every command takes --json (JSON output), --url (default $LEASESVC_URL,
 else http://localhost:8080), and credentials: --token TOKEN or
@@ -68,7 +69,7 @@ func (e *env) run(ctx context.Context, args []string) error {
 	}
 	cmds := map[string]func(context.Context, *env, []string) error{
 		"acquire": cmdAcquire, "renew": cmdRenew, "release": cmdRelease, "revoke": cmdRevoke, "get": cmdGet,
-		"list": cmdList, "watch": cmdWatch, "run": cmdRun,
+		"list": cmdList, "watch": cmdWatch, "run": cmdRun, "mcp": cmdMCP,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
