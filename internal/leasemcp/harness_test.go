@@ -130,6 +130,7 @@ type session struct {
 	cmd    *exec.Cmd
 	cs     *mcp.ClientSession
 	stderr *e2e.SyncBuffer
+	//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
 	logs   chan *mcp.LoggingMessageParams
 	update chan string // URIs of resources/updated notifications
 	closed bool
@@ -139,12 +140,14 @@ type session struct {
 // session with it.
 func startSession(t *testing.T, url, holder string, ttl time.Duration) *session {
 	t.Helper()
-	s := &session{t: t, holder: holder, stderr: &e2e.SyncBuffer{},
-		logs: make(chan *mcp.LoggingMessageParams, 100), update: make(chan string, 100)}
+	s := &session{t: t, holder: holder, stderr: &e2e.SyncBuffer{}, update: make(chan string, 100)}
+	//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
+	s.logs = make(chan *mcp.LoggingMessageParams, 100)
 	s.cmd = exec.Command(leasectl(t), "mcp", "--url", url, "--holder", holder, "--ttl", ttl.String(), "--log-level", "info")
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c := mcp.NewClient(&mcp.Implementation{Name: "leasemcp-test", Version: "1"}, &mcp.ClientOptions{
+		//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			select {
 			case s.logs <- r.Params:

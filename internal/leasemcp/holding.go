@@ -159,7 +159,7 @@ func (s *Server) lose(h *holding, reason string) {
 // held.
 func (s *Server) loseLocked(h *holding, reason string) {
 	delete(s.held, h.name)
-	s.stale[h.name] = h.token
+	s.stale[h.name] = h
 	l := LostLease{Name: h.name, FencingToken: h.token, Reason: reason}
 	s.lost = append(s.lost, l)
 	h.stop()
@@ -200,19 +200,26 @@ func (s *Server) release(h *holding) error {
 
 // forgetStale releases a lost holding of name that the service may still
 // count as live, so that an acquire by the agent begins a new holding (a
-// new token) instead of reviving the lost one.
+// new token) instead of reviving the lost one. It first waits for the lost
+// holding's renewer to stop, so that nothing of the old holding acts on
+// the new one.
 func (s *Server) forgetStale(ctx context.Context, name string) error {
 	s.mu.Lock()
-	tok, ok := s.stale[name]
+	h := s.stale[name]
 	s.mu.Unlock()
-	if !ok {
+	if h == nil {
 		return nil
 	}
-	if _, err := s.c.Release(ctx, name, s.cfg.Holder, tok); err != nil && !errors.Is(err, client.ErrLost) {
-		return fmt.Errorf("release the lost holding %d of %q first: %w", tok, name, err)
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the renewal of the lost holding %d of %q to stop: %w", h.token, name, context.Cause(ctx))
+	}
+	if _, err := s.c.Release(ctx, name, s.cfg.Holder, h.token); err != nil && !errors.Is(err, client.ErrLost) {
+		return fmt.Errorf("release the lost holding %d of %q first: %w", h.token, name, err)
 	}
 	s.mu.Lock()
-	if s.stale[name] == tok {
+	if s.stale[name] == h {
 		delete(s.stale, name)
 	}
 	s.mu.Unlock()

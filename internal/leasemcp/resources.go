@@ -59,10 +59,15 @@ func (s *Server) removeHeldResource(name string) { s.srv.RemoveResources(heldURI
 
 // notifyLost tells the client that a holding was lost: a logging message
 // and an update of the holding's resource, which then goes away.
+//
+// MCP logging is deprecated from protocol 2026-07-28 on (SEP-2577) but is
+// what the clients of the earlier versions, most of them today, show; the
+// resource update is the channel that stays.
 func (s *Server) notifyLost(l LostLease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if ss := s.session(); ss != nil {
+		//lint:ignore SA1019 logging is how clients of protocols before 2026-07-28 hear of it (see above)
 		_ = ss.Log(ctx, &mcp.LoggingMessageParams{
 			Level:  "error",
 			Logger: "leasectl",
@@ -73,7 +78,12 @@ func (s *Server) notifyLost(l LostLease) {
 		})
 	}
 	_ = s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: heldURI + l.Name})
-	s.removeHeldResource(l.Name)
+	s.mu.Lock()
+	again := s.held[l.Name] != nil // acquired again meanwhile: its resource stays
+	s.mu.Unlock()
+	if !again {
+		s.removeHeldResource(l.Name)
+	}
 }
 
 func jsonResource(uri string, v any) (*mcp.ReadResourceResult, error) {

@@ -45,7 +45,7 @@ type Server struct {
 	closing bool                // the session ended: adopt no more holdings
 	held    map[string]*holding // by lease name
 	lost    []LostLease         // lost holdings not yet reported in a tool result
-	stale   map[string]int64    // lease → token of a lost holding, released before a re-acquire
+	stale   map[string]*holding // lost holdings, released before a re-acquire of their lease
 	busy    map[string]bool     // leases with a tool call in progress
 	wg      sync.WaitGroup      // background renewers
 }
@@ -79,7 +79,7 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]int64{}, busy: map[string]bool{}}
+	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:       instructions(cfg.Holder),
 		Logger:             slog.New(slog.DiscardHandler),

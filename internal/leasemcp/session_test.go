@@ -218,6 +218,7 @@ func TestFrozenServiceReportsLoss(t *testing.T) {
 	name := e2e.UniqueName("mcp.frozen")
 	a := startSession(t, svc.url, "agent-frozen", time.Second)
 	ctx := context.Background()
+	//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
 	if err := a.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
 		t.Fatal(err)
 	}
