@@ -301,6 +301,11 @@ func TestLostHoldingIsNeverRevived(t *testing.T) {
 	a := startSession(t, svc.url, "agent-stale", 2*time.Second)
 	var acq leasemcp.AcquireOutput
 	a.mustCall("lease_acquire", map[string]any{"name": name}, &acq)
+	waitFor(t, 5*time.Second, func() bool { // the renewer has taken the holding over
+		var held leasemcp.HeldOutput
+		a.mustCall("lease_held", map[string]any{}, &held)
+		return len(held.Leases) == 1 && held.Leases[0].Renewing
+	})
 	// Someone else with the session's identity releases the holding behind
 	// its back: the next renew answers lease_lost.
 	if _, err := sdk.Release(context.Background(), name, "agent-stale", acq.FencingToken); err != nil {
