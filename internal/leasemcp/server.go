@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -58,8 +60,8 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	if cfg.Holder == "" {
 		cfg.Holder = client.DefaultHolder()
 	}
-	if n := len([]rune(cfg.Holder)); n > 256 {
-		return nil, fmt.Errorf("leasemcp.New: Config.Holder has %d characters, more than 256", n)
+	if n := len([]rune(cfg.Holder)); n > 256 || strings.IndexFunc(cfg.Holder, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return nil, fmt.Errorf("leasemcp.New: Config.Holder %q must be 1–256 printable characters", cfg.Holder)
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = client.DefaultTTL
