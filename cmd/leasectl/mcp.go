@@ -20,7 +20,7 @@ import (
 // stdin closes or on SIGINT/SIGTERM; logs go to stderr.
 func cmdMCP(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("mcp")
-	holder := fs.String("holder", "", "the session's holder identity, unique per session (default hostname-pid)")
+	holder := fs.String("holder", "", "the session's holder identity, unique per session (default $LEASESVC_HOLDER, else hostname-pid)")
 	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration of an acquire that names none; renewed every ttl/3")
 	logLevel := fs.String("log-level", "warn", "stderr log level: debug, info, warn or error")
 	if _, err := parse(fs, args); err != nil {
@@ -32,6 +32,9 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	}
 	if *ttl < time.Millisecond || *ttl%time.Millisecond != 0 {
 		return usageError("mcp: --ttl %v must be a positive whole number of milliseconds", *ttl)
+	}
+	if *holder == "" {
+		*holder = e.getenv("LEASESVC_HOLDER")
 	}
 	c, err := e.client(ctx)
 	if err != nil {
