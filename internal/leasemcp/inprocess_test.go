@@ -23,7 +23,7 @@ func TestInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := leasemcp.New(sdk, leasemcp.Config{Holder: "inproc", TTL: time.Second})
+	srv, err := leasemcp.New(sdk, leasemcp.Config{Holder: "inproc", TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

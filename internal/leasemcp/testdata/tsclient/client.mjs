@@ -94,14 +94,14 @@ await waitFor("release at session end", 5000, async () => {
 });
 log("session_end_releases");
 
-// Background renewal: TTL 1 s, idle for 3.5 s.
-const c = await session("ts-idle", "1s");
+// Background renewal: TTL 2 s, idle for 6.5 s (3.25 TTLs).
+const c = await session("ts-idle", "2s");
 await c.client.setLoggingLevel("warning");
 const idle = `${LEASE_PREFIX}.idle`;
 r = await call(c, "lease_acquire", { name: idle });
 assert.equal(r.fencingToken, 1);
 await c.client.subscribeResource({ uri: `lease://held/${idle}` });
-await sleep(3500);
+await sleep(6500);
 r = await call(c, "lease_get", { name: idle });
 assert.equal(r.lease.held, true);
 assert.equal(r.lease.heldByMe, true);
