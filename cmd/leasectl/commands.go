@@ -99,6 +99,15 @@ func commands() []command {
 			example: "leasectl run --lease team-a.scheduler --ttl 30s -- ./scheduler --flag",
 		},
 		{
+			name: "mcp", run: cmdMCP,
+			summary: "serve leases to an LLM agent as MCP tools (stdio)",
+			about: "Serves the Model Context Protocol on stdin and stdout for one LLM agent: tools to acquire,\n" +
+				"release, read, list and claim leases. The session's leases are renewed in the background and\n" +
+				"released when stdin closes or on SIGINT/SIGTERM; after SIGKILL they expire at their TTL.\n" +
+				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. See docs/agents.md.",
+			example: "leasectl mcp --url http://localhost:8080 --holder agent-7 --ttl 30s",
+		},
+		{
 			name: "version", offline: true, run: cmdVersion,
 			summary: "print leasectl's version",
 			about:   "Prints the version of leasectl, the commit it was built from (when known) and its Go version.",

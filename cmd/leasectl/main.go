@@ -12,6 +12,7 @@
 //	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
 //	leasectl version
 //	leasectl completion bash|zsh|fish
+//	leasectl mcp     [--holder H] [--ttl 30s]  (docs/agents.md)
 //
 // `leasectl --help` lists the commands and `leasectl COMMAND --help` (or
 // `leasectl help COMMAND`) prints a command's usage, flags and an example,

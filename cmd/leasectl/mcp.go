@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/leasesvc/leasesvc/client"
+	"github.com/leasesvc/leasesvc/internal/leasemcp"
+)
+
+// cmdMCP serves the Model Context Protocol on stdin and stdout for one LLM
+// agent (docs/agents.md): `leasectl mcp [--url U] [--holder H] [--ttl D]`.
+// The session's leases are renewed in the background and released when
+// stdin closes or on SIGINT/SIGTERM; logs go to stderr.
+func cmdMCP(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("mcp")
+	holder := fs.String("holder", "", "the session's holder identity, unique per session (default $LEASESVC_HOLDER, else hostname-pid)")
+	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration of an acquire that names none; renewed every ttl/3")
+	logLevel := fs.String("log-level", "warn", "stderr log level: debug, info, warn or error")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError("mcp: --log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	if *ttl < time.Millisecond || *ttl%time.Millisecond != 0 {
+		return usageError("mcp: --ttl %v must be a positive whole number of milliseconds", *ttl)
+	}
+	if *holder == "" {
+		*holder = e.getenv("LEASESVC_HOLDER")
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return err
+	}
+	srv, err := leasemcp.New(c, leasemcp.Config{
+		Holder: *holder, TTL: *ttl,
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return usageError("mcp: %v", err)
+	}
+	// A client that goes away leaves stdout a broken pipe: writing to it
+	// must fail (and end the session, which releases the leases) rather
+	// than kill leasectl with SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return srv.Run(ctx, &mcp.StdioTransport{})
+}

@@ -1,0 +1,49 @@
+// Package leasemcp serves leases to an LLM agent over the Model Context
+// Protocol (docs/contract.md §12): the server behind `leasectl mcp`.
+//
+// An LLM cannot renew a lease every few seconds, and cannot be trusted to
+// stop acting when it loses one; the process that serves its tools can. A
+// Server holds every lease its agent acquires (lease_acquire,
+// lease_claim_next) under one holder identity, renews each in the
+// background with the Go SDK's [client.Elector] (renew every TTL/3, the
+// safe deadline of docs/contract.md §2 on the local monotonic clock), and
+// releases them all when the session ends. The agent only decides what to
+// claim and passes the fencing token on.
+//
+// # Guarantees and limits
+//
+//   - Every tool result carries the fencing token of every lease the
+//     session holds ("held"). A lease lost in the background — a renew
+//     answered lease_lost (another holder, a revocation) or no renew
+//     succeeded before the safe deadline — is taken out of "held" at once,
+//     reported in the next tool result ("lostLeases", with a warning), and
+//     announced by an MCP logging notification (level "error", logger
+//     "leasectl", once the client has set a level) and a
+//     notifications/resources/updated for its resource lease://held/{name}.
+//   - No tool takes a fencing token, so nothing the agent sends can renew a
+//     holding: acquiring a lease this session lost first releases the lost
+//     holding (if the service still has it), so the agent always gets a new
+//     token.
+//   - The safe deadline is checked when a tool runs and by a timer: a
+//     holding past it is reported lost even while the service cannot be
+//     reached. Between the acquire's answer and the background renewer's
+//     first renew the holding is bounded by the acquire's own safe
+//     deadline.
+//   - Session end (stdin closed, the client gone, SIGINT or SIGTERM)
+//     releases everything held. A SIGKILLed leasectl releases nothing: its
+//     leases run out at their TTL, and nobody else can hold them before.
+//     A paused process (SIGSTOP, a suspended laptop) can outlive its safe
+//     deadline: downstream systems must refuse fencing tokens lower than
+//     the highest they have seen.
+//
+// # Tasks
+//
+// lease_claim_next is the "claim a task" pattern of a swarm: the tasks are
+// leases under a prefix (the names the caller passes, or else every lease
+// that exists under the prefix), and a claim acquires the first one in
+// name order that is neither held nor done. lease_release with done=true
+// marks a task done for good by creating the marker lease "{name}.done"
+// before releasing the task, and a claim checks the marker after its
+// acquire, so a task is claimed again only when its holder gave it up
+// without finishing it (released without done, or its session died).
+package leasemcp

@@ -1,0 +1,180 @@
+package leasemcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/leasesvc/leasesvc/client"
+)
+
+// Config configures a Server. Every field has a default.
+type Config struct {
+	// Holder is the identity under which the session holds its leases,
+	// 1–256 printable characters; it must be unique among the sessions
+	// (two sessions with one holder would share their leases). Default
+	// client.DefaultHolder(): "{hostname}-{pid}".
+	Holder string
+	// TTL is the lease duration of an acquire or claim that names none,
+	// whole milliseconds. Default 30s (docs/contract.md §7).
+	TTL time.Duration
+	// ReleaseTimeout bounds the releases at the end of the session. Default
+	// 5s.
+	ReleaseTimeout time.Duration
+	// Version is the server version announced to the client. Default "dev".
+	Version string
+	// Logger receives a line for every holding gained, lost and released.
+	// Default: no logging.
+	Logger *slog.Logger
+}
+
+// Server is one MCP session's lease holder. Its zero value is not usable;
+// call New.
+type Server struct {
+	c   *client.Client
+	cfg Config
+	srv *mcp.Server
+
+	mu      sync.Mutex
+	ss      *mcp.ServerSession
+	closing bool                // the session ended: adopt no more holdings
+	held    map[string]*holding // by lease name
+	lost    []LostLease         // lost holdings not yet reported in a tool result
+	stale   map[string]*holding // lost holdings, released before a re-acquire of their lease
+	busy    map[string]bool     // leases with a tool call in progress
+	wg      sync.WaitGroup      // background renewers
+}
+
+// New returns a Server that calls the service through c.
+func New(c *client.Client, cfg Config) (*Server, error) {
+	if c == nil {
+		return nil, errors.New("leasemcp.New: client is nil")
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = client.DefaultHolder()
+	}
+	if n := len([]rune(cfg.Holder)); n > 256 || strings.IndexFunc(cfg.Holder, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return nil, fmt.Errorf("leasemcp.New: Config.Holder %q must be 1–256 printable characters", cfg.Holder)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = client.DefaultTTL
+	}
+	if cfg.TTL < time.Millisecond || cfg.TTL%time.Millisecond != 0 {
+		return nil, fmt.Errorf("leasemcp.New: Config.TTL %v must be a positive whole number of milliseconds", cfg.TTL)
+	}
+	if cfg.ReleaseTimeout == 0 {
+		cfg.ReleaseTimeout = 5 * time.Second
+	}
+	if cfg.ReleaseTimeout < 0 {
+		return nil, fmt.Errorf("leasemcp.New: Config.ReleaseTimeout %v must not be negative", cfg.ReleaseTimeout)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions:       instructions(cfg.Holder),
+		Logger:             slog.New(slog.DiscardHandler),
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	s.addTools()
+	s.addResources()
+	return s, nil
+}
+
+// Holder returns the identity under which the session holds its leases.
+func (s *Server) Holder() string { return s.cfg.Holder }
+
+// Run serves one MCP session over t until the client ends it (stdin
+// closed, the connection gone) or ctx is cancelled, then releases every
+// lease the session holds and returns. A session that ends is not an
+// error; a failure to connect is.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		s.shutdown()
+		return fmt.Errorf("leasemcp: connect: %w", err)
+	}
+	s.mu.Lock()
+	s.ss = ss
+	s.mu.Unlock()
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-ended
+		s.cfg.Logger.Info("leasectl mcp: stopping", "cause", context.Cause(ctx))
+	case err := <-ended:
+		s.cfg.Logger.Info("leasectl mcp: session ended", "err", err)
+	}
+	s.shutdown()
+	return nil
+}
+
+// shutdown releases every holding and waits for the renewers to stop.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	hs := make([]*holding, 0, len(s.held))
+	for _, h := range s.held {
+		hs = append(hs, h)
+	}
+	clear(s.held)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Go(func() {
+			if err := s.release(h); err != nil {
+				s.cfg.Logger.Warn("leasectl mcp: release at session end failed; the lease runs out at its TTL",
+					"lease", h.name, "fencingToken", h.token, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	s.wg.Wait()
+}
+
+// session returns the MCP session, once connected.
+func (s *Server) session() *mcp.ServerSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ss
+}
+
+// claim marks name busy for one tool call; false when another call on it
+// is in progress. done ends the call.
+func (s *Server) claim(name string) (done func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy[name] {
+		return nil, false
+	}
+	s.busy[name] = true
+	return func() {
+		s.mu.Lock()
+		delete(s.busy, name)
+		s.mu.Unlock()
+	}, true
+}
+
+func instructions(holder string) string {
+	return "Leases from leasesvc, held by this MCP server for you as holder " + holder + ". " +
+		"A lease is a named, time-bounded right to act as the single leader or worker for something. " +
+		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this server renews it in the background " +
+		"for as long as the session lives, so you never renew. Pass the fencingToken with every write you make as the " +
+		"holder. Every tool result lists what you hold under \"held\"; if a result lists a lease under \"lostLeases\", " +
+		"stop acting as its holder at once: someone else may hold it now. Call lease_release when you are done " +
+		"(done=true for a finished task). Ending the session releases everything."
+}

@@ -1,0 +1,171 @@
+package leasemcp
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/leasesvc/leasesvc/client"
+)
+
+// Status is part of every tool result: what the session holds now, and the
+// holdings it lost since the previous result.
+type Status struct {
+	// Warning is set when LostLeases is not empty.
+	Warning string `json:"warning,omitempty" jsonschema:"set when a lease was lost since the previous result: read lostLeases and stop acting as their holder"`
+	// LostLeases are the holdings lost in the background since the
+	// previous tool result; each is reported once.
+	LostLeases []LostLease `json:"lostLeases,omitempty" jsonschema:"holdings lost since the previous tool result; stop acting as their holder at once, and do not use their fencing tokens again"`
+	// Held lists every lease the session holds now, with its token.
+	Held []HeldToken `json:"held" jsonschema:"every lease this session holds now, with the fencing token to pass on"`
+}
+
+// HeldToken names one holding of the session.
+type HeldToken struct {
+	Name         string `json:"name" jsonschema:"the lease name"`
+	FencingToken int64  `json:"fencingToken" jsonschema:"the holding's fencing token"`
+}
+
+// LostLease is a holding lost in the background.
+type LostLease struct {
+	Name         string `json:"name" jsonschema:"the lease name"`
+	FencingToken int64  `json:"fencingToken" jsonschema:"the token of the lost holding: it is no longer valid"`
+	Reason       string `json:"reason" jsonschema:"why the holding was lost"`
+}
+
+// HeldLease is one holding of the session in detail.
+type HeldLease struct {
+	Name         string  `json:"name" jsonschema:"the lease name"`
+	FencingToken int64   `json:"fencingToken" jsonschema:"the holding's fencing token: pass it with every write you make as the holder"`
+	Holder       string  `json:"holder" jsonschema:"the holder identity of this session"`
+	TTLSeconds   float64 `json:"ttlSeconds" jsonschema:"the lease duration; renewed in the background every third of it"`
+	AcquireTime  string  `json:"acquireTime" jsonschema:"server time (RFC 3339) when the holding began"`
+	Renewing     bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
+}
+
+// LeaseView is a lease as the service reports it.
+type LeaseView struct {
+	Name             string         `json:"name" jsonschema:"the lease name"`
+	Holder           string         `json:"holder" jsonschema:"the current holder or, when held is false, the last one"`
+	Held             bool           `json:"held" jsonschema:"whether someone holds it now"`
+	FencingToken     int64          `json:"fencingToken" jsonschema:"the token of the current (or last) holding"`
+	TTLSeconds       float64        `json:"ttlSeconds" jsonschema:"the lease duration the holder asked for"`
+	ExpireTime       string         `json:"expireTime" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed"`
+	RemainingSeconds float64        `json:"remainingSeconds" jsonschema:"seconds left until expireTime when the service answered"`
+	Transitions      int64          `json:"transitions" jsonschema:"how many holdings the lease has had"`
+	Metadata         map[string]any `json:"metadata,omitempty" jsonschema:"the JSON object the holder attached"`
+	HeldByMe         bool           `json:"heldByMe" jsonschema:"true when this session holds it (with the token in fencingToken)"`
+}
+
+func leaseView(l client.Lease, mine bool) LeaseView {
+	v := LeaseView{
+		Name: l.Name, Holder: l.Holder, Held: l.Held, FencingToken: l.FencingToken, TTLSeconds: l.TTL.Seconds(),
+		ExpireTime: stamp(l.ExpireTime), RemainingSeconds: l.Remaining.Seconds(), Transitions: l.Transitions, HeldByMe: mine,
+	}
+	if len(l.Metadata) > 0 {
+		var md map[string]any
+		if json.Unmarshal(l.Metadata, &md) == nil && len(md) > 0 {
+			v.Metadata = md
+		}
+	}
+	return v
+}
+
+func heldView(h *holding) HeldLease {
+	return HeldLease{
+		Name: h.name, FencingToken: h.token, Holder: h.lease.Holder, TTLSeconds: h.ttl.Seconds(),
+		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil,
+	}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// AcquireInput is the input of lease_acquire.
+type AcquireInput struct {
+	Name        string         `json:"name" jsonschema:"the lease to acquire: 1–128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit; dots separate namespaces, as in team-a.scheduler"`
+	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds (default: the server's --ttl, 30 s); the server renews it in the background, so this only bounds how long the lease outlives a crashed session"`
+	WaitSeconds float64        `json:"waitSeconds,omitempty" jsonschema:"if another holder holds the lease, wait up to this many seconds (0–60) for it to be free; default 0: answer at once"`
+	Metadata    map[string]any `json:"metadata,omitempty" jsonschema:"a small JSON object to attach to the lease, visible to everyone (what you are doing, where to reach you)"`
+}
+
+// AcquireOutput is the result of lease_acquire.
+type AcquireOutput struct {
+	Acquired          bool    `json:"acquired" jsonschema:"true when this session holds the lease now"`
+	Name              string  `json:"name" jsonschema:"the lease name"`
+	FencingToken      int64   `json:"fencingToken,omitempty" jsonschema:"when acquired: the holding's fencing token, to pass with every write you make as the holder"`
+	Holder            string  `json:"holder" jsonschema:"who holds the lease: this session's holder when acquired, else the other holder"`
+	ExpireTime        string  `json:"expireTime" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; the server renews yours in the background"`
+	AlreadyHeld       bool    `json:"alreadyHeld,omitempty" jsonschema:"true when this session held it already (same token)"`
+	RetryAfterSeconds float64 `json:"retryAfterSeconds,omitempty" jsonschema:"when not acquired: seconds until the other holding expires unless renewed"`
+	Instructions      string  `json:"instructions" jsonschema:"what to do now"`
+	Status
+}
+
+// ReleaseInput is the input of lease_release.
+type ReleaseInput struct {
+	Name string `json:"name" jsonschema:"a lease this session holds"`
+	Done bool   `json:"done,omitempty" jsonschema:"true when the lease is a task you finished: it is marked done (lease {name}.done) so that lease_claim_next never hands it out again; false gives the task back for another to claim"`
+}
+
+// ReleaseOutput is the result of lease_release.
+type ReleaseOutput struct {
+	Released     bool   `json:"released" jsonschema:"true: the holding has ended and its fencing token is no longer valid"`
+	Name         string `json:"name" jsonschema:"the lease name"`
+	FencingToken int64  `json:"fencingToken" jsonschema:"the token of the holding that ended"`
+	MarkedDone   bool   `json:"markedDone,omitempty" jsonschema:"true when the task was marked done"`
+	Status
+}
+
+// GetInput is the input of lease_get.
+type GetInput struct {
+	Name string `json:"name" jsonschema:"the lease name"`
+}
+
+// GetOutput is the result of lease_get.
+type GetOutput struct {
+	Exists bool       `json:"exists" jsonschema:"false when the lease has never been acquired"`
+	Lease  *LeaseView `json:"lease,omitempty" jsonschema:"the lease, when it exists"`
+	Status
+}
+
+// ListInput is the input of lease_list.
+type ListInput struct {
+	Prefix    string `json:"prefix,omitempty" jsonschema:"only leases whose name starts with this, such as 'build.task-'"`
+	PageSize  int    `json:"pageSize,omitempty" jsonschema:"at most this many leases (default 100, at most 1000)"`
+	PageToken string `json:"pageToken,omitempty" jsonschema:"nextPageToken of the previous page, for the next one"`
+}
+
+// ListOutput is the result of lease_list.
+type ListOutput struct {
+	Leases        []LeaseView `json:"leases" jsonschema:"the leases in name order"`
+	NextPageToken string      `json:"nextPageToken,omitempty" jsonschema:"pass it as pageToken for the next page; absent on the last page"`
+	Status
+}
+
+// ClaimInput is the input of lease_claim_next.
+type ClaimInput struct {
+	Prefix     string   `json:"prefix" jsonschema:"the task namespace, such as 'build.task-': every task is a lease whose name starts with it"`
+	Names      []string `json:"names,omitempty" jsonschema:"the candidate tasks (full lease names starting with prefix), tried in this order; default: every lease that exists under prefix, in name order"`
+	TTLSeconds float64  `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds (default: the server's --ttl)"`
+}
+
+// ClaimOutput is the result of lease_claim_next.
+type ClaimOutput struct {
+	Claimed      bool   `json:"claimed" jsonschema:"true when a task was claimed; false when no task is free"`
+	Name         string `json:"name,omitempty" jsonschema:"the task (lease) claimed"`
+	FencingToken int64  `json:"fencingToken,omitempty" jsonschema:"the holding's fencing token, to pass with every write you make for the task"`
+	ExpireTime   string `json:"expireTime,omitempty" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
+	Done         int    `json:"done" jsonschema:"how many candidate tasks are done"`
+	HeldByOthers int    `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now"`
+	Instructions string `json:"instructions" jsonschema:"what to do now"`
+	Status
+}
+
+// HeldInput is the input of lease_held.
+type HeldInput struct{}
+
+// HeldOutput is the result of lease_held.
+type HeldOutput struct {
+	Holder string      `json:"holder" jsonschema:"the holder identity of this session"`
+	Leases []HeldLease `json:"leases" jsonschema:"every lease this session holds now"`
+	Status
+}
