@@ -23,6 +23,8 @@ Example::
     elector.stop()                         # ends the term, releases the lease
 """
 
+import logging as _logging
+
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .client import WATCH_IDLE, Client, Credentials, Watch
 from .elector import (
@@ -67,6 +69,9 @@ from .lease import (
 )
 
 __version__ = "0.1.0"
+
+# A library logs only where the application configures logging.
+_logging.getLogger("leasesvc").addHandler(_logging.NullHandler())
 
 __all__ = [
     "AccessDenied", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",

@@ -41,24 +41,25 @@ class _Cancel:
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
-        self._conn: Optional[http.client.HTTPConnection] = None
+        self._sock: Optional[socket.socket] = None
         self.cancelled = False
 
     def attach(self, conn: Optional[http.client.HTTPConnection]) -> None:
         with self._mu:
-            self._conn = conn
-            if self.cancelled and conn is not None:
-                _shutdown(conn)
+            self._sock = conn.sock if conn is not None else None
+            if self.cancelled:
+                _shutdown(self._sock)
 
     def cancel(self) -> None:
         with self._mu:
             self.cancelled = True
-            if self._conn is not None:
-                _shutdown(self._conn)
+            _shutdown(self._sock)
 
 
-def _shutdown(conn: http.client.HTTPConnection) -> None:
-    sock = conn.sock
+def _shutdown(sock: Optional[socket.socket]) -> None:
+    """Shut a socket down, so that a read blocked on it in another thread
+    returns. (http.client forgets the socket of a response that closes the
+    connection, hence the socket rather than the connection.)"""
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
@@ -423,6 +424,7 @@ class Watch:
         self._mu = threading.Lock()
         self._closed = threading.Event()
         self._conn: Optional[http.client.HTTPConnection] = None
+        self._sock: Optional[socket.socket] = None
         self._resp: Optional[http.client.HTTPResponse] = None
         #: The id of the last event received, sent as Last-Event-ID.
         self.last_event_id = ""
@@ -455,7 +457,8 @@ class Watch:
                 continue
             try:
                 ev = self._read(resp)
-            except (OSError, http.client.HTTPException, _Dropped):
+            except (OSError, ValueError, AttributeError, http.client.HTTPException, _Dropped):
+                # ValueError, AttributeError: closed by close() in another thread
                 self._drop()
                 continue
             if ev is not None:
@@ -485,6 +488,7 @@ class Watch:
         conn = c._connection(c.request_timeout)
         try:
             conn.request("GET", c._prefix + _lease_path(self._name, ":watch"), headers=headers)
+            sock = conn.sock
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
@@ -497,19 +501,23 @@ class Watch:
                 with self._mu:
                     self._closed.set()
             raise err
-        if conn.sock is not None:
-            conn.sock.settimeout(WATCH_IDLE)
+        if sock is not None:
+            sock.settimeout(WATCH_IDLE)
         with self._mu:
             if self._closed.is_set():
+                _shutdown(sock)
                 conn.close()
                 return
-            self._conn, self._resp = conn, resp
+            self._conn, self._sock, self._resp = conn, sock, resp
 
     def _drop(self) -> None:
         with self._mu:
-            conn, self._conn, self._resp = self._conn, None, None
+            conn, sock, resp = self._conn, self._sock, self._resp
+            self._conn, self._sock, self._resp = None, None, None
+        _shutdown(sock)
+        if resp is not None:
+            resp.close()
         if conn is not None:
-            _shutdown(conn)
             conn.close()
 
     def _read(self, resp: http.client.HTTPResponse) -> Optional[Event]:
@@ -538,7 +546,11 @@ class Watch:
     def close(self) -> None:
         """End the stream; an iteration in another thread stops."""
         self._closed.set()
-        self._drop()
+        with self._mu:
+            sock, reading = self._sock, self._resp is not None
+        _shutdown(sock)  # the reader, if any, sees the end and cleans up
+        if not reading:
+            self._drop()
 
 
 class _Dropped(Exception):
