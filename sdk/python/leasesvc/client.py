@@ -426,6 +426,7 @@ class Watch:
         self._conn: Optional[http.client.HTTPConnection] = None
         self._sock: Optional[socket.socket] = None
         self._resp: Optional[http.client.HTTPResponse] = None
+        self._reading = False
         #: The id of the last event received, sent as Last-Event-ID.
         self.last_event_id = ""
         #: How many times the stream was reconnected.
@@ -456,7 +457,15 @@ class Watch:
                     failures += 1
                 continue
             try:
-                ev = self._read(resp)
+                with self._mu:
+                    self._reading = True
+                try:
+                    ev = self._read(resp)
+                finally:
+                    with self._mu:
+                        self._reading = False
+                if self._closed.is_set():
+                    self._drop()
             except (OSError, ValueError, AttributeError, http.client.HTTPException, _Dropped):
                 # ValueError, AttributeError: closed by close() in another thread
                 self._drop()
@@ -547,7 +556,7 @@ class Watch:
         """End the stream; an iteration in another thread stops."""
         self._closed.set()
         with self._mu:
-            sock, reading = self._sock, self._resp is not None
+            sock, reading = self._sock, self._reading
         _shutdown(sock)  # the reader, if any, sees the end and cleans up
         if not reading:
             self._drop()
