@@ -235,6 +235,7 @@ func freezeOnce(t *testing.T, lang language, argv []string, env map[string]strin
 // TestPythonUnittest runs the Python SDK's own suite (python3 -m unittest
 // discover in sdk/python) with the service binary this module builds.
 func TestPythonUnittest(t *testing.T) {
+	t.Parallel()
 	py := need(t, "python3", "apt-get install -y python3 (3.9 or newer)")
 	bin := e2e.Binary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

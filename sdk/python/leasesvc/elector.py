@@ -232,6 +232,7 @@ class Elector:
         self._term: Optional[Term] = None
         self._leader: Tuple[str, int] = ("", 0)
         self._thread: Optional[threading.Thread] = None
+        self._cb_name = f"leasesvc-leader-{name}-{id(self)}"
         #: The error that ended :meth:`start`'s thread, if any.
         self.error: Optional[BaseException] = None
 
@@ -280,7 +281,9 @@ class Elector:
     def stop(self, timeout: Optional[float] = None) -> None:
         """Stop gracefully: end the term, wait for ``on_started_leading`` to
         return, release the lease. If :meth:`start` started the Elector,
-        wait up to ``timeout`` seconds (None: for ever) for its thread."""
+        wait up to ``timeout`` seconds (None: for ever) for its thread,
+        unless called from ``on_started_leading`` itself (which must then
+        return for the stop to finish)."""
         with self._cond:
             self._stopping = True
             acq = self._acquiring
@@ -288,8 +291,9 @@ class Elector:
         if acq is not None:
             acq.cancel()
         t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join(timeout)
+        me = threading.current_thread()
+        if t is not None and t is not me and me.name != self._cb_name:
+            t.join(timeout)  # (not from the callback: run waits for it to return)
 
     def run(self) -> None:
         """Campaign and lead until :meth:`stop`, then return.
@@ -465,7 +469,7 @@ class Elector:
                     cb_done.set()
                     cond.notify_all()
 
-        threading.Thread(target=callback, name=f"leasesvc-leader-{self.name}-{term.token}", daemon=True).start()
+        threading.Thread(target=callback, name=self._cb_name, daemon=True).start()
 
         def renew(at: float) -> None:
             try:

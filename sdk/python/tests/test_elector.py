@@ -219,6 +219,22 @@ class ElectorTest(unittest.TestCase):
         self.assertFalse(t.is_alive())
         self.assertLess(time.monotonic() - begun, 1.5, "stop waited for the acquire's wait to run out")
 
+    def test_stop_from_the_callback(self) -> None:
+        f = FakeService(Script())
+        self.addCleanup(f.close)
+        holder: List[leasesvc.Elector] = []
+
+        def lead(term: leasesvc.Term) -> None:
+            holder[0].stop()  # must not wait for run, which waits for this callback
+            term.wait()
+
+        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lead)
+        holder.append(e)
+        t = e.start()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "stop from the callback deadlocked")
+        self.assertEqual(len(f.calls(":release")), 1)
+
     def test_config_is_checked(self) -> None:
         c = leasesvc.Client("http://127.0.0.1:1")
         for kw in ({"name": "-bad"}, {"holder": ""}, {"drift_margin": 0.9}, {"renew_jitter": 0.7},
