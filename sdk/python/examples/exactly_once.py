@@ -7,9 +7,11 @@ done, and does the rest one by one, each write carrying its token; the sink
 refuses any token lower than the highest it has seen. This process runs the
 sink and the agents, and kills the leader twice: once with SIGKILL (a crash:
 its lease runs out and a follower takes over), once with SIGSTOP (a paused
-process; it is woken with SIGCONT after the next leader wrote, tries its
-late write, which the sink refuses, and is then killed). At the end every
-task must have been written exactly once and no stale write accepted.
+process whose last write is still in flight and arrives after the next
+leader fenced the sink: the sink refuses it; the process is woken with
+SIGCONT after the next leader wrote, and is then killed). At the end every
+task must have been written exactly once, no stale write accepted, and the
+late write refused.
 
 Run against a service::
 
@@ -43,8 +45,10 @@ class Sink:
     least the highest it has seen, as every downstream of a leader must."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.highest = 0
+        self.hold_for = 0  # a token whose next write is held back (see hold)
+        self.held = threading.Event()
         self.writes: Dict[int, int] = {}  # task → accepted writes
         self.order: List[int] = []  # tokens of accepted writes, in order
         self.by_token: Dict[int, int] = {}
@@ -59,10 +63,22 @@ class Sink:
                 return False
             self.highest = token
             self.holder_of[token] = holder
+            self.lock.notify_all()
             return True
+
+    def hold(self, token: int) -> None:
+        """Hold back the next write of token until a newer leader fenced:
+        a write delayed in the network while its sender is paused."""
+        with self.lock:
+            self.hold_for = token
 
     def write(self, token: int, task: int) -> bool:
         with self.lock:
+            if token == self.hold_for:
+                self.hold_for = 0
+                self.held.set()
+                while self.highest <= token:
+                    self.lock.wait()
             if token < self.highest:
                 self.refused += 1
                 return False
@@ -179,12 +195,15 @@ def orchestrate(args: argparse.Namespace) -> int:
         token, holder = leader()
         procs[holder].send_signal(signal.SIGKILL)
         kills.append(f"{holder} (token {token}) SIGKILL at {len(sink.writes)} tasks")
-        # Second kill: a pause at two thirds; woken after the next leader
-        # wrote, its late write is refused; then it is killed.
+        # Second kill: a pause at two thirds, with a write in flight that
+        # arrives late (after the next leader fenced): the sink refuses it.
+        # Woken after the next leader wrote, the paused leader is killed.
         wait_until(lambda: len(sink.writes) >= 2 * args.tasks // 3, "two thirds of the tasks")
         token, holder = leader()
+        sink.hold(token)
+        wait_until(sink.held.is_set, "the leader's next write")
         procs[holder].send_signal(signal.SIGSTOP)
-        kills.append(f"{holder} (token {token}) SIGSTOP at {len(sink.writes)} tasks")
+        kills.append(f"{holder} (token {token}) SIGSTOP at {len(sink.writes)} tasks, a write in flight")
         wait_until(lambda: any(t > token for t in sink.by_token), "a newer leader's write")
         procs[holder].send_signal(signal.SIGCONT)
         time.sleep(0.5)  # it wakes, tries its late write
@@ -215,7 +234,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             "kills": kills, "elapsedS": round(elapsed, 2),
         }
     print(json.dumps(result), flush=True)
-    ok = missing == 0 and duplicates == 0 and stale_accepted == 0 and len(sink.by_token) >= 3
+    ok = missing == 0 and duplicates == 0 and stale_accepted == 0 and sink.refused >= 1 and len(sink.by_token) >= 3
     return 0 if ok else 1
 
 

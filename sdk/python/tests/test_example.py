@@ -26,6 +26,7 @@ class ExactlyOnceTest(unittest.TestCase):
         self.assertEqual((r["done"], r["missing"]), (1000, 0), r)
         self.assertEqual(r["duplicates"], 0, r)
         self.assertEqual(r["staleAccepted"], 0, r)
+        self.assertGreaterEqual(r["staleRefused"], 1, "the paused leader's late write was not refused")
         self.assertGreaterEqual(r["terms"], 3, r)
         self.assertEqual(len(r["kills"]), 3, r)
         self.assertEqual(p.returncode, 0, p.stderr)
