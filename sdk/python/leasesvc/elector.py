@@ -340,7 +340,7 @@ class Elector:
             changed = lease.holder != self._leader[0]
             self._leader = (lease.holder, lease.fencing_token)
         if changed and self._on_new_leader is not None:
-            self._on_new_leader(lease.holder)
+            self._hook("on_new_leader", self._on_new_leader, lease.holder)
 
     def _jittered(self, d: float) -> float:
         return d - random.random() * self.renew_jitter * d
@@ -483,6 +483,18 @@ class Elector:
                 results.append(res)
                 cond.notify_all()
 
+        try:
+            return self._lead_loop(term, sent, end, results, cb_done, renew)
+        finally:
+            end(Stopped("the Elector's run ended"))  # a no-op unless something raised
+
+    def _lead_loop(self, term: Term, sent: float, end: Callable[[BaseException], None],
+                   results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
+                   cb_done: threading.Event, renew: Callable[[float], None]) -> bool:
+        """The event loop of one term: renewals, their answers, the safe
+        deadline, stop() and the callback's return."""
+        clock, cond = self._clock, self._cond
+        stop_at = sent + self._safe - self.cancel_before
         next_renew = sent + self._jittered(self.renew_interval)
         in_flight, renewing, lost, graceful = False, True, False, False
         failures = 0
@@ -520,7 +532,7 @@ class Elector:
                     stop_at = at + self._safe - self.cancel_before
                     next_renew = at + self._jittered(self.renew_interval)
                     if self._on_renewed is not None:
-                        self._on_renewed(Lease.from_json(r), at)
+                        self._hook("on_renewed", self._on_renewed, Lease.from_json(r), at)
                 elif isinstance(err, (LeaseLost, InvalidArgument, AccessDenied)):
                     lost, renewing = isinstance(err, LeaseLost), False
                     self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
@@ -539,11 +551,21 @@ class Elector:
                 self._log.info("leasesvc elector %s (%s): stopped leading, fencing token %d",
                                self.name, self.holder, term.token)
                 if self._on_stopped is not None:
-                    self._on_stopped()
+                    self._hook("on_stopped_leading", self._on_stopped)
                 return graceful or resigned
             if renewing and not in_flight and clock() >= next_renew:
                 in_flight = True
                 threading.Thread(target=renew, args=(clock(),), daemon=True).start()
+
+    def _hook(self, what: str, f: Optional[Callable[..., None]], *args: Any) -> None:
+        """Call a user hook; an exception in it is logged, not raised into
+        the Elector's loop."""
+        if f is None:
+            return
+        try:
+            f(*args)
+        except Exception:
+            self._log.exception("leasesvc elector %s: %s raised", self.name, what)
 
     def _release(self, token: int) -> None:
         try:
