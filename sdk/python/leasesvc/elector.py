@@ -67,6 +67,8 @@ class Term:
         cause: why it ended (:class:`~leasesvc.LeaseLost`,
             :class:`~leasesvc.SafeDeadline`, :class:`Stopped`, ...), ``None``
             while leading.
+        ended_at: the Elector's monotonic clock when the term ended, ``None``
+            while leading.
     """
 
     def __init__(self, lease: Lease) -> None:
@@ -74,6 +76,7 @@ class Term:
         self.lease = lease
         self.ended = threading.Event()
         self.cause: Optional[BaseException] = None
+        self.ended_at: Optional[float] = None
 
     @property
     def leading(self) -> bool:
@@ -447,7 +450,7 @@ class Elector:
         def end(cause: BaseException) -> None:
             with cond:
                 if term.cause is None:
-                    term.cause = cause
+                    term.cause, term.ended_at = cause, self._clock()
                 self.leading.clear()
                 term.ended.set()
 

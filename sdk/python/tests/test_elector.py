@@ -111,7 +111,8 @@ class ElectorTest(unittest.TestCase):
         self.assertTrue(self.rec.started.wait(5))
         term = self.rec.terms[0]
         self.assertTrue(term.wait(3), "the term outlived the safe deadline")
-        ended = self.rec.ended_at[0] if self.rec.ended_at else time.monotonic()
+        ended = term.ended_at
+        assert ended is not None
         acquired = self.fake.calls(":acquire")[0].at
         self.assertIsInstance(term.cause, leasesvc.SafeDeadline)
         self.assertLess(ended - before, 1.0 * (1 - 0.1), "ended after TTL × (1 − drift margin)")
@@ -135,7 +136,7 @@ class ElectorTest(unittest.TestCase):
         self.assertGreaterEqual(len(gaps), 3, gaps)
         for g in gaps:
             self.assertGreaterEqual(g, 0.5 * 0.9 - 0.02, gaps)  # jitter: up to 10% early
-            self.assertLess(g, 0.5 + 0.15, gaps)
+            self.assertLess(g, 0.5 + 0.25, gaps)
         self.assertTrue(e.is_leader())
 
     def test_stop_releases_and_reports(self) -> None:
