@@ -241,11 +241,11 @@ func ratelimit(ctx context.Context, e env) error {
 }
 
 // cancelBefore is the CancelBefore the agent gives its Elector: the default
-// of the Python and TypeScript SDKs, min(100ms, TTL/20). The Go SDK's
+// of the Python SDK, min(250ms, TTL/10). The Go SDK's
 // default is 0 (the leading ctx is cancelled at the safe deadline itself);
 // the freeze case asserts that leading ends before it, which a timer set for
 // the deadline can only do by firing early.
-func cancelBefore(ttl time.Duration) time.Duration { return min(100*time.Millisecond, ttl/20) }
+func cancelBefore(ttl time.Duration) time.Duration { return min(250*time.Millisecond, ttl/10) }
 
 // runElector runs an Elector with the SDK's defaults (but CancelBefore)
 // until stdin says stop; onTerm runs as OnStartedLeading.

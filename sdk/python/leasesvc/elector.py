@@ -42,8 +42,8 @@ def default_holder() -> str:
 
 
 def default_cancel_before(ttl: float) -> float:
-    """The default ``cancel_before``: min(100 ms, TTL/20), seconds."""
-    return min(0.1, ttl / 20)
+    """The default ``cancel_before``: min(250 ms, TTL/10), seconds."""
+    return min(0.25, ttl / 10)
 
 
 class Stopped(Exception):
@@ -127,7 +127,7 @@ class Elector:
         drift_margin: fraction of the TTL given up to clock-rate
             differences, 0.01 … 0.5.
         cancel_before: how long before the safe deadline the term ends when
-            renewals keep failing, seconds. Default min(100 ms, TTL/20): a
+            renewals keep failing, seconds. Default min(250 ms, TTL/10): a
             Python thread can wake late on a loaded machine, and the term must
             end before the safe deadline, not just after it. (The Go SDK's
             ``CancelBefore`` is the same knob; its default there is 0.)
