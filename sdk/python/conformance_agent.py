@@ -1,0 +1,180 @@
+"""The Python agent of the cross-language conformance suite (sdk/conformance).
+
+Run as ``python3 sdk/python/conformance_agent.py CASE`` with
+``PYTHONPATH=sdk/python`` and LEASESVC_URL, LEASESVC_TOKEN, LEASE_NAME,
+LEASE_HOLDER, LEASE_TTL_MS in the environment. It writes one JSON object per
+step on stdout; times are milliseconds on its monotonic clock. A ``stop``
+line or EOF on stdin stops what runs; it then exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict
+
+import leasesvc
+
+T0 = time.monotonic()
+
+
+def ms(t: float) -> int:
+    """Monotonic seconds to milliseconds since the agent started."""
+    return int(round((t - T0) * 1000))
+
+
+_out = threading.Lock()
+
+
+def emit(**kw: Any) -> None:
+    """Write one step line and flush it."""
+    with _out:
+        sys.stdout.write(json.dumps(kw, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+
+def code(e: BaseException) -> str:
+    """The API code string of an SDK error."""
+    return e.code if isinstance(e, leasesvc.LeaseError) else type(e).__name__
+
+
+def wait_for_stop() -> None:
+    """Block until stdin says stop or ends."""
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            return
+
+
+class Env:
+    """The agent's environment."""
+
+    def __init__(self) -> None:
+        self.url = os.environ["LEASESVC_URL"]
+        self.token = os.environ.get("LEASESVC_TOKEN", "") or None
+        self.name = os.environ["LEASE_NAME"]
+        self.holder = os.environ["LEASE_HOLDER"]
+        self.ttl = int(os.environ.get("LEASE_TTL_MS", "3000") or 3000) / 1000
+        self.client = leasesvc.Client(self.url, token=self.token)
+
+
+def expect_error(step: str, f: Callable[[], Any], **extra: Any) -> None:
+    """Run f, which must fail, and report the error's code."""
+    try:
+        f()
+    except leasesvc.LeaseError as e:
+        out: Dict[str, Any] = {"step": step, "error": code(e)}
+        if isinstance(e, leasesvc.LeaseHeld):
+            out["holder"] = e.lease.holder
+        out.update(extra)
+        emit(**out)
+        return
+    emit(step=step, error="none")
+    raise SystemExit(1)
+
+
+def case_basic(env: Env) -> None:
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    lease = c.acquire(name, a, ttl)
+    emit(step="acquire", holder=lease.holder, token=lease.fencing_token, held=lease.held)
+    expect_error("acquire_other", lambda: c.acquire(name, b, ttl))
+    again = c.acquire(name, a, ttl)
+    emit(step="acquire_again", token=again.fencing_token)
+    r = c.renew(name, a, lease.fencing_token)
+    emit(step="renew", token=r.fencing_token)
+    expect_error("renew_wrong_token", lambda: c.renew(name, a, 99))
+    rel = c.release(name, a, lease.fencing_token)
+    emit(step="release", token=rel.fencing_token, held=rel.held)
+    expect_error("renew_after_release", lambda: c.renew(name, a, lease.fencing_token))
+    other = c.acquire(name, b, ttl)
+    emit(step="acquire_other", holder=other.holder, token=other.fencing_token)
+    g = c.get(name)
+    emit(step="get", holder=g.holder, token=g.fencing_token, held=g.held)
+    expect_error("get_missing", lambda: c.get(name + "-missing"))
+    emit(step="done")
+
+
+def case_wait(env: Env) -> None:
+    emit(step="waiting")
+    t = time.monotonic()
+    lease = env.client.acquire(env.name, env.holder, env.ttl, wait=10.0)
+    emit(step="acquired", token=lease.fencing_token, waitedMs=ms(time.monotonic()) - ms(t))
+    emit(step="done")
+
+
+def case_ratelimit(env: Env) -> None:
+    t = time.monotonic()
+    ok = 0
+    for _ in range(3):
+        try:
+            env.client.get(env.name)
+            ok += 1
+        except leasesvc.LeaseError as e:
+            emit(step="error", error=code(e))
+            raise SystemExit(1)
+    emit(step="done", ok=ok, elapsedMs=ms(time.monotonic()) - ms(t))
+
+
+def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
+                on_renewed: Callable[[leasesvc.Lease, float], None]) -> None:
+    """Run an Elector with the SDK's defaults until stdin says stop."""
+    e = leasesvc.Elector(env.client, env.name, holder=env.holder, ttl=env.ttl,
+                         on_started_leading=on_term, on_renewed=on_renewed)
+    e.start()
+    wait_for_stop()
+    e.stop(timeout=15)
+    if e.error is not None:
+        print(f"elector: {e.error}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def case_freeze(env: Env) -> None:
+    # The driver freezes the service after the first renewed line, so the
+    # last successful send is always a renew's.
+    last_sent = [time.monotonic()]
+
+    def on_renewed(lease: leasesvc.Lease, sent: float) -> None:
+        last_sent[0] = sent
+        emit(step="renewed", sentMs=ms(sent))
+
+    def on_term(term: leasesvc.Term) -> None:
+        emit(step="leading", token=term.token)
+        term.wait()
+        now = time.monotonic()
+        emit(step="stopped", sinceLastSentMs=round((now - last_sent[0]) * 1000, 3), ttlMs=int(env.ttl * 1000),
+             driftMargin=leasesvc.DEFAULT_DRIFT_MARGIN)
+
+    run_elector(env, on_term, on_renewed)
+
+
+def case_revoke(env: Env) -> None:
+    def on_term(term: leasesvc.Term) -> None:
+        emit(step="leading", token=term.token)
+        term.wait()
+        if isinstance(term.cause, leasesvc.LeaseError):
+            emit(step="stopped", reason=code(term.cause))
+
+    run_elector(env, on_term, lambda lease, sent: None)
+
+
+CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
+         "freeze": case_freeze, "revoke": case_revoke}
+
+
+def main() -> None:
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print(f"usage: conformance_agent.py {{{'|'.join(CASES)}}}", file=sys.stderr)
+        raise SystemExit(2)
+    env = Env()
+    try:
+        CASES[sys.argv[1]](env)
+    except leasesvc.LeaseError as e:
+        emit(step="error", error=code(e))
+        print(f"agent: {e}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

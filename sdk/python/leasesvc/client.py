@@ -1,0 +1,582 @@
+"""``Client``: every operation of the leasesvc HTTP API (docs/contract.md §4),
+with retries of what is safe to retry, and watch streams (SSE)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+from .backoff import DEFAULT_BACKOFF, Backoff
+from .errors import (
+    CredentialsError,
+    FieldError,
+    InternalError,
+    InvalidArgument,
+    LeaseError,
+    LeaseHeld,
+    RateLimited,
+    Unavailable,
+    error_class,
+)
+from .lease import EVENT_STATE, Event, Lease, Page
+
+#: A bearer token, or a callable returning one (called for every attempt of
+#: every request, so it can refresh; cache inside it if fetching is slow).
+Credentials = Union[str, Callable[[], str], None]
+
+#: How long a watch stream may stay silent (the service sends a heartbeat
+#: every 15 s) before it is taken for dead and reconnected, seconds.
+WATCH_IDLE = 45.0
+
+_MAX_BODY = 1 << 20
+
+
+class _Cancel:
+    """Lets another thread abort a request in flight by shutting its socket."""
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self.cancelled = False
+
+    def attach(self, conn: Optional[http.client.HTTPConnection]) -> None:
+        with self._mu:
+            self._sock = conn.sock if conn is not None else None
+            if self.cancelled:
+                _shutdown(self._sock)
+
+    def cancel(self) -> None:
+        with self._mu:
+            self.cancelled = True
+            _shutdown(self._sock)
+
+
+def _shutdown(sock: Optional[socket.socket]) -> None:
+    """Shut a socket down, so that a read blocked on it in another thread
+    returns. (http.client forgets the socket of a response that closes the
+    connection, hence the socket rather than the connection.)"""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+class Client:
+    """Calls the leasesvc HTTP API. Safe for use by many threads.
+
+    Transient failures (connection errors, timeouts, 429, 502, 503, 504) are
+    retried up to ``max_attempts`` sends in all, spaced by ``backoff``; a
+    503's ``Retry-After`` lengthens a delay up to ``backoff.max``, a 429's
+    (the caller's own rate limit) is waited in full. Retrying is safe for
+    every operation but :meth:`revoke`: an acquire repeated by the same
+    holder returns the same holding, a repeated release succeeds, and a
+    renew whose answer was lost is renewed again. Every other refusal
+    (401 and 403 included) is raised at once.
+
+    Args:
+        base_url: the service, such as ``"http://localhost:8080"``.
+        token: credentials: a bearer token, or a callable returning one. It
+            is sent as ``Authorization: Bearer …`` and, for Cloud Run, as
+            ``X-Serverless-Authorization``. ``None``: no credentials.
+        request_timeout: bounds one attempt (each socket operation of it),
+            not counting the time an acquire may wait; seconds.
+        max_attempts: how many times a request is sent in all, ≥ 1.
+        backoff: spaces the retries.
+        user_agent: sent with every request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Credentials = None,
+        request_timeout: float = 10.0,
+        max_attempts: int = 4,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        user_agent: str = "leasesvc-python-client",
+    ) -> None:
+        u = urllib.parse.urlsplit(base_url.rstrip("/"))
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"leasesvc.Client: base URL {base_url!r} must be http(s)://host[:port]")
+        if request_timeout <= 0:
+            raise ValueError(f"leasesvc.Client: request_timeout {request_timeout} must be positive")
+        if max_attempts < 1:
+            raise ValueError(f"leasesvc.Client: max_attempts {max_attempts} must be at least 1")
+        self._scheme = u.scheme
+        self._host = u.hostname
+        self._port = u.port
+        self._prefix = u.path
+        self._base = base_url.rstrip("/")
+        self._token = token
+        self.request_timeout = request_timeout
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.user_agent = user_agent
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL."""
+        return self._base
+
+    # --- operations ---------------------------------------------------
+
+    def acquire(
+        self,
+        name: str,
+        holder: str,
+        ttl: float,
+        *,
+        metadata: Optional[Dict[str, Any]] = None,
+        wait: float = 0.0,
+    ) -> Lease:
+        """Take the lease if it is free or expired (a new fencing token), or
+        extend the caller's own live holding (same token).
+
+        Args:
+            ttl: the lease duration, seconds (whole milliseconds are sent).
+            metadata: a JSON object (≤ 16 KiB) attached to the lease; ``None``
+                keeps what a repeated acquire finds stored.
+            wait: if positive, the service waits up to this long (≤ 60 s) for
+                a holding by another to end before answering ``lease_held``.
+
+        Raises:
+            LeaseHeld: held by another; ``err.lease`` is the current lease.
+        """
+        return Lease.from_json(self._acquire(name, holder, ttl, metadata=metadata, wait=wait))
+
+    def _acquire(self, name: str, holder: str, ttl: float, *, metadata: Optional[Dict[str, Any]] = None,
+                 wait: float = 0.0, attempts: int = 0, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"holder": holder, "ttlMs": _ms(ttl)}
+        if metadata is not None:
+            body["metadata"] = metadata
+        if wait > 0:
+            body["waitMs"] = _ms(wait)
+        return self._call("acquire", name, "POST", _lease_path(name, ":acquire"), body,
+                          attempts=attempts, extra=max(wait, 0.0), cancel=cancel)
+
+    def renew(
+        self,
+        name: str,
+        holder: str,
+        fencing_token: int,
+        *,
+        ttl: Optional[float] = None,
+        metadata: Optional[Dict[str, Any]] = None,
+    ) -> Lease:
+        """Extend the holding named by holder and token: expireTime =
+        serverTime + ttl. ``ttl`` (seconds), if given, replaces the holding's
+        duration; ``metadata``, if given, replaces the stored metadata.
+
+        Raises:
+            LeaseLost: anything but the current live holding: stop acting as
+                leader now.
+        """
+        return Lease.from_json(self._renew(name, holder, fencing_token, ttl=ttl, metadata=metadata))
+
+    def _renew(self, name: str, holder: str, fencing_token: int, *, ttl: Optional[float] = None,
+               metadata: Optional[Dict[str, Any]] = None, attempts: int = 0,
+               timeout: Optional[float] = None, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token}
+        if ttl is not None and ttl > 0:
+            body["ttlMs"] = _ms(ttl)
+        if metadata is not None:
+            body["metadata"] = metadata
+        return self._call("renew", name, "POST", _lease_path(name, ":renew"), body,
+                          attempts=attempts, timeout=timeout, cancel=cancel)
+
+    def release(self, name: str, holder: str, fencing_token: int) -> Lease:
+        """End the holding named by holder and token now; the next acquire
+        gets token + 1. Repeating it succeeds while nobody has acquired
+        since.
+
+        Raises:
+            LeaseLost: anything else.
+        """
+        return Lease.from_json(self._release(name, holder, fencing_token))
+
+    def _release(self, name: str, holder: str, fencing_token: int, *, attempts: int = 0,
+                 timeout: Optional[float] = None) -> Dict[str, Any]:
+        body = {"holder": holder, "fencingToken": fencing_token}
+        return self._call("release", name, "POST", _lease_path(name, ":release"), body,
+                          attempts=attempts, timeout=timeout)
+
+    def get(self, name: str) -> Lease:
+        """Return the lease, held or not.
+
+        Raises:
+            NotFound: the lease never existed.
+        """
+        return Lease.from_json(self._call("get", name, "GET", _lease_path(name, ""), None))
+
+    def list(self, prefix: str = "", page_size: int = 0, page_token: str = "") -> Page:
+        """Return one page of leases in name order. ``page_size`` 0 means the
+        service's default (100); above 1,000 means 1,000."""
+        q: List[Tuple[str, str]] = []
+        if prefix:
+            q.append(("prefix", prefix))
+        if page_size:
+            q.append(("pageSize", str(page_size)))
+        if page_token:
+            q.append(("pageToken", page_token))
+        path = "/v1/leases"
+        if q:
+            path += "?" + urllib.parse.urlencode(q)
+        d = self._call("list", prefix, "GET", path, None)
+        return Page([Lease.from_json(x) for x in d.get("leases") or []], str(d.get("nextPageToken") or ""))
+
+    def all(self, prefix: str = "") -> Iterator[Lease]:
+        """Iterate over every lease whose name starts with ``prefix``, page
+        after page."""
+        token = ""
+        while True:
+            page = self.list(prefix, 1000, token)
+            yield from page.leases
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def revoke(self, name: str, reason: str, fencing_token: int = 0) -> Lease:
+        """End the live holding of the lease now, as an operator (the admin
+        verb): the holder's next renew is ``lease_lost`` and the next acquire
+        gets token + 1. ``fencing_token``, if positive, revokes only that
+        holding (``LeaseLost`` when it is not the live one). A lease that is
+        not held is answered unchanged.
+
+        A revoke is not idempotent (sent again after its answer was lost it
+        could end a newer holding), so only failures that show the service
+        did not act are retried: 429, and connections never made.
+        """
+        body: Dict[str, Any] = {"reason": reason}
+        if fencing_token > 0:
+            body["fencingToken"] = fencing_token
+        return Lease.from_json(self._call("revoke", name, "POST", _lease_path(name, ":revoke"), body,
+                                          not_idempotent=True))
+
+    def watch(self, name: str) -> "Watch":
+        """Open a watch stream of the lease (``GET …:watch``): the lease now,
+        then each change of holding. It fails like :meth:`get` when the
+        service cannot be reached (after retries) or refuses; once open, a
+        dropped stream is reconnected until :meth:`Watch.close`."""
+        w = Watch(self, name)
+        w._connect(first=True)
+        return w
+
+    # --- transport ----------------------------------------------------
+
+    def _headers(self, body: bool, accept: str = "application/json") -> Dict[str, str]:
+        h = {"Accept": accept, "User-Agent": self.user_agent}
+        if body:
+            h["Content-Type"] = "application/json"
+        if self._token is not None:
+            try:
+                tok = self._token() if callable(self._token) else self._token
+            except Exception as e:  # the user's callable: any failure
+                raise CredentialsError(f"the token callable failed: {e}") from e
+            if not tok:
+                raise CredentialsError("the token is empty")
+            h["Authorization"] = "Bearer " + tok
+            h["X-Serverless-Authorization"] = "Bearer " + tok
+        return h
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _call(self, op: str, name: str, method: str, path: str, body: Optional[Dict[str, Any]], *,
+              attempts: int = 0, timeout: Optional[float] = None, extra: float = 0.0,
+              not_idempotent: bool = False, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
+        """Send a request, retrying transient failures, and return the
+        decoded 200 answer; errors name the operation and the lease."""
+        raw = json.dumps(body).encode() if body is not None else None
+        attempts = attempts or self.max_attempts
+        t = (timeout or self.request_timeout) + extra
+        n = 0
+        while True:
+            try:
+                return self._once(method, path, raw, t, cancel)
+            except LeaseError as e:
+                err = e
+            if cancel is not None and cancel.cancelled:
+                raise err._named(op, name)
+            if not isinstance(err, Unavailable) or (not_idempotent and not _not_acted_on(err)):
+                raise err._named(op, name)
+            if n + 1 >= attempts:
+                raise err._named(op, name)
+            d = self.backoff.delay(n)
+            if isinstance(err, RateLimited) and err.retry_after > d:
+                d = err.retry_after  # the caller's rate limit: sooner is refused again
+            elif err.retry_after > d:
+                d = min(err.retry_after, self.backoff.max)
+            time.sleep(d)
+            n += 1
+
+    def _once(self, method: str, path: str, body: Optional[bytes], timeout: float,
+              cancel: Optional[_Cancel]) -> Dict[str, Any]:
+        headers = self._headers(body is not None)
+        conn = self._connection(timeout)
+        if cancel is not None:
+            cancel.attach(conn)
+        try:
+            try:
+                conn.connect()
+            except (OSError, http.client.HTTPException) as e:
+                raise Unavailable(f"connect: {e}", cause=e, code="unavailable") from e
+            if cancel is not None:
+                cancel.attach(conn)  # now with its socket
+            try:
+                conn.request(method, self._prefix + path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read(_MAX_BODY)
+            except (OSError, http.client.HTTPException) as e:
+                err = Unavailable(f"{type(e).__name__}: {e}", cause=e)
+                err.sent = True  # type: ignore[attr-defined]
+                raise err from e
+            if resp.status == 200:
+                try:
+                    out = json.loads(data)
+                except ValueError as e:
+                    raise InternalError(f"decode answer: {e}", status=200) from e
+                if not isinstance(out, dict):
+                    raise InternalError("decode answer: not a JSON object", status=200)
+                return out
+            raise problem_error(resp.status, resp.getheader("Retry-After"), data)
+        finally:
+            if cancel is not None:
+                cancel.attach(None)
+            conn.close()
+
+
+def _not_acted_on(e: LeaseError) -> bool:
+    """Whether a transient failure shows the service did not act: a rate
+    limit refusal, or a connection never made."""
+    if isinstance(e, RateLimited):
+        return True
+    return e.status == 0 and not getattr(e, "sent", False)
+
+
+def _lease_path(name: str, method: str) -> str:
+    return "/v1/leases/" + urllib.parse.quote(name, safe="") + method
+
+
+def _retry_after(v: Optional[str]) -> float:
+    try:
+        s = int((v or "").strip())
+    except ValueError:
+        return 0.0
+    return float(s) if s > 0 else 0.0
+
+
+def problem_error(status: int, retry_after_header: Optional[str], raw: bytes) -> LeaseError:
+    """Turn an error answer (an RFC 9457 problem, or anything else) into its
+    typed error."""
+    p: Dict[str, Any] = {}
+    try:
+        v = json.loads(raw)
+        if isinstance(v, dict):
+            p = v
+    except ValueError:
+        pass  # not a problem: the status decides
+    ra = _retry_after(retry_after_header)
+    code = str(p.get("code") or "")
+    detail = str(p.get("detail") or "")
+    if code == "lease_held" and isinstance(p.get("lease"), dict):
+        return LeaseHeld(Lease.from_json(p["lease"]), retry_after=ra, status=status)
+    cls = error_class(status, code)
+    if cls is LeaseHeld:  # lease_held without its lease: cannot say who holds it
+        cls = InvalidArgument if status < 500 else InternalError
+    if not code and not detail:
+        detail = raw[:200].decode("utf-8", "replace").strip()
+    fields = [FieldError(str(f.get("field", "")), str(f.get("detail", "")))
+              for f in p.get("errors") or [] if isinstance(f, dict)]
+    return cls(detail, status=status, code=code, fields=fields, retry_after=ra)
+
+
+class Watch:
+    """An open watch stream of one lease: iterate over it for :class:`Event`
+    objects; :meth:`close` (from any thread) ends it.
+
+    The first event is ``lease`` (the state now; its ``lease`` is ``None``
+    when the lease never existed), then one event per change of holding. A
+    dropped connection, or one silent for ``WATCH_IDLE`` seconds (three
+    missed heartbeats), is reconnected with capped jittered backoff for as
+    long as the watch is not closed, sending ``Last-Event-ID``; the first
+    event after a reconnect is again a ``lease`` state, so changes missed
+    meanwhile are summed up rather than lost. Events can repeat across a
+    reconnect: keep the newest per lease with :func:`leasesvc.newer`. A
+    refusal that retrying cannot cure (not found route, bad name, denied)
+    ends the iteration by raising it.
+    """
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._c = client
+        self._name = name
+        self._mu = threading.Lock()
+        self._closed = threading.Event()
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self._sock: Optional[socket.socket] = None
+        self._resp: Optional[http.client.HTTPResponse] = None
+        self._reading = False
+        #: The id of the last event received, sent as Last-Event-ID.
+        self.last_event_id = ""
+        #: How many times the stream was reconnected.
+        self.reconnects = 0
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> Event:
+        failures = 0
+        while not self._closed.is_set():
+            with self._mu:
+                resp = self._resp
+            if resp is None:
+                try:
+                    self._open()
+                    failures = 0
+                    self.reconnects += 1
+                except Unavailable:
+                    if self._closed.wait(self._c.backoff.delay(min(failures, 16))):
+                        break
+                    failures += 1
+                continue
+            try:
+                with self._mu:
+                    self._reading = True
+                try:
+                    ev = self._read(resp)
+                finally:
+                    with self._mu:
+                        self._reading = False
+                if self._closed.is_set():
+                    self._drop()
+            except (OSError, ValueError, AttributeError, http.client.HTTPException, _Dropped):
+                # ValueError, AttributeError: closed by close() in another thread
+                self._drop()
+                continue
+            if ev is not None:
+                return ev
+        raise StopIteration
+
+    def _connect(self, first: bool) -> None:
+        """Open the stream, retrying transient failures like any call."""
+        n = 0
+        while True:
+            try:
+                self._open()
+                return
+            except Unavailable as e:
+                if n + 1 >= self._c.max_attempts or self._closed.is_set():
+                    raise e._named("watch", self._name)
+            except LeaseError as e:
+                raise e._named("watch", self._name)
+            time.sleep(self._c.backoff.delay(n))
+            n += 1
+
+    def _open(self) -> None:
+        c = self._c
+        headers = c._headers(False, accept="text/event-stream")
+        if self.last_event_id:
+            headers["Last-Event-ID"] = self.last_event_id
+        conn = c._connection(c.request_timeout)
+        try:
+            conn.request("GET", c._prefix + _lease_path(self._name, ":watch"), headers=headers)
+            sock = conn.sock
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise Unavailable(f"{type(e).__name__}: {e}", cause=e) from e
+        if resp.status != 200:
+            data = resp.read(4096)
+            conn.close()
+            err = problem_error(resp.status, resp.getheader("Retry-After"), data)
+            if not isinstance(err, Unavailable):
+                with self._mu:
+                    self._closed.set()
+            raise err
+        if sock is not None:
+            sock.settimeout(WATCH_IDLE)
+        with self._mu:
+            if self._closed.is_set():
+                _shutdown(sock)
+                conn.close()
+                return
+            self._conn, self._sock, self._resp = conn, sock, resp
+
+    def _drop(self) -> None:
+        with self._mu:
+            conn, sock, resp = self._conn, self._sock, self._resp
+            self._conn, self._sock, self._resp = None, None, None
+        _shutdown(sock)
+        if resp is not None:
+            resp.close()
+        if conn is not None:
+            conn.close()
+
+    def _read(self, resp: http.client.HTTPResponse) -> Optional[Event]:
+        typ, data, eid = "", "", ""
+        while True:
+            line = resp.readline(_MAX_BODY)
+            if not line:
+                raise _Dropped()
+            s = line.decode("utf-8", "replace").rstrip("\r\n")
+            if s == "":
+                if not typ:
+                    continue
+                if eid:
+                    self.last_event_id = eid
+                return _decode_sse(typ, data, eid)
+            if s.startswith(":"):
+                continue  # heartbeat
+            if s.startswith("event:"):
+                typ = s[len("event:"):].strip()
+            elif s.startswith("data:"):
+                d = s[len("data:"):]
+                data += d[1:] if d.startswith(" ") else d
+            elif s.startswith("id:"):
+                eid = s[len("id:"):].strip()
+
+    def close(self) -> None:
+        """End the stream; an iteration in another thread stops."""
+        self._closed.set()
+        with self._mu:
+            sock, reading = self._sock, self._reading
+        _shutdown(sock)  # the reader, if any, sees the end and cleans up
+        if not reading:
+            self._drop()
+
+
+class _Dropped(Exception):
+    """The stream's connection ended."""
+
+
+def _decode_sse(typ: str, data: str, eid: str) -> Event:
+    try:
+        v = json.loads(data)
+    except ValueError as e:
+        raise InternalError(f"watch: event {typ!r}: {e}") from e
+    if typ == EVENT_STATE:
+        lease = Lease.from_json(v) if isinstance(v, dict) else None
+        return Event(type=EVENT_STATE, lease=lease, time=lease.server_time if lease else None, id=eid)
+    if not isinstance(v, dict):
+        raise InternalError(f"watch: event {typ!r}: not a JSON object")
+    try:
+        return Event.from_json(v, id=eid)
+    except ValueError as e:
+        raise InternalError(str(e)) from e

@@ -1,0 +1,579 @@
+"""``Elector``: campaigns for one lease and keeps it while this process
+leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import socket
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .backoff import Backoff
+from .client import Client, _Cancel
+from .errors import AccessDenied, InvalidArgument, LeaseError, LeaseHeld, LeaseLost, RateLimited, SafeDeadline, Unavailable
+from .lease import Lease
+
+#: The lease duration an Elector asks for by default, seconds.
+DEFAULT_TTL = 30.0
+#: The fraction of the TTL given up to clock-rate differences.
+DEFAULT_DRIFT_MARGIN = 0.1
+#: The fraction of the renew interval by which renewals come early at random.
+DEFAULT_RENEW_JITTER = 0.1
+#: How long one acquire waits on the service (waitMs), seconds.
+DEFAULT_WAIT = 30.0
+_MAX_WAIT = 60.0
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid lease name (docs/contract.md §1): 1–128
+    characters of ``[A-Za-z0-9._-]``, starting with a letter or digit."""
+    return bool(_NAME.match(name)) and not name.endswith("\n")
+
+
+def default_holder() -> str:
+    """``{hostname}-{pid}``, the default identity."""
+    return f"{socket.gethostname() or 'host'}-{os.getpid()}"
+
+
+def default_cancel_before(ttl: float) -> float:
+    """The default ``cancel_before``: min(250 ms, TTL/10), seconds."""
+    return min(0.25, ttl / 10)
+
+
+class Stopped(Exception):
+    """The cause of a term ended by :meth:`Elector.stop`."""
+
+
+class Resigned(Exception):
+    """The cause of a term whose ``on_started_leading`` returned while still
+    leading."""
+
+
+class Term:
+    """One term of leadership, given to ``on_started_leading``.
+
+    Attributes:
+        token: the fencing token of the term: pass it with every write
+            downstream, which must refuse tokens lower than the highest it
+            has seen.
+        lease: the lease as the acquire that began the term answered it.
+        ended: a :class:`threading.Event` set the moment leadership ends.
+        cause: why it ended (:class:`~leasesvc.LeaseLost`,
+            :class:`~leasesvc.SafeDeadline`, :class:`Stopped`, ...), ``None``
+            while leading.
+        ended_at: the Elector's monotonic clock when the term ended, ``None``
+            while leading.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        self.token = lease.fencing_token
+        self.lease = lease
+        self.ended = threading.Event()
+        self.cause: Optional[BaseException] = None
+        self.ended_at: Optional[float] = None
+
+    @property
+    def leading(self) -> bool:
+        """Whether the term still lasts."""
+        return not self.ended.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the term ends or ``timeout`` seconds pass; True when it
+        ended."""
+        return self.ended.wait(timeout)
+
+
+class Elector:
+    """Campaigns for one lease and keeps it while this process leads.
+
+    :meth:`run` (or :meth:`start`, in a thread) acquires the lease, waiting on
+    the service (``waitMs``) while another holds it. Once leader it sets
+    :attr:`leading`, calls ``on_started_leading(term)`` in a thread of its
+    own, renews every ``renew_interval`` (TTL/3, less up to ``renew_jitter``
+    of it at random), and ends the term (clears :attr:`leading`, sets
+    ``term.ended``) at once when a renew answers ``lease_lost``, and at the
+    safe deadline when renewals fail for any reason (timeouts, 5xx, an
+    unreachable service). After a lost term it campaigns again. On
+    :meth:`stop` it ends the term, waits for ``on_started_leading`` to return
+    while it keeps renewing, releases the lease so that a follower takes over
+    at once, calls ``on_stopped_leading`` and returns.
+
+    Guarantee: the term ends no later than (local monotonic time when the
+    last successful acquire or renew was sent) + TTL × (1 − drift_margin) −
+    cancel_before. The service decided that holding's expiry after that
+    send, so nobody else can start before it, provided the local clock and
+    the backend's run at rates within ``drift_margin`` and this process is
+    not paused. A paused process can still act late: hence the fencing
+    token on every downstream write. The Elector never compares a local
+    clock with a server time. Callbacks run only as long as they honour
+    ``term.ended``: the Elector cannot stop code that ignores it.
+
+    Args:
+        client: the :class:`~leasesvc.Client` to call.
+        name: the lease.
+        holder: this participant's identity; default ``{hostname}-{pid}``.
+        ttl: the lease duration, seconds (whole milliseconds).
+        renew_interval: seconds from a successful acquire or renew to the
+            next renew; default TTL/3. It plus ``cancel_before`` must stay
+            below TTL × (1 − drift_margin).
+        renew_jitter: fraction of ``renew_interval``, 0 … 0.5, by which each
+            renew comes early at random.
+        drift_margin: fraction of the TTL given up to clock-rate
+            differences, 0.01 … 0.5.
+        cancel_before: how long before the safe deadline the term ends when
+            renewals keep failing, seconds. Default min(250 ms, TTL/10): a
+            Python thread can wake late on a loaded machine, and the term must
+            end before the safe deadline, not just after it. (The Go SDK's
+            ``CancelBefore`` is the same knob; its default there is 0.)
+        wait: how long one acquire waits on the service for the holding of
+            another to end, 0 … 60 s; negative disables waiting (followers
+            poll every renew interval).
+        retry_backoff: spaces the retries of a failed acquire or renew;
+            default initial min(100 ms, TTL/30), max min(5 s, TTL/6).
+        release_timeout: bounds the release sent on stop, seconds.
+        metadata: a JSON object attached to the lease on every acquire.
+        on_started_leading: ``f(term)``, called in a thread of its own when a
+            term begins. Stop all leader work when ``term.ended`` is set, and
+            return; returning while still leading resigns (the lease is
+            released and ``run`` returns). ``None``: nothing runs; the term
+            lasts until it is lost or the Elector stops.
+        on_stopped_leading: ``f()``, called after every term, once
+            ``on_started_leading`` returned (after the release, on stop).
+        on_new_leader: ``f(holder)``, called from the run thread whenever
+            the holder seen leading changes, this Elector's own included. It
+            must not block.
+        on_renewed: ``f(lease, sent)``, called from the run thread after each
+            successful renew of a term, ``sent`` being the
+            :func:`time.monotonic` time the renew was sent. It must not
+            block.
+        logger: receives a line for every gain and loss of leadership and
+            every failed call; default ``logging.getLogger("leasesvc")``.
+        clock: the monotonic clock, seconds; default :func:`time.monotonic`.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        *,
+        holder: Optional[str] = None,
+        ttl: float = DEFAULT_TTL,
+        renew_interval: Optional[float] = None,
+        renew_jitter: float = DEFAULT_RENEW_JITTER,
+        drift_margin: float = DEFAULT_DRIFT_MARGIN,
+        cancel_before: Optional[float] = None,
+        wait: float = DEFAULT_WAIT,
+        retry_backoff: Optional[Backoff] = None,
+        release_timeout: float = 5.0,
+        metadata: Optional[Dict[str, Any]] = None,
+        on_started_leading: Optional[Callable[[Term], None]] = None,
+        on_stopped_leading: Optional[Callable[[], None]] = None,
+        on_new_leader: Optional[Callable[[str], None]] = None,
+        on_renewed: Optional[Callable[[Lease, float], None]] = None,
+        logger: Optional[logging.Logger] = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if client is None:
+            raise ValueError("leasesvc.Elector: client is None")
+        if not valid_name(name):
+            raise ValueError(f"leasesvc.Elector: lease name {name!r} must be 1–128 characters of "
+                             "[A-Za-z0-9._-] starting with a letter or digit")
+        holder = default_holder() if holder is None else holder
+        if not (1 <= len(holder) <= 256 and holder.isprintable()):
+            raise ValueError(f"leasesvc.Elector: holder {holder!r} must be 1–256 printable characters")
+        if ttl < 0.001:
+            raise ValueError(f"leasesvc.Elector: ttl {ttl} must be at least a millisecond")
+        if not 0.01 <= drift_margin <= 0.5:
+            raise ValueError(f"leasesvc.Elector: drift_margin {drift_margin} must be within 0.01 … 0.5")
+        if not 0 <= renew_jitter <= 0.5:
+            raise ValueError(f"leasesvc.Elector: renew_jitter {renew_jitter} must be within 0 … 0.5")
+        ri = ttl / 3 if renew_interval is None else renew_interval
+        cb = default_cancel_before(ttl) if cancel_before is None else cancel_before
+        if cb < 0:
+            raise ValueError(f"leasesvc.Elector: cancel_before {cb} must not be negative")
+        safe = ttl * (1 - drift_margin)
+        if ri <= 0 or ri + cb >= safe:
+            raise ValueError(f"leasesvc.Elector: renew_interval {ri} must be positive and, with cancel_before "
+                             f"{cb}, below ttl × (1 − drift_margin) = {safe}")
+        if wait > _MAX_WAIT:
+            raise ValueError(f"leasesvc.Elector: wait {wait} must be at most {_MAX_WAIT}")
+        if retry_backoff is None:
+            initial = max(0.001, min(0.1, ttl / 30))
+            retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
+        self._c = client
+        self.name = name
+        self.holder = holder
+        self.ttl = ttl
+        self.renew_interval = ri
+        self.renew_jitter = renew_jitter
+        self.drift_margin = drift_margin
+        self.cancel_before = cb
+        self.wait_on_service = wait
+        self.retry_backoff = retry_backoff
+        self.release_timeout = release_timeout
+        self.metadata = metadata
+        self._safe = safe
+        self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self._on_new_leader = on_new_leader
+        self._on_renewed = on_renewed
+        self._log = logger or logging.getLogger("leasesvc")
+        self._clock = clock
+
+        #: Set while this Elector leads; cleared at once when a term ends.
+        self.leading = threading.Event()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._running = False
+        self._acquiring: Optional[_Cancel] = None
+        self._term: Optional[Term] = None
+        self._leader: Tuple[str, int] = ("", 0)
+        self._thread: Optional[threading.Thread] = None
+        self._cb_name = f"leasesvc-leader-{name}-{id(self)}"
+        #: The error that ended :meth:`start`'s thread, if any.
+        self.error: Optional[BaseException] = None
+
+    # --- state ----------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        """Whether this Elector leads now."""
+        return self.leading.is_set()
+
+    def token(self) -> Optional[int]:
+        """The fencing token of the current term while leading, else None."""
+        with self._cond:
+            t = self._term
+        return t.token if t is not None and t.leading else None
+
+    def term(self) -> Optional[Term]:
+        """The current term while leading, else None."""
+        with self._cond:
+            t = self._term
+        return t if t is not None and t.leading else None
+
+    def leader(self) -> Tuple[str, int]:
+        """The holder and fencing token last seen leading, this Elector's own
+        included; ``("", 0)`` before any was seen."""
+        with self._cond:
+            return self._leader
+
+    # --- life cycle -------------------------------------------------------
+
+    def start(self) -> threading.Thread:
+        """Run :meth:`run` in a new thread and return it. An error that ends
+        it is kept in :attr:`error`."""
+
+        def target() -> None:
+            try:
+                self.run()
+            except BaseException as e:  # kept for the caller to see
+                self.error = e
+                self._log.error("leasesvc elector %s: %s", self.name, e)
+
+        t = threading.Thread(target=target, name=f"leasesvc-elector-{self.name}", daemon=True)
+        self._thread = t
+        t.start()
+        return t
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stop gracefully: end the term, wait for ``on_started_leading`` to
+        return, release the lease. If :meth:`start` started the Elector,
+        wait up to ``timeout`` seconds (None: for ever) for its thread,
+        unless called from ``on_started_leading`` itself (which must then
+        return for the stop to finish)."""
+        with self._cond:
+            self._stopping = True
+            acq = self._acquiring
+            self._cond.notify_all()
+        if acq is not None:
+            acq.cancel()
+        t = self._thread
+        me = threading.current_thread()
+        if t is not None and t is not me and me.name != self._cb_name:
+            t.join(timeout)  # (not from the callback: run waits for it to return)
+
+    def run(self) -> None:
+        """Campaign and lead until :meth:`stop`, then return.
+
+        Raises:
+            InvalidArgument, AccessDenied: the service refuses the Elector's
+                requests for good (a TTL out of its bounds, credentials
+                refused, ...).
+            RuntimeError: already running.
+        """
+        with self._cond:
+            if self._running:
+                raise RuntimeError("leasesvc.Elector.run: already running")
+            self._running = True
+            self._stopping = False
+        try:
+            while True:
+                got = self._campaign()
+                if got is None:
+                    return
+                if self._lead(*got):
+                    return
+        finally:
+            with self._cond:
+                self._running = False
+
+    # --- campaign -------------------------------------------------------
+
+    def _sleep(self, d: float) -> bool:
+        """Wait ``d`` seconds; False when stop() came first."""
+        end = self._clock() + d
+        with self._cond:
+            while not self._stopping:
+                left = end - self._clock()
+                if left <= 0:
+                    return True
+                self._cond.wait(left)
+        return False
+
+    def _observe(self, lease: Lease) -> None:
+        if not lease.held:
+            return
+        with self._cond:
+            changed = lease.holder != self._leader[0]
+            self._leader = (lease.holder, lease.fencing_token)
+        if changed and self._on_new_leader is not None:
+            self._hook("on_new_leader", self._on_new_leader, lease.holder)
+
+    def _jittered(self, d: float) -> float:
+        return d - random.random() * self.renew_jitter * d
+
+    def _retry_delay(self, err: BaseException, failures: int) -> float:
+        """The backoff, or a 429's Retry-After when longer: the caller's own
+        rate limit refuses anything sooner. (A 503's Retry-After is not
+        waited for: a leader's safe deadline does not wait.)"""
+        d = self.retry_backoff.delay(failures)
+        if isinstance(err, RateLimited) and err.retry_after > d:
+            return err.retry_after
+        return d
+
+    def _attempt_timeout(self) -> float:
+        return max(0.001, min(self._c.request_timeout, self.renew_interval))
+
+    def _campaign(self) -> Optional[Tuple[Lease, float]]:
+        """Acquire the lease; return it and the local time the acquire (or
+        the renew that confirmed it) was sent, or None on stop()."""
+        failures = 0
+        wait = False  # the first acquire, and the first after a failure, does not wait
+        while True:
+            cancel = _Cancel()
+            with self._cond:
+                if self._stopping:
+                    return None
+                self._acquiring = cancel
+            w = max(self.wait_on_service, 0.0) if wait else 0.0
+            sent = self._clock()
+            try:
+                d = self._c._acquire(self.name, self.holder, self.ttl, metadata=self.metadata, wait=w,
+                                     attempts=1, cancel=cancel)
+                err: Optional[LeaseError] = None
+            except LeaseError as e:
+                err = e
+            finally:
+                with self._cond:
+                    self._acquiring = None
+                    stopping = self._stopping
+            if stopping:
+                if err is None or cancel.cancelled:
+                    self._abandon()
+                return None
+            if err is None:
+                lease = Lease.from_json(d)
+                self._observe(lease)
+                if self._clock() - sent <= self.renew_interval / 2:
+                    return lease, sent
+                # The acquire waited on the service: the holding began well
+                # after it was sent. A renew sent now gives a deadline that
+                # is not mostly spent already.
+                now = self._clock()
+                try:
+                    r = self._c._renew(self.name, self.holder, lease.fencing_token, attempts=1,
+                                       timeout=self._attempt_timeout())
+                    return Lease.from_json(r), now
+                except LeaseLost:
+                    continue  # it ran out meanwhile: campaign again
+                except LeaseError:
+                    return lease, sent  # lead on the acquire's deadline, however short
+            if isinstance(err, LeaseHeld):
+                failures = 0
+                self._observe(err.lease)
+                if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
+                    wait = True
+                    continue  # wait on the service now, or again
+                if not self._sleep(self._jittered(self.renew_interval)):
+                    return None
+            elif isinstance(err, (InvalidArgument, AccessDenied)):
+                raise err
+            else:
+                wait = False
+                self._log.warning("leasesvc elector %s (%s): acquire failed: %s", self.name, self.holder, err)
+                if not self._sleep(self._retry_delay(err, failures)):
+                    return None
+                failures += 1
+
+    def _abandon(self) -> None:
+        """Release a holding that an acquire cancelled in flight may have
+        obtained without this Elector hearing of it."""
+        try:
+            lease = self._c.get(self.name)
+            if lease.held and lease.holder == self.holder:
+                self._c._release(self.name, self.holder, lease.fencing_token, attempts=2,
+                                 timeout=self.release_timeout)
+        except LeaseError:
+            pass
+
+    # --- lead -------------------------------------------------------------
+
+    def _lead(self, lease: Lease, sent: float) -> bool:
+        """Run one term for the holding ``lease``, acquired or renewed by a
+        request sent at ``sent``. True when run() should return (stop or
+        resignation), False to campaign again."""
+        clock = self._clock
+        stop_at = sent + self._safe - self.cancel_before
+        if clock() >= stop_at:
+            return False  # too late to lead on this holding
+        term = Term(lease)
+        cond = self._cond
+        results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]] = []
+        cb_done = threading.Event()
+
+        def end(cause: BaseException) -> None:
+            with cond:
+                if term.cause is None:
+                    term.cause, term.ended_at = cause, self._clock()
+                self.leading.clear()
+                term.ended.set()
+
+        with cond:
+            self._term = term
+            self.leading.set()
+        self._log.info("leasesvc elector %s (%s): leading, fencing token %d", self.name, self.holder, term.token)
+
+        def callback() -> None:
+            try:
+                if self._on_started is not None:
+                    self._on_started(term)
+                else:
+                    term.ended.wait()
+            except Exception:
+                self._log.exception("leasesvc elector %s: on_started_leading raised", self.name)
+            finally:
+                with cond:
+                    cb_done.set()
+                    cond.notify_all()
+
+        threading.Thread(target=callback, name=self._cb_name, daemon=True).start()
+
+        def renew(at: float) -> None:
+            try:
+                r = self._c._renew(self.name, self.holder, term.token, attempts=1, timeout=self._attempt_timeout())
+                res: Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float] = (r, None, at)
+            except LeaseError as e:
+                res = (None, e, at)
+            except Exception as e:  # never leave the loop waiting for an answer
+                res = (None, Unavailable(f"renew: {e}", cause=e), at)
+            with cond:
+                results.append(res)
+                cond.notify_all()
+
+        try:
+            return self._lead_loop(term, sent, end, results, cb_done, renew)
+        finally:
+            end(Stopped("the Elector's run ended"))  # a no-op unless something raised
+
+    def _lead_loop(self, term: Term, sent: float, end: Callable[[BaseException], None],
+                   results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
+                   cb_done: threading.Event, renew: Callable[[float], None]) -> bool:
+        """The event loop of one term: renewals, their answers, the safe
+        deadline, stop() and the callback's return."""
+        clock, cond = self._clock, self._cond
+        stop_at = sent + self._safe - self.cancel_before
+        next_renew = sent + self._jittered(self.renew_interval)
+        in_flight, renewing, lost, graceful = False, True, False, False
+        failures = 0
+        last_err: Optional[BaseException] = None
+        while True:
+            with cond:
+                while True:
+                    now = clock()
+                    if (self._stopping and not graceful) or cb_done.is_set() or results:
+                        break
+                    if renewing and (now >= stop_at or (not in_flight and now >= next_renew)):
+                        break
+                    waits = [stop_at - now] if renewing else []
+                    if renewing and not in_flight:
+                        waits.append(next_renew - now)
+                    cond.wait(min(waits) if waits else None)
+                got, results[:] = list(results), []
+                stopping = self._stopping
+            now = clock()
+            if renewing and now >= stop_at:
+                renewing = False
+                self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
+                                  self.name, self.holder, term.token, last_err or "no answer to the renew in time")
+                end(SafeDeadline(last_err))
+            if stopping and not graceful:
+                graceful = True
+                end(Stopped("Elector.stop"))
+                self._log.info("leasesvc elector %s (%s): stopping", self.name, self.holder)
+            for r, err, at in got:
+                in_flight = False
+                if not renewing:
+                    continue
+                if err is None and r is not None:
+                    failures = 0
+                    stop_at = at + self._safe - self.cancel_before
+                    next_renew = at + self._jittered(self.renew_interval)
+                    if self._on_renewed is not None:
+                        self._hook("on_renewed", self._on_renewed, Lease.from_json(r), at)
+                elif isinstance(err, (LeaseLost, InvalidArgument, AccessDenied)):
+                    lost, renewing = isinstance(err, LeaseLost), False
+                    self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
+                                      self.name, self.holder, term.token, err)
+                    end(err)
+                else:
+                    last_err = err
+                    self._log.warning("leasesvc elector %s (%s): renew failed: %s", self.name, self.holder, err)
+                    next_renew = clock() + self._retry_delay(err, failures)  # type: ignore[arg-type]
+                    failures += 1
+            if cb_done.is_set():
+                resigned = not graceful and term.leading
+                end(Resigned("on_started_leading returned") if resigned else Stopped("term over"))
+                if (graceful or resigned) and not lost:
+                    self._release(term.token)
+                self._log.info("leasesvc elector %s (%s): stopped leading, fencing token %d",
+                               self.name, self.holder, term.token)
+                if self._on_stopped is not None:
+                    self._hook("on_stopped_leading", self._on_stopped)
+                return graceful or resigned
+            if renewing and not in_flight and clock() >= next_renew:
+                in_flight = True
+                threading.Thread(target=renew, args=(clock(),), daemon=True).start()
+
+    def _hook(self, what: str, f: Optional[Callable[..., None]], *args: Any) -> None:
+        """Call a user hook; an exception in it is logged, not raised into
+        the Elector's loop."""
+        if f is None:
+            return
+        try:
+            f(*args)
+        except Exception:
+            self._log.exception("leasesvc elector %s: %s raised", self.name, what)
+
+    def _release(self, token: int) -> None:
+        try:
+            self._c._release(self.name, self.holder, token, timeout=self.release_timeout,
+                             attempts=self._c.max_attempts)
+        except LeaseError as e:
+            self._log.warning("leasesvc elector %s (%s): release failed; the lease runs out at its expiry: %s",
+                              self.name, self.holder, e)

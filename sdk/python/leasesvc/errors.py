@@ -1,0 +1,241 @@
+"""Typed errors of the leasesvc client, mirroring the Go SDK's sentinels.
+
+Every error the client raises for an answer of the service is a
+:class:`LeaseError` subclass chosen by the problem's stable ``code``
+(docs/contract.md §4), or by the HTTP status when the answer is not a
+problem document. ``err.code`` is the API's code string, such as
+``"lease_lost"``.
+
+=====================  ===========================  =========================
+class                  codes / statuses             Go sentinel
+=====================  ===========================  =========================
+LeaseHeld              lease_held (409)             ErrHeld (*HeldError)
+LeaseLost              lease_lost (409)             ErrLost
+NotFound               not_found (404)              ErrNotFound
+InvalidArgument        invalid_argument (400), 413,  ErrInvalid
+                       415, 405, other 4xx
+AccessDenied           (base of the next two)       ErrDenied
+Unauthenticated        unauthenticated (401)        ErrUnauthenticated
+PermissionDenied       permission_denied (403)      ErrPermissionDenied
+Unavailable            unavailable (503),           ErrUnavailable
+                       deadline_exceeded (504),
+                       502, no answer
+RateLimited            resource_exhausted (429)     ErrRateLimited
+InternalError          internal (500), unreadable   ErrInternal
+CredentialsError       the token callable failed    ErrCredentials
+=====================  ===========================  =========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, List, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lease import Lease
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One bad field of an ``invalid_argument`` problem."""
+
+    field: str
+    detail: str
+
+
+class LeaseError(Exception):
+    """Base of every error of the leasesvc client.
+
+    Attributes:
+        status: the HTTP status; 0 when no answer arrived.
+        code: the problem's stable code (``"lease_lost"``, ...); for a
+            failure without an answer, the code of the class
+            (``"unavailable"``).
+        detail: the problem's human-readable detail.
+        fields: the bad fields of an ``invalid_argument`` problem.
+        retry_after: the ``Retry-After`` header in seconds, 0 when absent.
+    """
+
+    #: The API code this class stands for.
+    default_code = "internal"
+
+    def __init__(
+        self,
+        detail: str = "",
+        *,
+        status: int = 0,
+        code: str = "",
+        fields: Optional[List[FieldError]] = None,
+        retry_after: float = 0.0,
+        op: str = "",
+        name: str = "",
+    ) -> None:
+        self.status = status
+        self.code = code or self.default_code
+        self.detail = detail
+        self.fields = list(fields or [])
+        self.retry_after = retry_after
+        self.op = op
+        self.name = name
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        parts = []
+        if self.op:
+            parts.append(f"leasesvc {self.op} {self.name!r}:")
+        parts.append(type(self).__name__)
+        if self.status:
+            parts.append(f"({self.status} {self.code})")
+        msg = " ".join(parts)
+        if self.detail:
+            msg += ": " + self.detail
+        for f in self.fields:
+            msg += f"; {f.field}: {f.detail}"
+        return msg
+
+    def _named(self, op: str, name: str) -> "LeaseError":
+        """Return self, naming the operation and the lease in the message."""
+        self.op, self.name = op, name
+        self.args = (self._message(),)
+        return self
+
+
+class LeaseHeld(LeaseError):
+    """An acquire found the lease held by another holder.
+
+    ``lease`` is the current lease: who leads, with which token, until when.
+    """
+
+    default_code = "lease_held"
+
+    def __init__(self, lease: "Lease", *, retry_after: float = 0.0, status: int = 409, detail: str = "") -> None:
+        self.lease = lease
+        super().__init__(
+            detail or f"lease {lease.name!r} held by {lease.holder!r} (fencing token {lease.fencing_token})",
+            status=status,
+            code="lease_held",
+            retry_after=retry_after,
+        )
+
+
+class LeaseLost(LeaseError):
+    """A renew or release by someone who is not the current live holding:
+    stop acting as leader now."""
+
+    default_code = "lease_lost"
+
+
+class NotFound(LeaseError):
+    """The lease never existed (get), or the route is unknown."""
+
+    default_code = "not_found"
+
+
+class InvalidArgument(LeaseError):
+    """The service refused the request's arguments; retrying the same
+    request cannot succeed. ``fields`` lists each bad field."""
+
+    default_code = "invalid_argument"
+
+
+class AccessDenied(LeaseError):
+    """The service refused the caller's credentials, or its policy does not
+    allow the call (401, 403). Not retried."""
+
+    default_code = "permission_denied"
+
+
+class Unauthenticated(AccessDenied):
+    """No credentials, or credentials the service refused (401)."""
+
+    default_code = "unauthenticated"
+
+
+class PermissionDenied(AccessDenied):
+    """The policy does not grant the caller this verb on this lease (403)."""
+
+    default_code = "permission_denied"
+
+
+class Unavailable(LeaseError):
+    """The service could not be reached or could not answer (connection
+    errors, timeouts, 502, 503, 504, 429), and the retries did not help."""
+
+    default_code = "unavailable"
+
+    def __init__(self, detail: str = "", *, cause: Optional[BaseException] = None, **kw: Any) -> None:
+        self.cause = cause
+        super().__init__(detail, **kw)
+
+
+class RateLimited(Unavailable):
+    """The caller's rate limit refused the call (429 resource_exhausted), and
+    the retries, each sent no earlier than the answer's Retry-After, did not
+    get through."""
+
+    default_code = "resource_exhausted"
+
+
+class InternalError(LeaseError):
+    """Any other failure of the service (500, an answer that cannot be
+    read)."""
+
+    default_code = "internal"
+
+
+class CredentialsError(LeaseError):
+    """The token callable failed or gave an empty token, so the request was
+    not sent. Not retried by the Client; an Elector retries it at its own
+    pace."""
+
+    default_code = "unauthenticated"
+
+
+class SafeDeadline(LeaseError):
+    """The cause of a term that ended because no renew succeeded before the
+    safe deadline (docs/contract.md §2). ``last`` is the last renew's
+    error, if any."""
+
+    default_code = "deadline_exceeded"
+
+    def __init__(self, last: Optional[BaseException]) -> None:
+        self.last = last
+        super().__init__(f"safe deadline reached without a successful renew (last: {last or 'no answer in time'})")
+
+
+_BY_CODE = {
+    "lease_lost": LeaseLost,
+    "not_found": NotFound,
+    "invalid_argument": InvalidArgument,
+    "payload_too_large": InvalidArgument,
+    "unsupported_media_type": InvalidArgument,
+    "method_not_allowed": InvalidArgument,
+    "unavailable": Unavailable,
+    "deadline_exceeded": Unavailable,
+    "resource_exhausted": RateLimited,
+    "unauthenticated": Unauthenticated,
+    "permission_denied": PermissionDenied,
+    "internal": InternalError,
+}
+
+
+def error_class(status: int, code: str) -> type:
+    """Map a problem code (or, without a known one, an HTTP status) to its
+    error class: the one place where the wire's codes become errors."""
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    if code == "lease_held":
+        return LeaseHeld
+    if status == 404:
+        return NotFound
+    if status == 401:
+        return Unauthenticated
+    if status == 403:
+        return PermissionDenied
+    if status == 429:
+        return RateLimited
+    if status in (502, 503, 504):
+        return Unavailable
+    if 400 <= status < 500:
+        return InvalidArgument
+    return InternalError

@@ -1,0 +1,254 @@
+"""Elector against an in-process fake service: the term ends at once on
+lease_lost and before the safe deadline when the service cannot answer;
+renewals every TTL/3; release on stop; waiting and 429 handling."""
+
+from __future__ import annotations
+
+import threading
+import time
+import unittest
+from typing import Any, Callable, List, Optional
+
+import leasesvc
+
+from ._support import FakeService, Request, lease_json, problem
+
+
+class Script:
+    """The fake's answers: acquire and renew are functions of the request."""
+
+    def __init__(self, acquire: Optional[Callable[[Request], Any]] = None,
+                 renew: Optional[Callable[[Request], Any]] = None) -> None:
+        self.acquire = acquire or (lambda req: (200, {}, lease_json(token=5)))
+        self.renew = renew or (lambda req: (200, {}, lease_json(token=5)))
+
+    def __call__(self, req: Request) -> Any:
+        if req.path.endswith(":acquire"):
+            return self.acquire(req)
+        if req.path.endswith(":renew"):
+            return self.renew(req)
+        if req.path.endswith(":release"):
+            return (200, {}, lease_json(token=req.body["fencingToken"], held=False))
+        return (200, {}, lease_json(token=5))
+
+
+class Recorder:
+    """Records the terms an Elector runs."""
+
+    def __init__(self) -> None:
+        self.terms: List[leasesvc.Term] = []
+        self.ended_at: List[float] = []
+        self.stopped = 0
+        self.started = threading.Event()
+        self.lock = threading.Lock()
+
+    def on_started(self, term: leasesvc.Term) -> None:
+        with self.lock:
+            self.terms.append(term)
+        self.started.set()
+        term.wait()
+        with self.lock:
+            self.ended_at.append(time.monotonic())
+
+    def on_stopped(self) -> None:
+        with self.lock:
+            self.stopped += 1
+
+
+def hang(seconds: float) -> Callable[[Request], Any]:
+    def answer(req: Request) -> Any:
+        time.sleep(seconds)
+        return (200, {}, lease_json(token=5))
+
+    return answer
+
+
+class ElectorTest(unittest.TestCase):
+    def start(self, script: Script, rec: Optional[Recorder] = None, **kw: Any) -> leasesvc.Elector:
+        f = FakeService(script)
+        self.addCleanup(f.close)
+        self.fake = f
+        rec = rec or Recorder()
+        self.rec = rec
+        kw.setdefault("ttl", 2.0)
+        e = leasesvc.Elector(leasesvc.Client(f.url, request_timeout=5), "a", holder="me",
+                             on_started_leading=rec.on_started, on_stopped_leading=rec.on_stopped, **kw)
+        self.addCleanup(e.stop, 10)
+        return e
+
+    def test_lease_lost_ends_the_term_at_once(self) -> None:
+        renewals = [0]
+
+        def renew(req: Request) -> Any:
+            renewals[0] += 1
+            if renewals[0] == 1:
+                return (200, {}, lease_json(token=5))
+            return problem(409, "lease_lost")
+
+        e = self.start(Script(renew=renew))
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        self.assertTrue(e.is_leader())
+        self.assertEqual(e.token(), 5)
+        term = self.rec.terms[0]
+        self.assertTrue(term.wait(5), "the term did not end after lease_lost")
+        lost_at = self.fake.calls(":renew")[1].at
+        self.assertLess(time.monotonic() - lost_at, 0.5)
+        self.assertIsInstance(term.cause, leasesvc.LeaseLost)
+        self.assertFalse(e.leading.is_set())
+        self.assertIsNone(e.token())
+        # It campaigns again, and sends no release for the lost holding.
+        deadline = time.monotonic() + 5
+        while len(self.fake.calls(":acquire")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertGreaterEqual(len(self.fake.calls(":acquire")), 2)
+        self.assertEqual(self.fake.calls(":release"), [])
+
+    def check_deadline(self, renew: Callable[[Request], Any]) -> None:
+        before = time.monotonic()  # no later than the acquire's send
+        e = self.start(Script(renew=renew), ttl=2.0)
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        term = self.rec.terms[0]
+        self.assertTrue(term.wait(3), "the term outlived the safe deadline")
+        ended = term.ended_at
+        assert ended is not None
+        acquired = self.fake.calls(":acquire")[0].at
+        self.assertIsInstance(term.cause, leasesvc.SafeDeadline)
+        self.assertLess(ended - before, 2.0 * (1 - 0.1), "ended after TTL × (1 − drift margin)")
+        # ... and not long before it: the lead lasted until the deadline less cancel_before.
+        self.assertGreater(ended - acquired, 1.8 - 0.2 - 0.1)
+
+    def test_hanging_service_ends_the_term_before_the_safe_deadline(self) -> None:
+        self.check_deadline(hang(3))
+
+    def test_failing_service_ends_the_term_before_the_safe_deadline(self) -> None:
+        self.check_deadline(lambda req: problem(503, "unavailable"))
+
+    def test_renews_every_third_of_the_ttl(self) -> None:
+        e = self.start(Script(), ttl=1.5)
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        time.sleep(2.3)
+        acq = self.fake.calls(":acquire")[0].at
+        times = [acq] + [r.at for r in self.fake.calls(":renew")]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        self.assertGreaterEqual(len(gaps), 3, gaps)
+        for g in gaps:
+            self.assertGreaterEqual(g, 0.5 * 0.9 - 0.02, gaps)  # jitter: up to 10% early
+            self.assertLess(g, 0.5 + 0.25, gaps)
+        self.assertTrue(e.is_leader())
+
+    def test_stop_releases_and_reports(self) -> None:
+        renewed: List[float] = []
+        e = self.start(Script(), on_renewed=lambda lease, sent: renewed.append(sent))
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        time.sleep(0.9)
+        e.stop(10)
+        self.assertIsInstance(self.rec.terms[0].cause, leasesvc.Stopped)
+        rel = self.fake.calls(":release")
+        self.assertEqual(len(rel), 1)
+        self.assertEqual(rel[0].body, {"holder": "me", "fencingToken": 5})
+        self.assertEqual(self.rec.stopped, 1)
+        self.assertGreaterEqual(len(renewed), 1)
+        self.assertIsNone(e.error)
+
+    def test_returning_resigns(self) -> None:
+        f = FakeService(Script())
+        self.addCleanup(f.close)
+        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lambda term: None)
+        t = threading.Thread(target=e.run)
+        t.start()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "run did not return after a resignation")
+        self.assertEqual(len(f.calls(":release")), 1)
+
+    def test_held_then_waits_on_the_service(self) -> None:
+        n = [0]
+
+        def acquire(req: Request) -> Any:
+            n[0] += 1
+            if n[0] == 1:
+                return problem(409, "lease_held", lease=lease_json(holder="other", token=4))
+            return (200, {}, lease_json(token=5))
+
+        leaders: List[str] = []
+        e = self.start(Script(acquire=acquire), on_new_leader=leaders.append)
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        acq = self.fake.calls(":acquire")
+        self.assertNotIn("waitMs", acq[0].body)
+        self.assertEqual(acq[1].body.get("waitMs"), 30000)
+        self.assertEqual(leaders, ["other", "me"])
+        self.assertEqual(e.leader(), ("me", 5))
+
+    def test_429_on_acquire_waits_retry_after(self) -> None:
+        n = [0]
+
+        def acquire(req: Request) -> Any:
+            n[0] += 1
+            if n[0] == 1:
+                return problem(429, "resource_exhausted", retry_after=1)
+            return (200, {}, lease_json(token=5))
+
+        e = self.start(Script(acquire=acquire))
+        e.start()
+        self.assertTrue(self.rec.started.wait(5))
+        acq = self.fake.calls(":acquire")
+        self.assertGreaterEqual(acq[1].at - acq[0].at, 0.95)
+
+    def test_refusal_for_good_ends_run(self) -> None:
+        e = self.start(Script(acquire=lambda req: problem(403, "permission_denied")))
+        with self.assertRaises(leasesvc.PermissionDenied):
+            e.run()
+        t = e.start()
+        t.join(5)
+        self.assertIsInstance(e.error, leasesvc.PermissionDenied)
+
+    def test_stop_while_waiting_on_the_service(self) -> None:
+        def acquire(req: Request) -> Any:
+            if req.body.get("waitMs"):
+                time.sleep(3)
+            return problem(409, "lease_held", lease=lease_json(holder="other", token=4))
+
+        e = self.start(Script(acquire=acquire))
+        t = e.start()
+        time.sleep(0.3)
+        begun = time.monotonic()
+        e.stop(5)
+        self.assertFalse(t.is_alive())
+        self.assertLess(time.monotonic() - begun, 1.5, "stop waited for the acquire's wait to run out")
+
+    def test_stop_from_the_callback(self) -> None:
+        f = FakeService(Script())
+        self.addCleanup(f.close)
+        holder: List[leasesvc.Elector] = []
+
+        def lead(term: leasesvc.Term) -> None:
+            holder[0].stop()  # must not wait for run, which waits for this callback
+            term.wait()
+
+        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lead)
+        holder.append(e)
+        t = e.start()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "stop from the callback deadlocked")
+        self.assertEqual(len(f.calls(":release")), 1)
+
+    def test_config_is_checked(self) -> None:
+        c = leasesvc.Client("http://127.0.0.1:1")
+        for kw in ({"name": "-bad"}, {"holder": ""}, {"drift_margin": 0.9}, {"renew_jitter": 0.7},
+                   {"ttl": 1.0, "renew_interval": 0.9}, {"wait": 61.0}, {"cancel_before": -1.0}):
+            args = {"name": "a", **kw}
+            name = args.pop("name")
+            with self.subTest(kw=kw), self.assertRaises(ValueError):
+                leasesvc.Elector(c, name, **args)  # type: ignore[arg-type]
+        e = leasesvc.Elector(c, "a", ttl=3.0)
+        self.assertAlmostEqual(e.renew_interval, 1.0)
+        self.assertAlmostEqual(e.cancel_before, 0.25)
+        self.assertEqual(leasesvc.default_cancel_before(1.0), 0.1)
+
+
+if __name__ == "__main__":
+    unittest.main()
