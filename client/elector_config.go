@@ -37,7 +37,10 @@ type ElectorConfig struct {
 	// CancelBefore is how long before the safe deadline the leading ctx is
 	// cancelled when renewals keep failing, so that work still has that
 	// long to stop before the deadline (leasectl run uses it for its
-	// SIGTERM → SIGKILL grace). Default 0: cancelled at the safe deadline.
+	// SIGTERM → SIGKILL grace). Default min(250ms, TTL/10), so that a timer
+	// or goroutine that wakes late cannot carry leadership past the safe
+	// deadline (the Python and TypeScript SDKs use the same default); less
+	// when RenewInterval leaves less room below the safe deadline.
 	CancelBefore time.Duration
 	// Wait is how long one acquire waits on the service (waitMs) for the
 	// holding of another to end, 0 … 60s; a follower takes over as soon as
@@ -88,6 +91,8 @@ const (
 	// DefaultRenewJitter is the fraction of RenewInterval by which renewals
 	// come early at random.
 	DefaultRenewJitter = 0.1
+	// DefaultCancelBefore caps the default CancelBefore, min(250ms, TTL/10).
+	DefaultCancelBefore = 250 * time.Millisecond
 	// DefaultWait is how long one acquire waits on the service (waitMs).
 	DefaultWait = 30 * time.Second
 	// maxWait is the service's limit on waitMs.
@@ -158,6 +163,9 @@ func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
 		return cfg, fmt.Errorf("ElectorConfig.CancelBefore %v must not be negative", cfg.CancelBefore)
 	}
 	safe := safeSpan(cfg.TTL, cfg.DriftMargin)
+	if cfg.CancelBefore == 0 {
+		cfg.CancelBefore = min(DefaultCancelBefore, cfg.TTL/10, max(0, safe-cfg.RenewInterval-time.Millisecond))
+	}
 	if cfg.RenewInterval <= 0 || cfg.RenewInterval+cfg.CancelBefore >= safe {
 		return cfg, fmt.Errorf("ElectorConfig.RenewInterval %v must be positive and, with CancelBefore %v, below TTL × (1 − DriftMargin) = %v",
 			cfg.RenewInterval, cfg.CancelBefore, safe)

@@ -165,16 +165,20 @@ func TestTwoElectorsOneLeadsThenHandOver(t *testing.T) {
 
 // TestRenewFailuresCancelAtSafeDeadline: however the service fails, the
 // leading ctx is cancelled exactly at send time of the last successful
-// renew + TTL × (1 − DriftMargin) − CancelBefore, and not before.
+// renew + TTL × (1 − DriftMargin) − CancelBefore, and not before; by
+// default CancelBefore is min(250ms, TTL/10).
 func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		f     fault
-		cause error
+		name         string
+		f            fault
+		cause        error
+		cancelBefore time.Duration // set in the config; 0 = the default
+		want         time.Duration // the CancelBefore in force
 	}{
-		{"503", unavailable, client.ErrUnavailable},
-		{"hang", hang, client.ErrSafeDeadline},
-		{"connection dropped", drop, client.ErrUnavailable},
+		{"503", unavailable, client.ErrUnavailable, 2 * time.Second, 2 * time.Second},
+		{"hang", hang, client.ErrSafeDeadline, 2 * time.Second, 2 * time.Second},
+		{"connection dropped", drop, client.ErrUnavailable, 2 * time.Second, 2 * time.Second},
+		{"503 default CancelBefore", unavailable, client.ErrUnavailable, 0, client.DefaultCancelBefore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(epoch)
@@ -182,17 +186,17 @@ func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 			c := s.client(t, client.Config{MaxAttempts: 1})
 			var rec term
 			cfg := rec.config(clock, "agent-a")
-			cfg.CancelBefore = 2 * time.Second
+			cfg.CancelBefore = tc.cancelBefore
 			e, _ := client.NewElector(c, "svc.fail", cfg)
 			runElector(t, e)
 			t.Cleanup(func() { s.set(healthy) }) // before the Elector stops
 			waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
-			// One good renew at +10s moves the deadline to 10 + 27 − 2 = +35s.
+			// One good renew at +10s moves the deadline to 10 + 27 − CancelBefore.
 			clock.Advance(10 * time.Second)
 			waitFor(t, "renewed", func() bool { return s.renews.Load() == 1 && clock.Timers() == 2 })
 			renewedAt := clock.Now()
 			s.set(tc.f)
-			deadline := renewedAt.Add(27*time.Second - 2*time.Second)
+			deadline := renewedAt.Add(27*time.Second - tc.want)
 			for clock.Now().Before(deadline.Add(-time.Second)) {
 				clock.Advance(time.Second)
 				time.Sleep(2 * time.Millisecond) // let failed renews come back

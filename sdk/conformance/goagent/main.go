@@ -240,18 +240,12 @@ func ratelimit(ctx context.Context, e env) error {
 	return nil
 }
 
-// cancelBefore is the CancelBefore the agent gives its Elector: the default
-// of the Python SDK, min(250ms, TTL/10). The Go SDK's
-// default is 0 (the leading ctx is cancelled at the safe deadline itself);
-// the freeze case asserts that leading ends before it, which a timer set for
-// the deadline can only do by firing early.
-func cancelBefore(ttl time.Duration) time.Duration { return min(250*time.Millisecond, ttl/10) }
-
-// runElector runs an Elector with the SDK's defaults (but CancelBefore)
+// runElector runs an Elector with the SDK's defaults (CancelBefore
+// min(250ms, TTL/10), as in the Python and TypeScript SDKs)
 // until stdin says stop; onTerm runs as OnStartedLeading.
 func runElector(ctx context.Context, e env, onTerm func(ctx context.Context)) error {
 	el, err := client.NewElector(e.c, e.name, client.ElectorConfig{
-		Holder: e.holder, TTL: e.ttl, CancelBefore: cancelBefore(e.ttl), OnStartedLeading: onTerm,
+		Holder: e.holder, TTL: e.ttl, OnStartedLeading: onTerm,
 		Clock: readings{},
 	})
 	if err != nil {
