@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ const usage = `usage: leasectl COMMAND [flags]
   revoke  NAME --reason R [--fencing-token N]
   get     NAME
   list    [--prefix P] [--page-size N] [--page-token T]
-  watch   NAME
+  watch   NAME | --prefix P
   run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
 
 Every command takes --json (JSON output), --url (default $LEASESVC_URL,
@@ -314,7 +315,15 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 
 func cmdWatch(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("watch")
-	pos, err := parse(fs, args, "NAME")
+	prefix := fs.String("prefix", "", "watch every lease whose name starts with this (--prefix= for every lease) instead of NAME")
+	byPrefix := slices.ContainsFunc(args, func(a string) bool {
+		return a == "--prefix" || a == "-prefix" || strings.HasPrefix(a, "--prefix=") || strings.HasPrefix(a, "-prefix=")
+	})
+	want := []string{"NAME"}
+	if byPrefix {
+		want = nil
+	}
+	pos, err := parse(fs, args, want...)
 	if err != nil {
 		return err
 	}
@@ -322,13 +331,22 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := c.Watch(ctx, pos[0])
+	var st *client.Stream
+	if byPrefix {
+		st, err = c.WatchPrefix(ctx, *prefix)
+	} else {
+		st, err = c.Watch(ctx, pos[0])
+	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = st.Close() }()
 	if !e.json {
-		if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6s  %s\n", "EVENT TIME", "EVENT", "TOKEN", "HOLDER"); err != nil {
+		head := fmt.Sprintf("%-27s  %-8s  %-6s  %s", "EVENT TIME", "EVENT", "TOKEN", "HOLDER")
+		if byPrefix {
+			head = fmt.Sprintf("%-27s  %-8s  %-24s  %-6s  %s", "EVENT TIME", "EVENT", "LEASE", "TOKEN", "HOLDER")
+		}
+		if _, err := fmt.Fprintln(e.stdout, head); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
@@ -363,7 +381,11 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		if !ev.Time.IsZero() {
 			at = ev.Time.UTC().Format("2006-01-02T15:04:05.000000Z")
 		}
-		if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6d  %s\n", at, typ, ev.Lease.FencingToken, holder); err != nil {
+		line := fmt.Sprintf("%-27s  %-8s  %-6d  %s", at, typ, ev.Lease.FencingToken, holder)
+		if byPrefix {
+			line = fmt.Sprintf("%-27s  %-8s  %-24s  %-6d  %s", at, typ, ev.Lease.Name, ev.Lease.FencingToken, holder)
+		}
+		if _, err := fmt.Fprintln(e.stdout, line); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
