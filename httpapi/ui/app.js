@@ -90,6 +90,12 @@
   // apply takes one event of the stream: snapshot (a lease's state), a
   // change (acquired, released, expired, revoked), or history (a change
   // from before the page opened: it fills the timeline only).
+  let frame = 0;
+  function changed() {
+    dirty = true;
+    if (!frame) frame = requestAnimationFrame(() => { frame = 0; tick(); });
+  }
+
   function apply(type, data) {
     const l = type === 'snapshot' ? data : data.lease;
     if (!l || !l.name) return;
@@ -129,7 +135,7 @@
       }
       seeServerTime(type === 'snapshot' ? ms(l.serverTime) : ms(data.eventTime));
     }
-    dirty = true;
+    changed();
   }
 
   // ---- stream ----
@@ -263,10 +269,13 @@
   const rowsEl = $('rows');
   const rows = new Map(); // name → element
 
+  // Holders get hues from a palette that keeps clear of the gap colours
+  // (amber, red), chosen by a hash of the holder's name.
+  const HUES = [214, 262, 178, 318, 238, 198, 290, 24, 150];
   function hue(s) {
     let h = 0;
     for (const ch of s) h = (h * 31 + ch.codePointAt(0)) >>> 0;
-    return h % 360;
+    return HUES[h % HUES.length];
   }
 
   function rowFor(name) {
@@ -308,7 +317,10 @@
       st.textContent = isHeld ? 'led' : how === 'expiring' ? 'expiring' : 'free';
       st.title = isHeld ? 'held since ' + clock(ms(l.acquireTime)) : how ? 'last holding ' + how : '';
       const h = r.querySelector('.holder');
-      h.textContent = isHeld ? l.holder : l.holder ? 'last: ' + l.holder + (how && how !== 'expiring' ? ' (' + how + ')' : '') : '';
+      h.textContent = l.holder;
+      r.querySelector('.how').textContent = isHeld ? 'since ' + clock(ms(l.acquireTime))
+        : how === 'revoked' ? 'last holder · revoked' + (l.revokedBy ? ' by ' + l.revokedBy : '')
+          : how === 'expiring' ? 'last holder · ran out' : 'last holder · ' + (how || 'ended');
       h.title = l.holder + (l.principal ? ' · principal ' + l.principal : '');
       h.style.setProperty('--h', hue(l.holder));
       r.querySelector('.token').textContent = String(l.fencingToken);
@@ -443,6 +455,6 @@
     connect();
   });
   document.title = 'leasesvc · ' + (prefix || 'all leases');
-  setInterval(() => { if (dirty || leases.size) tick(); }, 200);
+  setInterval(() => { if (dirty || leases.size) tick(); }, 250);
   connect();
 })();
