@@ -19,9 +19,10 @@ const (
 	// (backend time) the recent events are replayed: it covers events that
 	// reached this instance late (Pub/Sub delivery, the sweeper's second).
 	ResumeLookback = time.Minute
-	// ReorderWait is how long a prefix stream holds back an acquired event
-	// whose predecessor was released or revoked on another instance and
-	// whose end has not arrived yet, so that every lease's events go out in
+	// ReorderWait is how long a prefix stream holds back an event whose
+	// predecessor (made on another instance) has not arrived yet — an
+	// acquired event before the release of the holding before it, a
+	// release before its acquire — so that every lease's events go out in
 	// token order.
 	ReorderWait = 2 * time.Second
 )
@@ -34,7 +35,8 @@ const (
 // every heartbeat. Each event's id is a cursor in backend time (Unix
 // milliseconds); a request with Last-Event-ID replays the kept events from
 // ResumeLookback before the cursor and then the snapshot of every lease
-// whose state is newer than what was replayed.
+// whose state is newer than what was replayed (for a lease the replay
+// covered, only once the events between have not come within ReorderWait).
 func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !a.admit(w, r, "watch", "") {
 		return
@@ -109,9 +111,15 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 				ps.offer(ev, time.Now())
 			}
 		}
-		ps.flushAll(time.Time{}) // the replay is complete: nothing more will come for it
 	}
 	for _, l := range leases {
+		_, replayed := ps.last[l.Name]
+		if ps.held[l.Name] != nil || replayed {
+			// What the replay lacks may still be on its way to this
+			// instance: the state waits behind it, as a held event.
+			ps.hold(heldItem{ev: stateEvent(l), snap: &l}, time.Now())
+			continue
+		}
 		ps.snapshot(l)
 	}
 	if history && !resume {
@@ -129,6 +137,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
 	defer hold.Stop()
+	if d, ok := ps.nextDeadline(); ok {
+		hold.Reset(max(time.Until(d), time.Millisecond))
+	}
 	for ps.s.err == nil {
 		select {
 		case <-ctx.Done():
@@ -191,11 +202,19 @@ type prefixStream struct {
 	readable func(string) bool
 }
 
-// heldBack is a lease's events waiting, in Newer order, for the end of the
-// holding before them, until deadline.
+// heldBack is a lease's events waiting, in Newer order, for the events
+// before them, until deadline.
 type heldBack struct {
-	evs      []lease.Event
+	evs      []heldItem
 	deadline time.Time
+}
+
+// heldItem is a held event, or (snap set) the lease's state from a list,
+// ranked as the event that led to it, to be sent as a snapshot if no event
+// reaches it by the deadline.
+type heldItem struct {
+	ev   lease.Event
+	snap *lease.Lease
 }
 
 // offer sends ev now, or holds it back (with what follows it) while its
@@ -209,39 +228,62 @@ func (p *prefixStream) offer(ev lease.Event, now time.Time) {
 	if last, ok := p.last[n]; ok && !lease.Newer(last, ev) {
 		return
 	}
+	if p.held[n] == nil && p.ready(ev) {
+		p.send(ev)
+		return
+	}
+	p.hold(heldItem{ev: ev}, now)
+}
+
+// hold queues it behind lease's held events (an event replaces a state
+// that ranks the same) and sends what is ready.
+func (p *prefixStream) hold(it heldItem, now time.Time) {
+	n := it.ev.Lease.Name
+	if last, ok := p.last[n]; ok && !lease.Newer(last, it.ev) {
+		return
+	}
 	hb := p.held[n]
 	if hb == nil {
-		if p.ready(ev) {
-			p.send(ev)
-			return
-		}
 		hb = &heldBack{deadline: now.Add(ReorderWait)}
 		p.held[n] = hb
 	}
-	i, found := slices.BinarySearchFunc(hb.evs, ev, func(x, y lease.Event) int {
+	i, found := slices.BinarySearchFunc(hb.evs, it, func(x, y heldItem) int {
 		switch {
-		case x.ID() == y.ID():
+		case !lease.Newer(x.ev, y.ev) && !lease.Newer(y.ev, x.ev):
 			return 0
-		case lease.Newer(x, y):
+		case lease.Newer(x.ev, y.ev):
 			return -1
 		}
 		return 1
 	})
-	if !found {
-		hb.evs = slices.Insert(hb.evs, i, ev)
+	switch {
+	case !found:
+		hb.evs = slices.Insert(hb.evs, i, it)
+	case hb.evs[i].snap != nil && it.snap == nil:
+		hb.evs[i] = it
 	}
 	p.flush(n, now)
 }
 
-// ready says whether ev may go out now: anything but an acquired event
-// whose predecessor (token − 1) was released or revoked and whose end this
-// stream has not sent yet.
+// ready says whether ev may go out now: when it is the next event of its
+// lease after the last one sent — the first acquire of a new lease, the end of the holding last acquired, or
+// the acquire of the holding after the one that ended (or after one that
+// ran out, whose end nobody may announce). Anything else waits for the
+// events between (from another instance, through Pub/Sub) until its
+// deadline.
 func (p *prefixStream) ready(ev lease.Event) bool {
 	last, ok := p.last[ev.Lease.Name]
-	if !ok || ev.Type != lease.EventAcquired || ev.PreviousExpired || ev.PreviousHolder == "" {
-		return true
+	if !ok { // a lease that did not exist when the stream listed them
+		return ev.Type == lease.EventAcquired && ev.Lease.FencingToken == 1
 	}
-	return last.Lease.FencingToken != ev.Lease.FencingToken-1 || last.Type != lease.EventAcquired
+	k := last.Lease.FencingToken
+	if last.Type == lease.EventAcquired {
+		if ev.Type != lease.EventAcquired {
+			return ev.Lease.FencingToken == k
+		}
+		return ev.Lease.FencingToken == k+1 && ev.PreviousExpired
+	}
+	return ev.Type == lease.EventAcquired && ev.Lease.FencingToken == k+1
 }
 
 // flush sends the held events of lease n that are ready, or all of them
@@ -253,15 +295,19 @@ func (p *prefixStream) flush(n string, now time.Time) {
 	}
 	late := now.IsZero() || !now.Before(hb.deadline)
 	for len(hb.evs) > 0 {
-		ev := hb.evs[0]
-		if last, ok := p.last[n]; ok && !lease.Newer(last, ev) {
+		it := hb.evs[0]
+		if last, ok := p.last[n]; ok && !lease.Newer(last, it.ev) {
 			hb.evs = hb.evs[1:]
 			continue
 		}
-		if !late && !p.ready(ev) {
+		if !late && (it.snap != nil || !p.ready(it.ev)) {
 			return
 		}
-		p.send(ev)
+		if it.snap != nil {
+			p.snapshot(*it.snap)
+		} else {
+			p.send(it.ev)
+		}
 		hb.evs = hb.evs[1:]
 	}
 	delete(p.held, n)
