@@ -34,8 +34,8 @@ const WatchReconnectMax = 10 * time.Second
 // the last event read as Last-Event-ID, so the service replays what it
 // keeps of the events since (docs/contract.md §10); then it sends the state
 // of the watched lease or leases, so what it could not replay is summed up
-// rather than lost. Only a refusal that retrying cannot change (a bad name,
-// 401, 403) ends the Stream early.
+// rather than lost. Only a refusal that retrying cannot change (400, 401,
+// 403, 404) ends the Stream early.
 //
 // A lease's stream (Watch) can repeat an event across a reconnect: keep the
 // newest per lease and drop what Newer says is not newer. A prefix stream
@@ -127,7 +127,7 @@ func (s *Stream) connect(again bool) error {
 			return s.fail(context.Cause(s.ctx))
 		}
 		var e *Error
-		if !errors.As(err, &e) || e.kind != ErrUnavailable {
+		if !errors.As(err, &e) || (e.kind != ErrUnavailable && !(again && e.kind == ErrInternal)) {
 			return s.fail(err)
 		}
 		s.retryAfter = e.RetryAfter
