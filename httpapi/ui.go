@@ -38,6 +38,12 @@ func (a *api) extraRoutes(r chi.Router) {
 	for _, m := range []string{http.MethodGet, http.MethodHead} {
 		r.Method(m, uiPath, http.HandlerFunc(ui))
 		r.Method(m, uiPath+"{file}", http.HandlerFunc(ui))
-		r.Method(m, "/ui", http.RedirectHandler(uiPath, http.StatusMovedPermanently))
+		r.Method(m, "/ui", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			to := uiPath
+			if r.URL.RawQuery != "" {
+				to += "?" + r.URL.RawQuery
+			}
+			http.Redirect(w, r, to, http.StatusMovedPermanently)
+		}))
 	}
 }

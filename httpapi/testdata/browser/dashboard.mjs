@@ -149,7 +149,7 @@ try {
   await page.waitForTimeout(400);
   await page.screenshot({ path: join(SHOTS, 'dashboard-1280-light.png'), fullPage: true });
   await page.emulateMedia({ colorScheme: 'dark' });
-  await page.waitForTimeout(300);
+  await page.waitForTimeout(800);
   await page.screenshot({ path: join(SHOTS, 'dashboard-1280-dark.png'), fullPage: true });
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, colorScheme: 'light', isMobile: true, hasTouch: true });
   const pp = await phone.newPage();
@@ -162,7 +162,7 @@ try {
   await pp.$eval('.row.lease[data-name="team-a.indexer"] details', (d) => { d.open = true; });
   await pp.screenshot({ path: join(SHOTS, 'dashboard-390-light.png'), fullPage: true });
   await pp.emulateMedia({ colorScheme: 'dark' });
-  await pp.waitForTimeout(300);
+  await pp.waitForTimeout(800);
   await pp.screenshot({ path: join(SHOTS, 'dashboard-390-dark.png'), fullPage: true });
   ok('screenshots at 1280 and 390 px, light and dark', SHOTS);
   await phone.close();
@@ -179,6 +179,7 @@ try {
   await ap.waitForSelector('#auth:not([hidden])', { timeout: 5000 });
   if (await ap.$('.row.lease')) throw new Error('leases shown before a token was given');
   if (!(await ap.$eval('#main', (m) => m.classList.contains('locked')))) throw new Error('the lease list is not hidden behind the token field');
+  await ap.screenshot({ path: join(SHOTS, 'dashboard-auth-1280.png') });
   ok('with auth on, the token field gates the page');
   await ap.fill('#token', 'not-a-valid-token-000000');
   await ap.click('#auth-form button');
