@@ -213,8 +213,7 @@
     $('denied').hidden = true;
     setConn('live', 'live');
     await read(resp.body, my);
-    if (my === gen && !signal.aborted) retry();
-    else if (my === gen) retry();
+    if (my === gen) retry(); // the stream ended or went silent: resume after the last id
   }
 
   async function read(body, my) {
