@@ -105,12 +105,28 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, cursor: cursor, readable: readable}
 	if resume {
+		// The kept events of the window, each lease's in token order (they
+		// reached this instance in arrival order); the first of each lease
+		// goes out as it is, since the client had what came before.
 		from := time.UnixMilli(cursor).Add(-ResumeLookback)
-		for _, ev := range recent {
-			if !ev.Time.Before(from) {
-				ps.offer(ev, time.Now())
+		replay := slices.DeleteFunc(slices.Clone(recent), func(ev lease.Event) bool { return ev.Time.Before(from) })
+		slices.SortStableFunc(replay, func(x, y lease.Event) int {
+			if c := strings.Compare(x.Lease.Name, y.Lease.Name); c != 0 {
+				return c
 			}
+			if lease.Newer(x, y) {
+				return -1
+			}
+			if lease.Newer(y, x) {
+				return 1
+			}
+			return 0
+		})
+		ps.replaying = true
+		for _, ev := range replay {
+			ps.offer(ev, time.Now())
 		}
+		ps.replaying = false
 	}
 	for _, l := range leases {
 		_, replayed := ps.last[l.Name]
@@ -200,6 +216,9 @@ type prefixStream struct {
 	held     map[string]*heldBack
 	cursor   int64 // the newest backend time sent, Unix ms: the events' id
 	readable func(string) bool
+	// replaying is set while a resume replays kept events: a lease's first
+	// one needs no predecessor.
+	replaying bool
 }
 
 // heldBack is a lease's events waiting, in Newer order, for the events
@@ -274,7 +293,7 @@ func (p *prefixStream) hold(it heldItem, now time.Time) {
 func (p *prefixStream) ready(ev lease.Event) bool {
 	last, ok := p.last[ev.Lease.Name]
 	if !ok { // a lease that did not exist when the stream listed them
-		return ev.Type == lease.EventAcquired && ev.Lease.FencingToken == 1
+		return p.replaying || (ev.Type == lease.EventAcquired && ev.Lease.FencingToken == 1)
 	}
 	k := last.Lease.FencingToken
 	if last.Type == lease.EventAcquired {
