@@ -42,14 +42,20 @@ func ensureChromium(t *testing.T) {
 	}
 	if os.Geteuid() == 0 {
 		if _, err := exec.LookPath("apt-get"); err == nil {
+			apt := func(args ...string) error {
+				cmd := exec.CommandContext(t.Context(), "apt-get", args...)
+				cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Logf("apt-get %v: %v\n%s", args, err, tail(out))
+				}
+				return err
+			}
 			t.Log("installing chromium: apt-get install -y chromium")
-			cmd := exec.CommandContext(t.Context(), "apt-get", "install", "-y", "--no-install-recommends", "chromium")
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			out, err := cmd.CombinedOutput()
-			if err == nil {
+			install := []string{"install", "-y", "--no-install-recommends", "chromium"}
+			if apt(install...) == nil || (apt("update") == nil && apt(install...) == nil) {
 				return
 			}
-			t.Logf("apt-get install chromium: %v\n%s", err, tail(out))
 		}
 	}
 	needTool(t, "the dashboard's browser test needs Debian's chromium at "+chromiumPath+": apt-get install -y chromium (as root)")
@@ -126,6 +132,9 @@ func openDashboardService(t *testing.T) *httptest.Server {
 func TestDashboardInBrowser(t *testing.T) {
 	ensureChromium(t)
 	npm, err := exec.LookPath("npm")
+	if err == nil {
+		_, err = exec.LookPath("node")
+	}
 	if err != nil {
 		needTool(t, "the dashboard's browser test needs node and npm (apt-get install -y nodejs npm)")
 	}
