@@ -85,3 +85,25 @@ func TestSubscribePrefix(t *testing.T) {
 	}
 	h.Publish(ev("team-a.z", 1, lease.EventAcquired)) // nobody to deliver to
 }
+
+// BenchmarkPublishToPrefixStreams: one event fanned out to 1,000 prefix
+// streams (half of them under a matching prefix) and kept in the ring.
+func BenchmarkPublishToPrefixStreams(b *testing.B) {
+	h := New()
+	for i := range 1000 {
+		p := "team-a."
+		if i%2 == 1 {
+			p = "team-b."
+		}
+		s, _ := h.SubscribePrefix(p)
+		go func() {
+			for range s.C { // drain
+			}
+		}()
+		b.Cleanup(func() { h.Unsubscribe(s); close(s.C) })
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		h.Publish(ev("team-a.x", int64(i+1), lease.EventAcquired))
+	}
+}
