@@ -3,8 +3,10 @@
 // tokens come from the subpackage googleauth.
 //
 // A Client calls every operation of the HTTP API (SPEC §4): Acquire (with
-// an optional Wait), Renew, Release, Get, List and All (paging), Watch (a
-// stream of leadership events) and, for operators, Revoke. Refusals come
+// an optional Wait), Renew, Release, Get, List and All (paging), Watch and
+// WatchPrefix (streams of leadership events of one lease or of every lease
+// under a prefix, which reconnect for as long as their context lives and
+// resume after the last event read) and, for operators, Revoke. Refusals come
 // back as typed errors: errors.Is(err, ErrHeld) — with the current lease
 // through errors.As on a *HeldError — ErrLost, ErrNotFound, ErrInvalid,
 // ErrUnavailable, ErrDenied (with ErrUnauthenticated and

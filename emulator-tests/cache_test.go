@@ -129,3 +129,59 @@ func waitEntry(t *testing.T, cache *leadercache.Cache, name, what string, cond f
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestLeaderCacheFollowsPrefixStream: the same as TestLeaderCacheFollowsEvents
+// with no subscription of the cache's own: the cache follows the prefix
+// stream of instance B while the changes are made on instance A (they reach
+// B through the service's Pub/Sub events), without reading the service.
+func TestLeaderCacheFollowsPrefixStream(t *testing.T) {
+	t.Parallel()
+	topic, _ := eventsTopic(t)
+	env := eventsEnv(t, uniqueCollection("cachews"), topic)
+	a := startListening(t, env)
+	b := startListening(t, env)
+	ca, err := client.New(a.URL, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := client.New(b.URL, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := e2e.UniqueName("cache")
+	cache, err := leadercache.New(cb, nil, leadercache.Config{TTL: time.Minute, Prefix: strings.TrimSuffix(name, "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = cache.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	// Once the cache knows of this first lease (from the stream's snapshot
+	// or its event), the stream is open and every later change reaches it.
+	pre := strings.TrimSuffix(name, "cache") + "pre"
+	if _, err := ca.Acquire(t.Context(), pre, client.AcquireRequest{Holder: "early", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	waitEntry(t, cache, pre, "the stream's first news of "+pre, func(l leadercache.Leader) bool { return l.Holder == "early" })
+
+	if _, err := ca.Acquire(t.Context(), name, client.AcquireRequest{Holder: "agent-a", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	waitEntry(t, cache, name, "acquired by agent-a", func(l leadercache.Leader) bool {
+		return l.Held && l.Holder == "agent-a" && l.FencingToken == 1 && l.Source == "acquired"
+	})
+	if _, err := ca.Release(t.Context(), name, "agent-a", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitEntry(t, cache, name, "released", func(l leadercache.Leader) bool { return !l.Held && l.Source == "released" })
+	if _, err := ca.Acquire(t.Context(), name, client.AcquireRequest{Holder: "agent-b", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	waitEntry(t, cache, name, "acquired by agent-b", func(l leadercache.Leader) bool {
+		return l.Held && l.Holder == "agent-b" && l.FencingToken == 2
+	})
+	if s := cache.Stats(); s.Reads != 0 {
+		t.Fatalf("the cache read the service %d times; every answer should have come from the stream", s.Reads)
+	}
+}

@@ -53,7 +53,11 @@ var fixedRoutes = []fixedRoute{
 	{http.MethodGet, "/readyz", func(a *api) http.HandlerFunc { return a.readyz }},
 	{http.MethodGet, "/openapi.json", func(a *api) http.HandlerFunc { return serveOpenAPI }},
 	{http.MethodGet, leasesPrefix, func(a *api) http.HandlerFunc { return a.list }},
+	{http.MethodGet, watchPrefixPath, func(a *api) http.HandlerFunc { return a.watchPrefix }},
 }
+
+// watchPrefixPath is the path of the prefix stream (docs/contract.md §10).
+const watchPrefixPath = leasesPrefix + ":watch"
 
 var leaseRoutes = []leaseRoute{
 	{http.MethodGet, "", (*api).get},
@@ -83,14 +87,18 @@ func (a *api) routes(r chi.Router) {
 	for _, rt := range fixedRoutes {
 		h := rt.handler(a)
 		op := ""
-		if rt.path == leasesPrefix {
+		switch rt.path {
+		case leasesPrefix:
 			op = "list"
+		case watchPrefixPath:
+			op = "watch"
 		}
 		r.Method(rt.method, rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			routed(r, rt.path, op, "")
 			h(w, r)
 		}))
 	}
+	a.extraRoutes(r)
 	r.HandleFunc(leasesPrefix+"/", a.dispatchLease)
 	r.HandleFunc(leasesPrefix+"/{name}", a.dispatchLease)
 }

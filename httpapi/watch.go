@@ -18,7 +18,8 @@ import (
 // ce-id as SSE id), and a comment every heartbeat. Changes come from the
 // events hub; a timer at the holding's expiry reads the lease again, so a
 // change nobody announced (events off) is still seen, late by at most the
-// time the read takes.
+// time the read takes. A stream resumed with Last-Event-ID first replays
+// the kept events after that one (replayLease).
 func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	if !lease.ValidName(name) {
 		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
@@ -41,6 +42,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	s := &stream{w: w, rc: rc}
+	a.replayLease(s, r, name)
 	s.snapshot(cur, found)
 
 	var last lease.Event // the newest state the client has, as an event

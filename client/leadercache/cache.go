@@ -1,7 +1,8 @@
 // Package leadercache answers "who leads X, with which fencing token" from
 // memory, kept current by the leadership events that leasesvc publishes to
-// Pub/Sub (docs/events.md), with a re-read from the service when an entry
-// has had no news for a while.
+// Pub/Sub (docs/events.md) or, with no subscription, by the service's
+// prefix watch stream (Client.WatchPrefix, docs/contract.md §10), with a
+// re-read from the service when an entry has had no news for a while.
 //
 // # Guarantees and limits
 //
@@ -9,7 +10,8 @@
 // to, showing who leads. It is never a reason to act as leader: only an
 // Elector's leading ctx is. An entry can lag the truth by one event delivery
 // (tens of milliseconds) while events flow, and by up to Config.TTL when
-// they do not (a Pub/Sub outage, a subscription that was not there yet).
+// they do not (a Pub/Sub outage, a subscription that was not there yet, a
+// watch stream reconnecting).
 // Pub/Sub orders messages per publisher only and every service instance
 // publishes, so the cache orders events itself, by (fencing token, acquired
 // before its end), and drops duplicates and late arrivals (client.Newer).
@@ -22,6 +24,17 @@
 // does not know (an event type newer than this package) is counted in
 // Stats.Malformed, acknowledged and dropped; the entry catches up at its
 // next re-read, within TTL.
+//
+// # Without Pub/Sub
+//
+// Given no subscription, Run watches every lease under Config.Prefix
+// through the service's prefix stream: the stream's first snapshot fills
+// the cache, and each change follows as the stream delivers it. This needs
+// nothing but the service (the memory backend and local development
+// included); the stream reconnects by itself, resuming where it stopped.
+// Events of other service instances reach the stream only when the service
+// instances share events (LEASESVC_PUBSUB_TOPIC); otherwise an entry
+// changed elsewhere catches up at its next re-read, within TTL.
 package leadercache
 
 import (
@@ -48,6 +61,10 @@ type Config struct {
 	// Logger receives events the cache could not read and subscription
 	// failures. Default: no logging.
 	Logger *slog.Logger
+	// Prefix is what Run watches when the cache has no subscription: the
+	// leases whose names start with it ("" for every lease the client may
+	// read).
+	Prefix string
 }
 
 // DefaultTTL is the TTL a zero Config.TTL means.
@@ -67,7 +84,8 @@ type Leader struct {
 	// existed.
 	Lease client.Lease
 	// Source says where the last news came from: an event type
-	// ("acquired", "released", "expired", "revoked") or "read".
+	// ("acquired", "released", "expired", "revoked"), "read", or
+	// "snapshot" (a watch stream's state of the lease when it opened).
 	Source string
 	// Age is how long ago (local time) that news arrived.
 	Age time.Duration
@@ -107,8 +125,10 @@ type Cache struct {
 
 // New returns a Cache that reads leases through c and learns of changes
 // from sub, a subscription to the service's events topic with message
-// ordering enabled (see Subscribe). sub may be nil: the cache then relies on
-// TTL re-reads alone. Call Run to receive the events.
+// ordering enabled (see Subscribe). sub may be nil: Run then follows the
+// service's prefix stream of Config.Prefix instead (see the package doc).
+// Call Run to receive the events; without Run the cache relies on TTL
+// re-reads alone.
 func New(c *client.Client, sub *pubsub.Subscriber, cfg Config) (*Cache, error) {
 	if c == nil {
 		return nil, errors.New("leadercache.New: Client is nil")
@@ -196,7 +216,7 @@ func (c *Cache) Apply(ev client.Event) bool { return c.apply(ev, string(ev.Type)
 func (c *Cache) apply(ev client.Event, source string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	isEvent := source != "read"
+	isEvent := source != "read" && source != "snapshot"
 	e, ok := c.entries[ev.Lease.Name]
 	switch {
 	case !ok || !e.exists:
@@ -240,19 +260,21 @@ func (c *Cache) Stats() Stats {
 	return c.stats
 }
 
-// Run receives events from the subscription and applies them until ctx is
-// done, then returns nil. When receiving fails (Pub/Sub unreachable, the
-// subscription deleted) it logs, waits with backoff and receives again;
-// meanwhile entries fall back to TTL re-reads. With no subscription it
-// just waits for ctx.
+// Run receives events from the subscription, or with no subscription from
+// the service's prefix stream of Config.Prefix, and applies them until ctx
+// is done, then returns nil. When receiving fails (Pub/Sub unreachable, the
+// subscription deleted, the service refusing the stream) it logs, waits
+// with backoff and receives again; meanwhile entries fall back to TTL
+// re-reads.
 func (c *Cache) Run(ctx context.Context) error {
-	if c.sub == nil {
-		<-ctx.Done()
-		return nil
-	}
 	b := client.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}
 	for failures := 0; ctx.Err() == nil; failures++ {
-		err := c.sub.Receive(ctx, c.handle)
+		var err error
+		if c.sub == nil {
+			err = c.follow(ctx)
+		} else {
+			err = c.sub.Receive(ctx, c.handle)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -265,6 +287,28 @@ func (c *Cache) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// follow applies the events of the prefix stream until it fails (the
+// stream itself reconnects; it fails only when ctx ends or the service
+// refuses it for good).
+func (c *Cache) follow(ctx context.Context) error {
+	st, err := c.c.WatchPrefix(ctx, c.cfg.Prefix)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			return err
+		}
+		if ev.Type == client.EventState {
+			c.apply(ev, "snapshot")
+			continue
+		}
+		c.Apply(ev)
+	}
 }
 
 // handle applies one message.

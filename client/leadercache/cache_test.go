@@ -14,6 +14,7 @@ import (
 	"github.com/leasesvc/leasesvc/client/internal/fakeclock"
 	"github.com/leasesvc/leasesvc/client/leadercache"
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -23,19 +24,21 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
-// service runs the real API over the memory backend in-process.
+// service runs the real API over the memory backend in-process, its
+// changes going to its watch streams as cmd/leasesvc wires them.
 func service(t *testing.T) *client.Client {
 	t.Helper()
-	m, err := lease.NewManager(memory.New(), lease.Config{})
+	events := hub.New()
+	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler)})
+	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { h.CloseStreams(); srv.Close() })
 	c, err := client.New(srv.URL, client.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -96,3 +96,26 @@ func ExampleCache_Leader() {
 	// agent-1 1 true read
 	// agent-1 1 false released
 }
+
+// ExampleCache_Run follows the service alone, with no Pub/Sub: given no
+// subscription, Run watches every lease under Config.Prefix through the
+// service's prefix stream (it reconnects by itself, resuming where it
+// stopped). It needs a running service, so it is compiled but not run.
+func ExampleCache_Run() {
+	ctx := context.Background()
+	svc, err := client.New("http://localhost:8080", client.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cache, err := leadercache.New(svc, nil, leadercache.Config{Prefix: "team-a."})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = cache.Run(ctx) }()
+
+	l, err := cache.Leader(ctx, "team-a.scheduler")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s leads with token %d (from %s)\n", l.Holder, l.FencingToken, l.Source)
+}

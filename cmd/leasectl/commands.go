@@ -80,12 +80,15 @@ func commands() []command {
 			example: "leasectl list --prefix team-a.",
 		},
 		{
-			name: "watch", args: "NAME", json: true, run: cmdWatch,
+			name: "watch", args: "NAME | --prefix P", json: true, run: cmdWatch,
 			summary: "print a lease, then each change of its holding",
 			about: "Prints the lease NAME as it is now, then one line per change of holding (acquired,\n" +
 				"released, revoked, expired) until interrupted; with --json, one JSON event per line. Exits 5\n" +
-				"if NAME has never been acquired, unless --missing-ok, which waits for its first acquire.",
-			example: "leasectl watch team-a.scheduler\nleasectl watch team-a.scheduler --missing-ok --json",
+				"if NAME has never been acquired, unless --missing-ok, which waits for its first acquire.\n" +
+				"With --prefix P, follows every lease whose name starts with P instead: one line per lease\n" +
+				"now, then every change. A watch reconnects by itself for as long as it runs, resuming after\n" +
+				"the last event it printed.",
+			example: "leasectl watch team-a.scheduler\nleasectl watch team-a.scheduler --missing-ok --json\nleasectl watch --prefix team-a.",
 		},
 		{
 			name: "run", args: "--lease NAME [flags] -- CMD [ARGS...]", run: cmdRun,

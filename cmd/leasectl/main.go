@@ -8,7 +8,7 @@
 //	leasectl revoke  NAME --reason R [--fencing-token N]
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
-//	leasectl watch   NAME [--missing-ok]
+//	leasectl watch   NAME [--missing-ok] | --prefix P
 //	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
 //	leasectl version
 //	leasectl completion bash|zsh|fish

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -372,7 +373,15 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 func cmdWatch(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("watch")
 	missingOK := fs.Bool("missing-ok", false, "if the lease was never acquired, wait for its first acquire instead of exiting 5")
-	pos, err := parse(fs, args, "NAME")
+	prefix := fs.String("prefix", "", "watch every lease whose name starts with this (--prefix= for every lease) instead of NAME")
+	byPrefix := slices.ContainsFunc(args, func(a string) bool {
+		return a == "--prefix" || a == "-prefix" || strings.HasPrefix(a, "--prefix=") || strings.HasPrefix(a, "-prefix=")
+	})
+	want := []string{"NAME"}
+	if byPrefix {
+		want = nil
+	}
+	pos, err := parse(fs, args, want...)
 	if err != nil {
 		return err
 	}
@@ -380,7 +389,12 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := c.Watch(ctx, pos[0])
+	var st *client.Stream
+	if byPrefix {
+		st, err = c.WatchPrefix(ctx, *prefix)
+	} else {
+		st, err = c.Watch(ctx, pos[0])
+	}
 	if err != nil {
 		return err
 	}
@@ -393,7 +407,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			}
 			return err
 		}
-		missing := ev.Type == client.EventState && ev.Lease.Name == ""
+		missing := !byPrefix && ev.Type == client.EventState && ev.Lease.Name == ""
 		if first && missing && !*missingOK {
 			return &exitError{code: exitNotFound, err: fmt.Errorf("watch: no lease %q: it has never been acquired (--missing-ok waits for its first acquire)", pos[0])}
 		}
@@ -410,7 +424,11 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		if first {
-			if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6s  %s\n", "EVENT TIME", "EVENT", "TOKEN", "HOLDER"); err != nil {
+			head := fmt.Sprintf("%-27s  %-8s  %-6s  %s", "EVENT TIME", "EVENT", "TOKEN", "HOLDER")
+			if byPrefix {
+				head = fmt.Sprintf("%-27s  %-8s  %-24s  %-6s  %s", "EVENT TIME", "EVENT", "LEASE", "TOKEN", "HOLDER")
+			}
+			if _, err := fmt.Fprintln(e.stdout, head); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
@@ -431,7 +449,11 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		if !ev.Time.IsZero() {
 			at = ev.Time.UTC().Format("2006-01-02T15:04:05.000000Z")
 		}
-		if _, err := fmt.Fprintf(e.stdout, "%-27s  %-8s  %-6d  %s\n", at, typ, ev.Lease.FencingToken, holder); err != nil {
+		line := fmt.Sprintf("%-27s  %-8s  %-6d  %s", at, typ, ev.Lease.FencingToken, holder)
+		if byPrefix {
+			line = fmt.Sprintf("%-27s  %-8s  %-24s  %-6d  %s", at, typ, ev.Lease.Name, ev.Lease.FencingToken, holder)
+		}
+		if _, err := fmt.Fprintln(e.stdout, line); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,11 +60,21 @@ func (e *events) sweeping() bool { return e.sweeper != nil && e.sweeper.Leading(
 // a full topic name.
 var topicRE = regexp.MustCompile(`^(projects/[a-z][a-z0-9.:-]{4,61}[a-z0-9]/topics/)?[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
 
-// newEvents reads LEASESVC_PUBSUB_TOPIC (a topic ID in LEASESVC_PROJECT, or
+// newEvents reads LEASESVC_RECENT_EVENTS (how many recent events the hub
+// keeps for prefix streams to replay; default hub.DefaultRecent, 0 … 1,000,000)
+// and LEASESVC_PUBSUB_TOPIC (a topic ID in LEASESVC_PROJECT, or
 // GOOGLE_CLOUD_PROJECT, or a full projects/P/topics/T) and connects the
-// publisher; unset means no events.
+// publisher; an unset topic means no events.
 func newEvents(ctx context.Context, getenv func(string) string, log *slog.Logger) (*events, error) {
-	e := &events{hub: hub.New(), log: log}
+	recent := hub.DefaultRecent
+	if v := getenv("LEASESVC_RECENT_EVENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return nil, fmt.Errorf("LEASESVC_RECENT_EVENTS=%q: want an integer 0 … 1000000", v)
+		}
+		recent = n
+	}
+	e := &events{hub: hub.NewWithRecent(recent), log: log}
 	topic := getenv("LEASESVC_PUBSUB_TOPIC")
 	if topic == "" {
 		return e, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,12 @@ type SSE struct {
 
 // Stream is an open watch.
 type Stream struct {
-	c <-chan SSE
+	c      <-chan SSE
+	cancel func()
 }
+
+// Close ends the stream (it also ends when the test does).
+func (s *Stream) Close() { s.cancel() }
 
 // Watch opens GET /v1/leases/{name}:watch; the stream closes when the test
 // ends.
@@ -35,22 +40,46 @@ func Watch(t testing.TB, baseURL, name string) *Stream {
 // WatchWith opens the watch stream with c, which may carry credentials.
 func WatchWith(t testing.TB, c Client, name string) *Stream {
 	t.Helper()
+	return OpenStream(t, c, "/v1/leases/"+name+":watch", "")
+}
+
+// WatchPrefix opens the prefix stream GET /v1/leases:watch?prefix=P, with
+// Last-Event-ID lastID unless it is empty.
+func WatchPrefix(t testing.TB, c Client, prefix, lastID string) *Stream {
+	t.Helper()
+	return OpenStream(t, c, "/v1/leases:watch?prefix="+url.QueryEscape(prefix), lastID)
+}
+
+// OpenStream opens an event stream at path (with its query), sending
+// Last-Event-ID lastID unless it is empty; the stream closes when the test
+// ends or on Close.
+func OpenStream(t testing.TB, c Client, path, lastID string) *Stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"/v1/leases/"+name+":watch", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path, nil)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatalf("watch %s: %v", name, err)
+		t.Fatalf("watch %s: %v", path, err)
 	}
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		cancel()
-		t.Fatalf("watch %s = %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+		t.Fatalf("watch %s = %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	out := make(chan SSE, 100)
+	out := make(chan SSE, 1000)
 	done := make(chan struct{})
+	send := func(ev SSE) {
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+		}
+	}
 	go func() {
 		defer close(done)
 		defer close(out)
@@ -62,11 +91,11 @@ func WatchWith(t testing.TB, c Client, name string) *Stream {
 			switch {
 			case line == "":
 				if cur.Event != "" {
-					out <- cur
+					send(cur)
 				}
 				cur = SSE{}
 			case strings.HasPrefix(line, ":"):
-				out <- SSE{Event: ":"}
+				send(SSE{Event: ":"})
 			case strings.HasPrefix(line, "id: "):
 				cur.ID = line[4:]
 			case strings.HasPrefix(line, "event: "):
@@ -77,7 +106,7 @@ func WatchWith(t testing.TB, c Client, name string) *Stream {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	return &Stream{c: out}
+	return &Stream{c: out, cancel: cancel}
 }
 
 // Next returns the next event that is not a heartbeat, failing the test

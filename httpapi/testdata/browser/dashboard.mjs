@@ -1,0 +1,214 @@
+// Drives the leasesvc dashboard (/ui/) in Debian's chromium through
+// playwright-core. Run by httpapi's TestDashboardInBrowser, which starts the
+// services and passes them in the environment:
+//
+//   OPEN_URL   a service without authentication; OPEN_URL/test/advance?ms=N
+//              moves its backend clock forward (to lay out a history)
+//   AUTH_URL   a service with static tokens and the test policy
+//   READ_TOKEN a token that may read team-a. only; WRITE_A may acquire
+//              team-a., WRITE_ALL anything
+//   SHOTS      where the screenshots go
+//
+// Each check prints one line; the first failure exits 1.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+const OPEN = env('OPEN_URL');
+const AUTH = env('AUTH_URL');
+const SHOTS = env('SHOTS');
+mkdirSync(SHOTS, { recursive: true });
+
+const LIMIT_MS = 1000; // the page shows a change within 1 s of its answer
+
+async function api(base, path, body, token) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const r = await fetch(base + path, { method: body ? 'POST' : 'GET', headers, body: body && JSON.stringify(body) });
+  const j = await r.json();
+  if (!r.ok) throw new Error(`${path}: ${r.status} ${JSON.stringify(j)}`);
+  return j;
+}
+const acquire = (base, name, holder, ttlMs, token) => api(base, `/v1/leases/${name}:acquire`, { holder, ttlMs }, token);
+const release = (base, l, token) => api(base, `/v1/leases/${l.name}:release`, { holder: l.holder, fencingToken: l.fencingToken }, token);
+async function advance(ms) {
+  const r = await fetch(`${OPEN}/test/advance?ms=${ms}`, { method: 'POST' });
+  if (!r.ok) throw new Error(`advance: ${r.status}`);
+}
+
+function ok(what, extra = '') {
+  console.log(`ok   ${what}${extra ? ' ' + extra : ''}`);
+}
+
+// scene lays out ten minutes of history on the open service: hand-overs,
+// an expiry with a long gap, a lease left without a leader for 90 s.
+async function scene() {
+  const m = 60_000;
+  let sched = await acquire(OPEN, 'team-a.scheduler', 'sched-7f2c', 10 * m);
+  let idx = await acquire(OPEN, 'team-a.indexer', 'indexer-0', m);
+  let mail = await acquire(OPEN, 'team-a.mailer', 'mailer-a1', 10 * m);
+  await acquire(OPEN, 'team-a.compactor', 'compactor-3', 30 * m);
+  await acquire(OPEN, 'team-b.billing', 'billing-1', 30 * m);
+  await advance(90_000);
+  mail = await release(OPEN, mail);
+  await advance(4_000);
+  mail = await acquire(OPEN, 'team-a.mailer', 'mailer-b2', 10 * m);
+  await advance(80_000);
+  let exp = await acquire(OPEN, 'team-a.export', 'export-runner', 10 * m);
+  await advance(60_000);
+  sched = await release(OPEN, sched);
+  await advance(12_000);
+  sched = await acquire(OPEN, 'team-a.scheduler', 'sched-91ab', 10 * m);
+  // The indexer's holding ran out 3.5 min ago: the next one starts after a gap.
+  idx = await acquire(OPEN, 'team-a.indexer', 'indexer-1', 10 * m);
+  await advance(100_000);
+  mail = await release(OPEN, mail);
+  await advance(5_000);
+  mail = await acquire(OPEN, 'team-a.mailer', 'mailer-a1', 10 * m);
+  exp = await release(OPEN, exp);
+  await advance(90_000);
+  sched = await release(OPEN, sched);
+  await advance(1_500);
+  await acquire(OPEN, 'team-a.scheduler', 'sched-7f2c', 5 * m);
+  await advance(20_000);
+  return { idx, mail };
+}
+
+async function waitRow(page, name, cond, what, since) {
+  try {
+    await page.waitForFunction(
+      ([n, c]) => {
+        const r = document.querySelector(`.row.lease[data-name="${n}"]`);
+        if (!r) return false;
+        return Object.entries(c).every(([k, v]) => r.dataset[k] === v);
+      },
+      [name, cond],
+      { timeout: LIMIT_MS, polling: 20 },
+    );
+  } catch (err) {
+    const rows = await page.$$eval('.row.lease', (rs) => rs.map((r) => ({ ...r.dataset })));
+    throw new Error(`${what}: not shown within ${LIMIT_MS} ms; rows: ${JSON.stringify(rows)}`);
+  }
+  const took = Date.now() - since;
+  ok(what, `(${took} ms)`);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+});
+const failures = [];
+const pageErrors = [];
+try {
+  await scene();
+  ok('scene laid out');
+
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: 'light' });
+  const page = await ctx.newPage();
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  await page.goto(`${OPEN}/ui/?prefix=team-a.`);
+  await page.waitForSelector('.row.lease[data-name="team-a.scheduler"]', { timeout: 5000 });
+  const names = await page.$$eval('.row.lease', (rs) => rs.map((r) => r.dataset.name));
+  if (names.includes('team-b.billing')) throw new Error(`prefix team-a. shows ${names}`);
+  ok('the page lists the leases under the prefix', JSON.stringify(names));
+  const terms = await page.$eval('.row.lease[data-name="team-a.scheduler"] .terms summary', (e) => e.textContent);
+  if (!/^[3-9] terms/.test(terms)) throw new Error(`scheduler timeline: ${terms}, want its 3 terms from the service's recent events`);
+  const longGaps = await page.$$eval('.row.lease[data-name="team-a.indexer"] .seg.gap.long', (s) => s.length);
+  if (longGaps !== 1) throw new Error(`indexer timeline: ${longGaps} long gaps, want 1`);
+  ok('timelines show recent terms and the gap > 60 s', terms);
+
+  // Countdown: the time left goes down on the page's own clock.
+  const left1 = await page.$eval('.row.lease[data-name="team-a.compactor"] .left', (e) => e.textContent);
+  await page.waitForTimeout(1200);
+  const left2 = await page.$eval('.row.lease[data-name="team-a.compactor"] .left', (e) => e.textContent);
+  if (left1 === left2) throw new Error(`time left does not count down: ${left1} → ${left2}`);
+  ok('time left counts down', `${left1} → ${left2}`);
+
+  let t = Date.now();
+  let l = await acquire(OPEN, 'team-a.fresh', 'agent-x', 30_000);
+  await waitRow(page, 'team-a.fresh', { held: 'true', holder: 'agent-x', token: '1' }, 'a new lease is listed within 1 s of its acquire', t);
+
+  await release(OPEN, l);
+  t = Date.now();
+  l = await acquire(OPEN, 'team-a.fresh', 'agent-y', 30_000);
+  await waitRow(page, 'team-a.fresh', { held: 'true', holder: 'agent-y', token: '2' }, 'the new holder is shown within 1 s of a hand-over', t);
+
+  t = Date.now();
+  await release(OPEN, l);
+  await waitRow(page, 'team-a.fresh', { held: 'false' }, 'a released lease is shown free within 1 s', t);
+  const st = await page.$eval('.row.lease[data-name="team-a.fresh"] .state', (e) => e.textContent);
+  if (st !== 'free') throw new Error(`released lease state ${st}, want free`);
+
+  await page.waitForTimeout(400);
+  await page.screenshot({ path: join(SHOTS, 'dashboard-1280-light.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.waitForTimeout(800);
+  await page.screenshot({ path: join(SHOTS, 'dashboard-1280-dark.png'), fullPage: true });
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, colorScheme: 'light', isMobile: true, hasTouch: true });
+  const pp = await phone.newPage();
+  pp.on('pageerror', (e) => pageErrors.push(String(e)));
+  await pp.goto(`${OPEN}/ui/?prefix=team-a.`);
+  await pp.waitForSelector('.row.lease[data-name="team-a.scheduler"]', { timeout: 5000 });
+  await pp.waitForTimeout(500);
+  const overflow = await pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  if (overflow > 0) throw new Error(`at 390 px the page is ${overflow} px wider than the screen`);
+  await pp.$eval('.row.lease[data-name="team-a.indexer"] details', (d) => { d.open = true; });
+  await pp.screenshot({ path: join(SHOTS, 'dashboard-390-light.png'), fullPage: true });
+  await pp.emulateMedia({ colorScheme: 'dark' });
+  await pp.waitForTimeout(800);
+  await pp.screenshot({ path: join(SHOTS, 'dashboard-390-dark.png'), fullPage: true });
+  ok('screenshots at 1280 and 390 px, light and dark', SHOTS);
+  await phone.close();
+  await ctx.close();
+
+  // With authentication on, the page asks for a token, keeps it in the
+  // tab's session only, and shows only what that principal may read.
+  await acquire(AUTH, 'team-a.sched', 'alice-1', 60_000, env('WRITE_A'));
+  await acquire(AUTH, 'team-b.sched', 'flows-1', 60_000, env('WRITE_ALL'));
+  const actx = await browser.newContext({ viewport: { width: 1280, height: 700 } });
+  const ap = await actx.newPage();
+  ap.on('pageerror', (e) => pageErrors.push(String(e)));
+  await ap.goto(`${AUTH}/ui/`);
+  await ap.waitForSelector('#auth:not([hidden])', { timeout: 5000 });
+  if (await ap.$('.row.lease')) throw new Error('leases shown before a token was given');
+  if (!(await ap.$eval('#main', (m) => m.classList.contains('locked')))) throw new Error('the lease list is not hidden behind the token field');
+  await ap.screenshot({ path: join(SHOTS, 'dashboard-auth-1280.png') });
+  ok('with auth on, the token field gates the page');
+  await ap.fill('#token', 'not-a-valid-token-000000');
+  await ap.click('#auth-form button');
+  await ap.waitForFunction(() => /refused/.test(document.getElementById('auth-why').textContent), null, { timeout: 5000 });
+  if (await ap.$('.row.lease')) throw new Error('leases shown with a refused token');
+  ok('a refused token keeps the page gated');
+  await ap.fill('#token', env('READ_TOKEN'));
+  await ap.click('#auth-form button');
+  await ap.waitForSelector('.row.lease[data-name="team-a.sched"]', { timeout: 5000 });
+  await ap.waitForTimeout(300);
+  const shown = await ap.$$eval('.row.lease', (rs) => rs.map((r) => r.dataset.name));
+  if (shown.includes('team-b.sched')) throw new Error(`a reader of team-a. sees ${shown}`);
+  const stored = await ap.evaluate(() => ({ s: sessionStorage.getItem('leasesvc.token'), l: localStorage.length, c: document.cookie }));
+  if (stored.s !== env('READ_TOKEN') || stored.l !== 0 || stored.c !== '') throw new Error(`token storage ${JSON.stringify(stored)}`);
+  ok('with a token, only readable leases are shown; the token is in sessionStorage only', JSON.stringify(shown));
+  t = Date.now();
+  await acquire(AUTH, 'team-a.new', 'alice-2', 60_000, env('WRITE_A'));
+  await waitRow(ap, 'team-a.new', { held: 'true', holder: 'alice-2' }, 'with auth on, a new lease is listed within 1 s', t);
+  // A new tab of the same browser has a new session: it asks again.
+  const ap2 = await actx.newPage();
+  await ap2.goto(`${AUTH}/ui/`);
+  await ap2.waitForSelector('#auth:not([hidden])', { timeout: 5000 });
+  ok('another tab asks for the token again');
+  await actx.close();
+} catch (err) {
+  failures.push(err.message || String(err));
+} finally {
+  await browser.close();
+}
+if (pageErrors.length) failures.push('page errors: ' + pageErrors.join(' | '));
+for (const f of failures) console.log(`FAIL ${f}`);
+process.exit(failures.length ? 1 : 0);

@@ -1,0 +1,48 @@
+package httpapi_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/leasesvc/leasesvc/backend/memory"
+)
+
+// TestDashboardLoadsNothingFromElsewhere: the dashboard's files name no
+// other origin (no CDN, no web font, no external script), its policy
+// allows only 'self', and /ui redirects to /ui/ keeping the query.
+func TestDashboardLoadsNothingFromElsewhere(t *testing.T) {
+	srv := httptest.NewServer(newHandler(t, memory.New()))
+	defer srv.Close()
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|@font-face`)
+	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/style.css"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) < 100 {
+			t.Fatalf("GET %s = %d, %d bytes", path, resp.StatusCode, len(body))
+		}
+		if m := external.Find(body); m != nil {
+			t.Errorf("%s refers to another origin: %q", path, m)
+		}
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "http") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(srv.URL + "/ui?prefix=team-a.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/ui/?prefix=team-a." {
+		t.Fatalf("GET /ui = %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}

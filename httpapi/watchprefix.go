@@ -1,0 +1,388 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/internal/wire"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// The prefix stream's constants (docs/contract.md §10).
+const (
+	// ResumeLookback is how far before a resumed stream's Last-Event-ID
+	// (backend time) the recent events are replayed: it covers events that
+	// reached this instance late (Pub/Sub delivery, the sweeper's second).
+	ResumeLookback = time.Minute
+	// ReorderWait is how long a prefix stream holds back an event whose
+	// predecessor (made on another instance) has not arrived yet — an
+	// acquired event before the release of the holding before it, a
+	// release before its acquire — so that every lease's events go out in
+	// token order.
+	ReorderWait = 2 * time.Second
+)
+
+// watchPrefix streams every change of holding of the leases under a prefix
+// as Server-Sent Events (docs/contract.md §10): a `snapshot` event per
+// readable lease, then (with history=true) a `history` event per recent
+// event this instance keeps, then each change as it comes (`acquired`,
+// `released`, `expired`, `revoked`, with the §5 event JSON), and a comment
+// every heartbeat. Each event's id is a cursor in backend time (Unix
+// milliseconds); a request with Last-Event-ID replays the kept events from
+// ResumeLookback before the cursor and then the snapshot of every lease
+// whose state is newer than what was replayed (for a lease the replay
+// covered, only once the events between have not come within ReorderWait).
+func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
+	if !a.admit(w, r, "watch", "") {
+		return
+	}
+	q := r.URL.Query()
+	var bad []lease.FieldViolation
+	for k := range q {
+		if k != "prefix" && k != "history" {
+			bad = append(bad, lease.FieldViolation{Field: k, Description: "unknown query parameter; allowed: prefix, history"})
+		}
+	}
+	prefix := q.Get("prefix")
+	if len(q["prefix"]) > 1 || (prefix != "" && !lease.ValidName(prefix)) {
+		bad = append(bad, lease.FieldViolation{Field: "prefix", Description: "must be given at most once and be the start of a lease name: [A-Za-z0-9._-], starting with a letter or digit"})
+	}
+	history := false
+	if h := q["history"]; len(h) > 0 {
+		b, err := strconv.ParseBool(h[0])
+		if err != nil || len(h) > 1 {
+			bad = append(bad, lease.FieldViolation{Field: "history", Description: "must be true or false, once"})
+		}
+		history = b
+	}
+	var cursor int64
+	resume := false
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < 0 {
+			bad = append(bad, lease.FieldViolation{Field: "Last-Event-ID", Description: "must be an id this stream sent (Unix milliseconds)"})
+		}
+		cursor, resume = n, true
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(x, y lease.FieldViolation) int { return strings.Compare(x.Field, y.Field) })
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields", violations: bad})
+		return
+	}
+	principal := principalOf(r)
+	filter := false
+	if p := a.cfg.Policy; p != nil {
+		all, some := p.ListScope(principal, auth.Read, prefix)
+		if !all && !some {
+			a.deny(w, r, "watch", principal, prefix, auth.Read)
+			return
+		}
+		filter = !all
+	}
+	readable := func(name string) bool { return !filter || a.cfg.Policy.Allowed(principal, auth.Read, name) }
+
+	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
+	defer a.cfg.Events.Unsubscribe(sub)
+	leases, err := a.listAll(r, prefix, readable)
+	if err != nil {
+		a.fail(w, r, a.errorProblem(r, err))
+		return
+	}
+	a.observeOp(r, "ok")
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
+		held: map[string]*heldBack{}, cursor: cursor, readable: readable}
+	if resume {
+		// The kept events of the window, each lease's in token order (they
+		// reached this instance in arrival order); the first of each lease
+		// goes out as it is, since the client had what came before.
+		from := time.UnixMilli(cursor).Add(-ResumeLookback)
+		replay := slices.DeleteFunc(slices.Clone(recent), func(ev lease.Event) bool { return ev.Time.Before(from) })
+		slices.SortStableFunc(replay, func(x, y lease.Event) int {
+			if c := strings.Compare(x.Lease.Name, y.Lease.Name); c != 0 {
+				return c
+			}
+			if lease.Newer(x, y) {
+				return -1
+			}
+			if lease.Newer(y, x) {
+				return 1
+			}
+			return 0
+		})
+		ps.replaying = true
+		for _, ev := range replay {
+			ps.offer(ev, time.Now())
+		}
+		ps.replaying = false
+	}
+	for _, l := range leases {
+		_, replayed := ps.last[l.Name]
+		if ps.held[l.Name] != nil || replayed {
+			// What the replay lacks may still be on its way to this
+			// instance: the state waits behind it, as a held event.
+			ps.hold(heldItem{ev: stateEvent(l), snap: &l}, time.Now())
+			continue
+		}
+		ps.snapshot(l)
+	}
+	if history && !resume {
+		for _, ev := range recent {
+			if readable(ev.Lease.Name) {
+				ps.history(ev)
+			}
+		}
+	}
+	ps.s.write([]byte(": live\n\n"))
+
+	ctx := r.Context()
+	heartbeat := time.NewTicker(a.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
+	if d, ok := ps.nextDeadline(); ok {
+		hold.Reset(max(time.Until(d), time.Millisecond))
+	}
+	for ps.s.err == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.stop:
+			return
+		case <-heartbeat.C:
+			ps.s.write([]byte(": heartbeat\n\n"))
+		case ev := <-sub.C:
+			if sub.Lagged() { // events were dropped: say the states anew
+				leases, err := a.listAll(r, prefix, readable)
+				if err != nil {
+					return
+				}
+				ps.flushAll(time.Time{})
+				for _, l := range leases {
+					ps.snapshot(l)
+				}
+			}
+			ps.offer(ev, time.Now())
+		case <-hold.C:
+			ps.flushAll(time.Now())
+		}
+		if d, ok := ps.nextDeadline(); ok {
+			hold.Reset(max(time.Until(d), time.Millisecond))
+		}
+	}
+}
+
+// listAll lists every readable lease under prefix, page by page.
+func (a *api) listAll(r *http.Request, prefix string, readable func(string) bool) ([]lease.Lease, error) {
+	var out []lease.Lease
+	req := lease.ListRequest{Prefix: prefix, PageSize: 1000}
+	for {
+		ctx, cancel := a.timeout(r, 0)
+		res, err := a.m.List(ctx, req)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range res.Leases {
+			if readable(l.Name) {
+				out = append(out, l)
+			}
+		}
+		if res.NextPageToken == "" {
+			return out, nil
+		}
+		req.PageToken = res.NextPageToken
+	}
+}
+
+// prefixStream is the state of one prefix stream: the newest event sent per
+// lease, and the events held back until their predecessor's end arrives.
+type prefixStream struct {
+	s        *stream
+	last     map[string]lease.Event
+	held     map[string]*heldBack
+	cursor   int64 // the newest backend time sent, Unix ms: the events' id
+	readable func(string) bool
+	// replaying is set while a resume replays kept events: a lease's first
+	// one needs no predecessor.
+	replaying bool
+}
+
+// heldBack is a lease's events waiting, in Newer order, for the events
+// before them, until deadline.
+type heldBack struct {
+	evs      []heldItem
+	deadline time.Time
+}
+
+// heldItem is a held event, or (snap set) the lease's state from a list,
+// ranked as the event that led to it, to be sent as a snapshot if no event
+// reaches it by the deadline.
+type heldItem struct {
+	ev   lease.Event
+	snap *lease.Lease
+}
+
+// offer sends ev now, or holds it back (with what follows it) while its
+// predecessor's end may still arrive, or drops it when it is not newer than
+// what was sent.
+func (p *prefixStream) offer(ev lease.Event, now time.Time) {
+	n := ev.Lease.Name
+	if !p.readable(n) {
+		return
+	}
+	if last, ok := p.last[n]; ok && !lease.Newer(last, ev) {
+		return
+	}
+	if p.held[n] == nil && p.ready(ev) {
+		p.send(ev)
+		return
+	}
+	p.hold(heldItem{ev: ev}, now)
+}
+
+// hold queues it behind lease's held events (an event replaces a state
+// that ranks the same) and sends what is ready.
+func (p *prefixStream) hold(it heldItem, now time.Time) {
+	n := it.ev.Lease.Name
+	if last, ok := p.last[n]; ok && !lease.Newer(last, it.ev) {
+		return
+	}
+	hb := p.held[n]
+	if hb == nil {
+		hb = &heldBack{deadline: now.Add(ReorderWait)}
+		p.held[n] = hb
+	}
+	i, found := slices.BinarySearchFunc(hb.evs, it, func(x, y heldItem) int {
+		switch {
+		case !lease.Newer(x.ev, y.ev) && !lease.Newer(y.ev, x.ev):
+			return 0
+		case lease.Newer(x.ev, y.ev):
+			return -1
+		}
+		return 1
+	})
+	switch {
+	case !found:
+		hb.evs = slices.Insert(hb.evs, i, it)
+	case hb.evs[i].snap != nil && it.snap == nil:
+		hb.evs[i] = it
+	}
+	p.flush(n, now)
+}
+
+// ready says whether ev may go out now: when it is the next event of its
+// lease after the last one sent — the first acquire of a new lease, the end of the holding last acquired, or
+// the acquire of the holding after the one that ended (or after one that
+// ran out, whose end nobody may announce). Anything else waits for the
+// events between (from another instance, through Pub/Sub) until its
+// deadline.
+func (p *prefixStream) ready(ev lease.Event) bool {
+	last, ok := p.last[ev.Lease.Name]
+	if !ok { // a lease that did not exist when the stream listed them
+		return p.replaying || (ev.Type == lease.EventAcquired && ev.Lease.FencingToken == 1)
+	}
+	k := last.Lease.FencingToken
+	if last.Type == lease.EventAcquired {
+		if ev.Type != lease.EventAcquired {
+			return ev.Lease.FencingToken == k
+		}
+		return ev.Lease.FencingToken == k+1 && ev.PreviousExpired
+	}
+	return ev.Type == lease.EventAcquired && ev.Lease.FencingToken == k+1
+}
+
+// flush sends the held events of lease n that are ready, or all of them
+// once the deadline passed (now zero: the caller knows nothing more comes).
+func (p *prefixStream) flush(n string, now time.Time) {
+	hb := p.held[n]
+	if hb == nil {
+		return
+	}
+	late := now.IsZero() || !now.Before(hb.deadline)
+	for len(hb.evs) > 0 {
+		it := hb.evs[0]
+		if last, ok := p.last[n]; ok && !lease.Newer(last, it.ev) {
+			hb.evs = hb.evs[1:]
+			continue
+		}
+		if !late && (it.snap != nil || !p.ready(it.ev)) {
+			return
+		}
+		if it.snap != nil {
+			p.snapshot(*it.snap)
+		} else {
+			p.send(it.ev)
+		}
+		hb.evs = hb.evs[1:]
+	}
+	delete(p.held, n)
+}
+
+// flushAll flushes every lease; see flush.
+func (p *prefixStream) flushAll(now time.Time) {
+	for n := range p.held {
+		p.flush(n, now)
+	}
+}
+
+// nextDeadline is the earliest deadline of the held-back events.
+func (p *prefixStream) nextDeadline() (time.Time, bool) {
+	var d time.Time
+	for _, hb := range p.held {
+		if d.IsZero() || hb.deadline.Before(d) {
+			d = hb.deadline
+		}
+	}
+	return d, !d.IsZero()
+}
+
+func (p *prefixStream) advance(t time.Time) string {
+	p.cursor = max(p.cursor, t.UnixMilli())
+	return strconv.FormatInt(p.cursor, 10)
+}
+
+func (p *prefixStream) send(ev lease.Event) {
+	data, err := wire.MarshalEvent(ev)
+	if err != nil {
+		p.s.err = err
+		return
+	}
+	p.last[ev.Lease.Name] = ev
+	p.s.write(frame(p.advance(ev.Time), string(ev.Type), data))
+}
+
+// snapshot sends the lease as it is, unless the stream already sent its
+// state or a newer one.
+func (p *prefixStream) snapshot(l lease.Lease) {
+	st := stateEvent(l)
+	if last, ok := p.last[l.Name]; ok && !lease.Newer(last, st) {
+		return
+	}
+	p.last[l.Name] = st
+	data, _ := json.Marshal(wire.FromLease(l))
+	p.s.write(frame(p.advance(l.ServerTime), "snapshot", data))
+}
+
+// history sends a kept event as it was, outside the order of the stream.
+func (p *prefixStream) history(ev lease.Event) {
+	data, err := wire.MarshalEvent(ev)
+	if err != nil {
+		p.s.err = err
+		return
+	}
+	p.s.write(frame("", "history", data))
+}
