@@ -93,8 +93,8 @@ export const electorDefaults = Object.freeze({
 
 const maxWaitMs = 60_000;
 /** The timer slack: the fraction of the TTL (at most maxTimerSlackMs) by which the deadline timer is armed early. */
-const timerSlackFraction = 0.02;
-const maxTimerSlackMs = 250;
+const timerSlackFraction = 0.05;
+const maxTimerSlackMs = 500;
 
 /** The checked options, defaults filled in. */
 type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff">> &
@@ -138,8 +138,9 @@ function permanent(err: unknown): boolean {
  * holder can start before it, provided the clocks run at rates within
  * driftMargin of each other and this process is not paused. The leading
  * signal is aborted by a timer armed at the safe deadline − cancelBeforeMs −
- * a timer slack of 2% of the TTL (at most 250 ms), so that a timer that
- * fires a little late still ends leadership before the safe deadline. Local
+ * a timer slack of 5% of the TTL (at most 500 ms), so that a timer that
+ * fires late (a busy event loop, a loaded machine: tens of milliseconds
+ * were measured) still ends leadership before the safe deadline. Local
  * time and server times are never compared. A process that is paused, or
  * whose event loop is blocked, can still act after its deadline: that is
  * why every write downstream must carry the fencing token, and downstream

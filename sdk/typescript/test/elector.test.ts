@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, test } from "node:test";
+import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import { performance } from "node:perf_hooks";
 import { Client, Elector, type ElectorOptions, InvalidArgumentError, LeaseLostError, SafeDeadlineError } from "@leasesvc/client";
 import { FakeService } from "./helpers/fake.js";
@@ -16,6 +16,22 @@ beforeEach(() => {
   fake.script.length = 0;
   fake.seen.length = 0;
 });
+/** Every run a test starts, stopped after it whatever its outcome, so that a failed test cannot leave an Elector running. */
+const runs: Array<{ ac: AbortController; done: Promise<unknown> }> = [];
+afterEach(async () => {
+  fake.fault = "none";
+  for (const r of runs.splice(0)) {
+    r.ac.abort();
+    await r.done.catch(() => undefined);
+  }
+});
+/** start runs e until the test ends or the returned controller is aborted. */
+function start(e: Elector): { ac: AbortController; run: Promise<void> } {
+  const ac = new AbortController();
+  const run = e.run(ac.signal);
+  runs.push({ ac, done: run });
+  return { ac, run };
+}
 
 let seq = 0;
 const lease = (): string => `el.${process.pid}.${++seq}`;
@@ -67,8 +83,7 @@ describe("Elector", () => {
   test("leads with the fencing token, renews about every TTL/3, and releases on stop", async () => {
     const name = lease();
     const r = electorWithTerms(client(), name);
-    const ac = new AbortController();
-    const run = r.e.run(ac.signal);
+    const { ac, run } = start(r.e);
     const t = await r.next();
     assert.equal(t.token, 1);
     assert.equal(r.e.isLeader, true);
@@ -90,8 +105,7 @@ describe("Elector", () => {
   test("lease_lost aborts the leading signal at the renew's answer, then it campaigns again", async () => {
     const name = lease();
     const r = electorWithTerms(client(), name, { waitMs: 5000 });
-    const ac = new AbortController();
-    const run = r.e.run(ac.signal);
+    const { ac, run } = start(r.e);
     const t1 = await r.next();
     const next = r.next();
     fake.revoke(name);
@@ -114,15 +128,14 @@ describe("Elector", () => {
     test(`a service that ${what}: leading ends before the safe deadline`, async () => {
       const name = lease();
       const r = electorWithTerms(client(), name, { ttlMs: 1200 });
-      const ac = new AbortController();
-      const run = r.e.run(ac.signal);
+      const { ac, run } = start(r.e);
       const t = await r.next();
       fake.fault = fault;
       await ended(t);
       const since = t.endedAt! - r.e.lastSentAt;
       assert.ok(t.reason instanceof SafeDeadlineError, String(t.reason));
       assert.ok(since < 1200 * 0.9, `ended ${since.toFixed(1)} ms after the last successful send (safe: 1080)`);
-      assert.ok(since > 1200 * 0.9 - 100, `not long before it: ${since.toFixed(1)} ms`);
+      assert.ok(since > 1200 * 0.9 - 200, `not long before it: ${since.toFixed(1)} ms`);
       assert.ok(Math.abs(r.e.safeDeadline - r.e.lastSentAt - 1200 * 0.9) < 1e-6);
       assert.equal(r.e.isLeader, false);
       fake.fault = "none";
@@ -136,11 +149,9 @@ describe("Elector", () => {
     const c = client();
     const a = electorWithTerms(c, name, { holder: "a", ttlMs: 3000 });
     const b = electorWithTerms(c, name, { holder: "b", ttlMs: 3000 });
-    const acA = new AbortController();
-    const acB = new AbortController();
-    const runA = a.e.run(acA.signal);
+    const { ac: acA, run: runA } = start(a.e);
     await a.next();
-    const runB = b.e.run(acB.signal);
+    const { ac: acB, run: runB } = start(b.e);
     const nextB = b.next();
     await new Promise((res) => setTimeout(res, 300));
     assert.equal(b.terms.length, 0);
@@ -176,8 +187,7 @@ describe("Elector", () => {
     const name = lease();
     fake.script.push({ match: ":acquire", status: 503, code: "unavailable" });
     const r = electorWithTerms(client(), name);
-    const ac = new AbortController();
-    const run = r.e.run(ac.signal);
+    const { ac, run } = start(r.e);
     assert.equal((await r.next()).token, 1);
     ac.abort();
     await run;
@@ -201,8 +211,7 @@ describe("Elector", () => {
 
   test("run refuses to run twice at once", async () => {
     const e = new Elector(client(), lease(), { ttlMs: 900, onStartedLeading: (s) => new Promise((r) => s.addEventListener("abort", () => r())) });
-    const ac = new AbortController();
-    const run = e.run(ac.signal);
+    const { ac, run } = start(e);
     await assert.rejects(e.run(), /already running/);
     ac.abort();
     await run;

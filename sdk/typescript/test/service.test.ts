@@ -105,24 +105,29 @@ describe("real service", { skip: skip || undefined }, () => {
     const acA = new AbortController();
     const acB = new AbortController();
     const runA = a.run(acA.signal);
-    while (!a.isLeader) await new Promise((r) => setTimeout(r, 10));
-    const runB = b.run(acB.signal);
-    await new Promise((r) => setTimeout(r, 1200));
-    assert.equal(b.isLeader, false);
-    acA.abort();
-    await runA;
-    const start = Date.now();
-    while (!b.isLeader) {
-      assert.ok(Date.now() - start < 2500, "b took over before a's TTL ran out");
-      await new Promise((r) => setTimeout(r, 10));
+    let runB: Promise<void> = Promise.resolve();
+    try {
+      while (!a.isLeader) await new Promise((r) => setTimeout(r, 10));
+      runB = b.run(acB.signal);
+      await new Promise((r) => setTimeout(r, 1200));
+      assert.equal(b.isLeader, false);
+      acA.abort();
+      await runA;
+      const start = Date.now();
+      while (!b.isLeader) {
+        assert.ok(Date.now() - start < 2500, "b took over before a's TTL ran out");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.deepEqual(tokens, [
+        ["a", 1],
+        ["b", 2],
+      ]);
+      assert.equal(b.token, 2);
+    } finally {
+      acA.abort();
+      acB.abort();
+      await Promise.allSettled([runA, runB]);
     }
-    assert.deepEqual(tokens, [
-      ["a", 1],
-      ["b", 2],
-    ]);
-    assert.equal(b.token, 2);
-    acB.abort();
-    await runB;
     assert.equal((await c.get(name)).held, false, "released on stop");
   });
 
