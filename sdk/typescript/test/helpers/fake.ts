@@ -184,7 +184,7 @@ export class FakeService {
         this.#watch(req, res, name);
         return;
       case ":acquire":
-        await this.#acquire(req, res, name, body);
+        await this.#acquire(res, name, body);
         return;
       case ":renew":
         if (!h || !live || h.holder !== body["holder"] || h.token !== body["fencingToken"]) {
@@ -219,7 +219,7 @@ export class FakeService {
     this.#problem(res, 404, "not_found");
   }
 
-  async #acquire(req: IncomingMessage, res: ServerResponse, name: string, body: Record<string, unknown>): Promise<void> {
+  async #acquire(res: ServerResponse, name: string, body: Record<string, unknown>): Promise<void> {
     const holder = String(body["holder"] ?? "");
     const ttlMs = Number(body["ttlMs"] ?? 0);
     if (holder === "" || !(ttlMs > 0)) {
