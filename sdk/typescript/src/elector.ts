@@ -399,7 +399,11 @@ export class Elector {
           this.#lastSentAt = at;
               armStop();
           armRenew(at + this.#jittered(o.renewIntervalMs) - performance.now());
-          o.onRenewed?.({ fencingToken: token, sentAt: at, deadline: stopAt });
+          try {
+            o.onRenewed?.({ fencingToken: token, sentAt: at, deadline: stopAt });
+          } catch (cbErr) {
+            o.logger.warn("leasesvc elector: onRenewed failed", { lease: this.#name, holder: o.holder, err: String(cbErr) });
+          }
           return;
         }
         if (err instanceof LeaseLostError || permanent(err)) {
@@ -432,9 +436,10 @@ export class Elector {
         o.logger.info("leasesvc elector: stopped leading", { lease: this.#name, holder: o.holder, fencingToken: token });
         try {
           o.onStoppedLeading?.();
-        } finally {
-          resolveTerm(graceful || resigned);
+        } catch (err) {
+          o.logger.warn("leasesvc elector: onStoppedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) });
         }
+        resolveTerm(graceful || resigned);
       };
 
       armStop();

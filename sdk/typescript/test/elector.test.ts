@@ -144,6 +144,22 @@ describe("Elector", () => {
     });
   }
 
+  test("a renew refused with 429 is retried no earlier than its Retry-After", async () => {
+    const name = lease();
+    const r = electorWithTerms(client(), name, { ttlMs: 6000 });
+    start(r.e);
+    await r.next();
+    fake.script.push({ match: `${name}:renew`, status: 429, code: "resource_exhausted", headers: { "Retry-After": "1" } });
+    const renewsAt = (): number[] => fake.seen.filter((s) => s.path.endsWith(`${name}:renew`)).map((s) => s.at);
+    const until = performance.now() + 6000;
+    while (renewsAt().length < 2 && performance.now() < until) await new Promise((res) => setTimeout(res, 20));
+    const [limited, retried] = renewsAt();
+    assert.ok(limited !== undefined && retried !== undefined, "the renew was retried");
+    assert.ok(retried - limited >= 990, `retried ${(retried - limited).toFixed(0)} ms after the 429`);
+    assert.equal(r.terms.length, 1);
+    assert.equal(r.terms[0]!.endedAt, undefined, "still leading");
+  });
+
   test("a follower waits on the service and takes over as soon as the leader stops", async () => {
     const name = lease();
     const c = client();

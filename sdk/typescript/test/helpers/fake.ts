@@ -5,6 +5,7 @@
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { performance } from "node:perf_hooks";
 
 /** How the fake answers lease operations. */
 export type Fault = "none" | "unavailable" | "hang" | "drop" | "limited";
@@ -27,6 +28,8 @@ export interface Seen {
   path: string;
   headers: IncomingMessage["headers"];
   body: Record<string, unknown>;
+  /** performance.now() when it arrived. */
+  at: number;
 }
 
 /** A scripted answer: the next matching request gets it instead of the normal one. */
@@ -132,7 +135,7 @@ export class FakeService {
       return;
     }
     const path = req.url ?? "/";
-    this.seen.push({ method: req.method ?? "", path, headers: req.headers, body });
+    this.seen.push({ method: req.method ?? "", path, headers: req.headers, body, at: performance.now() });
     const i = this.script.findIndex((s) => s.match === "*" || path.split("?")[0]!.endsWith(s.match));
     if (i >= 0) {
       const s = this.script.splice(i, 1)[0]!;
