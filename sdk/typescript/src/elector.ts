@@ -93,7 +93,7 @@ export const electorDefaults = Object.freeze({
 
 const maxWaitMs = 60_000;
 /** The timer slack: the fraction of the TTL (at most maxTimerSlackMs) by which the deadline timer is armed early. */
-const timerSlackFraction = 0.05;
+const timerSlackFraction = 0.1;
 const maxTimerSlackMs = 500;
 
 /** The checked options, defaults filled in. */
@@ -138,10 +138,10 @@ function permanent(err: unknown): boolean {
  * holder can start before it, provided the clocks run at rates within
  * driftMargin of each other and this process is not paused. The leading
  * signal is aborted by a timer armed at the safe deadline − cancelBeforeMs −
- * a timer slack of 5% of the TTL (at most 500 ms), so that a timer that
- * fires late (a busy event loop, a loaded machine: tens of milliseconds
- * were measured) still ends leadership before the safe deadline. Local
- * time and server times are never compared. A process that is paused, or
+ * a timer slack of 10% of the TTL (at most 500 ms), so that a timer that
+ * fires late (a busy event loop, a loaded machine: up to 85 ms was
+ * measured) still ends leadership before the safe deadline. Local time and
+ * server times are never compared. A process that is paused, or
  * whose event loop is blocked, can still act after its deadline: that is
  * why every write downstream must carry the fencing token, and downstream
  * systems must refuse tokens lower than the highest they have seen.
