@@ -277,6 +277,19 @@ describe("Client.watch", () => {
     assert.ok(fake.lastEventIds.includes("w.a/1/released"), `Last-Event-ID sent on reconnect: ${JSON.stringify(fake.lastEventIds)}`);
   });
 
+  test("a stream silent for idleTimeoutMs is taken for dead and reconnected", async () => {
+    const c = new Client(fake.url, { backoff: { initialMs: 5, maxMs: 10 } });
+    const ac = new AbortController();
+    let states = 0;
+    for await (const ev of c.watch("w.idle", { signal: ac.signal, idleTimeoutMs: 100, lastEventId: "w.idle/7/acquired" })) {
+      assert.equal(ev.type, "lease");
+      if (++states === 3) ac.abort();
+    }
+    assert.equal(states, 3);
+    assert.equal(fake.count("w.idle:watch"), 3);
+    assert.ok(fake.lastEventIds.includes("w.idle/7/acquired"), "the given Last-Event-ID is sent");
+  });
+
   test("a watch of a lease that never existed starts with a null lease", async () => {
     const c = new Client(fake.url, fast);
     for await (const ev of c.watch("w.none")) {
