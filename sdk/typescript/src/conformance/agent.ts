@@ -1,0 +1,160 @@
+/**
+ * The TypeScript agent of the cross-language conformance suite: run as
+ * `node dist/conformance/agent.js CASE` with LEASESVC_URL, LEASESVC_TOKEN,
+ * LEASE_NAME, LEASE_HOLDER and LEASE_TTL_MS in the environment. It writes
+ * one JSON line per step on stdout; times are milliseconds on
+ * performance.now(). A line "stop" on stdin, or its end, stops what runs
+ * (an Elector releases its lease) and the agent exits 0.
+ */
+import { createInterface } from "node:readline";
+import { performance } from "node:perf_hooks";
+import { Client, Elector, LeaseError, LeaseHeldError, SafeDeadlineError, electorDefaults } from "../index.js";
+
+/** emit writes one step line at once. */
+function emit(line: Record<string, unknown>): void {
+  process.stdout.write(JSON.stringify(line) + "\n");
+}
+
+/** codeOf is the API's code string of an error the SDK threw. */
+function codeOf(err: unknown): string {
+  if (err instanceof LeaseError) return err.code;
+  if (err instanceof SafeDeadlineError) return err.code;
+  return "unexpected: " + String(err);
+}
+
+function env(name: string, def?: string): string {
+  const v = process.env[name];
+  if (v !== undefined && v !== "") return v;
+  if (def !== undefined) return def;
+  throw new Error(`conformance agent: ${name} is not set`);
+}
+
+/** stopped resolves when stdin says "stop" or ends. */
+function stopSignal(): AbortSignal {
+  const ac = new AbortController();
+  const rl = createInterface({ input: process.stdin });
+  rl.on("line", (line) => {
+    if (line.trim() === "stop") ac.abort(new Error("stop"));
+  });
+  rl.on("close", () => ac.abort(new Error("stdin closed")));
+  return ac.signal;
+}
+
+/** step runs one call and prints either its fields or the error's code. */
+async function step<T>(name: string, call: () => Promise<T>, fields: (v: T) => Record<string, unknown>, onError?: (err: unknown) => Record<string, unknown>): Promise<void> {
+  try {
+    const v = await call();
+    emit({ step: name, ...fields(v) });
+  } catch (err) {
+    emit({ step: name, error: codeOf(err), ...(onError ? onError(err) : {}) });
+  }
+}
+
+async function basic(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
+  const b = a + "-b";
+  await step("acquire", () => c.acquire(name, { holder: a, ttlMs }), (l) => ({ holder: l.holder, token: l.fencingToken, held: l.held }));
+  await step(
+    "acquire_other",
+    () => c.acquire(name, { holder: b, ttlMs }),
+    (l) => ({ holder: l.holder, token: l.fencingToken }),
+    (err) => (err instanceof LeaseHeldError ? { holder: err.lease.holder } : {}),
+  );
+  await step("acquire_again", () => c.acquire(name, { holder: a, ttlMs }), (l) => ({ token: l.fencingToken }));
+  await step("renew", () => c.renew(name, { holder: a, fencingToken: 1 }), (l) => ({ token: l.fencingToken }));
+  await step("renew_wrong_token", () => c.renew(name, { holder: a, fencingToken: 99 }), (l) => ({ token: l.fencingToken }));
+  await step("release", () => c.release(name, a, 1), (l) => ({ token: l.fencingToken, held: l.held }));
+  await step("renew_after_release", () => c.renew(name, { holder: a, fencingToken: 1 }), (l) => ({ token: l.fencingToken }));
+  await step("acquire_other", () => c.acquire(name, { holder: b, ttlMs }), (l) => ({ holder: l.holder, token: l.fencingToken }));
+  await step("get", () => c.get(name), (l) => ({ holder: l.holder, token: l.fencingToken, held: l.held }));
+  await step("get_missing", () => c.get(name + "-missing"), (l) => ({ holder: l.holder, token: l.fencingToken }));
+  emit({ step: "done" });
+}
+
+async function wait(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
+  emit({ step: "waiting" });
+  const start = performance.now();
+  await step("acquired", () => c.acquire(name, { holder: a, ttlMs, waitMs: 10_000 }), (l) => ({ token: l.fencingToken, waitedMs: Math.round(performance.now() - start) }));
+  emit({ step: "done" });
+}
+
+async function ratelimit(c: Client, name: string): Promise<number> {
+  const start = performance.now();
+  let ok = 0;
+  for (let i = 0; i < 3; i++) {
+    try {
+      await c.get(name);
+      ok++;
+    } catch (err) {
+      emit({ step: "error", error: codeOf(err) });
+      return 1;
+    }
+  }
+  emit({ step: "done", ok, elapsedMs: Math.round(performance.now() - start) });
+  return 0;
+}
+
+/** elector runs an Elector until stdin says stop; freeze reports deadlines, revoke reports reasons. */
+async function elector(c: Client, name: string, a: string, ttlMs: number, kind: "freeze" | "revoke"): Promise<void> {
+  const stop = stopSignal();
+  const e: Elector = new Elector(c, name, {
+    holder: a,
+    ttlMs,
+    onStartedLeading: (signal, token) =>
+      new Promise<void>((resolve) => {
+        emit({ step: "leading", token });
+        const onEnd = (): void => {
+          const now = performance.now();
+          if (kind === "freeze") {
+            const x = now - e.lastSentAt;
+            emit({ step: "stopped", sinceLastSentMs: Math.round(x * 1000) / 1000, ttlMs, driftMargin: electorDefaults.driftMargin });
+          } else {
+            emit({ step: "stopped", reason: signal.reason === stop.reason ? "stop" : codeOf(signal.reason) });
+          }
+          resolve();
+        };
+        if (signal.aborted) onEnd();
+        else signal.addEventListener("abort", onEnd, { once: true });
+      }),
+    onRenewed: (info) => {
+      if (kind === "freeze") emit({ step: "renewed", sentMs: Math.round(info.sentAt * 1000) / 1000 });
+    },
+    logger: {
+      info: (m, f) => process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`),
+      warn: (m, f) => process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`),
+    },
+  });
+  await e.run(stop);
+}
+
+async function main(): Promise<number> {
+  const kase = process.argv[2] ?? "";
+  const token = process.env["LEASESVC_TOKEN"] ?? "";
+  const c = new Client(env("LEASESVC_URL"), token === "" ? {} : { token });
+  const name = env("LEASE_NAME");
+  const holder = env("LEASE_HOLDER");
+  const ttlMs = Number(env("LEASE_TTL_MS", "3000"));
+  switch (kase) {
+    case "basic":
+      await basic(c, name, holder, ttlMs);
+      return 0;
+    case "wait":
+      await wait(c, name, holder, ttlMs);
+      return 0;
+    case "ratelimit":
+      return ratelimit(c, name);
+    case "freeze":
+    case "revoke":
+      await elector(c, name, holder, ttlMs, kase);
+      return 0;
+  }
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze or revoke)\n`);
+  return 2;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`conformance agent: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

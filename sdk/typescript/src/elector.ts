@@ -1,0 +1,516 @@
+import { hostname } from "node:os";
+import { performance } from "node:perf_hooks";
+import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
+import type { Client } from "./client.js";
+import { DeniedError, InvalidArgumentError, LeaseHeldError, LeaseLostError, RateLimitedError, SafeDeadlineError } from "./errors.js";
+import { type Lease, validName } from "./lease.js";
+
+/** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
+export interface ElectorLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** A renew that succeeded, as ElectorOptions.onRenewed sees it. */
+export interface RenewInfo {
+  /** The fencing token of the term. */
+  fencingToken: number;
+  /** performance.now() when the renew was sent. */
+  sentAt: number;
+  /** performance.now() at which the leading signal is now due to be aborted if no later renew succeeds. */
+  deadline: number;
+}
+
+/** Options of an Elector. Every field but onStartedLeading has a default; the constructor checks them all. */
+export interface ElectorOptions {
+  /** This participant's identity, 1–256 printable characters, unique among the participants. Default "{hostname}-{pid}". */
+  holder?: string;
+  /** The lease duration asked for, whole ms. Default 30,000. */
+  ttlMs?: number;
+  /**
+   * How long after a successful acquire or renew the next renew is sent
+   * (minus up to renewJitter of it). Default ttlMs / 3. With cancelBeforeMs
+   * it must stay below ttlMs × (1 − driftMargin).
+   */
+  renewIntervalMs?: number;
+  /** The fraction of renewIntervalMs, 0 … 0.5, by which each renew comes early at random. Default 0.1. */
+  renewJitter?: number;
+  /**
+   * The fraction of the TTL given up to the difference between the local
+   * clock's rate and the backend's, 0.01 … 0.5. The safe deadline of a
+   * holding is (performance.now() when the acquire or renew that last
+   * succeeded was sent) + ttlMs × (1 − driftMargin). Default 0.1.
+   */
+  driftMargin?: number;
+  /**
+   * How long before the safe deadline the leading signal is aborted when
+   * renewals keep failing, so that work has that long to stop. Default 0.
+   * (The timer is armed a further timer slack earlier: see Elector.)
+   */
+  cancelBeforeMs?: number;
+  /**
+   * How long one acquire waits on the service (waitMs) for the holding of
+   * another to end, 0 … 60,000; a follower takes over as soon as the
+   * service sees the lease free. Default 30,000. Negative disables waiting:
+   * followers poll every renewIntervalMs.
+   */
+  waitMs?: number;
+  /** Spaces the retries of a failed acquire or renew. Default: initial min(100, TTL/30) ms, max min(5,000, TTL/6) ms, doubling. */
+  retryBackoff?: Partial<Backoff>;
+  /** Bounds the release sent on a graceful stop. Default 5,000 ms. */
+  releaseTimeoutMs?: number;
+  /** A JSON object attached to the lease on every acquire. */
+  metadata?: Record<string, unknown>;
+  /** Receives a line for every gain and loss of leadership and every failed call. Default: none. */
+  logger?: ElectorLogger;
+  /**
+   * Called when this Elector becomes leader; required. signal is aborted
+   * when leadership ends: at once on lease_lost, before the safe deadline
+   * when renewals fail however the service fails, and when run's signal is
+   * aborted; signal.reason says why (LeaseLostError, SafeDeadlineError, or
+   * run's reason). token is the term's fencing token: pass it with every
+   * write downstream. Stop all leader work when signal aborts, and return
+   * (or resolve). Returning while still leading resigns: the lease is
+   * released and run resolves.
+   */
+  onStartedLeading: (signal: AbortSignal, token: number) => void | Promise<void>;
+  /** Called after every term, whatever ended it, once onStartedLeading has returned (and, on a graceful stop, after the release). */
+  onStoppedLeading?: () => void;
+  /** Called whenever the holder seen leading changes, this Elector's own included. */
+  onNewLeader?: (holder: string) => void;
+  /** Called after each successful renew of a term. */
+  onRenewed?: (info: RenewInfo) => void;
+}
+
+/** Defaults of ElectorOptions (docs/contract.md §7). */
+export const electorDefaults = Object.freeze({
+  ttlMs: 30_000,
+  driftMargin: 0.1,
+  renewJitter: 0.1,
+  waitMs: 30_000,
+  releaseTimeoutMs: 5_000,
+});
+
+const maxWaitMs = 60_000;
+/** The timer slack: the fraction of the TTL (at most maxTimerSlackMs) by which the deadline timer is armed early. */
+const timerSlackFraction = 0.1;
+const maxTimerSlackMs = 500;
+
+/** The checked options, defaults filled in. */
+type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff">> &
+  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed"> & { retryBackoff: Backoff; logger: ElectorLogger };
+
+const noLogger: ElectorLogger = { info() {}, warn() {} };
+
+/** defaultHolder returns "{hostname}-{pid}", the default identity. */
+export function defaultHolder(): string {
+  return `${hostname() || "host"}-${process.pid}`;
+}
+
+function validHolder(h: string): boolean {
+  const chars = [...h];
+  return chars.length >= 1 && chars.length <= 256 && chars.every((c) => !/[\p{C}\p{Z}]/u.test(c) || c === " ");
+}
+
+/** permanent reports whether err cannot go away by retrying. */
+function permanent(err: unknown): boolean {
+  return err instanceof InvalidArgumentError || err instanceof DeniedError;
+}
+
+/**
+ * Elector campaigns for one lease and keeps it while this process leads,
+ * like the Go SDK's client.Elector.
+ *
+ * run() campaigns until its signal is aborted: it acquires the lease,
+ * waiting on the service (waitMs) while another holds it; once leader it
+ * calls onStartedLeading(signal, token), renews every renewIntervalMs (with
+ * jitter), and ends the term — aborting the leading signal — at once when a
+ * renew answers lease_lost, and before the safe deadline when renewals fail
+ * for any reason (timeouts, 5xx, an unreachable service). After a lost term
+ * it campaigns again. When run's signal is aborted it aborts the leading
+ * signal, keeps renewing until onStartedLeading has returned, releases the
+ * lease so a follower takes over at once, calls onStoppedLeading and
+ * resolves.
+ *
+ * Guarantees and limits: the safe deadline is (performance.now() when the
+ * last successful acquire or renew was sent) + ttlMs × (1 − driftMargin);
+ * the service decided that holding's expiry after that send, so no other
+ * holder can start before it, provided the clocks run at rates within
+ * driftMargin of each other and this process is not paused. The leading
+ * signal is aborted by a timer armed at the safe deadline − cancelBeforeMs −
+ * a timer slack of 10% of the TTL (at most 500 ms), so that a timer that
+ * fires late (a busy event loop, a loaded machine: up to 85 ms was
+ * measured) still ends leadership before the safe deadline. Local time and
+ * server times are never compared. A process that is paused, or
+ * whose event loop is blocked, can still act after its deadline: that is
+ * why every write downstream must carry the fencing token, and downstream
+ * systems must refuse tokens lower than the highest they have seen.
+ */
+export class Elector {
+  readonly #client: Client;
+  readonly #name: string;
+  readonly #o: Resolved;
+  /** ttlMs × (1 − driftMargin) − cancelBeforeMs − timer slack. */
+  readonly #span: number;
+  #running = false;
+  #leading = false;
+  #token = 0;
+  #lastSentAt = 0;
+  #leaderHolder = "";
+  #leaderToken = 0;
+
+  /** Returns an Elector for the lease name, calling the service through client. It checks options and does not modify them. */
+  constructor(client: Client, name: string, options: ElectorOptions) {
+    if (!validName(name)) {
+      throw new TypeError(`leasesvc Elector: lease name ${JSON.stringify(name)} must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit`);
+    }
+    this.#client = client;
+    this.#name = name;
+    this.#o = resolve(options);
+    this.#span = safeSpan(this.#o) - this.#o.cancelBeforeMs - timerSlack(this.#o.ttlMs);
+  }
+
+  /** This Elector's identity. */
+  get holder(): string {
+    return this.#o.holder;
+  }
+
+  /** Whether this Elector leads now: its term has begun and its leading signal is not aborted. */
+  get isLeader(): boolean {
+    return this.#leading;
+  }
+
+  /** The fencing token of the current term while leading; 0 otherwise. Pass it with every write downstream. */
+  get token(): number {
+    return this.#leading ? this.#token : 0;
+  }
+
+  /** The holder and fencing token last seen leading, this Elector's own included; empty before any was seen. */
+  get leader(): { holder: string; fencingToken: number } {
+    return { holder: this.#leaderHolder, fencingToken: this.#leaderToken };
+  }
+
+  /** performance.now() when the acquire or renew that last succeeded in this (or the last) term was sent; 0 before any. */
+  get lastSentAt(): number {
+    return this.#lastSentAt;
+  }
+
+  /** The safe deadline of the current (or last) term on performance.now(): lastSentAt + ttlMs × (1 − driftMargin). */
+  get safeDeadline(): number {
+    return this.#lastSentAt === 0 ? 0 : this.#lastSentAt + safeSpan(this.#o);
+  }
+
+  /** The options in force, defaults filled in. */
+  get options(): Readonly<{ ttlMs: number; renewIntervalMs: number; driftMargin: number; renewJitter: number; waitMs: number; cancelBeforeMs: number }> {
+    const o = this.#o;
+    return { ttlMs: o.ttlMs, renewIntervalMs: o.renewIntervalMs, driftMargin: o.driftMargin, renewJitter: o.renewJitter, waitMs: o.waitMs, cancelBeforeMs: o.cancelBeforeMs };
+  }
+
+  /**
+   * Campaigns and leads until signal is aborted, as the class's doc says,
+   * then resolves. It rejects at once when the service refuses the
+   * Elector's requests for good (InvalidArgumentError, DeniedError: a TTL
+   * out of the service's bounds, credentials refused) and when run is
+   * already running. A token provider that fails is retried like an
+   * unreachable service.
+   */
+  async run(signal?: AbortSignal): Promise<void> {
+    if (this.#running) throw new Error("leasesvc Elector.run: already running");
+    this.#running = true;
+    try {
+      for (;;) {
+        const got = await this.#campaign(signal);
+        if (got === undefined) return;
+        if (await this.#lead(signal, got.lease, got.sent)) return;
+      }
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  #observe(l: Lease): void {
+    if (!l.held) return;
+    const changed = l.holder !== this.#leaderHolder;
+    this.#leaderHolder = l.holder;
+    this.#leaderToken = l.fencingToken;
+    if (changed) this.#o.onNewLeader?.(l.holder);
+  }
+
+  #jittered(d: number): number {
+    return d - Math.random() * this.#o.renewJitter * d;
+  }
+
+  /** The backoff, or a 429's Retry-After when longer (the caller's own rate limit refuses anything sooner). */
+  #retryDelay(err: unknown, failures: number): number {
+    const d = backoffDelay(this.#o.retryBackoff, failures);
+    if (err instanceof RateLimitedError && err.retryAfterMs > d) return err.retryAfterMs;
+    return d;
+  }
+
+  /** One renew attempt may not use up the time left for the next. */
+  #attemptTimeout(): number {
+    return Math.max(1, Math.min(this.#client.requestTimeoutMs, this.#o.renewIntervalMs));
+  }
+
+  /** Acquires the lease; resolves to it and the time its acquire (or confirming renew) was sent, or to undefined when signal aborts. */
+  async #campaign(signal?: AbortSignal): Promise<{ lease: Lease; sent: number } | undefined> {
+    const o = this.#o;
+    let failures = 0;
+    // The first acquire, and the first after a failure, does not wait: the
+    // answer says at once who leads. The next ones wait on the service.
+    let wait = false;
+    for (;;) {
+      if (signal?.aborted) return undefined;
+      const sent = performance.now();
+      try {
+        const l = await this.#client.acquire(
+          this.#name,
+          { holder: o.holder, ttlMs: o.ttlMs, metadata: o.metadata, waitMs: wait ? Math.max(0, o.waitMs) : 0 },
+          { signal, maxAttempts: 1 },
+        );
+        this.#observe(l);
+        if (performance.now() - sent <= o.renewIntervalMs / 2) return { lease: l, sent };
+        // The acquire waited on the service: the holding began well after
+        // it was sent. A renew sent now gives a deadline not mostly spent.
+        const now = performance.now();
+        try {
+          const r = await this.#client.renew(this.#name, { holder: o.holder, fencingToken: l.fencingToken }, { signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() });
+          return { lease: r, sent: now };
+        } catch (err) {
+          if (signal?.aborted) {
+            await this.#abandon();
+            return undefined;
+          }
+          if (err instanceof LeaseLostError) continue; // it ran out meanwhile
+          return { lease: l, sent }; // lead on the acquire's deadline, however short
+        }
+      } catch (err) {
+        if (signal?.aborted) {
+          await this.#abandon();
+          return undefined;
+        }
+        if (err instanceof LeaseHeldError) {
+          failures = 0;
+          this.#observe(err.lease);
+          if (o.waitMs > 0 && (!wait || performance.now() - sent >= o.waitMs / 10)) {
+            wait = true;
+            continue; // wait on the service now, or again
+          }
+          if (!(await sleep(this.#jittered(o.renewIntervalMs), signal))) return undefined;
+          continue;
+        }
+        if (permanent(err)) throw err;
+        wait = false;
+        o.logger.warn("leasesvc elector: acquire failed", { lease: this.#name, holder: o.holder, err: String(err) });
+        if (!(await sleep(this.#retryDelay(err, failures), signal))) return undefined;
+        failures++;
+      }
+    }
+  }
+
+  /** Releases a holding that an acquire abandoned in flight may have obtained without this Elector hearing of it. */
+  async #abandon(): Promise<void> {
+    const s = AbortSignal.timeout(this.#o.releaseTimeoutMs);
+    try {
+      const l = await this.#client.get(this.#name, { signal: s });
+      if (l.held && l.holder === this.#o.holder) {
+        await this.#client.release(this.#name, this.#o.holder, l.fencingToken, { signal: s, maxAttempts: 2 });
+      }
+    } catch {
+      // Best effort: the holding runs out at its expiry.
+    }
+  }
+
+  /** Gives up the holding after a graceful stop or a resignation. */
+  async #release(token: number): Promise<void> {
+    try {
+      await this.#client.release(this.#name, this.#o.holder, token, { signal: AbortSignal.timeout(this.#o.releaseTimeoutMs) });
+    } catch (err) {
+      this.#o.logger.warn("leasesvc elector: release failed; the lease runs out at its expiry", { lease: this.#name, holder: this.#o.holder, fencingToken: token, err: String(err) });
+    }
+  }
+
+  /**
+   * Runs one term of leadership for the holding l, acquired or renewed by a
+   * request sent at sent. Resolves to true when run should return (a
+   * graceful stop or a resignation), false to campaign again.
+   */
+  #lead(parent: AbortSignal | undefined, l: Lease, sent: number): Promise<boolean> {
+    const o = this.#o;
+    const token = l.fencingToken;
+    let stopAt = sent + this.#span;
+    if (performance.now() >= stopAt) return Promise.resolve(false); // too late to lead on this holding
+    return new Promise<boolean>((resolveTerm) => {
+      const term = new AbortController();
+      this.#leading = true;
+      this.#token = token;
+      this.#lastSentAt = sent;
+      o.logger.info("leasesvc elector: leading", { lease: this.#name, holder: o.holder, fencingToken: token });
+
+      let renewing = true;
+      let inFlight = false;
+      let lost = false; // the service said the holding is gone: no release
+      let graceful = false;
+      let failures = 0;
+      let lastErr: unknown;
+      let renewAbort: AbortController | undefined;
+      let stopTimer: ReturnType<typeof setTimeout> | undefined;
+      let renewTimer: ReturnType<typeof setTimeout> | undefined;
+
+      const end = (reason: unknown): void => {
+        this.#leading = false;
+        if (!term.signal.aborted) term.abort(reason);
+      };
+      const armStop = (): void => {
+        clearTimeout(stopTimer);
+        stopTimer = setTimeout(onDeadline, Math.max(0, stopAt - performance.now()));
+      };
+      const armRenew = (delay: number): void => {
+        clearTimeout(renewTimer);
+        renewTimer = setTimeout(onRenewTimer, Math.max(0, delay));
+      };
+      const onDeadline = (): void => {
+        if (!renewing) return;
+        renewing = false;
+        clearTimeout(renewTimer);
+        renewAbort?.abort();
+        lastErr ??= new Error("no answer to the renew in time");
+        o.logger.warn("leasesvc elector: safe deadline reached", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(lastErr) });
+        end(new SafeDeadlineError(lastErr));
+      };
+      const onRenewTimer = (): void => {
+        if (!renewing || inFlight) return;
+        inFlight = true;
+        const ac = new AbortController();
+        renewAbort = ac;
+        const at = performance.now();
+        this.#client.renew(this.#name, { holder: o.holder, fencingToken: token }, { signal: ac.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() }).then(
+          () => onResult(undefined, at),
+          (err: unknown) => onResult(err ?? new Error("renew failed"), at),
+        );
+      };
+      const onResult = (err: unknown, at: number): void => {
+        inFlight = false;
+        if (!renewing) return;
+        if (err === undefined) {
+          failures = 0;
+          lastErr = undefined;
+          stopAt = at + this.#span;
+          this.#lastSentAt = at;
+              armStop();
+          armRenew(at + this.#jittered(o.renewIntervalMs) - performance.now());
+          try {
+            o.onRenewed?.({ fencingToken: token, sentAt: at, deadline: stopAt });
+          } catch (cbErr) {
+            o.logger.warn("leasesvc elector: onRenewed failed", { lease: this.#name, holder: o.holder, err: String(cbErr) });
+          }
+          return;
+        }
+        if (err instanceof LeaseLostError || permanent(err)) {
+          lost = err instanceof LeaseLostError;
+          renewing = false;
+          clearTimeout(stopTimer);
+          o.logger.warn("leasesvc elector: leadership lost", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(err) });
+          end(err);
+          return;
+        }
+        lastErr = err;
+        o.logger.warn("leasesvc elector: renew failed", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(err) });
+        armRenew(this.#retryDelay(err, failures));
+        failures++;
+      };
+      const onParentAbort = (): void => {
+        graceful = true;
+        o.logger.info("leasesvc elector: stopping", { lease: this.#name, holder: o.holder });
+        end(parent?.reason);
+      };
+      const onCallbackDone = async (): Promise<void> => {
+        const resigned = !graceful && !term.signal.aborted;
+        end(new Error("leasesvc elector: onStartedLeading returned"));
+        renewing = false;
+        clearTimeout(stopTimer);
+        clearTimeout(renewTimer);
+        renewAbort?.abort();
+        parent?.removeEventListener("abort", onParentAbort);
+        if ((graceful || resigned) && !lost) await this.#release(token);
+        o.logger.info("leasesvc elector: stopped leading", { lease: this.#name, holder: o.holder, fencingToken: token });
+        try {
+          o.onStoppedLeading?.();
+        } catch (err) {
+          o.logger.warn("leasesvc elector: onStoppedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) });
+        }
+        resolveTerm(graceful || resigned);
+      };
+
+      armStop();
+      armRenew(sent + this.#jittered(o.renewIntervalMs) - performance.now());
+      if (parent?.aborted) onParentAbort();
+      else parent?.addEventListener("abort", onParentAbort, { once: true });
+      Promise.resolve()
+        .then(() => o.onStartedLeading(term.signal, token))
+        .catch((err: unknown) => o.logger.warn("leasesvc elector: onStartedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) }))
+        .finally(() => void onCallbackDone());
+    });
+  }
+}
+
+/** safeSpan is how long after sending a successful acquire or renew the holder may act: ttl × (1 − margin). */
+function safeSpan(o: { ttlMs: number; driftMargin: number }): number {
+  return o.ttlMs * (1 - o.driftMargin);
+}
+
+function timerSlack(ttlMs: number): number {
+  return Math.min(maxTimerSlackMs, ttlMs * timerSlackFraction);
+}
+
+/** resolve fills the defaults into a copy of the options and checks them, naming the field at fault. */
+function resolve(opts: ElectorOptions): Resolved {
+  if (typeof opts.onStartedLeading !== "function") throw new TypeError("leasesvc Elector: options.onStartedLeading is required");
+  const holder = opts.holder ?? defaultHolder();
+  if (!validHolder(holder)) throw new RangeError(`leasesvc Elector: holder ${JSON.stringify(holder)} must be 1–256 printable characters`);
+  const ttlMs = opts.ttlMs ?? electorDefaults.ttlMs;
+  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new RangeError(`leasesvc Elector: ttlMs ${ttlMs} must be a positive whole number of milliseconds`);
+  const driftMargin = opts.driftMargin ?? electorDefaults.driftMargin;
+  if (!(driftMargin >= 0.01 && driftMargin <= 0.5)) throw new RangeError(`leasesvc Elector: driftMargin ${driftMargin} must be within 0.01 … 0.5`);
+  const renewIntervalMs = opts.renewIntervalMs ?? ttlMs / 3;
+  const renewJitter = opts.renewJitter ?? electorDefaults.renewJitter;
+  if (!(renewJitter >= 0 && renewJitter <= 0.5)) throw new RangeError(`leasesvc Elector: renewJitter ${renewJitter} must be within 0 … 0.5`);
+  const cancelBeforeMs = opts.cancelBeforeMs ?? 0;
+  if (!(cancelBeforeMs >= 0)) throw new RangeError(`leasesvc Elector: cancelBeforeMs ${cancelBeforeMs} must not be negative`);
+  const safe = safeSpan({ ttlMs, driftMargin });
+  if (!(renewIntervalMs > 0) || renewIntervalMs + cancelBeforeMs + timerSlack(ttlMs) >= safe) {
+    throw new RangeError(
+      `leasesvc Elector: renewIntervalMs ${renewIntervalMs} must be positive and, with cancelBeforeMs ${cancelBeforeMs} and the timer slack ${timerSlack(ttlMs)}, below ttlMs × (1 − driftMargin) = ${safe}`,
+    );
+  }
+  const waitMs = opts.waitMs ?? electorDefaults.waitMs;
+  if (!Number.isInteger(waitMs) || waitMs > maxWaitMs) throw new RangeError(`leasesvc Elector: waitMs ${waitMs} must be whole milliseconds, at most ${maxWaitMs}`);
+  const initial = Math.max(1, Math.min(100, ttlMs / 30));
+  const retryBackoff = backoffWithDefaults(opts.retryBackoff, "ElectorOptions.retryBackoff", {
+    initialMs: initial,
+    maxMs: Math.max(initial, Math.min(5000, ttlMs / 6)),
+    multiplier: 2,
+  });
+  const releaseTimeoutMs = opts.releaseTimeoutMs ?? electorDefaults.releaseTimeoutMs;
+  if (!(releaseTimeoutMs > 0)) throw new RangeError(`leasesvc Elector: releaseTimeoutMs ${releaseTimeoutMs} must be positive`);
+  if (opts.metadata !== undefined && (opts.metadata === null || typeof opts.metadata !== "object" || Array.isArray(opts.metadata))) {
+    throw new TypeError("leasesvc Elector: metadata must be a JSON object");
+  }
+  return {
+    holder,
+    ttlMs,
+    renewIntervalMs,
+    renewJitter,
+    driftMargin,
+    cancelBeforeMs,
+    waitMs,
+    retryBackoff,
+    releaseTimeoutMs,
+    metadata: opts.metadata,
+    logger: opts.logger ?? noLogger,
+    onStartedLeading: opts.onStartedLeading,
+    onStoppedLeading: opts.onStoppedLeading,
+    onNewLeader: opts.onNewLeader,
+    onRenewed: opts.onRenewed,
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * @leasesvc/client: the TypeScript SDK of leasesvc (docs/contract.md §12).
+ *
+ * Client calls the HTTP API with retries that are safe; Elector campaigns
+ * for a lease and aborts its leading AbortSignal at once on lease_lost and
+ * before the safe deadline, measured on performance.now(), when the service
+ * cannot be reached.
+ */
+export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
+export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, RenewRequest, RevokeRequest, TokenProvider, WatchOptions } from "./client.js";
+export { Elector, defaultHolder, electorDefaults } from "./elector.js";
+export type { ElectorLogger, ElectorOptions, RenewInfo } from "./elector.js";
+export {
+  CredentialsError,
+  DeniedError,
+  InternalError,
+  InvalidArgumentError,
+  LeaseError,
+  LeaseHeldError,
+  LeaseLostError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitedError,
+  SafeDeadlineError,
+  UnauthenticatedError,
+  UnavailableError,
+} from "./errors.js";
+export type { FieldError, LeaseErrorInit } from "./errors.js";
+export { isNewer, parseEvent } from "./event.js";
+export type { EventType, LeaseEvent } from "./event.js";
+export { parseLease, validName } from "./lease.js";
+export type { Lease, Page } from "./lease.js";
+export { backoffDelay, defaultBackoff } from "./backoff.js";
+export type { Backoff } from "./backoff.js";

@@ -1,0 +1,88 @@
+/**
+ * A lease as the service answered it (docs/contract.md §1). Every time in
+ * it is the backend's: compare them with each other, never with a local
+ * clock. The SDK never uses them, nor remainingMs, to decide when to stop
+ * leading (see Elector).
+ */
+export interface Lease {
+  /** The lease's name, such as "team-a.scheduler". */
+  name: string;
+  /** The current holder or, when held is false, the last one. */
+  holder: string;
+  /** Grows by exactly 1 with every new holding, never reused. Pass it with every write downstream. */
+  fencingToken: number;
+  /** The lease duration the holder asked for, in milliseconds. */
+  ttlMs: number;
+  /** Server time at which the current holding began. */
+  acquireTime: Date;
+  /** Server time of the last acquire or renew. */
+  renewTime: Date;
+  /** Server time at which the holding ends unless renewed. */
+  expireTime: Date;
+  /** serverTime < expireTime when the answer was computed. */
+  held: boolean;
+  /** expireTime − serverTime in milliseconds, never negative: a duration on the server's clock, not a local deadline. */
+  remainingMs: number;
+  /** The backend's time at which this answer was decided. */
+  serverTime: Date;
+  /** How many times the lease passed to a new holding. */
+  transitions: number;
+  /** The JSON object the holder attached ({} when none). */
+  metadata: Record<string, unknown>;
+  /** The authenticated principal that acquired the holding; empty without authentication. */
+  principal: string;
+  /** The operator who revoked the holding; empty unless revoked. */
+  revokedBy: string;
+  /** The reason the operator gave; empty unless revoked. */
+  revokeReason: string;
+}
+
+/** One page of a list. */
+export interface Page {
+  /** Leases in ascending byte order of name. */
+  leases: Lease[];
+  /** Asks for the next page; empty on the last page. */
+  nextPageToken: string;
+}
+
+function str(v: unknown): string {
+  return typeof v === "string" ? v : "";
+}
+
+function num(v: unknown): number {
+  return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+
+function date(v: unknown): Date {
+  return new Date(typeof v === "string" ? v : 0);
+}
+
+/** parseLease reads the API's JSON form of a lease; missing fields get zero values. */
+export function parseLease(raw: unknown): Lease {
+  const o = (raw !== null && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+  const md = o["metadata"];
+  return {
+    name: str(o["name"]),
+    holder: str(o["holder"]),
+    fencingToken: num(o["fencingToken"]),
+    ttlMs: num(o["ttlMs"]),
+    acquireTime: date(o["acquireTime"]),
+    renewTime: date(o["renewTime"]),
+    expireTime: date(o["expireTime"]),
+    held: o["held"] === true,
+    remainingMs: num(o["remainingMs"]),
+    serverTime: date(o["serverTime"]),
+    transitions: num(o["transitions"]),
+    metadata: md !== null && typeof md === "object" && !Array.isArray(md) ? (md as Record<string, unknown>) : {},
+    principal: str(o["principal"]),
+    revokedBy: str(o["revokedBy"]),
+    revokeReason: str(o["revokeReason"]),
+  };
+}
+
+const nameRE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** validName reports whether name is a valid lease name: 1–128 characters of [A-Za-z0-9._-], starting with a letter or digit. */
+export function validName(name: string): boolean {
+  return nameRE.test(name);
+}
