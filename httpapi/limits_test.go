@@ -489,4 +489,3 @@ func TestConflictIsRetryable(t *testing.T) {
 		t.Fatalf("acquire over a conflicting backend = %d %s, want 503 unavailable with Retry-After", r.Status, r.Raw)
 	}
 }
-
