@@ -77,7 +77,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(key) != httpapi.PageTokenKeySize {
-			return l, fmt.Errorf("LEASESVC_PAGE_TOKEN_KEY: want %d random bytes in standard base64 (openssl rand -base64 32)", httpapi.PageTokenKeySize)
+			return l, fmt.Errorf("LEASESVC_PAGE_TOKEN_KEY: want %d random bytes in standard base64, as openssl rand -base64 32 prints them", httpapi.PageTokenKeySize)
 		}
 		l.pageTokenKey = key
 	}
