@@ -84,7 +84,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	switch v := getenv("LEASESVC_LISTEN"); {
 	case v != "":
 		if ip := net.ParseIP(v); ip == nil && v != "localhost" {
-			return l, fmt.Errorf("LEASESVC_LISTEN=%q: want an IP address to listen on, such as 127.0.0.1, 0.0.0.0 or ::", v)
+			return l, fmt.Errorf("LEASESVC_LISTEN=%q: want an IP address to listen on: 127.0.0.1, 0.0.0.0, :: or another", v)
 		}
 		l.listenHost = v
 	case authMode == "none" && getenv("K_SERVICE") == "":
