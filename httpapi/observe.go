@@ -85,6 +85,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &reqInfo{start: time.Now()}
 		sw := &statusWriter{ResponseWriter: w}
+		a.bodyDeadline(sw, r) // on every route: a refused request's body is bounded too
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 		d := time.Since(info.start)
 		status := sw.status

@@ -163,7 +163,6 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 				a.fail(w, r, *p)
 				return
 			}
-			a.bodyDeadline(w, r)
 			if !a.admit(w, r, op, name) {
 				return
 			}
