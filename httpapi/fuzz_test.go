@@ -72,7 +72,11 @@ func FuzzRequest(f *testing.F) {
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		if w.Code >= 500 {
+		// A 503 or 504 is the answer to a client that gave up (the test's
+		// deadline ended the request, as it ends streams and waits, on a
+		// loaded machine sometimes mid-write); any other 5xx is a bug.
+		gaveUp := ctx.Err() != nil && (w.Code == http.StatusServiceUnavailable || w.Code == http.StatusGatewayTimeout)
+		if w.Code >= 500 && !gaveUp {
 			t.Fatalf("%s %s (%s) %q = %d %s", method, path, contentType, body, w.Code, w.Body)
 		}
 		if !utf8.Valid(w.Body.Bytes()) {
