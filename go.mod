@@ -3,12 +3,14 @@ module github.com/leasesvc/leasesvc
 go 1.26.0
 
 require (
+	cloud.google.com/go/compute/metadata v0.10.0
 	cloud.google.com/go/firestore v1.29.0
 	cloud.google.com/go/pubsub/v2 v2.8.0
 	cloud.google.com/go/spanner v1.96.1
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -39,7 +41,6 @@ require (
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
-	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/iam v1.12.0 // indirect
 	cloud.google.com/go/longrunning v1.2.0 // indirect
 	cloud.google.com/go/monitoring v1.30.0 // indirect

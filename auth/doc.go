@@ -160,10 +160,9 @@
 //     even if the account is disabled. The certificates are fetched on first
 //     use and when their cache lifetime runs out; until they can be fetched,
 //     requests fail with ErrUnavailable.
-//   - With GoogleConfig.Audiences empty, the audience is taken from the
-//     request's Host header. That is safe only behind a front end that routes
-//     by host, such as Cloud Run's *.run.app URL; elsewhere list the
-//     audiences.
+//   - GoogleConfig.Audiences must be listed: the accepted audience is never
+//     taken from the request (Host header, absolute URL in the request
+//     line), which the caller controls (docs/contract.md §9).
 //   - The issuer claim is not checked separately: idtoken accepts only
 //     tokens signed by Google's keys, and the verified-email rule excludes
 //     Google's other token kinds.

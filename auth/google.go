@@ -15,10 +15,9 @@ import (
 // GoogleConfig configures NewGoogle.
 type GoogleConfig struct {
 	// Audiences are the accepted "aud" claims; a token is accepted if it
-	// validates for any of them. Empty means the request's own URL,
-	// "https://" + r.Host, which is Cloud Run's default audience. That
-	// trusts the Host header: safe behind a front end that routes by host
-	// (Cloud Run's *.run.app URL), otherwise list the audiences.
+	// validates for any of them. Required: the accepted audience is never
+	// taken from the request (its Host header, or an absolute URL in its
+	// request line), which the caller chooses.
 	Audiences []string
 	// Validate checks a token's signature, expiry and audience and returns
 	// its payload. nil means a real idtoken.Validator, created once by
@@ -52,6 +51,9 @@ func NewGoogle(ctx context.Context, cfg GoogleConfig) (Authenticator, error) {
 		}
 		g.audiences = append(g.audiences, a)
 	}
+	if len(g.audiences) == 0 {
+		return nil, errors.New("auth: GoogleConfig.Audiences is empty: list the audiences to accept (the service's URLs); the request's Host is the caller's choice and never one")
+	}
 	if g.validate != nil {
 		if len(cfg.ValidatorOptions) > 0 {
 			return nil, errors.New("auth: GoogleConfig.ValidatorOptions are only used when Validate is nil")
@@ -73,15 +75,8 @@ func (g *google) Authenticate(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	audiences := g.audiences
-	if len(audiences) == 0 {
-		if r.Host == "" {
-			return "", fmt.Errorf("%w: no audience configured and the request has no Host to derive it from", ErrUnauthenticated)
-		}
-		audiences = []string{"https://" + r.Host}
-	}
 	var invalid, unavailable error
-	for _, aud := range audiences {
+	for _, aud := range g.audiences {
 		p, err := g.validate(r.Context(), token, aud)
 		switch {
 		case err == nil:

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bufio"
 	"context"
 	"crypto"
 	"crypto/rand"
@@ -87,9 +88,6 @@ func TestGoogleAuthenticate(t *testing.T) {
 		{name: "email_verified as a string", audiences: []string{aud}, header: "Bearer string-verified", principal: "a@example.com"},
 		{name: "wrong audience", audiences: []string{aud}, header: "Bearer other-audience", wantErr: ErrUnauthenticated, errText: "audience"},
 		{name: "second audience", audiences: []string{aud, "https://other.example.com"}, header: "Bearer other-audience", principal: "svc@proj.iam.gserviceaccount.com"},
-		{name: "audience from Host", host: "other.example.com", header: "Bearer other-audience", principal: "svc@proj.iam.gserviceaccount.com"},
-		{name: "audience from another Host", host: "leases.example.com:8443", header: "Bearer other-audience", wantErr: ErrUnauthenticated},
-		{name: "no Host", host: "-", header: "Bearer good", wantErr: ErrUnauthenticated, errText: "no Host"},
 		{name: "unknown token", audiences: []string{aud}, header: "Bearer forged", wantErr: ErrUnauthenticated, errText: "invalid Google ID token"},
 		{name: "unverified email", audiences: []string{aud}, header: "Bearer unverified", wantErr: ErrUnauthenticated, errText: "not verified"},
 		{name: "email_verified string false", audiences: []string{aud}, header: "Bearer string-false", wantErr: ErrUnauthenticated, errText: "not verified"},
@@ -149,17 +147,25 @@ func TestGoogleAuthenticate(t *testing.T) {
 	}
 }
 
-func TestGoogleAudienceFromHost(t *testing.T) {
+// TestGoogleAudienceNeverFromRequest: the audiences are required, and
+// neither the Host header nor an absolute URL in the request line adds one.
+func TestGoogleAudienceNeverFromRequest(t *testing.T) {
 	fake := &fakeValidator{tokens: map[string]*idtoken.Payload{}}
-	a, err := NewGoogle(t.Context(), GoogleConfig{Validate: fake.validate})
+	if _, err := NewGoogle(t.Context(), GoogleConfig{Validate: fake.validate}); err == nil || !strings.Contains(err.Error(), "Audiences") {
+		t.Fatalf("NewGoogle without audiences = %v, want an error naming Audiences", err)
+	}
+	a, err := NewGoogle(t.Context(), GoogleConfig{Audiences: []string{"https://leases.example.com"}, Validate: fake.validate})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := request("Bearer x")
-	r.Host = "leasesvc-abc-uc.a.run.app"
-	a.Authenticate(r)
-	if len(fake.calls) != 1 || fake.calls[0] != "https://leasesvc-abc-uc.a.run.app" {
-		t.Errorf("validated for audiences %q, want [https://leasesvc-abc-uc.a.run.app]", fake.calls)
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(
+		"GET https://other.example.com/v1/leases HTTP/1.1\r\nHost: evil.example.com\r\nAuthorization: Bearer x\r\n\r\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = a.Authenticate(r)
+	if len(fake.calls) != 1 || fake.calls[0] != "https://leases.example.com" {
+		t.Errorf("validated for audiences %q, want only the configured https://leases.example.com", fake.calls)
 	}
 }
 

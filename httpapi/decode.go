@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -42,6 +45,11 @@ func readBody(w http.ResponseWriter, r *http.Request) (*body, *problem) {
 			return nil, &problem{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
 				detail: "the body is larger than " + strconv.Itoa(MaxBodyBytes) + " bytes"}
 		}
+		if timedOut(err) {
+			w.Header().Set("Connection", "close")
+			return nil, &problem{status: http.StatusRequestTimeout, code: codeRequestTimeout,
+				detail: "the body did not arrive in time"}
+		}
 		return nil, &problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the body could not be read",
 			violations: []lease.FieldViolation{{Field: "body", Description: "could not be read"}}}
 	}
@@ -61,12 +69,57 @@ func readBody(w http.ResponseWriter, r *http.Request) (*body, *problem) {
 	default:
 		if _, err := dec.Token(); err != io.EOF {
 			b.fail("body", "has data after the JSON object")
+		} else {
+			strict(raw, b)
 		}
 	}
 	if len(b.bad) > 0 {
 		return nil, b.problem()
 	}
 	return b, nil
+}
+
+// strict reports what encoding/json lets pass in a syntactically valid
+// body: a string (or key) that is not valid UTF-8, which it would silently
+// turn into U+FFFD (so "agent-\xff" and "agent-\xfe" would be one holder),
+// a \u escape of a lone surrogate, which it turns into U+FFFD too, and an
+// object that repeats a key, of which it would keep the last. The field is
+// named by its path, such as metadata.k.
+func strict(raw []byte, b *body) {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	for {
+		_, err := dec.ReadToken()
+		if err == nil {
+			continue
+		}
+		var syn *jsontext.SyntacticError
+		if !errors.As(err, &syn) {
+			return // io.EOF: the body is clean
+		}
+		field := fieldPath(syn.JSONPointer)
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			b.fail(field, "repeats a key of its object")
+		case strings.Contains(syn.Err.Error(), "UTF-8"), strings.Contains(syn.Err.Error(), "surrogate"):
+			b.fail(field, "is not valid UTF-8")
+		default:
+			b.fail(field, "is not valid JSON: %v", syn.Err)
+		}
+		return
+	}
+}
+
+// fieldPath renders a JSON pointer as a field path: /metadata/k/0 is
+// metadata.k.0, the root is body.
+func fieldPath(p jsontext.Pointer) string {
+	var parts []string
+	for tok := range p.Tokens() {
+		parts = append(parts, strings.ToValidUTF8(tok, "\ufffd"))
+	}
+	if len(parts) == 0 {
+		return "body"
+	}
+	return strings.Join(parts, ".")
 }
 
 func (b *body) fail(field, format string, args ...any) {

@@ -8,10 +8,12 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/cipher"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -61,6 +63,76 @@ type Config struct {
 	// the otel globals.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// Limits bound what one caller and this instance may hold open
+	// (docs/contract.md §9); zero fields mean their defaults.
+	Limits Limits
+	// PageTokenKey seals list page tokens (AES-256-GCM): 32 bytes. Nil
+	// means a random key made by New, so a token is good only on the
+	// instance that made it; instances behind one load balancer must share
+	// a key.
+	PageTokenKey []byte
+}
+
+// Limits are the caps of docs/contract.md §9. The zero value of every field
+// means its default.
+type Limits struct {
+	// BodyTimeout bounds the time to read a request body, from the moment
+	// the handler sees the request; a body that has not arrived by then is
+	// answered 408 and its connection closed. Default 10s.
+	BodyTimeout time.Duration
+	// StreamsPerCaller and Streams cap the open :watch streams of one
+	// caller (principal; client address without authentication) and of
+	// this instance. Defaults 100 and 10,000.
+	StreamsPerCaller, Streams int
+	// StreamLifetime ends a :watch stream cleanly after this long; the
+	// client reconnects. Default 1h.
+	StreamLifetime time.Duration
+	// WaitingPerCaller and Waiting cap the waiting acquires (waitMs > 0)
+	// of one caller and of this instance. Defaults 100 and 10,000.
+	WaitingPerCaller, Waiting int
+	// ReadyCache is how long a /readyz answer is reused. Default 1s.
+	ReadyCache time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultBodyTimeout      = 10 * time.Second
+	DefaultStreamsPerCaller = 100
+	DefaultStreams          = 10000
+	DefaultStreamLifetime   = time.Hour
+	DefaultWaitingPerCaller = 100
+	DefaultWaiting          = 10000
+	DefaultReadyCache       = time.Second
+)
+
+// withDefaults fills in the zero fields and checks the others.
+func (l Limits) withDefaults() (Limits, error) {
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"BodyTimeout", &l.BodyTimeout, DefaultBodyTimeout}, {"StreamLifetime", &l.StreamLifetime, DefaultStreamLifetime}, {"ReadyCache", &l.ReadyCache, DefaultReadyCache}} {
+		if *f.v < 0 {
+			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
+		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting}} {
+		if *f.v < 0 {
+			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return l, nil
 }
 
 // Config's defaults.
@@ -75,23 +147,34 @@ const MaxBodyBytes = 64 << 10
 
 // api holds what the handlers share.
 type api struct {
-	m    *lease.Manager
-	cfg  Config
-	log  *slog.Logger
-	stop chan struct{} // closed by Handler.CloseStreams
+	m       *lease.Manager
+	cfg     Config
+	log     *slog.Logger
+	stopCtx context.Context         // done after Handler.CloseStreams, with cause errShuttingDown
+	stopNow context.CancelCauseFunc // ends stopCtx
+	streams *slots                  // open :watch streams
+	waiting *slots                  // waiting acquires
+	tokens  cipher.AEAD             // seals page tokens
+	ready   readyCache
 }
+
+// errShuttingDown ends the waiting acquires of a handler whose streams are
+// closed: the instance is shutting down.
+var errShuttingDown = errors.New("the service is shutting down")
 
 // Handler is the HTTP handler of the lease API.
 type Handler struct {
 	http.Handler
-	api  *api
-	once sync.Once
+	api *api
 }
 
-// CloseStreams ends every :watch stream, as a server shutting down must
-// (http.Server.Shutdown does not end active streams); register it with
-// http.Server.RegisterOnShutdown.
-func (h *Handler) CloseStreams() { h.once.Do(func() { close(h.api.stop) }) }
+// CloseStreams ends every :watch stream and answers every waiting acquire
+// at once with 503 unavailable and Retry-After: 1, so that the client
+// retries on another instance, as a server shutting down must
+// (http.Server.Shutdown waits for active requests, it does not end them).
+// Requests that arrive later get the same answer instead of waiting or
+// streaming. Call it on SIGTERM, before http.Server.Shutdown.
+func (h *Handler) CloseStreams() { h.api.stopNow(errShuttingDown) }
 
 // New returns the HTTP handler of the lease API over m.
 func New(m *lease.Manager, cfg Config) (*Handler, error) {
@@ -128,7 +211,18 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &api{m: m, cfg: cfg, log: cfg.Logger, stop: make(chan struct{})}
+	var err error
+	if cfg.Limits, err = cfg.Limits.withDefaults(); err != nil {
+		return nil, err
+	}
+	aead, err := pageTokenAEAD(cfg.PageTokenKey)
+	if err != nil {
+		return nil, err
+	}
+	a := &api{m: m, cfg: cfg, log: cfg.Logger, tokens: aead,
+		streams: newSlots(cfg.Limits.StreamsPerCaller, cfg.Limits.Streams),
+		waiting: newSlots(cfg.Limits.WaitingPerCaller, cfg.Limits.Waiting)}
+	a.stopCtx, a.stopNow = context.WithCancelCause(context.Background())
 	r := chi.NewRouter()
 	a.routes(r)
 	return &Handler{Handler: a.observe(r), api: a}, nil

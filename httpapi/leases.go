@@ -60,7 +60,28 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	ctx, cancel := a.timeout(r, wait)
 	defer cancel()
+	if req.Wait > 0 {
+		if a.stopCtx.Err() != nil {
+			a.fail(w, r, shuttingDown())
+			return
+		}
+		release, ok := a.waiting.take(a.callerKey(r))
+		if !ok {
+			a.fail(w, r, exhausted("waiting acquires", 1))
+			return
+		}
+		defer release()
+		// On shutdown the wait ends at once: 503, retry elsewhere.
+		wctx, wcancel := context.WithCancelCause(ctx)
+		defer wcancel(nil)
+		defer context.AfterFunc(a.stopCtx, func() { wcancel(errShuttingDown) })()
+		ctx = wctx
+	}
 	l, err := a.m.Acquire(ctx, req)
+	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+		a.fail(w, r, shuttingDown())
+		return
+	}
 	a.answer(w, r, l, err)
 }
 
@@ -132,23 +153,40 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q, p := checkQuery(r, "prefix", "pageSize", "pageToken")
+	if p != nil {
+		a.fail(w, r, *p)
+		return
+	}
+	req := lease.ListRequest{Prefix: q.Get("prefix")}
+	if !lease.ValidName(req.Prefix) && req.Prefix != "" { // checked before anything logs it
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "prefix", Description: "must be empty or 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
+		return
+	}
 	if !a.admit(w, r, "list", "") {
 		return
 	}
-	q := r.URL.Query()
-	req := lease.ListRequest{Prefix: q.Get("prefix"), PageToken: q.Get("pageToken")}
+	principal := principalOf(r)
+	inner, ok := a.openPageToken(q.Get("pageToken"), req.Prefix, principal)
+	if !ok {
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "pageToken", Description: "is not a token this service gave for this list and caller; start the list again without it"}}})
+		return
+	}
+	req.PageToken = inner
 	// With a policy, list what the caller may read: everything under the
 	// prefix, or the readable names among them, or nothing (403).
 	filter := false
 	if p := a.cfg.Policy; p != nil {
-		all, some := p.ListScope(principalOf(r), auth.Read, req.Prefix)
+		all, some := p.ListScope(principal, auth.Read, req.Prefix)
 		if !all && !some {
-			a.deny(w, r, "list", principalOf(r), req.Prefix, auth.Read)
+			a.deny(w, r, "list", principal, req.Prefix, auth.Read)
 			return
 		}
 		filter = !all
 	}
-	if s := q.Get("pageSize"); s != "" {
+	if s := q.Get("pageSize"); q.Has("pageSize") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
@@ -165,9 +203,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.observeOp(r, "ok")
-	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: res.NextPageToken}
+	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
 	for _, l := range res.Leases {
-		if filter && !a.cfg.Policy.Allowed(principalOf(r), auth.Read, l.Name) {
+		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) {
 			continue // a page may come out shorter than pageSize; nextPageToken still continues it
 		}
 		out.Leases = append(out.Leases, wire.FromLease(l))
@@ -180,10 +218,16 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.ReadyTimeout)
-	defer cancel()
-	if err := a.m.Ping(ctx); err != nil {
-		a.log.WarnContext(ctx, "not ready: backend check failed", "err", err)
+	err := a.ready.check(a.cfg.Limits.ReadyCache, func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.cfg.ReadyTimeout)
+		defer cancel()
+		err := a.m.Ping(ctx)
+		if err != nil {
+			a.log.WarnContext(ctx, "not ready: backend check failed", "err", err)
+		}
+		return err
+	})
+	if err != nil {
 		writeProblem(w, r, problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the backend does not answer", retryAfter: 1})
 		return
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,7 +45,7 @@ func routed(r *http.Request, route, op, name string) {
 		info.route, info.op, info.name = route, op, name
 	}
 	span := trace.SpanFromContext(r.Context())
-	span.SetName(r.Method + " " + route)
+	span.SetName(clip(r.Method, 32) + " " + route)
 	span.SetAttributes(attribute.String("http.route", route))
 	if name != "" {
 		span.SetAttributes(attribute.String("leasesvc.lease", name))
@@ -83,6 +85,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &reqInfo{start: time.Now()}
 		sw := &statusWriter{ResponseWriter: w}
+		a.bodyDeadline(sw, r) // on every route: a refused request's body is bounded too
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 		d := time.Since(info.start)
 		status := sw.status
@@ -94,7 +97,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 			level = slog.LevelDebug
 		}
 		a.log.LogAttrs(r.Context(), level, "request",
-			slog.String("method", r.Method), slog.String("route", info.route), slog.String("path", r.URL.Path),
+			slog.String("method", clip(r.Method, 32)), slog.String("route", info.route), slog.String("path", clip(r.URL.Path, maxLoggedPath)),
 			slog.Int("status", status), slog.Float64("latencyMs", float64(d.Microseconds())/1000), slog.String("lease", info.name),
 			slog.String("principal", info.principal))
 	})
@@ -102,6 +105,24 @@ func (a *api) observe(next http.Handler) http.Handler {
 		otelhttp.WithTracerProvider(a.cfg.TracerProvider), otelhttp.WithMeterProvider(a.cfg.MeterProvider),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+}
+
+// maxLoggedPath is the most of a request's path an access-log line carries.
+const maxLoggedPath = 256
+
+// clip cuts s to at most n bytes at a rune boundary, marking the cut with
+// "…", and makes it valid UTF-8: what a log line or an answer may repeat
+// of a caller's input.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\ufffd")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // observeOp reports an operation's result to the Observer.

@@ -25,6 +25,7 @@ const (
 	codeUnavailable          = "unavailable"
 	codeDeadlineExceeded     = "deadline_exceeded"
 	codeInternal             = "internal"
+	codeRequestTimeout       = "request_timeout"
 )
 
 // problem is an RFC 9457 problem detail with the code member of SPEC §4.
@@ -65,7 +66,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 		Status:   p.status,
 		Code:     p.code,
 		Detail:   p.detail,
-		Instance: r.URL.Path,
+		Instance: clip(r.URL.Path, maxLoggedPath),
 	}
 	for _, v := range p.violations {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
@@ -114,15 +115,19 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 		return problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"}
 	case errors.As(err, &invalid):
 		return problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields", violations: invalid.Violations}
-	case errors.Is(err, backend.ErrUnavailable):
-		a.log.WarnContext(r.Context(), "backend unavailable", "path", r.URL.Path, "err", err)
+	case errors.Is(err, backend.ErrUnavailable), errors.Is(err, backend.ErrConflict):
+		// ErrConflict: the backend gave up after its retries on contention;
+		// the request changed nothing and may be retried.
+		a.log.WarnContext(r.Context(), "backend unavailable", "path", clip(r.URL.Path, maxLoggedPath), "err", err)
 		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the backend is unavailable; retry later", retryAfter: 1}
 	case errors.Is(err, context.DeadlineExceeded):
-		a.log.WarnContext(r.Context(), "backend deadline exceeded", "path", r.URL.Path, "err", err)
+		a.log.WarnContext(r.Context(), "backend deadline exceeded", "path", clip(r.URL.Path, maxLoggedPath), "err", err)
 		return problem{status: http.StatusGatewayTimeout, code: codeDeadlineExceeded, detail: "the backend did not answer in time"}
+	case errors.Is(context.Cause(r.Context()), errShuttingDown), errors.Is(err, errShuttingDown):
+		return shuttingDown()
 	case errors.Is(err, context.Canceled):
 		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, detail: "the request was cancelled", retryAfter: 1}
 	}
-	a.log.ErrorContext(r.Context(), "request failed", "path", r.URL.Path, "err", err)
+	a.log.ErrorContext(r.Context(), "request failed", "path", clip(r.URL.Path, maxLoggedPath), "err", err)
 	return problem{status: http.StatusInternalServerError, code: codeInternal, detail: "internal error"}
 }

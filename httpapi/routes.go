@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // Route is one route of the API as the OpenAPI document names it.
@@ -36,36 +41,55 @@ func Routes() []Route {
 	return out
 }
 
-// fixedRoute is a route without a lease name in its path.
+// fixedRoute is a route without a lease name in its path. HEAD is answered
+// wherever GET is.
 type fixedRoute struct {
 	method, path string
 	handler      func(*api) http.HandlerFunc
+	// query lists the query parameters the route takes; any other is a
+	// 400 (nil: none). Probes (/healthz, /readyz) ignore their query.
+	query []string
 }
 
 // leaseRoute is a route on one lease: /v1/leases/{name} or {name}:verb.
 type leaseRoute struct {
 	method, verb string
 	handler      func(a *api, w http.ResponseWriter, r *http.Request, name string)
+	query        []string // the query parameters the route takes
 }
 
 var fixedRoutes = []fixedRoute{
-	{http.MethodGet, "/healthz", func(a *api) http.HandlerFunc { return a.healthz }},
-	{http.MethodGet, "/readyz", func(a *api) http.HandlerFunc { return a.readyz }},
-	{http.MethodGet, "/openapi.json", func(a *api) http.HandlerFunc { return serveOpenAPI }},
-	{http.MethodGet, leasesPrefix, func(a *api) http.HandlerFunc { return a.list }},
-	{http.MethodGet, watchPrefixPath, func(a *api) http.HandlerFunc { return a.watchPrefix }},
+	{method: http.MethodGet, path: "/healthz", handler: func(a *api) http.HandlerFunc { return a.healthz }},
+	{method: http.MethodGet, path: "/readyz", handler: func(a *api) http.HandlerFunc { return a.readyz }},
+	{method: http.MethodGet, path: "/openapi.json", handler: func(a *api) http.HandlerFunc { return serveOpenAPI }, query: []string{}},
+	{method: http.MethodGet, path: leasesPrefix, handler: func(a *api) http.HandlerFunc { return a.list }, query: []string{"prefix", "pageSize", "pageToken"}},
+	{method: http.MethodGet, path: watchPrefixPath, handler: func(a *api) http.HandlerFunc { return a.watchPrefix }}, // checks its own query
 }
 
 // watchPrefixPath is the path of the prefix stream (docs/contract.md §10).
 const watchPrefixPath = leasesPrefix + ":watch"
 
 var leaseRoutes = []leaseRoute{
-	{http.MethodGet, "", (*api).get},
-	{http.MethodPost, "acquire", (*api).acquire},
-	{http.MethodPost, "renew", (*api).renew},
-	{http.MethodPost, "release", (*api).release},
-	{http.MethodGet, "watch", (*api).watch},
-	{http.MethodPost, "revoke", (*api).revoke},
+	{method: http.MethodGet, verb: "", handler: (*api).get},
+	{method: http.MethodPost, verb: "acquire", handler: (*api).acquire},
+	{method: http.MethodPost, verb: "renew", handler: (*api).renew},
+	{method: http.MethodPost, verb: "release", handler: (*api).release},
+	{method: http.MethodGet, verb: "watch", handler: (*api).watch},
+	{method: http.MethodPost, verb: "revoke", handler: (*api).revoke},
+}
+
+// allows reports whether a route of method answers the request's method:
+// the same, or HEAD where GET is.
+func allows(method, reqMethod string) bool {
+	return method == reqMethod || method == http.MethodGet && reqMethod == http.MethodHead
+}
+
+// allowHeader lists the methods of routes, with HEAD wherever GET is.
+func allowHeader(methods []string) []string {
+	if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
+		methods = append(methods, http.MethodHead)
+	}
+	return methods
 }
 
 // routes registers every route on r. Lease routes share one chi pattern and
@@ -73,16 +97,20 @@ var leaseRoutes = []leaseRoute{
 // an unknown custom method a 404 and a wrong HTTP method a 405 with Allow.
 func (a *api) routes(r chi.Router) {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "no route for " + r.URL.Path})
+		writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "no route for " + clip(r.URL.Path, maxLoggedPath)})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, leasesPrefix+"/") { // a method chi does not know
+			a.dispatchLease(w, r)
+			return
+		}
 		var allow []string
 		for _, rt := range fixedRoutes {
 			if rt.path == r.URL.Path {
 				allow = append(allow, rt.method)
 			}
 		}
-		methodNotAllowed(w, r, allow)
+		methodNotAllowed(w, r, allowHeader(allow))
 	})
 	for _, rt := range fixedRoutes {
 		h := rt.handler(a)
@@ -93,10 +121,20 @@ func (a *api) routes(r chi.Router) {
 		case watchPrefixPath:
 			op = "watch"
 		}
-		r.Method(rt.method, rt.path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			routed(r, rt.path, op, "")
+			if rt.query != nil {
+				if _, p := checkQuery(r, rt.query...); p != nil {
+					a.fail(w, r, *p)
+					return
+				}
+			}
 			h(w, r)
-		}))
+		})
+		r.Method(rt.method, rt.path, handler)
+		if rt.method == http.MethodGet {
+			r.Method(http.MethodHead, rt.path, handler)
+		}
 	}
 	a.extraRoutes(r)
 	r.HandleFunc(leasesPrefix+"/", a.dispatchLease)
@@ -115,12 +153,24 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 		if rt.verb != verb {
 			continue
 		}
-		if rt.method == r.Method {
+		if allows(rt.method, r.Method) {
 			route, op := leasesPrefix+"/{name}", "get"
 			if verb != "" {
 				route, op = route+":"+verb, verb
 			}
+			// The name is checked before anything logs it, so that a
+			// huge or hostile path never reaches a log line.
+			if !lease.ValidName(name) {
+				routed(r, route, op, "")
+				a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+					violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
+				return
+			}
 			routed(r, route, op, name)
+			if _, p := checkQuery(r, rt.query...); p != nil {
+				a.fail(w, r, *p)
+				return
+			}
 			if !a.admit(w, r, op, name) {
 				return
 			}
@@ -130,15 +180,52 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 		allow = append(allow, rt.method)
 	}
 	if len(allow) == 0 {
-		writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "unknown custom method :" + verb})
+		writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "unknown custom method :" + clip(verb, 64)})
 		return
 	}
-	methodNotAllowed(w, r, allow)
+	methodNotAllowed(w, r, allowHeader(allow))
+}
+
+// checkQuery parses r's query string strictly: every parameter must be one
+// of allowed, appear once, and be well-formed (percent-escapes, UTF-8);
+// otherwise it returns the 400 naming the parameter.
+func checkQuery(r *http.Request, allowed ...string) (url.Values, *problem) {
+	bad := func(field, format string, args ...any) *problem {
+		return &problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid query parameters",
+			violations: []lease.FieldViolation{{Field: field, Description: fmt.Sprintf(format, args...)}}}
+	}
+	out := url.Values{}
+	raw := r.URL.RawQuery
+	if raw == "" {
+		return out, nil
+	}
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil || !utf8.ValidString(key) || strings.Contains(key, ";") {
+			return nil, bad("query", "has a malformed parameter name %q", clip(k, 64))
+		}
+		if !slices.Contains(allowed, key) {
+			return nil, bad(clip(key, 64), "is not a query parameter of this request")
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil || !utf8.ValidString(val) {
+			return nil, bad(key, "is malformed: want percent-encoded UTF-8")
+		}
+		if out.Has(key) {
+			return nil, bad(key, "is given more than once")
+		}
+		out.Set(key, val)
+	}
+	return out, nil
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
 	slices.Sort(allow)
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	writeProblem(w, r, problem{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
-		detail: r.Method + " is not allowed here; allowed: " + strings.Join(allow, ", ")})
+		detail: clip(r.Method, 32) + " is not allowed here; allowed: " + strings.Join(allow, ", ")})
 }

@@ -20,10 +20,6 @@ const uiPath = "/ui/"
 // extraRoutes registers the routes that the OpenAPI document does not list
 // as operations of their own: HEAD of the prefix stream, and the dashboard.
 func (a *api) extraRoutes(r chi.Router) {
-	r.Head(watchPrefixPath, func(w http.ResponseWriter, r *http.Request) {
-		routed(r, watchPrefixPath, "watch", "")
-		a.watchPrefix(w, r)
-	})
 	sub, _ := fs.Sub(uiFiles, "ui")
 	files := http.StripPrefix(uiPath, http.FileServerFS(sub))
 	ui := func(w http.ResponseWriter, r *http.Request) {

@@ -26,6 +26,16 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 			violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 		return
 	}
+	if a.stopCtx.Err() != nil {
+		a.fail(w, r, shuttingDown())
+		return
+	}
+	release, ok := a.streams.take(a.callerKey(r))
+	if !ok {
+		a.fail(w, r, exhausted(":watch streams", 5))
+		return
+	}
+	defer release()
 	sub := a.cfg.Events.Subscribe(name) // before the read, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
 	ctx := r.Context()
@@ -41,6 +51,9 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
 	s := &stream{w: w, rc: rc}
 	a.replayLease(s, r, name)
 	s.snapshot(cur, found)
@@ -60,11 +73,15 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	lifetime := time.NewTimer(a.cfg.Limits.StreamLifetime)
+	defer lifetime.Stop()
 	for s.err == nil {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.stop:
+		case <-a.stopCtx.Done():
+			return
+		case <-lifetime.C: // the stream ends cleanly; the client reconnects
 			return
 		case <-heartbeat.C:
 			s.write([]byte(": heartbeat\n\n"))

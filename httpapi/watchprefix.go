@@ -41,13 +41,12 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !a.admit(w, r, "watch", "") {
 		return
 	}
-	q := r.URL.Query()
-	var bad []lease.FieldViolation
-	for k := range q {
-		if k != "prefix" && k != "history" {
-			bad = append(bad, lease.FieldViolation{Field: k, Description: "unknown query parameter; allowed: prefix, history"})
-		}
+	q, p := checkQuery(r, "prefix", "history")
+	if p != nil {
+		a.fail(w, r, *p)
+		return
 	}
+	var bad []lease.FieldViolation
 	prefix := q.Get("prefix")
 	if len(q["prefix"]) > 1 || (prefix != "" && !lease.ValidName(prefix)) {
 		bad = append(bad, lease.FieldViolation{Field: "prefix", Description: "must be given at most once and be the start of a lease name: [A-Za-z0-9._-], starting with a letter or digit"})
@@ -85,6 +84,16 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		filter = !all
 	}
 	readable := func(name string) bool { return !filter || a.cfg.Policy.Allowed(principal, auth.Read, name) }
+	if a.stopCtx.Err() != nil {
+		a.fail(w, r, shuttingDown())
+		return
+	}
+	release, ok := a.streams.take(a.callerKey(r))
+	if !ok {
+		a.fail(w, r, exhausted(":watch streams", 5))
+		return
+	}
+	defer release()
 
 	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
@@ -156,11 +165,15 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if d, ok := ps.nextDeadline(); ok {
 		hold.Reset(max(time.Until(d), time.Millisecond))
 	}
+	lifetime := time.NewTimer(a.cfg.Limits.StreamLifetime)
+	defer lifetime.Stop()
 	for ps.s.err == nil {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.stop:
+		case <-a.stopCtx.Done():
+			return
+		case <-lifetime.C: // the stream ends cleanly; the client reconnects
 			return
 		case <-heartbeat.C:
 			ps.s.write([]byte(": heartbeat\n\n"))

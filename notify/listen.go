@@ -40,6 +40,9 @@ type ListenConfig struct {
 	Ready func()
 	// Logger receives failures. Default slog.Default().
 	Logger *slog.Logger
+	// DeleteTimeout bounds the deletion of the subscription once ctx is
+	// done. Default 5s.
+	DeleteTimeout time.Duration
 }
 
 // Listen creates a subscription of this instance's own on the topic (with
@@ -66,7 +69,11 @@ func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error 
 		ExpirationPolicy:         &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(24 * time.Hour)},
 	}
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		timeout := cfg.DeleteTimeout
+		if timeout <= 0 {
+			timeout = 5 * time.Second
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		if err := client.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: name}); err != nil {
 			log.Warn("notify: delete subscription", "subscription", name, "err", err)

@@ -79,7 +79,10 @@
 // gone at least one grace period before the safe deadline, before anyone
 // else can hold the lease. When CMD ends by itself leasectl releases the
 // lease and exits with CMD's status. On SIGINT or SIGTERM it stops CMD the
-// same way, releases the lease and exits with CMD's status.
+// same way, releases the lease and exits with CMD's status. On Linux CMD
+// also dies with leasectl when leasectl is killed outright (SIGKILL, the
+// OOM killer): it is started with a parent-death signal; other platforms
+// have none (docs/agents.md).
 //
 // # Exit status
 //

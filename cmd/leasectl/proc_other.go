@@ -7,7 +7,7 @@ import (
 	"os/exec"
 )
 
-func ownGroup(*exec.Cmd) {}
+func ownGroup(cmd *exec.Cmd) { dieWithParent(cmd) }
 
 func terminate(cmd *exec.Cmd) { _ = cmd.Process.Signal(os.Interrupt) }
 

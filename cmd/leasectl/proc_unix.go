@@ -8,8 +8,11 @@ import (
 )
 
 // ownGroup starts CMD in a process group of its own, so that signals reach
-// everything it started.
-func ownGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+// everything it started, and, on Linux, makes it die with leasectl.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd)
+}
 
 // terminate sends SIGTERM to CMD's process group.
 func terminate(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }

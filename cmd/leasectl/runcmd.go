@@ -146,6 +146,7 @@ func supervise(lctx context.Context, argv, env []string, grace time.Duration, e 
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	ownGroup(cmd)
+	defer lockThread()() // until CMD is reaped: its parent-death signal follows this thread
 	if err := cmd.Start(); err != nil {
 		return outcome{err: err, status: 127}
 	}

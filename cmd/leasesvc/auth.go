@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"cloud.google.com/go/compute/metadata"
 
 	"github.com/leasesvc/leasesvc/auth"
 )
@@ -14,6 +18,44 @@ import (
 // Default per-principal rate limit when authentication is on.
 const (
 	defaultRateLimit = 100 // requests per second
+)
+
+// metadataLookup reads a value of the metadata server (Cloud Run's, GCE's).
+func metadataLookup(ctx context.Context, path string) (string, error) {
+	return metadata.GetWithContext(ctx, path)
+}
+
+// cloudRunAudience is the accepted ID-token audience when
+// LEASESVC_AUTH_AUDIENCES is unset: on Cloud Run (K_SERVICE set), the
+// service's deterministic URL https://SERVICE-PROJECT_NUMBER.REGION.run.app,
+// made from K_SERVICE and the metadata server, none of which a caller can
+// set. Anywhere else the audiences must be configured.
+func cloudRunAudience(ctx context.Context, getenv func(string) string, lookup func(context.Context, string) (string, error)) (string, error) {
+	service := getenv("K_SERVICE")
+	if service == "" {
+		return "", errors.New("LEASESVC_AUTH=google needs LEASESVC_AUTH_AUDIENCES, the service's URLs that callers mint ID tokens for (comma-separated); only on Cloud Run is a default derived")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	number, err := lookup(ctx, "project/numeric-project-id")
+	if err != nil {
+		return "", fmt.Errorf("LEASESVC_AUTH_AUDIENCES is unset and the Cloud Run URL cannot be derived (metadata server: project number: %w); set LEASESVC_AUTH_AUDIENCES", err)
+	}
+	region, err := lookup(ctx, "instance/region") // projects/NUMBER/regions/REGION
+	if err != nil {
+		return "", fmt.Errorf("LEASESVC_AUTH_AUDIENCES is unset and the Cloud Run URL cannot be derived (metadata server: region: %w); set LEASESVC_AUTH_AUDIENCES", err)
+	}
+	region = region[strings.LastIndexByte(region, '/')+1:]
+	number = strings.TrimSpace(number)
+	if !cloudRunPartRE.MatchString(service) || !numberRE.MatchString(number) || !cloudRunPartRE.MatchString(region) {
+		return "", fmt.Errorf("LEASESVC_AUTH_AUDIENCES is unset and the Cloud Run URL cannot be derived from service %q, project number %q, region %q; set LEASESVC_AUTH_AUDIENCES", service, number, region)
+	}
+	return "https://" + service + "-" + number + "." + region + ".run.app", nil
+}
+
+var (
+	cloudRunPartRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	numberRE       = regexp.MustCompile(`^[0-9]{1,20}$`)
 )
 
 // access is who may call the service and how often.
@@ -54,6 +96,14 @@ func newAccess(ctx context.Context, getenv func(string) string, log *slog.Logger
 			if s = strings.TrimSpace(s); s != "" {
 				auds = append(auds, s)
 			}
+		}
+		if len(auds) == 0 {
+			aud, err := cloudRunAudience(ctx, getenv, metadataLookup)
+			if err != nil {
+				return a, err
+			}
+			log.Info("LEASESVC_AUTH_AUDIENCES unset: accepting ID tokens for this Cloud Run service's URL", "audience", aud)
+			auds = []string{aud}
 		}
 		if a.authn, err = auth.NewGoogle(ctx, auth.GoogleConfig{Audiences: auds}); err != nil {
 			return a, fmt.Errorf("LEASESVC_AUTH=google: %w", err)

@@ -31,7 +31,7 @@ type config struct {
 // parseConfig reads the environment, then the flags, which override it.
 // Every error names the variable or flag at fault.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	c := config{port: 8080, backend: "memory", minTTL: lease.DefaultMinTTL, maxTTL: lease.DefaultMaxTTL, drain: 8 * time.Second}
+	c := config{port: 8080, backend: "memory", minTTL: lease.DefaultMinTTL, maxTTL: lease.DefaultMaxTTL, drain: 5 * time.Second}
 	var err error
 	envInt := func(key string, dst *int) {
 		if v := getenv(key); v != "" && err == nil {

@@ -122,7 +122,7 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 		sub := "leasesvc-" + instance
 		e.wg.Go(func() {
 			err := notify.Listen(ctx, e.client, notify.ListenConfig{
-				Topic: topic, Subscription: sub, Logger: e.log,
+				Topic: topic, Subscription: sub, Logger: e.log, DeleteTimeout: 2 * time.Second,
 				Handle: func(ev lease.Event) {
 					if ev.Ends() { // another instance ended a holding: a waiter here may take it
 						m.Wake(ev.Lease.Name)
@@ -167,7 +167,16 @@ func (e *events) doStop(ctx context.Context) error {
 	if e.cancel != nil {
 		e.cancel()
 	}
-	e.wg.Wait()
+	// The sweeper releases its lease and the listener deletes its
+	// subscription (within its DeleteTimeout); past ctx's deadline, go on
+	// to the flush rather than overrun the shutdown budget.
+	stopped := make(chan struct{})
+	go func() { e.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		e.log.Warn("events: the sweeper or listener did not stop in time", "err", ctx.Err())
+	}
 	var errs []error
 	if e.publisher != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))

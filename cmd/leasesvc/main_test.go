@@ -28,31 +28,56 @@ func TestServiceOverHTTP(t *testing.T) {
 	}
 }
 
-// TestSIGTERMDrainsInFlight sends SIGTERM while an acquire is waiting for a
-// held lease: the request still gets its answer and the process exits
-// cleanly within 10 s.
-func TestSIGTERMDrainsInFlight(t *testing.T) {
-	svc := e2e.StartService(t, map[string]string{"LEASESVC_DRAIN_TIMEOUT": "9s"})
+// TestSIGTERMEndsWaitsAndStreams sends SIGTERM to the real binary while
+// acquires wait (60 s) for a held lease and a :watch stream is open: every
+// waiting acquire is answered at once with 503 unavailable and
+// Retry-After: 1, the stream ends, and the process exits cleanly within
+// 9 s (Cloud Run kills at 10 s). With Pub/Sub events, the emulator test
+// TestSIGTERMFlushesEventsAndDeletesSubscription covers the rest.
+func TestSIGTERMEndsWaitsAndStreams(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_TELEMETRY": "stdout"})
 	c := e2e.Client{URL: svc.URL}
 	name := e2e.UniqueName("drain")
 	if r := c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != http.StatusOK {
 		t.Fatalf("acquire: %s", r.Raw)
 	}
+	stream := e2e.Watch(t, svc.URL, name)
+	stream.Next(t)
 	var wg sync.WaitGroup
-	var waited e2e.Response
-	wg.Go(func() { waited = c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"b","ttlMs":1000,"waitMs":2000}`) })
-	time.Sleep(300 * time.Millisecond) // the waiting acquire is in flight
+	waited := make([]e2e.Response, 3)
+	answered := make([]time.Time, 3)
+	for i := range waited {
+		wg.Go(func() {
+			waited[i] = c.Post(t, "/v1/leases/"+name+":acquire", fmt.Sprintf(`{"holder":"b%d","ttlMs":1000,"waitMs":60000}`, i))
+			answered[i] = time.Now()
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // the waiting acquires are in flight
+	sent := time.Now()
 	took, err := svc.Stop()
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
 	}
-	if waited.Status != http.StatusConflict || waited.Code() != "lease_held" {
-		t.Fatalf("in-flight acquire answered %d %s, want its 409 lease_held", waited.Status, waited.Raw)
+	for i, w := range waited {
+		if w.Status != http.StatusServiceUnavailable || w.Code() != "unavailable" || w.Header.Get("Retry-After") != "1" {
+			t.Fatalf("waiting acquire answered %d %s (Retry-After %q), want 503 unavailable, Retry-After: 1", w.Status, w.Raw, w.Header.Get("Retry-After"))
+		}
+		if d := answered[i].Sub(sent); d > 2*time.Second {
+			t.Errorf("a waiting acquire was answered %v after SIGTERM, want at once", d)
+		}
 	}
-	if took > 10*time.Second {
-		t.Fatalf("exit took %v after SIGTERM, want ≤ 10s", took)
+	if !stream.Closed(time.Second) {
+		t.Error("the watch stream is still open after exit")
 	}
+	if took > 9*time.Second {
+		t.Fatalf("exit took %v after SIGTERM, want < 9s", took)
+	}
+	out := svc.Output()
+	if i := strings.Index(out, "shutting down"); i < 0 || !strings.Contains(out[i:], `"Name":"leasesvc.`) {
+		t.Errorf("no metrics flushed after the shutdown began:\n%.3000s", out[max(i, 0):])
+	}
+	t.Logf("exited %v after SIGTERM", took)
 }
 
 func TestConfigErrorsNameTheSetting(t *testing.T) {
@@ -69,6 +94,19 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{map[string]string{"LEASESVC_MAX_TTL": "500ms"}, nil, "LEASESVC_MAX_TTL"},
 		{map[string]string{"LEASESVC_LOG_LEVEL": "loud"}, nil, "LEASESVC_LOG_LEVEL"},
 		{map[string]string{"LEASESVC_DRAIN_TIMEOUT": "-1s"}, nil, "LEASESVC_DRAIN_TIMEOUT"},
+		{map[string]string{"LEASESVC_DRAIN_TIMEOUT": "9s"}, nil, "LEASESVC_SHUTDOWN_TIMEOUT"},
+		{map[string]string{"LEASESVC_BODY_TIMEOUT": "0s"}, nil, "LEASESVC_BODY_TIMEOUT"},
+		{map[string]string{"LEASESVC_HEADER_TIMEOUT": "x"}, nil, "LEASESVC_HEADER_TIMEOUT"},
+		{map[string]string{"LEASESVC_IDLE_TIMEOUT": "-1m"}, nil, "LEASESVC_IDLE_TIMEOUT"},
+		{map[string]string{"LEASESVC_STREAM_LIFETIME": "forever"}, nil, "LEASESVC_STREAM_LIFETIME"},
+		{map[string]string{"LEASESVC_READY_CACHE": "1"}, nil, "LEASESVC_READY_CACHE"},
+		{map[string]string{"LEASESVC_SHUTDOWN_TIMEOUT": "0"}, nil, "LEASESVC_SHUTDOWN_TIMEOUT"},
+		{map[string]string{"LEASESVC_MAX_STREAMS": "0"}, nil, "LEASESVC_MAX_STREAMS"},
+		{map[string]string{"LEASESVC_MAX_STREAMS_PER_CALLER": "many"}, nil, "LEASESVC_MAX_STREAMS_PER_CALLER"},
+		{map[string]string{"LEASESVC_MAX_WAITING": "-5"}, nil, "LEASESVC_MAX_WAITING"},
+		{map[string]string{"LEASESVC_MAX_WAITING_PER_CALLER": "1.5"}, nil, "LEASESVC_MAX_WAITING_PER_CALLER"},
+		{map[string]string{"LEASESVC_PAGE_TOKEN_KEY": "c2hvcnQ="}, nil, "LEASESVC_PAGE_TOKEN_KEY"},
+		{map[string]string{"LEASESVC_LISTEN": "everywhere"}, nil, "LEASESVC_LISTEN"},
 		{map[string]string{"LEASESVC_TELEMETRY": "jaeger"}, nil, "LEASESVC_TELEMETRY"},
 		{map[string]string{"LEASESVC_INSTANCE_ID": "Bad_ID"}, nil, "LEASESVC_INSTANCE_ID"},
 		{map[string]string{"LEASESVC_PUBSUB_TOPIC": "x"}, nil, "LEASESVC_PUBSUB_TOPIC"},

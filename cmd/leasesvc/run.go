@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -49,6 +50,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	lim, err := parseLimits(getenv, acc.mode)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if cfg.drain >= lim.shutdown {
+		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
+	}
 	ev, err := newEvents(ctx, getenv, log)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
@@ -68,11 +76,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	defer obs.shutdown(context.WithoutCancel(ctx))
+	var flushOnce sync.Once
+	flush := func(ctx context.Context) { flushOnce.Do(func() { obs.shutdown(ctx) }) }
+	defer flush(context.WithoutCancel(ctx)) // early returns; a normal stop flushes below
 	ev.observe(obs)
 	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
-		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter})
+		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
+		Limits: lim.api, PageTokenKey: lim.pageTokenKey})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
@@ -84,44 +95,68 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = ev.stop(context.Background())
 	}()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(lim.listenHost, strconv.Itoa(cfg.port)))
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", cfg.port, err)
+		return fmt.Errorf("listen on %s port %d: %w", lim.listenHost, cfg.port, err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	srv.RegisterOnShutdown(h.CloseStreams)
+	srv := newServer(ctx, h, lim, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
 		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "", "auth", acc.mode, "rateLimit", acc.rate, "rateBurst", acc.burst,
-		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String())
+		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0])
 
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests", "drain", cfg.drain.String())
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.drain)
+	// SIGTERM: end waits and streams at once, drain the rest, stop events
+	// (delete the subscription, flush), flush telemetry, all within the
+	// shutdown budget (Cloud Run kills 10 s after SIGTERM).
+	hard := time.Now().Add(lim.shutdown)
+	log.Info("shutting down: ending waits and streams, draining in-flight requests", "drain", cfg.drain.String(), "budget", lim.shutdown.String())
+	h.CloseStreams()
+	drainCtx, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(cfg.drain), hard.Add(-2*time.Second)))
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Warn("shutdown: requests still in flight at the drain deadline; closing their connections", "err", err)
 		_ = srv.Close()
-		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if err := ev.stop(drainCtx); err != nil {
+	evCtx, cancelEv := context.WithDeadline(context.Background(), hard.Add(-time.Second))
+	defer cancelEv()
+	if err := ev.stop(evCtx); err != nil {
 		log.Error("events: stop", "err", err)
 	}
+	telCtx, cancelTel := context.WithDeadline(context.Background(), hard.Add(-200*time.Millisecond))
+	defer cancelTel()
+	flush(telCtx)
 	log.Info("leasesvc stopped")
 	return nil
+}
+
+// newServer is the service's http.Server: headers within the header
+// timeout, idle keep-alive connections closed after the idle timeout; the
+// body deadline is the handler's (httpapi.Limits.BodyTimeout), so that
+// streams and waiting acquires are not cut by a whole-request timeout.
+func newServer(ctx context.Context, h http.Handler, lim limits, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.headerTimeout,
+		IdleTimeout:       lim.idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // openStore opens the backend named by LEASESVC_BACKEND; onRetry counts the

@@ -23,9 +23,29 @@ package audit
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
+
+// MaxField is the most bytes of one string an audit line carries; a longer
+// one is cut, marked with "…". With it every line stays far below Cloud
+// Logging's 256 KB entry limit, whatever a caller sends.
+const MaxField = 1024
+
+// str is a string attribute cut to MaxField bytes and made valid UTF-8.
+func str(key, v string) slog.Attr {
+	v = strings.ToValidUTF8(v, "\ufffd")
+	if len(v) > MaxField {
+		cut := MaxField
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		v = v[:cut] + "…"
+	}
+	return slog.String(key, v)
+}
 
 // LabelsKey is the field Cloud Logging reads labels from.
 const LabelsKey = "logging.googleapis.com/labels"
@@ -51,24 +71,24 @@ func (a *Log) Change(ctx context.Context, ev lease.Event) {
 	}
 	l := ev.Lease
 	attrs := []any{
-		slog.String("action", string(ev.Type)),
-		slog.String("outcome", OutcomeOK),
-		slog.String("lease", l.Name),
+		str("action", string(ev.Type)),
+		str("outcome", OutcomeOK),
+		str("lease", l.Name),
 		slog.Int64("fencingToken", l.FencingToken),
-		slog.String("holder", l.Holder),
-		slog.String("holderPrincipal", l.Principal),
-		slog.String("eventTime", ev.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00")),
+		str("holder", l.Holder),
+		str("holderPrincipal", l.Principal),
+		str("eventTime", ev.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00")),
 	}
 	switch ev.Type {
 	case lease.EventRevoked:
-		attrs = append(attrs, slog.String("principal", ev.Operator), slog.String("reason", ev.Reason))
+		attrs = append(attrs, str("principal", ev.Operator), str("reason", ev.Reason))
 	case lease.EventExpired:
-		attrs = append(attrs, slog.String("principal", ""))
+		attrs = append(attrs, str("principal", ""))
 	default:
-		attrs = append(attrs, slog.String("principal", l.Principal))
+		attrs = append(attrs, str("principal", l.Principal))
 	}
 	if ev.Type == lease.EventAcquired && ev.PreviousHolder != "" {
-		attrs = append(attrs, slog.String("previousHolder", ev.PreviousHolder), slog.Bool("previousExpired", ev.PreviousExpired))
+		attrs = append(attrs, str("previousHolder", ev.PreviousHolder), slog.Bool("previousExpired", ev.PreviousExpired))
 	}
 	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit", attrs...))
 }
@@ -83,10 +103,10 @@ func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, det
 		return
 	}
 	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit",
-		slog.String("action", action),
-		slog.String("outcome", outcome),
-		slog.String("principal", principal),
-		slog.String("lease", name),
-		slog.String("detail", detail),
+		str("action", action),
+		str("outcome", outcome),
+		str("principal", principal),
+		str("lease", name),
+		str("detail", detail),
 	))
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/lease"
@@ -72,4 +74,22 @@ func TestRefused(t *testing.T) {
 	}
 	var nilLog *audit.Log
 	nilLog.Refused(t.Context(), "get", "unauthenticated", "", "x", "") // a nil Log writes nothing and does not panic
+}
+
+// TestLinesAreCapped: whatever a caller sends, an audit line stays small
+// (Cloud Logging refuses entries over 256 KB) and valid UTF-8.
+func TestLinesAreCapped(t *testing.T) {
+	huge := strings.Repeat("x", 500<<10) + "\xff"
+	var buf bytes.Buffer
+	a := audit.New(slog.New(slog.NewJSONHandler(&buf, nil)))
+	a.Refused(t.Context(), "acquire", "unauthenticated", huge, huge, huge)
+	a.Change(t.Context(), lease.Event{Type: lease.EventRevoked, Lease: lease.Lease{Name: huge, Holder: huge, Principal: huge}, Reason: huge, Operator: huge})
+	for i, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if len(l) > 16<<10 {
+			t.Errorf("line %d has %d bytes, want ≤ 16 KB", i, len(l))
+		}
+		if !utf8.ValidString(l) || !strings.Contains(l, "…") {
+			t.Errorf("line %d is not valid UTF-8 or not marked as cut: %.200q", i, l)
+		}
+	}
 }

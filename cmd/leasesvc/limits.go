@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/leasesvc/leasesvc/httpapi"
+)
+
+// limits are the settings of docs/contract.md §9: server timeouts, caps on
+// what callers hold open, the page-token key, where to listen and the
+// shutdown budget.
+type limits struct {
+	headerTimeout time.Duration // LEASESVC_HEADER_TIMEOUT: headers must arrive within it
+	idleTimeout   time.Duration // LEASESVC_IDLE_TIMEOUT: idle keep-alive connections close after it
+	shutdown      time.Duration // LEASESVC_SHUTDOWN_TIMEOUT: SIGTERM to exit
+	api           httpapi.Limits
+	pageTokenKey  []byte // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
+	listenHost    string // the host part of the listen address
+}
+
+// Defaults of limits.
+const (
+	defaultHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout   = 2 * time.Minute
+	defaultShutdown      = 9 * time.Second // Cloud Run kills 10 s after SIGTERM
+)
+
+// parseLimits reads the limit settings; every error names its variable.
+// authMode decides the default listen host: with LEASESVC_AUTH=none the
+// service listens on loopback only, unless LEASESVC_LISTEN says otherwise
+// or it runs on Cloud Run (K_SERVICE is set), where only Cloud Run's front
+// end can reach it.
+func parseLimits(getenv func(string) string, authMode string) (limits, error) {
+	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, api: httpapi.Limits{
+		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
+		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
+		ReadyCache: httpapi.DefaultReadyCache,
+	}}
+	durs := []struct {
+		key string
+		dst *time.Duration
+	}{
+		{"LEASESVC_HEADER_TIMEOUT", &l.headerTimeout}, {"LEASESVC_BODY_TIMEOUT", &l.api.BodyTimeout},
+		{"LEASESVC_IDLE_TIMEOUT", &l.idleTimeout}, {"LEASESVC_STREAM_LIFETIME", &l.api.StreamLifetime},
+		{"LEASESVC_READY_CACHE", &l.api.ReadyCache}, {"LEASESVC_SHUTDOWN_TIMEOUT", &l.shutdown},
+	}
+	for _, d := range durs {
+		if v := getenv(d.key); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return l, fmt.Errorf("%s=%q: want a positive duration such as 10s or 2m", d.key, v)
+			}
+			*d.dst = x
+		}
+	}
+	ints := []struct {
+		key string
+		dst *int
+	}{
+		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
+		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
+	}
+	for _, n := range ints {
+		if v := getenv(n.key); v != "" {
+			x, err := strconv.Atoi(v)
+			if err != nil || x < 1 {
+				return l, fmt.Errorf("%s=%q: want an integer ≥ 1", n.key, v)
+			}
+			*n.dst = x
+		}
+	}
+	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
+		key, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(key) != httpapi.PageTokenKeySize {
+			return l, fmt.Errorf("LEASESVC_PAGE_TOKEN_KEY: want %d random bytes in standard base64, as openssl rand -base64 32 prints them", httpapi.PageTokenKeySize)
+		}
+		l.pageTokenKey = key
+	}
+	switch v := getenv("LEASESVC_LISTEN"); {
+	case v != "":
+		if ip := net.ParseIP(v); ip == nil && v != "localhost" {
+			return l, fmt.Errorf("LEASESVC_LISTEN=%q: want an IP address to listen on: 127.0.0.1, 0.0.0.0, :: or another", v)
+		}
+		l.listenHost = v
+	case authMode == "none" && getenv("K_SERVICE") == "":
+		l.listenHost = "127.0.0.1"
+	}
+	return l, nil
+}
+
+// logAttrs are the limits as the start-up line shows them.
+func (l limits) logAttrs() []any {
+	return []any{slog.Group("limits",
+		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
+		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
+		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "readyCache", l.api.ReadyCache.String(),
+		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/httpapi"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestLimitsDefaultsAndOverrides: every limit of docs/contract.md §9 has
+// its default, and its setting overrides it.
+func TestLimitsDefaultsAndOverrides(t *testing.T) {
+	l, err := parseLimits(envOf(nil), "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
+		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second}
+	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
+		t.Fatalf("defaults %+v", l)
+	}
+	l, err = parseLimits(envOf(map[string]string{
+		"LEASESVC_BODY_TIMEOUT": "3s", "LEASESVC_HEADER_TIMEOUT": "4s", "LEASESVC_IDLE_TIMEOUT": "5m", "LEASESVC_STREAM_LIFETIME": "10m",
+		"LEASESVC_READY_CACHE": "2s", "LEASESVC_SHUTDOWN_TIMEOUT": "8s", "LEASESVC_MAX_STREAMS_PER_CALLER": "7", "LEASESVC_MAX_STREAMS": "70",
+		"LEASESVC_MAX_WAITING_PER_CALLER": "8", "LEASESVC_MAX_WAITING": "80", "LEASESVC_PAGE_TOKEN_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"LEASESVC_LISTEN": "::",
+	}), "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = httpapi.Limits{BodyTimeout: 3 * time.Second, StreamsPerCaller: 7, Streams: 70, StreamLifetime: 10 * time.Minute,
+		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second}
+	if l.api != want || l.headerTimeout != 4*time.Second || l.idleTimeout != 5*time.Minute || l.shutdown != 8*time.Second || len(l.pageTokenKey) != 32 || l.pageTokenKey[31] != 31 || l.listenHost != "::" {
+		t.Fatalf("overrides %+v", l)
+	}
+}
+
+// TestAuthNoneListensOnLoopback: with LEASESVC_AUTH=none the service
+// listens on loopback only, unless LEASESVC_LISTEN says otherwise or it runs
+// on Cloud Run; with authentication it listens on every interface.
+func TestAuthNoneListensOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "127.0.0.1"},
+		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0"}, "0.0.0.0"},
+		{map[string]string{"K_SERVICE": "leasesvc"}, ""},
+		{map[string]string{"K_SERVICE": "leasesvc", "LEASESVC_LISTEN": "127.0.0.1"}, "127.0.0.1"},
+	} {
+		l, err := parseLimits(envOf(tc.env), "none")
+		if err != nil || l.listenHost != tc.want {
+			t.Errorf("env %v: listen host %q, %v; want %q", tc.env, l.listenHost, err, tc.want)
+		}
+	}
+	if l, _ := parseLimits(envOf(nil), "google"); l.listenHost != "" {
+		t.Errorf("with auth: listen host %q, want every interface", l.listenHost)
+	}
+	// The real start-up line says where it listens.
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout syncWriter
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-port", "0"}, envOf(nil), &stdout, io.Discard) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stdout.String(), "leasesvc listening") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(stdout.String(), `"addr":"127.0.0.1:`) {
+		t.Fatalf("start-up line does not show a loopback address:\n%s", stdout.String())
+	}
+}
+
+// TestServerTimeouts: headers within the header timeout, idle keep-alive
+// connections closed after the idle timeout, and no whole-request timeout
+// (the handler bounds bodies; streams and waits must last).
+func TestServerTimeouts(t *testing.T) {
+	l, _ := parseLimits(envOf(map[string]string{"LEASESVC_HEADER_TIMEOUT": "3s", "LEASESVC_IDLE_TIMEOUT": "1m"}), "static")
+	srv := newServer(t.Context(), http.NotFoundHandler(), l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if srv.ReadHeaderTimeout != 3*time.Second || srv.IdleTimeout != time.Minute || srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
+		t.Fatalf("server timeouts: header %v idle %v read %v write %v", srv.ReadHeaderTimeout, srv.IdleTimeout, srv.ReadTimeout, srv.WriteTimeout)
+	}
+}
+
+// TestCloudRunAudience: without LEASESVC_AUTH_AUDIENCES the audience is
+// derived only on Cloud Run, from K_SERVICE and the metadata server.
+func TestCloudRunAudience(t *testing.T) {
+	md := func(_ context.Context, path string) (string, error) {
+		switch path {
+		case "project/numeric-project-id":
+			return "123456789012", nil
+		case "instance/region":
+			return "projects/123456789012/regions/europe-west1", nil
+		}
+		return "", errors.New("no such key")
+	}
+	aud, err := cloudRunAudience(t.Context(), envOf(map[string]string{"K_SERVICE": "leasesvc"}), md)
+	if err != nil || aud != "https://leasesvc-123456789012.europe-west1.run.app" {
+		t.Fatalf("audience = %q, %v", aud, err)
+	}
+	if _, err := cloudRunAudience(t.Context(), envOf(nil), md); err == nil || !strings.Contains(err.Error(), "LEASESVC_AUTH_AUDIENCES") {
+		t.Fatalf("off Cloud Run = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
+	}
+	down := func(context.Context, string) (string, error) { return "", errors.New("metadata server unreachable") }
+	if _, err := cloudRunAudience(t.Context(), envOf(map[string]string{"K_SERVICE": "leasesvc"}), down); err == nil || !strings.Contains(err.Error(), "LEASESVC_AUTH_AUDIENCES") {
+		t.Fatalf("metadata down = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
+	}
+	var stderr bytes.Buffer
+	err = run(t.Context(), nil, envOf(map[string]string{"LEASESVC_AUTH": "google", "LEASESVC_POLICY": "/nonexistent"}), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "LEASESVC_AUTH_AUDIENCES") {
+		t.Fatalf("google auth without audiences off Cloud Run: run = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
+	}
+}
