@@ -29,7 +29,7 @@ func recordsEqual(a, b *backend.Record) bool {
 		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
 }
 
-func put(t *testing.T, s backend.Store, r *backend.Record) backend.Snapshot {
+func put(t *testing.T, s *backend.Loop, r *backend.Record) backend.Snapshot {
 	t.Helper()
 	snap, err := s.Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return r, nil })
 	if err != nil {
@@ -55,7 +55,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	name := e.name("rt")
 	var seen backend.Snapshot
 	var want *backend.Record
-	snap, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		seen = s
 		want = sampleRecord(name, s.ServerTime)
 		return want, nil
@@ -80,7 +80,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		t.Fatalf("Get after Update = %+v, want %+v", got.Record, want)
 	}
 	// A second write replaces the first and decide sees the stored record.
-	snap, err = e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err = e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		if s.Record == nil || !recordsEqual(s.Record, want) {
 			return nil, errors.New("decide did not see the stored record")
 		}
@@ -107,15 +107,15 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 
 func testDecideNil(t *testing.T, e *env) {
 	name := e.name("nil")
-	snap, err := e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	snap, err := e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
 	if err != nil || snap.Record != nil {
 		t.Fatalf("Update(decide=nil) = %+v, %v; want no record, no error", snap.Record, err)
 	}
 	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
 		t.Fatalf("record created by a decide that returned nil: %+v", got.Record)
 	}
-	want := put(t, e.Store, sampleRecord(name, snap.ServerTime)).Record
-	snap, err = e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	want := put(t, e.loop, sampleRecord(name, snap.ServerTime)).Record
+	snap, err = e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
 	if err != nil || snap.Record == nil || !recordsEqual(snap.Record, want) {
 		t.Fatalf("Update(decide=nil) on a record = %+v, %v; want the record unchanged", snap.Record, err)
 	}
@@ -124,7 +124,7 @@ func testDecideNil(t *testing.T, e *env) {
 func testDecideError(t *testing.T, e *env) {
 	name := e.name("err")
 	boom := errors.New("boom")
-	_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		return sampleRecord(name, s.ServerTime), boom
 	})
 	if err != boom {
@@ -144,8 +144,9 @@ func testNoLostUpdates(t *testing.T, e *env) {
 	errs := make(chan error, workers*each)
 	for range workers {
 		wg.Go(func() {
+			loop := backend.NewLoop(e.Store) // one per worker, as processes have: no shared gate
 			for range each {
-				_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+				_, err := loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 					r := sampleRecord(name, s.ServerTime)
 					r.FencingToken = 1
 					if s.Record != nil {
@@ -180,7 +181,7 @@ func testServerTimeAdvances(t *testing.T, e *env) {
 		t.Fatalf("Get: %v", err)
 	}
 	e.pass(20 * time.Millisecond)
-	w := put(t, e.Store, sampleRecord(name, a.ServerTime))
+	w := put(t, e.loop, sampleRecord(name, a.ServerTime))
 	e.pass(20 * time.Millisecond)
 	b, err := e.Store.Get(t.Context(), name)
 	if err != nil {
@@ -198,7 +199,7 @@ func testStoreList(t *testing.T, e *env) {
 	names := []string{e.name("b"), e.name("a"), e.name("a.x"), e.name("a-y"), e.name("c")}
 	now, _ := e.Store.Get(t.Context(), names[0])
 	for _, n := range names {
-		put(t, e.Store, sampleRecord(n, now.ServerTime))
+		put(t, e.loop, sampleRecord(n, now.ServerTime))
 	}
 	list := func(prefix, after string, limit int) []string {
 		t.Helper()
@@ -252,17 +253,67 @@ func testCancelledContext(t *testing.T, e *env) {
 		t.Errorf("Get(cancelled) = %v, want context.Canceled", err)
 	}
 	called := false
-	_, err := e.Store.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		called = true
 		return sampleRecord(name, s.ServerTime), nil
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update(cancelled) = %v, want context.Canceled", err)
 	}
+	if _, err := e.Store.Try(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+		called = true
+		return sampleRecord(name, s.ServerTime), nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Try(cancelled) = %v, want context.Canceled", err)
+	}
 	if _, _, err := e.Store.List(ctx, e.prefix, "", 10); !errors.Is(err, context.Canceled) {
 		t.Errorf("List(cancelled) = %v, want context.Canceled", err)
 	}
 	if got, err := e.Store.Get(t.Context(), name); err != nil || got.Record != nil {
 		t.Errorf("after a cancelled Update (decide called: %v) Get = %+v, %v; want nothing written", called, got.Record, err)
+	}
+}
+
+// testTryOneAttempt runs concurrent increments as single attempts of the
+// driver, without Loop: each attempt either writes or reports a conflict
+// (ErrConflict), and the counter ends at the number of attempts that said
+// they wrote.
+func testTryOneAttempt(t *testing.T, e *env) {
+	name := e.name("try")
+	const workers, each = 6, 4
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wrote int64
+	)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := e.Store.Try(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+					r := sampleRecord(name, s.ServerTime)
+					r.FencingToken = 1
+					if s.Record != nil {
+						r.FencingToken = s.Record.FencingToken + 1
+					}
+					return r, nil
+				})
+				switch {
+				case err == nil:
+					mu.Lock()
+					wrote++
+					mu.Unlock()
+				case !errors.Is(err, backend.ErrConflict):
+					t.Errorf("Try = %v; want success or backend.ErrConflict", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if wrote == 0 || got.Record == nil || got.Record.FencingToken != wrote {
+		t.Fatalf("counter = %+v after %d attempts that said they wrote", got.Record, wrote)
 	}
 }

@@ -258,7 +258,7 @@ func readColumns(ctx context.Context, client *spanner.Client, table string) ([]c
 		return nil
 	})
 	if err != nil {
-		_, err = classify("read the columns of table "+table, err)
+		err = classify("read the columns of table "+table, err)
 		return nil, err
 	}
 	return cols, nil
@@ -361,7 +361,7 @@ func runDDL(ctx context.Context, admin *database.DatabaseAdminClient, client *sp
 	if CheckSchema(ctx, client) == nil {
 		return errSchemaDoneElsewhere
 	}
-	_, err = classify(what, err)
+	err = classify(what, err)
 	return err
 }
 

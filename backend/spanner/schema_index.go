@@ -69,7 +69,7 @@ func readIndexes(ctx context.Context, client *spanner.Client, table string) (map
 		return nil
 	})
 	if err != nil {
-		_, err = classify("read the indexes of table "+table, err)
+		err = classify("read the indexes of table "+table, err)
 		return nil, err
 	}
 	return out, nil
