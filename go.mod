@@ -9,6 +9,7 @@ require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/google/go-cmp v0.7.0
 	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/rs/zerolog v1.33.0
