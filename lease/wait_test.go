@@ -170,7 +170,9 @@ type hintedStore struct {
 	log  []string
 }
 
-func (s *hintedStore) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }
+func (s *hintedStore) Hints() backend.Hints {
+	return backend.Hints{ReadFirst: backend.ReadFirstAdaptive}
+}
 
 func (s *hintedStore) Get(ctx context.Context, name string) (backend.Snapshot, error) {
 	s.note(name, "get")

@@ -40,7 +40,7 @@ func TestOpenNamesAnUnreachableEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := ln.Addr().String()
-	ln.Close() // nobody listens there now
+	ln.Close()                              // nobody listens there now
 	t.Setenv("SPANNER_EMULATOR_HOST", host) // the client reads it from the process
 	env := map[string]string{
 		"SPANNER_EMULATOR_HOST":     host,
