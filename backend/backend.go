@@ -129,3 +129,14 @@ type ExpiryScanner interface {
 	// release time); the caller tells them apart.
 	ScanExpiry(ctx context.Context, after Cursor, until time.Time, limit int) ([]Record, error)
 }
+
+// Listener is implemented by stores that tell every instance when a
+// holding ends, without a message bus (PostgreSQL's LISTEN/NOTIFY): the
+// service runs Listen when no Pub/Sub topic is set, so that an acquire
+// waiting on one instance starts at once when another ends the holding.
+type Listener interface {
+	// Listen calls wake with the name of each lease whose holding a write
+	// through any instance ended, until ctx is done; it then returns
+	// ctx.Err(). It survives losing the database and reconnects.
+	Listen(ctx context.Context, wake func(name string)) error
+}

@@ -7,5 +7,6 @@ import (
 	// Each backend registers itself in its init function.
 	_ "github.com/leasesvc/leasesvc/backend/firestore"
 	_ "github.com/leasesvc/leasesvc/backend/memory"
+	_ "github.com/leasesvc/leasesvc/backend/postgres"
 	_ "github.com/leasesvc/leasesvc/backend/spanner"
 )
