@@ -27,11 +27,10 @@ func TestListenWakesWaitersElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		if stores[i], err = postgres.New(pool); err == nil && i == 0 {
-			err = stores[i].Migrate(t.Context())
-		}
-		if err != nil {
-			t.Fatal(err)
+		if stores[i] = postgres.New(pool); i == 0 {
+			if err := stores[i].Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if m[i], err = lease.NewManager(stores[i], lease.Config{}); err != nil {
 			t.Fatal(err)

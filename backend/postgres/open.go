@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
+	_ "embed" // schema.sql
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,12 +24,14 @@ func init() {
 	})
 }
 
-// identRE matches a plain SQL identifier.
-var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+// schema creates the table and its index when missing (schema.sql).
+//
+//go:embed schema.sql
+var schema string
 
-// reachTimeout bounds the start-up calls, so that a database that does not
+// startTimeout bounds the start-up calls, so that a database that does not
 // answer is named within seconds.
-const reachTimeout = 5 * time.Second
+const startTimeout = 5 * time.Second
 
 func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions) (backend.Store, func() error, error) {
 	url := getenv("LEASESVC_POSTGRES_URL")
@@ -48,65 +50,45 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	if err != nil {
 		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err)
 	}
-	s, err := New(pool)
+	s := New(pool)
+	start, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if migrate {
+		err = s.Migrate(start)
+	}
 	if err == nil {
-		err = s.prepare(ctx, migrate)
+		err = s.CheckSchema(start)
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("postgres at %s:%d, database %q: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+		return nil, nil, fmt.Errorf("postgres at %s:%d, database %q (within %v): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, startTimeout, err)
 	}
 	return s, func() error { pool.Close(); return nil }, nil
 }
 
-// prepare creates the schema if migrate is set, and checks it in any case.
-func (s *Store) prepare(ctx context.Context, migrate bool) error {
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	if migrate {
-		if err := s.Migrate(ctx); err != nil {
-			return fmt.Errorf("LEASESVC_POSTGRES_MIGRATE=true: %w", err)
+// Migrate creates the table and its index (schema.sql) when missing, one
+// instance at a time. An existing table is never altered.
+func (s *Store) Migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err == nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if _, err = tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('"+table+"'))"); err == nil {
+			_, err = tx.Exec(ctx, schema)
 		}
 	}
-	return s.CheckSchema(ctx)
-}
-
-// Migrate creates the table and its expiry index if they are missing. An
-// existing table is never altered.
-func (s *Store) Migrate(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
-	name          text COLLATE "C" PRIMARY KEY,
-	holder        text NOT NULL,
-	fencing_token bigint NOT NULL,
-	ttl_ms        bigint NOT NULL,
-	acquire_time  timestamptz NOT NULL,
-	renew_time    timestamptz NOT NULL,
-	expire_time   timestamptz NOT NULL,
-	transitions   bigint NOT NULL,
-	metadata      text NOT NULL DEFAULT '',
-	principal     text NOT NULL DEFAULT '',
-	revoked_by    text NOT NULL DEFAULT '',
-	revoke_reason text NOT NULL DEFAULT '');
-CREATE INDEX IF NOT EXISTS `+s.table+`_by_expiry ON `+s.table+` (expire_time, name)`)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
-		return fmt.Errorf("create table %s: %w", s.table, err)
+		return fmt.Errorf("LEASESVC_POSTGRES_MIGRATE=true: create table %s: %w", table, err)
 	}
 	return nil
 }
 
-// CheckSchema checks that the table exists with every column the Store
-// reads and writes.
+// CheckSchema checks that the table has every column the Store uses.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, "SELECT "+columns+" FROM "+s.table+" LIMIT 0")
-	if err == nil {
-		rows.Close()
-		err = rows.Err()
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("no answer within %v: %w", reachTimeout, err)
-		}
-		return fmt.Errorf("table %s with columns %s: %w (create it with LEASESVC_POSTGRES_MIGRATE=true)", s.table, columns, err)
+	if _, err := s.pool.Exec(ctx, "SELECT "+columns+" FROM "+table+" LIMIT 0"); err != nil {
+		return fmt.Errorf("table %s with columns %s: %w (create it from backend/postgres/schema.sql, or set LEASESVC_POSTGRES_MIGRATE=true)", table, columns, err)
 	}
 	return nil
 }

@@ -16,11 +16,8 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := postgres.New(pool)
-	if err == nil {
-		err = s.Migrate(t.Context())
-	}
-	if err != nil {
+	s := postgres.New(pool)
+	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, func(*testing.T) backendtest.Harness { return backendtest.Harness{Store: s} }, backendtest.Options{})

@@ -13,49 +13,23 @@ import (
 	"github.com/leasesvc/leasesvc/backend"
 )
 
-// DefaultTable is the table of the leases unless WithTable names another.
-const DefaultTable = "leasesvc_leases"
+// table is the table of the leases (schema.sql).
+const table = "leasesvc_leases"
 
 // Channel is the NOTIFY channel on which a write that ends a holding sends
 // the lease name.
 const Channel = "leasesvc_lease_ended"
 
-// columns are the table's columns, in the order record scans them.
+// columns are the table's columns, in the order scanRecord reads them.
 const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason"
 
-// Store is a backend.Store over one PostgreSQL table. It is safe for
-// concurrent use; the pool stays the caller's.
-type Store struct {
-	pool  *pgxpool.Pool
-	table string
-}
-
-var (
-	_ backend.Store         = (*Store)(nil)
-	_ backend.ExpiryScanner = (*Store)(nil)
-	_ backend.Hinter        = (*Store)(nil)
-)
-
-// Option configures a Store.
-type Option func(*Store)
-
-// WithTable names the table of the leases (a plain SQL identifier).
-func WithTable(name string) Option { return func(s *Store) { s.table = name } }
+// Store is a backend.Store, backend.ExpiryScanner and backend.Listener
+// over the table of schema.sql. It is safe for concurrent use; the pool
+// stays the caller's.
+type Store struct{ pool *pgxpool.Pool }
 
 // New returns a Store over pool. It does no I/O; see Migrate and CheckSchema.
-func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
-	s := &Store{pool: pool, table: DefaultTable}
-	for _, o := range opts {
-		o(s)
-	}
-	if pool == nil {
-		return nil, errors.New("postgres: New: pool is nil")
-	}
-	if !identRE.MatchString(s.table) {
-		return nil, fmt.Errorf("postgres: table %q: want a plain identifier ([a-z_][a-z0-9_]*, ≤ 63 bytes)", s.table)
-	}
-	return s, nil
-}
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Hints implements backend.Hinter: a read takes no lock and costs one round
 // trip, an attempt a transaction, so refusals are answered from a read.
@@ -66,35 +40,52 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// read reads the row under name (locking it with lock) and then, in a
-// later statement, clock_timestamp(): the time of a decision on the row.
-func (s *Store) read(ctx context.Context, q batcher, name string, lock bool) (backend.Snapshot, error) {
-	sql := "SELECT " + columns + " FROM " + s.table + " WHERE name = $1"
-	if lock {
-		sql += " FOR UPDATE"
-	}
+// query runs a query of records and then, in a later statement of the same
+// round trip, clock_timestamp(): a time after the query's snapshot (and
+// after its row locks, if any), the time of a decision on what it read.
+func query(ctx context.Context, q batcher, what, where string, args ...any) ([]backend.Record, time.Time, error) {
 	b := &pgx.Batch{}
-	b.Queue(sql, name)
+	b.Queue("SELECT "+columns+" FROM "+table+" WHERE "+where, args...)
 	b.Queue("SELECT clock_timestamp()")
 	res := q.SendBatch(ctx, b)
 	defer res.Close()
-	var snap backend.Snapshot
-	rec, err := scanRecord(res.QueryRow())
-	switch {
-	case err == nil:
-		snap.Record = rec
-	case !errors.Is(err, pgx.ErrNoRows):
-		return snap, classify(ctx, "read "+name, err)
+	var (
+		out []backend.Record
+		now time.Time
+	)
+	rows, err := res.Query()
+	for err == nil && rows.Next() {
+		var r *backend.Record
+		if r, err = scanRecord(rows); err == nil {
+			out = append(out, *r)
+		}
 	}
-	if err := res.QueryRow().Scan(&snap.ServerTime); err != nil {
-		return snap, classify(ctx, "read the clock", err)
+	if err == nil {
+		rows.Close()
+		if err = rows.Err(); err == nil {
+			err = res.QueryRow().Scan(&now)
+		}
 	}
-	return snap, nil
+	return out, now, classify(ctx, what, err)
+}
+
+// read reads the row under name (locking it with lock) at a time after it.
+func read(ctx context.Context, q batcher, name string, lock bool) (backend.Snapshot, error) {
+	where := "name = $1"
+	if lock {
+		where += " FOR UPDATE"
+	}
+	recs, now, err := query(ctx, q, "read "+name, where, name)
+	snap := backend.Snapshot{ServerTime: now}
+	if len(recs) > 0 {
+		snap.Record = &recs[0]
+	}
+	return snap, err
 }
 
 // Get implements backend.Store: one round trip, no lock.
 func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) {
-	return s.read(ctx, s.pool, name, false)
+	return read(ctx, s.pool, name, false)
 }
 
 // Try implements backend.Store: one READ COMMITTED transaction that locks
@@ -105,7 +96,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 		return backend.Snapshot{}, classify(ctx, "begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	snap, err := s.read(ctx, tx, name, true)
+	snap, err := read(ctx, tx, name, true)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
@@ -121,13 +112,13 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	for _, t := range []*time.Time{&rec.AcquireTime, &rec.RenewTime, &rec.ExpireTime} {
 		*t = t.Truncate(time.Microsecond).UTC()
 	}
-	write := "UPDATE " + s.table + " SET holder = $2, fencing_token = $3, ttl_ms = $4, acquire_time = $5, renew_time = $6, expire_time = $7, transitions = $8, metadata = $9, principal = $10, revoked_by = $11, revoke_reason = $12 WHERE name = $1"
-	if snap.Record == nil {
-		write = "INSERT INTO " + s.table + " (" + columns + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO NOTHING"
-	}
+	// An insert of a row that was missing at the read, or an update of the
+	// locked row; a row created since the read is a conflict (no row
+	// affected).
 	b := &pgx.Batch{}
-	b.Queue(write, name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
-		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason)
+	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
+		columns+") = ROW(EXCLUDED.*) WHERE $13", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
+		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, snap.Record != nil)
 	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
 		b.Queue("SELECT pg_notify($1, $2)", Channel, name) // the holding ends: wake waiters elsewhere
 	}
@@ -152,34 +143,17 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 }
 
 // List implements backend.Store with one query on the primary key, ordered
-// by name in the "C" collation (byte order), and the clock after it.
+// by name in the "C" collation (byte order).
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
-	b := &pgx.Batch{}
-	b.Queue("SELECT "+columns+" FROM "+s.table+" WHERE name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3", prefix, after, limit)
-	b.Queue("SELECT clock_timestamp()")
-	res := s.pool.SendBatch(ctx, b)
-	defer res.Close()
-	recs, err := scanRecords(res)
-	if err != nil {
-		return nil, time.Time{}, classify(ctx, "list", err)
-	}
-	var now time.Time
-	if err := res.QueryRow().Scan(&now); err != nil {
-		return nil, time.Time{}, classify(ctx, "read the clock", err)
-	}
-	return recs, now, nil
+	return query(ctx, s.pool, "list", "name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3", prefix, after, limit)
 }
 
 // ScanExpiry implements backend.ExpiryScanner on the (expire_time, name)
 // index.
 func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
-	b := &pgx.Batch{}
-	b.Queue("SELECT "+columns+" FROM "+s.table+" WHERE (expire_time, name) > ($1, $2) AND expire_time <= $3 ORDER BY expire_time, name LIMIT $4",
+	recs, _, err := query(ctx, s.pool, "scan expiry", "(expire_time, name) > ($1, $2) AND expire_time <= $3 ORDER BY expire_time, name LIMIT $4",
 		after.ExpireTime, after.Name, until, limit)
-	res := s.pool.SendBatch(ctx, b)
-	defer res.Close()
-	recs, err := scanRecords(res)
-	return recs, classify(ctx, "scan expiry", err)
+	return recs, err
 }
 
 // Ping implements backend.Store: SELECT 1.
@@ -193,33 +167,21 @@ func (s *Store) Ping(ctx context.Context) error {
 // holds one connection of the pool and reconnects after a failure.
 func (s *Store) Listen(ctx context.Context, wake func(name string)) error {
 	for ctx.Err() == nil {
-		if err := s.listen(ctx, wake); err != nil && ctx.Err() == nil {
-			select { // the database went away: try again shortly
-			case <-time.After(time.Second):
-			case <-ctx.Done():
+		if conn, err := s.pool.Acquire(ctx); err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+Channel); err == nil {
+				for n, err := conn.Conn().WaitForNotification(ctx); err == nil; n, err = conn.Conn().WaitForNotification(ctx) {
+					wake(n.Payload)
+				}
 			}
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // never back to the pool while listening
+			conn.Release()
+		}
+		select { // the database went away: try again shortly
+		case <-time.After(time.Second):
+		case <-ctx.Done():
 		}
 	}
 	return ctx.Err()
-}
-
-func (s *Store) listen(ctx context.Context, wake func(string)) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // never back to the pool while listening
-			return err
-		}
-		wake(n.Payload)
-	}
 }
 
 // scanRecord reads one row of columns.
@@ -235,31 +197,11 @@ func scanRecord(row pgx.Row) (*backend.Record, error) {
 		return nil, err
 	}
 	r.TTL = time.Duration(ms) * time.Millisecond
-	for _, t := range []*time.Time{&r.AcquireTime, &r.RenewTime, &r.ExpireTime} {
-		*t = t.UTC()
-	}
+	r.AcquireTime, r.RenewTime, r.ExpireTime = r.AcquireTime.UTC(), r.RenewTime.UTC(), r.ExpireTime.UTC()
 	if md != "" {
 		r.Metadata = []byte(md)
 	}
 	return &r, nil
-}
-
-// scanRecords reads the rows of the next query of res.
-func scanRecords(res pgx.BatchResults) ([]backend.Record, error) {
-	rows, err := res.Query()
-	if err != nil {
-		return nil, err
-	}
-	var out []backend.Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
 }
 
 // classify maps a pgx error to the backend's: ctx's own error once ctx is

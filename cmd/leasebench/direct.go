@@ -48,6 +48,8 @@ func openDirect(ctx context.Context, c config) (direct, error) {
 			return nil, fmt.Errorf("direct: spanner client for %s: %w", c.spannerDatabase, err)
 		}
 		return &spannerDirect{c: client}, nil
+	case "postgres":
+		return openPostgresDirect(ctx, c.postgresURL)
 	}
 	return nil, nil
 }
