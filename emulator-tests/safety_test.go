@@ -86,8 +86,8 @@ func TestSafetyPostgres(t *testing.T) {
 	runSafety(t, safetyConfig{
 		backend: "postgres", upstream: fmt.Sprintf("127.0.0.1:%d", c.Port), hostEnv: "LEASESVC_POSTGRES_URL",
 		upstreamValue: func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" },
-		env: map[string]string{"LEASESVC_BACKEND": "postgres", "LEASESVC_MIN_TTL": safetyMinTTL.String(), "LEASESVC_LOG_LEVEL": "warn"},
-		instances: 3, contenders: 64, leases: 4, faults: pgFaults,
+		env:           map[string]string{"LEASESVC_BACKEND": "postgres", "LEASESVC_MIN_TTL": safetyMinTTL.String(), "LEASESVC_LOG_LEVEL": "warn"},
+		instances:     3, contenders: 64, leases: 4, faults: pgFaults,
 		ttl: 2 * safetyMinTTL, pollMin: 100 * time.Millisecond, pollMax: 300 * time.Millisecond,
 		duration: safetyDuration(t),
 	}, nil)
