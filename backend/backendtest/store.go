@@ -1,12 +1,14 @@
 package backendtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/leasesvc/leasesvc/backend"
 )
@@ -22,12 +24,13 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 	}
 }
 
-func recordsEqual(a, b *backend.Record) bool {
-	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken &&
-		a.TTL == b.TTL && a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) &&
-		a.ExpireTime.Equal(b.ExpireTime) && a.Transitions == b.Transitions && bytes.Equal(a.Metadata, b.Metadata) &&
-		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
-}
+// equate compares records and leases whole: every field, times by their
+// instant (time.Time's Equal), no metadata the same as empty metadata. A
+// new field is compared without anyone remembering to.
+var equate = cmp.Options{cmpopts.EquateEmpty()}
+
+// recordDiff describes how got differs from want ("" when it does not).
+func recordDiff(want, got *backend.Record) string { return cmp.Diff(want, got, equate) }
 
 func put(t *testing.T, s *backend.Loop, r *backend.Record) backend.Snapshot {
 	t.Helper()
@@ -66,8 +69,8 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if seen.Record != nil || seen.ServerTime.IsZero() {
 		t.Fatalf("decide saw %+v, want no record and a server time", seen)
 	}
-	if !recordsEqual(snap.Record, want) {
-		t.Fatalf("Update returned %+v, want %+v", snap.Record, want)
+	if d := recordDiff(want, snap.Record); d != "" {
+		t.Fatalf("Update returned a different record (-want +got):\n%s", d)
 	}
 	if !snap.ServerTime.Equal(seen.ServerTime) {
 		t.Errorf("Update ServerTime = %v, want the decision's %v", snap.ServerTime, seen.ServerTime)
@@ -76,12 +79,12 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got.Record == nil || !recordsEqual(got.Record, want) {
-		t.Fatalf("Get after Update = %+v, want %+v", got.Record, want)
+	if d := recordDiff(want, got.Record); d != "" {
+		t.Fatalf("Get after Update (-want +got):\n%s", d)
 	}
 	// A second write replaces the first and decide sees the stored record.
 	snap, err = e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
-		if s.Record == nil || !recordsEqual(s.Record, want) {
+		if recordDiff(want, s.Record) != "" {
 			return nil, errors.New("decide did not see the stored record")
 		}
 		next := *s.Record
@@ -93,15 +96,18 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("second Update: %v", err)
 	}
-	if snap.Record.FencingToken != 8 || len(snap.Record.Metadata) != 0 {
-		t.Fatalf("second Update stored %+v, want token 8 and no metadata", snap.Record)
+	second := *want
+	second.FencingToken, second.Metadata = 8, nil
+	second.Principal, second.RevokedBy, second.RevokeReason = "", "", ""
+	if d := recordDiff(&second, snap.Record); d != "" {
+		t.Fatalf("second Update stored a different record (-want +got):\n%s", d)
 	}
 	got, err = e.Store.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get after second Update: %v", err)
 	}
-	if r := got.Record; r == nil || r.Principal != "" || r.RevokedBy != "" || r.RevokeReason != "" || r.FencingToken != 8 {
-		t.Fatalf("Get after second Update = %+v, want token 8 with principal and revocation cleared", r)
+	if d := recordDiff(&second, got.Record); d != "" {
+		t.Fatalf("Get after second Update, with principal and revocation cleared (-want +got):\n%s", d)
 	}
 }
 
@@ -116,8 +122,8 @@ func testDecideNil(t *testing.T, e *env) {
 	}
 	want := put(t, e.loop, sampleRecord(name, snap.ServerTime)).Record
 	snap, err = e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
-	if err != nil || snap.Record == nil || !recordsEqual(snap.Record, want) {
-		t.Fatalf("Update(decide=nil) on a record = %+v, %v; want the record unchanged", snap.Record, err)
+	if d := recordDiff(want, snap.Record); err != nil || d != "" {
+		t.Fatalf("Update(decide=nil) on a record: %v; want the record unchanged (-want +got):\n%s", err, d)
 	}
 }
 
