@@ -10,6 +10,7 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -50,7 +51,7 @@ type Record struct {
 	// Transitions counts how many times the lease passed to a new holding.
 	Transitions int64
 	// Metadata is a JSON object attached by the holder; nil means none.
-	Metadata []byte
+	Metadata json.RawMessage
 	// Principal is the authenticated principal that began the holding;
 	// empty when authentication is off.
 	Principal string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -32,7 +33,7 @@ func line(t *testing.T, write func(a *audit.Log)) map[string]any {
 
 func TestChangeNamesWhoActed(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
-	l := lease.Lease{Name: "team-a.s", Holder: "w1", FencingToken: 7, Principal: "agent@example.com", ExpireTime: at, ServerTime: at}
+	l := lease.Lease{Record: backend.Record{Name: "team-a.s", Holder: "w1", FencingToken: 7, Principal: "agent@example.com", ExpireTime: at}, ServerTime: at}
 	cases := []struct {
 		ev   lease.Event
 		want map[string]any
