@@ -5,6 +5,7 @@ import (
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +18,7 @@ func init() {
 		Name:    "postgres",
 		Summary: "PostgreSQL (Cloud SQL, AlloyDB): one row per lease; clock_timestamp() after the row lock decides",
 		Settings: []backend.Setting{
-			{Env: "LEASESVC_POSTGRES_URL", Usage: "libpq connection URL, e.g. `postgres://user@host:5432/db?sslmode=require` (a password may come from `PGPASSWORD`)"},
+			{Env: "LEASESVC_POSTGRES_URL", Usage: "libpq connection URL, e.g. `postgres://user@host:5432/db?sslmode=require` (a password may come from `PGPASSWORD`; `pool_max_conns`, default 20, sizes the pool)"},
 			{Env: "LEASESVC_POSTGRES_MIGRATE", Default: "`false`", Usage: "`true` creates the `leasesvc_leases` table and its expiry index if missing; the columns are always checked at start-up"},
 		},
 		Open: open,
@@ -45,6 +46,11 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err) // pgx never echoes the password
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default, 4 on a small machine, would be one listener and 3
+		// requests at a time.
+		cfg.MaxConns = 20
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
