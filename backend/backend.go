@@ -2,7 +2,7 @@
 // implements: a compare-and-set store of lease records plus a source of
 // server time.
 //
-// The lease rules of SPEC §3 (expiry, fencing, idempotent acquire, release)
+// The lease rules of docs/contract.md §3 (expiry, fencing, idempotent acquire, release)
 // live once, in package lease; a backend only stores records and supplies the
 // clock that decides. A backend never calls time.Now to decide anything,
 // except the memory backend, whose process clock is the server clock.
@@ -10,6 +10,7 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -22,15 +23,15 @@ var (
 	// ErrNotFound reports that no record exists under a name.
 	ErrNotFound = errors.New("backend: not found")
 	// ErrConflict reports that a record changed between the read a decision
-	// was made on and the write of that decision. Update retries conflicts
-	// itself; it surfaces only when a backend gives up (ctx still live).
+	// was made on and the write of that decision. Loop retries conflicts; it
+	// surfaces only when Loop gives up (ctx still live).
 	ErrConflict = errors.New("backend: conflict")
 	// ErrUnavailable reports that the backend cannot be reached or is
 	// overloaded; the operation may be retried later.
 	ErrUnavailable = errors.New("backend: unavailable")
 )
 
-// Record is the stored state of one lease: the fields of SPEC §1 that are not
+// Record is the stored state of one lease: the fields of docs/contract.md §1 that are not
 // derived from the time of a read.
 type Record struct {
 	// Name is the lease name, the record's key.
@@ -50,7 +51,7 @@ type Record struct {
 	// Transitions counts how many times the lease passed to a new holding.
 	Transitions int64
 	// Metadata is a JSON object attached by the holder; nil means none.
-	Metadata []byte
+	Metadata json.RawMessage
 	// Principal is the authenticated principal that began the holding;
 	// empty when authentication is off.
 	Principal string
@@ -72,30 +73,33 @@ type Snapshot struct {
 
 // Decide computes the record to store from a snapshot. It returns the new
 // record, or nil to leave the stored record unchanged, or an error to abort
-// without writing. A Decide function must be pure: a backend may call it more
+// without writing. A Decide function must be pure: it may be called more
 // than once (after a conflict, or once on a cheap read and again inside a
-// transaction) and uses only its last answer.
+// transaction) and only its last answer counts.
 type Decide func(cur Snapshot) (*Record, error)
 
-// Store is the driver interface of a lease backend. All methods are safe for
-// concurrent use by many goroutines and many processes.
+// Store is the driver interface of a lease backend: one attempt at a time.
+// The retries, the per-name gate, the read-first path for refusals and the
+// settling of errors at ctx's deadline live once, in Loop, for every
+// driver. All methods are safe for concurrent use by many goroutines and
+// many processes.
 type Store interface {
 	// Get returns a snapshot of the record under name, read at the backend's
 	// current time. A missing record is a snapshot with a nil Record and a
 	// valid ServerTime, not an error.
 	Get(ctx context.Context, name string) (Snapshot, error)
 
-	// Update atomically reads the record under name, calls decide with it and
-	// the server time of that read, and stores what decide returns, but only
-	// if the record is still the one decide saw (compare-and-set on the
-	// record's revision). On a lost race Update re-reads and calls decide
-	// again, until it succeeds or ctx is done: Update, not its caller,
-	// retries conflicts and transient backend errors. It returns the snapshot
-	// that decide's answer produced: the written record and the server time
-	// of the decision, or the unchanged record if decide returned nil. An
-	// error from decide is returned unchanged (not wrapped), with nothing
-	// written.
-	Update(ctx context.Context, name string, decide Decide) (Snapshot, error)
+	// Try makes one attempt at an update: it reads the record under name at
+	// the backend's time, calls decide with that snapshot, and stores what
+	// decide returns only if the record is still the one decide saw. It
+	// returns the snapshot that decide's answer produced (the written record
+	// and the server time of the decision, or the unchanged record when
+	// decide returned nil). An error from decide is returned unchanged (the
+	// same value, not wrapped), with nothing written. A write that lost a
+	// race is an error wrapping ErrConflict (see Conflict): Loop retries it.
+	// A backend that cannot be reached answers ErrUnavailable; a context
+	// error is returned bare.
+	Try(ctx context.Context, name string, decide Decide) (Snapshot, error)
 
 	// List returns up to limit records whose names start with prefix and
 	// sort after the name "after" (all names when after is ""), in
@@ -116,7 +120,7 @@ type Cursor struct {
 }
 
 // ExpiryScanner is implemented by stores that can find records by expire
-// time, for the sweeper that announces expired holdings (SPEC §5). Its cost
+// time, for the sweeper that announces expired holdings (docs/contract.md §5). Its cost
 // is proportional to the records whose expire time falls in the scanned
 // window, not to the number of leases, given an index on the expire time.
 type ExpiryScanner interface {
@@ -127,17 +131,13 @@ type ExpiryScanner interface {
 	ScanExpiry(ctx context.Context, after Cursor, until time.Time, limit int) ([]Record, error)
 }
 
-// WriteExpecter is implemented by stores that pick how to run an Update by
-// guessing whether it will write: the Spanner backend reads first, outside
-// a transaction, when the last Update of a lease wrote nothing, because a
-// refusal is then likely again. A waiting acquire is refused until the
-// holding ends, so such a store would keep guessing "refusal" and make the
-// attempt that follows the end pay a read before its write; package lease
-// calls ExpectWrite(name) just before a waiter's attempt when something
-// says the holding may have ended (a wake-up, or its expiry timer). The
-// guess only picks the path: a wrong one costs a round trip (a refusal
-// decided in a transaction), never correctness.
-type WriteExpecter interface {
-	// ExpectWrite says that the next Update of name will likely write.
-	ExpectWrite(name string)
+// Listener is implemented by stores that tell every instance when a
+// holding ends, without a message bus (PostgreSQL's LISTEN/NOTIFY): the
+// service runs Listen when no Pub/Sub topic is set, so that an acquire
+// waiting on one instance starts at once when another ends the holding.
+type Listener interface {
+	// Listen calls wake with the name of each lease whose holding a write
+	// through any instance ended, until ctx is done; it then returns
+	// ctx.Err(). It survives losing the database and reconnects.
+	Listen(ctx context.Context, wake func(name string)) error
 }

@@ -1,7 +1,9 @@
-// Package emulatortests runs leasesvc against the Google Cloud emulators:
-// the backend conformance suite over the Firestore and Spanner emulators,
-// the HTTP flows of the real service binary over each backend, restarts,
-// and benchmarks.
+// Package emulatortests runs leasesvc against the Google Cloud emulators
+// and a throwaway PostgreSQL: the backend conformance suite over the
+// Firestore and Spanner emulators, the HTTP flows of the real service
+// binary over each backend, restarts, the safety runs under faults, and
+// benchmarks. (PostgreSQL's conformance suite runs in backend/postgres;
+// its clusters come from backend/postgres/pgtest.)
 //
 // The emulators are started once per test process by package emulators
 // (TestMain calls emulators.Main, which stops them when the tests end).

@@ -80,7 +80,7 @@ func TestFirestoreScanExpiry(t *testing.T) {
 	}
 	for _, s := range []backend.Store{fs, mem} {
 		for _, r := range recs {
-			if _, err := s.Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return &r, nil }); err != nil {
+			if _, err := backend.NewLoop(s).Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return &r, nil }); err != nil {
 				t.Fatalf("Update(%s): %v", r.Name, err)
 			}
 		}

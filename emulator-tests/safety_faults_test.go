@@ -81,7 +81,11 @@ func (r *safetyRun) injectFaults(t *testing.T, end time.Time, client *pubsub.Cli
 	var log []string
 	for i := 0; ; i++ {
 		time.Sleep(faultQuiet)
-		f := faults[i%len(faults)]
+		all := faults
+		if r.cfg.faults != nil {
+			all = r.cfg.faults
+		}
+		f := all[i%len(all)]
 		if time.Until(end) < f.need+faultTail {
 			return log
 		}

@@ -1,10 +1,16 @@
 package emulatortests
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 	"github.com/leasesvc/leasesvc/emulator-tests/emulators"
+	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
 // The safety runs: several instances of the real binary on one backend
@@ -58,4 +64,31 @@ func TestSafetySpanner(t *testing.T) {
 		ttl: 2 * safetyMinTTL, pollMin: 200 * time.Millisecond, pollMax: 600 * time.Millisecond,
 		duration: safetyDuration(t),
 	}, client)
+}
+
+// TestSafetyPostgres runs on a throwaway PostgreSQL without Pub/Sub: waiters
+// on other instances are woken through LISTEN/NOTIFY. The Pub/Sub fault is
+// replaced by a restart of PostgreSQL itself (immediate shutdown, as a
+// crash).
+func TestSafetyPostgres(t *testing.T) {
+	c := pgtest.Start(t)
+	migrate := e2e.StartService(t, postgresServiceEnv(c, "LEASESVC_POSTGRES_MIGRATE", "true"))
+	stopCleanly(t, migrate)
+	var pgFaults []fault
+	for _, f := range faults {
+		if strings.HasPrefix(f.name, "Pub/Sub") {
+			f = fault{"PostgreSQL restarted (immediate shutdown)", 5 * time.Second, func(*testing.T, *safetyRun, *safetyInstance, *pubsub.Client) {
+				c.Restart()
+			}}
+		}
+		pgFaults = append(pgFaults, f)
+	}
+	runSafety(t, safetyConfig{
+		backend: "postgres", upstream: fmt.Sprintf("127.0.0.1:%d", c.Port), hostEnv: "LEASESVC_POSTGRES_URL",
+		upstreamValue: func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" },
+		env:           map[string]string{"LEASESVC_BACKEND": "postgres", "LEASESVC_MIN_TTL": safetyMinTTL.String(), "LEASESVC_LOG_LEVEL": "warn"},
+		instances:     3, contenders: 64, leases: 4, faults: pgFaults,
+		ttl: 2 * safetyMinTTL, pollMin: 100 * time.Millisecond, pollMax: 300 * time.Millisecond,
+		duration: safetyDuration(t),
+	}, nil)
 }

@@ -118,6 +118,8 @@ func TestSpannerServiceConfigErrors(t *testing.T) {
 		{"malformed database", spannerServiceEnv("projects/p/databases/d"), []string{"LEASESVC_SPANNER_DATABASE=", "projects/PROJECT/instances/INSTANCE/databases/DATABASE"}},
 		{"migrate not a bool", spannerServiceEnv(db, "LEASESVC_SPANNER_MIGRATE", "yes please"), []string{"LEASESVC_SPANNER_MIGRATE=", "true or false"}},
 		{"fast path unknown", spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", "true"), []string{"LEASESVC_SPANNER_FAST_PATH=", "adaptive, always or never"}},
+		{"short instance ID", spannerServiceEnv("projects/leasesvc-test/instances/i/databases/leases"), []string{"LEASESVC_SPANNER_DATABASE=", `instance ID "i" is too short`}},
+		{"unreachable", spannerServiceEnv(db, "SPANNER_EMULATOR_HOST", "127.0.0.1:1"), []string{"127.0.0.1:1 (SPANNER_EMULATOR_HOST) did not answer within 5s"}},
 		{"no table", spannerServiceEnv(empty), []string{"table Leases does not exist", "LEASESVC_SPANNER_MIGRATE=true"}},
 	}
 	for _, tc := range cases {

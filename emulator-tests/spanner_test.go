@@ -192,25 +192,29 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 		t.Fatalf("spanner.NewClient: %v", err)
 	}
 	t.Cleanup(second.Close)
-	var stores []*spannerstore.Store
+	var (
+		stores []*spannerstore.Store
+		loops  []*backend.Loop // one per store, as one per service instance
+	)
 	for _, c := range []*spanner.Client{first, second} {
 		s, err := spannerstore.New(c, spannerstore.WithSerialTransactions(true))
 		if err != nil {
 			t.Fatal(err)
 		}
 		stores = append(stores, s)
+		loops = append(loops, backend.NewLoop(s))
 	}
 
 	counter := spannerID("race.counter.")
 	const perStore, each = 6, 5
 	var wg sync.WaitGroup
-	for _, s := range stores {
+	for _, l := range loops {
 		for range perStore {
-			wg.Go(func() { increment(t, s, counter, each) })
+			wg.Go(func() { increment(t, l, counter, each) })
 		}
 	}
 	wg.Wait()
-	checkCounter(t, stores[0], counter, 2*perStore*each)
+	checkCounter(t, loops[0], counter, 2*perStore*each)
 
 	name := spannerID("race.lease.")
 	const racers = 20
@@ -264,12 +268,13 @@ func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 	prefix := spannerID("retry.")
 	const workers, each = 12, 5
 	var wg sync.WaitGroup
+	loop := backend.NewLoop(s)
 	for i := range workers {
-		wg.Go(func() { increment(t, s, fmt.Sprintf("%s%02d", prefix, i), each) })
+		wg.Go(func() { increment(t, loop, fmt.Sprintf("%s%02d", prefix, i), each) })
 	}
 	wg.Wait()
 	for i := range workers {
-		checkCounter(t, s, fmt.Sprintf("%s%02d", prefix, i), each)
+		checkCounter(t, loop, fmt.Sprintf("%s%02d", prefix, i), each)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -288,7 +293,7 @@ func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 
 // increment adds one to the fencing token stored under name, n times, with
 // read-modify-write Updates.
-func increment(t *testing.T, s backend.Store, name string, n int) {
+func increment(t *testing.T, s *backend.Loop, name string, n int) {
 	for range n {
 		_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 			now := snap.ServerTime
@@ -307,7 +312,7 @@ func increment(t *testing.T, s backend.Store, name string, n int) {
 }
 
 // checkCounter fails the test unless the token under name is want.
-func checkCounter(t *testing.T, s backend.Store, name string, want int) {
+func checkCounter(t *testing.T, s *backend.Loop, name string, want int) {
 	t.Helper()
 	got, err := s.Get(t.Context(), name)
 	if err != nil || got.Record == nil {
@@ -325,7 +330,7 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 	s := spannerStore(t)
 	name := spannerID("md.")
 	md := `{"z":1,"a":2.50,"é":"ü","n":[3,1]}`
-	_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+	_, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 		now := snap.ServerTime
 		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
 			RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1, Metadata: []byte(md)}, nil
@@ -347,7 +352,7 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
 	s := spannerStore(t, spannerstore.WithFastPath(spannerstore.FastPathNever))
 	name := spannerID("ttl.")
-	_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+	_, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 		now := snap.ServerTime
 		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: 1500 * time.Microsecond,
 			AcquireTime: now, RenewTime: now, ExpireTime: now, Transitions: 1}, nil
@@ -480,7 +485,7 @@ func TestSpannerErrorsClassified(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err = s.Update(ctx, "x", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	_, err = backend.NewLoop(s).Update(ctx, "x", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
 	switch {
 	case err == nil:
 		t.Fatal("Update on a missing database succeeded")
@@ -507,7 +512,7 @@ func TestSpannerServerTimeIsSpanners(t *testing.T) {
 	_, client := spannerSetup(t)
 	write := func(name string) (backend.Snapshot, time.Time) {
 		t.Helper()
-		snap, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		snap, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 			now := snap.ServerTime
 			return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second,
 				AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}, nil

@@ -54,7 +54,7 @@ func FuzzRequest(f *testing.F) {
 		h := newHandler(t, store)
 		// Lease "a" is held by "h" with token 1, so renew, release and
 		// revoke inputs meet a live holding.
-		if _, err := store.Update(t.Context(), "a", func(s backend.Snapshot) (*backend.Record, error) {
+		if _, err := store.Try(t.Context(), "a", func(s backend.Snapshot) (*backend.Record, error) {
 			return &backend.Record{Name: "a", Holder: "h", FencingToken: 1, TTL: time.Minute, AcquireTime: s.ServerTime,
 				RenewTime: s.ServerTime, ExpireTime: s.ServerTime.Add(time.Minute), Transitions: 1}, nil
 		}); err != nil {

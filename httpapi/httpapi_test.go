@@ -47,7 +47,7 @@ type failingStore struct{ err error }
 func (f failingStore) Get(context.Context, string) (backend.Snapshot, error) {
 	return backend.Snapshot{}, f.err
 }
-func (f failingStore) Update(context.Context, string, backend.Decide) (backend.Snapshot, error) {
+func (f failingStore) Try(context.Context, string, backend.Decide) (backend.Snapshot, error) {
 	return backend.Snapshot{}, f.err
 }
 func (f failingStore) List(context.Context, string, string, int) ([]backend.Record, time.Time, error) {

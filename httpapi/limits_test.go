@@ -479,10 +479,10 @@ func TestHeadAndAllow(t *testing.T) {
 }
 
 // conflictStore gives up on every write with backend.ErrConflict, as a
-// backend does after its retries on contention.
+// backend's every attempt does under endless contention; the loop gives up.
 type conflictStore struct{ backend.Store }
 
-func (conflictStore) Update(context.Context, string, backend.Decide) (backend.Snapshot, error) {
+func (conflictStore) Try(context.Context, string, backend.Decide) (backend.Snapshot, error) {
 	return backend.Snapshot{}, fmt.Errorf("gave up: %w", backend.ErrConflict)
 }
 

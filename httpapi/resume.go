@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -24,7 +25,7 @@ func (a *api) replayLease(s *stream, r *http.Request, name string) {
 	if !ok || err != nil || n < 1 {
 		return
 	}
-	seen := lease.Event{Type: lease.EventType(typ), Lease: lease.Lease{Name: name, FencingToken: n}}
+	seen := lease.Event{Type: lease.EventType(typ), Lease: lease.Lease{Record: backend.Record{Name: name, FencingToken: n}}}
 	for _, ev := range a.cfg.Events.Recent(name) {
 		if ev.Lease.Name == name && lease.Newer(seen, ev) {
 			s.event(ev)

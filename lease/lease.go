@@ -1,43 +1,19 @@
 package lease
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
 )
 
-// Lease is a lease as seen at one instant of the backend's clock (SPEC §1).
+// Lease is a lease as seen at one instant of the backend's clock
+// (docs/contract.md §1): the stored record, whose fields are declared once
+// in backend.Record, and the time of the view. Its fields are promoted:
+// l.Holder, l.FencingToken, l.ExpireTime.
 type Lease struct {
-	// Name is the lease name.
-	Name string
-	// Holder is the current holder or, when not held, the last one.
-	Holder string
-	// FencingToken identifies the holding; it grows by one per new holding.
-	FencingToken int64
-	// TTL is the duration the holder asked for.
-	TTL time.Duration
-	// AcquireTime is the server time at which the holding began.
-	AcquireTime time.Time
-	// RenewTime is the server time of the last acquire or renew.
-	RenewTime time.Time
-	// ExpireTime is the server time at which the holding ends unless renewed.
-	ExpireTime time.Time
+	backend.Record
 	// ServerTime is the backend's time at which this view was decided.
 	ServerTime time.Time
-	// Transitions counts the holdings the lease has had.
-	Transitions int64
-	// Metadata is the JSON object the holder attached, or nil.
-	Metadata json.RawMessage
-	// Principal is the authenticated principal that began the holding; ""
-	// without authentication.
-	Principal string
-	// RevokedBy is the operator who revoked the holding, if it was revoked
-	// and authentication is on.
-	RevokedBy string
-	// RevokeReason is the operator's reason when the holding was revoked;
-	// "" otherwise.
-	RevokeReason string
 }
 
 // Held reports whether the holding was live at ServerTime.
@@ -61,19 +37,5 @@ func ViewAt(r *backend.Record, serverTime time.Time) Lease { return view(r, serv
 
 // view builds the Lease seen at serverTime from a stored record.
 func view(r *backend.Record, serverTime time.Time) Lease {
-	return Lease{
-		Name:         r.Name,
-		Holder:       r.Holder,
-		FencingToken: r.FencingToken,
-		TTL:          r.TTL,
-		AcquireTime:  r.AcquireTime,
-		RenewTime:    r.RenewTime,
-		ExpireTime:   r.ExpireTime,
-		ServerTime:   serverTime,
-		Transitions:  r.Transitions,
-		Metadata:     json.RawMessage(r.Metadata),
-		Principal:    r.Principal,
-		RevokedBy:    r.RevokedBy,
-		RevokeReason: r.RevokeReason,
-	}
+	return Lease{Record: *r, ServerTime: serverTime}
 }

@@ -57,7 +57,7 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 	if err := v.err(); err != nil {
 		return ListResult{}, err
 	}
-	recs, now, err := m.store.List(ctx, req.Prefix, after, size+1)
+	recs, now, err := m.loop.List(ctx, req.Prefix, after, size+1)
 	if err != nil {
 		return ListResult{}, opError("list", req.Prefix, err)
 	}

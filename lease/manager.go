@@ -35,7 +35,7 @@ const (
 // Manager applies the lease rules of SPEC §3 over a backend.Store. It is safe
 // for concurrent use.
 type Manager struct {
-	store   backend.Store
+	loop    *backend.Loop
 	cfg     Config
 	waiters waitQueues
 }
@@ -63,7 +63,7 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("lease: Config.MaxWait %v must not be negative", cfg.MaxWait)
 	}
-	return &Manager{store: store, cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+	return &Manager{loop: backend.NewLoop(store), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
 
 // Config returns the Manager's configuration with defaults filled in.
@@ -133,7 +133,7 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 // acquireOnce makes one attempt at an acquire whose request is valid.
 func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte) (Lease, error) {
 	var prev *backend.Record
-	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
 		prev = cur
@@ -183,7 +183,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
 		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || !now.Before(cur.ExpireTime) {
@@ -214,7 +214,7 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 		return Lease{}, err
 	}
 	wrote := false
-	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
 		wrote = false
@@ -252,7 +252,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
 	if err := v.err(); err != nil {
 		return Lease{}, err
 	}
-	snap, err := m.store.Get(ctx, name)
+	snap, err := m.loop.Get(ctx, name)
 	if err != nil {
 		return Lease{}, opError("get", name, err)
 	}
@@ -264,7 +264,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
 
 // Ping reports whether the backend answers.
 func (m *Manager) Ping(ctx context.Context) error {
-	if err := m.store.Ping(ctx); err != nil {
+	if err := m.loop.Ping(ctx); err != nil {
 		return fmt.Errorf("lease: ping backend: %w", err)
 	}
 	return nil

@@ -64,7 +64,7 @@ func (m *Manager) Revoke(ctx context.Context, req RevokeRequest) (Lease, error) 
 		return Lease{}, err
 	}
 	wrote := false
-	snap, err := m.store.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
 		wrote = false

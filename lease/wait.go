@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // waiter is one acquire waiting for a lease. wake has room for one signal so
@@ -106,11 +104,10 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 	backstop.Stop()
 	defer backstop.Stop()
 
-	hinter, _ := m.store.(backend.WriteExpecter)
 	for first := true; ; first = false {
 		if head {
-			if !first && hinter != nil { // woken: the holding may have ended
-				hinter.ExpectWrite(req.Name)
+			if !first { // woken: the holding may have ended
+				m.loop.ExpectWrite(req.Name)
 			}
 			l, err := m.acquireOnce(ctx, req, md)
 			var held *HeldError

@@ -9,6 +9,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -80,7 +81,10 @@ func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error 
 		}
 	}()
 	ready := cfg.Ready
-	backoff := 100 * time.Millisecond
+	newBackoff := func() gax.Backoff {
+		return gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
+	}
+	bo := newBackoff()
 	for {
 		// (Re)create the subscription: Pub/Sub may have lost it (an emulator
 		// restart; expiry after a long outage).
@@ -101,18 +105,18 @@ func Listen(ctx context.Context, client *pubsub.Client, cfg ListenConfig) error 
 				cfg.Handle(ev)
 			})
 			if time.Since(started) > time.Minute {
-				backoff = 100 * time.Millisecond // it worked for a while
+				bo = newBackoff() // it worked for a while
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		log.Warn("notify: receiving events failed; retrying", "subscription", name, "err", err, "in", backoff.String())
+		pause := bo.Pause()
+		log.Warn("notify: receiving events failed; retrying", "subscription", name, "err", err, "in", pause.String())
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(pause):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"github.com/googleapis/gax-go/v2"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -188,7 +188,7 @@ func (p *Publisher) deliver(ev lease.Event) bool {
 		p.cfg.Logger.Error("notify: event not encodable", "ce-id", CEID(ev), "err", err)
 		return false
 	}
-	backoff := p.cfg.RetryMin
+	bo := gax.Backoff{Initial: p.cfg.RetryMin, Max: p.cfg.RetryMax, Multiplier: 2}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		actx, cancel := context.WithTimeout(p.ctx, p.cfg.AttemptTimeout)
@@ -212,8 +212,7 @@ func (p *Publisher) deliver(ev lease.Event) bool {
 		case <-p.ctx.Done():
 			p.cfg.Logger.Error("notify: event abandoned at shutdown", "ce-id", msg.Attributes["ce-id"])
 			return false
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		case <-time.After(bo.Pause()):
 		}
-		backoff = min(backoff*2, p.cfg.RetryMax)
 	}
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Store/DecideNilWritesNothing", testDecideNil},
 		{"Store/DecideErrorWritesNothing", testDecideError},
 		{"Store/NoLostUpdates", testNoLostUpdates},
+		{"Store/TryIsOneAttempt", testTryOneAttempt},
 		{"Store/ServerTimeAdvances", testServerTimeAdvances},
 		{"Store/ListOrderPrefixAfter", testStoreList},
 		{"Store/CancelledContext", testCancelledContext},
@@ -94,13 +95,14 @@ type suite struct {
 type env struct {
 	Harness
 	prefix string // unique to the test; every name it uses starts with it
+	loop   *backend.Loop
 }
 
 func (s *suite) env(t *testing.T) *env {
 	h := s.newHarness(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &env{Harness: h, prefix: "bt" + hex.EncodeToString(b[:]) + "."}
+	return &env{Harness: h, prefix: "bt" + hex.EncodeToString(b[:]) + ".", loop: backend.NewLoop(h.Store)}
 }
 
 // name returns a lease name unique to the test.

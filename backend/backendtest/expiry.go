@@ -23,7 +23,7 @@ func testScanExpiry(t *testing.T, e *env) {
 		r := sampleRecord(e.name(n), t0)
 		r.AcquireTime, r.RenewTime, r.ExpireTime = t0, t0, t0.Add(d)
 		r.TTL = d
-		put(t, e.Store, r)
+		put(t, e.loop, r)
 	}
 	scan := func(after backend.Cursor, until time.Time, limit int) string {
 		t.Helper()

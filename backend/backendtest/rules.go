@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -47,12 +51,14 @@ func get(t *testing.T, m *lease.Manager, name string) lease.Lease {
 }
 
 // sameState reports whether two views show the same stored lease.
+// sameState reports whether two views show the same stored state: every
+// field but the time of the view.
 func sameState(a, b lease.Lease) bool {
-	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken && a.TTL == b.TTL &&
-		a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) && a.ExpireTime.Equal(b.ExpireTime) &&
-		a.Transitions == b.Transitions && string(a.Metadata) == string(b.Metadata) &&
-		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
+	return cmp.Equal(a, b, equate, cmpopts.IgnoreFields(lease.Lease{}, "ServerTime"))
 }
+
+// leaseDiff describes how got differs from want, every field compared.
+func leaseDiff(want, got lease.Lease) string { return cmp.Diff(want, got, equate) }
 
 func testAcquireNew(t *testing.T, e *env) {
 	m := e.manager(t, nil)
@@ -60,17 +66,13 @@ func testAcquireNew(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	switch {
-	case l.Holder != "a", l.FencingToken != 1, l.Transitions != 1, l.TTL != 1500*time.Millisecond:
-		t.Fatalf("Acquire = %+v, want holder a, token 1, transitions 1, ttl 1.5s", l)
-	case !l.AcquireTime.Equal(l.ServerTime), !l.RenewTime.Equal(l.ServerTime):
-		t.Fatalf("acquire/renew times %v/%v, want the server time %v", l.AcquireTime, l.RenewTime, l.ServerTime)
-	case !l.ExpireTime.Equal(l.ServerTime.Add(1500 * time.Millisecond)):
-		t.Fatalf("expireTime %v, want serverTime + ttl = %v", l.ExpireTime, l.ServerTime.Add(1500*time.Millisecond))
-	case !l.Held(), l.Remaining() != 1500*time.Millisecond:
+	now := l.ServerTime
+	want := lease.Lease{Record: backend.Record{Name: e.name("new"), Holder: "a", FencingToken: 1, TTL: 1500 * time.Millisecond, AcquireTime: now, RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond), Transitions: 1, Metadata: json.RawMessage(`{"addr":"x"}`)}, ServerTime: now}
+	if d := leaseDiff(want, l); d != "" {
+		t.Fatalf("Acquire: a new holding at the server time, metadata compacted (-want +got):\n%s", d)
+	}
+	if !l.Held() || l.Remaining() != 1500*time.Millisecond {
 		t.Fatalf("held %v remaining %v, want true 1.5s", l.Held(), l.Remaining())
-	case string(l.Metadata) != `{"addr":"x"}`:
-		t.Fatalf("metadata %s, want the compacted object", l.Metadata)
 	}
 	if g := get(t, m, l.Name); !sameState(g, l) {
 		t.Fatalf("Get = %+v, want %+v", g, l)
@@ -229,13 +231,10 @@ func testRenew(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	switch {
-	case r.FencingToken != a.FencingToken, r.Transitions != 1, !r.AcquireTime.Equal(a.AcquireTime):
-		t.Fatalf("Renew = %+v, want the same holding", r)
-	case !r.RenewTime.Equal(r.ServerTime), !r.ExpireTime.Equal(r.ServerTime.Add(live)), !r.ExpireTime.After(a.ExpireTime):
-		t.Fatalf("Renew times renew=%v expire=%v server=%v, want renew=server, expire=server+ttl", r.RenewTime, r.ExpireTime, r.ServerTime)
-	case r.TTL != live, string(r.Metadata) != `{"v":1}`:
-		t.Fatalf("Renew without ttl/metadata changed them: ttl %v metadata %s", r.TTL, r.Metadata)
+	want := a // the same holding, ttl and metadata kept, renewed at the server time
+	want.RenewTime, want.ExpireTime, want.ServerTime = r.ServerTime, r.ServerTime.Add(live), r.ServerTime
+	if d := leaseDiff(want, r); d != "" || !r.ExpireTime.After(a.ExpireTime) {
+		t.Fatalf("Renew (-want +got):\n%s", d)
 	}
 	r2, err := m.Renew(t.Context(), lease.RenewRequest{Name: name, Holder: "a", FencingToken: 1, TTL: 5 * time.Second, Metadata: json.RawMessage(`{}`)})
 	if err != nil || r2.TTL != 5*time.Second || !r2.ExpireTime.Equal(r2.ServerTime.Add(5*time.Second)) || string(r2.Metadata) != `{}` {
@@ -290,8 +289,10 @@ func testRelease(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if r.Held() || !r.ExpireTime.Equal(r.ServerTime) || r.FencingToken != 1 || r.Holder != "a" {
-		t.Fatalf("Release = %+v, want not held, expireTime = serverTime, token 1, holder a kept", r)
+	want := a // the same holding, ended at the server time
+	want.ExpireTime, want.ServerTime = r.ServerTime, r.ServerTime
+	if d := leaseDiff(want, r); d != "" || r.Held() {
+		t.Fatalf("Release: not held, expireTime = serverTime, the rest kept (-want +got):\n%s", d)
 	}
 	e.pass(50 * time.Millisecond)
 	again, err := m.Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "a", FencingToken: 1})

@@ -1,12 +1,14 @@
 package backendtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/leasesvc/leasesvc/backend"
 )
@@ -22,14 +24,15 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 	}
 }
 
-func recordsEqual(a, b *backend.Record) bool {
-	return a.Name == b.Name && a.Holder == b.Holder && a.FencingToken == b.FencingToken &&
-		a.TTL == b.TTL && a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime) &&
-		a.ExpireTime.Equal(b.ExpireTime) && a.Transitions == b.Transitions && bytes.Equal(a.Metadata, b.Metadata) &&
-		a.Principal == b.Principal && a.RevokedBy == b.RevokedBy && a.RevokeReason == b.RevokeReason
-}
+// equate compares records and leases whole: every field, times by their
+// instant (time.Time's Equal), no metadata the same as empty metadata. A
+// new field is compared without anyone remembering to.
+var equate = cmp.Options{cmpopts.EquateEmpty()}
 
-func put(t *testing.T, s backend.Store, r *backend.Record) backend.Snapshot {
+// recordDiff describes how got differs from want ("" when it does not).
+func recordDiff(want, got *backend.Record) string { return cmp.Diff(want, got, equate) }
+
+func put(t *testing.T, s *backend.Loop, r *backend.Record) backend.Snapshot {
 	t.Helper()
 	snap, err := s.Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return r, nil })
 	if err != nil {
@@ -55,7 +58,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	name := e.name("rt")
 	var seen backend.Snapshot
 	var want *backend.Record
-	snap, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		seen = s
 		want = sampleRecord(name, s.ServerTime)
 		return want, nil
@@ -66,8 +69,8 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if seen.Record != nil || seen.ServerTime.IsZero() {
 		t.Fatalf("decide saw %+v, want no record and a server time", seen)
 	}
-	if !recordsEqual(snap.Record, want) {
-		t.Fatalf("Update returned %+v, want %+v", snap.Record, want)
+	if d := recordDiff(want, snap.Record); d != "" {
+		t.Fatalf("Update returned a different record (-want +got):\n%s", d)
 	}
 	if !snap.ServerTime.Equal(seen.ServerTime) {
 		t.Errorf("Update ServerTime = %v, want the decision's %v", snap.ServerTime, seen.ServerTime)
@@ -76,12 +79,12 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got.Record == nil || !recordsEqual(got.Record, want) {
-		t.Fatalf("Get after Update = %+v, want %+v", got.Record, want)
+	if d := recordDiff(want, got.Record); d != "" {
+		t.Fatalf("Get after Update (-want +got):\n%s", d)
 	}
 	// A second write replaces the first and decide sees the stored record.
-	snap, err = e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
-		if s.Record == nil || !recordsEqual(s.Record, want) {
+	snap, err = e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+		if recordDiff(want, s.Record) != "" {
 			return nil, errors.New("decide did not see the stored record")
 		}
 		next := *s.Record
@@ -93,38 +96,41 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("second Update: %v", err)
 	}
-	if snap.Record.FencingToken != 8 || len(snap.Record.Metadata) != 0 {
-		t.Fatalf("second Update stored %+v, want token 8 and no metadata", snap.Record)
+	second := *want
+	second.FencingToken, second.Metadata = 8, nil
+	second.Principal, second.RevokedBy, second.RevokeReason = "", "", ""
+	if d := recordDiff(&second, snap.Record); d != "" {
+		t.Fatalf("second Update stored a different record (-want +got):\n%s", d)
 	}
 	got, err = e.Store.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get after second Update: %v", err)
 	}
-	if r := got.Record; r == nil || r.Principal != "" || r.RevokedBy != "" || r.RevokeReason != "" || r.FencingToken != 8 {
-		t.Fatalf("Get after second Update = %+v, want token 8 with principal and revocation cleared", r)
+	if d := recordDiff(&second, got.Record); d != "" {
+		t.Fatalf("Get after second Update, with principal and revocation cleared (-want +got):\n%s", d)
 	}
 }
 
 func testDecideNil(t *testing.T, e *env) {
 	name := e.name("nil")
-	snap, err := e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	snap, err := e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
 	if err != nil || snap.Record != nil {
 		t.Fatalf("Update(decide=nil) = %+v, %v; want no record, no error", snap.Record, err)
 	}
 	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
 		t.Fatalf("record created by a decide that returned nil: %+v", got.Record)
 	}
-	want := put(t, e.Store, sampleRecord(name, snap.ServerTime)).Record
-	snap, err = e.Store.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
-	if err != nil || snap.Record == nil || !recordsEqual(snap.Record, want) {
-		t.Fatalf("Update(decide=nil) on a record = %+v, %v; want the record unchanged", snap.Record, err)
+	want := put(t, e.loop, sampleRecord(name, snap.ServerTime)).Record
+	snap, err = e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	if d := recordDiff(want, snap.Record); err != nil || d != "" {
+		t.Fatalf("Update(decide=nil) on a record: %v; want the record unchanged (-want +got):\n%s", err, d)
 	}
 }
 
 func testDecideError(t *testing.T, e *env) {
 	name := e.name("err")
 	boom := errors.New("boom")
-	_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		return sampleRecord(name, s.ServerTime), boom
 	})
 	if err != boom {
@@ -144,8 +150,9 @@ func testNoLostUpdates(t *testing.T, e *env) {
 	errs := make(chan error, workers*each)
 	for range workers {
 		wg.Go(func() {
+			loop := backend.NewLoop(e.Store) // one per worker, as processes have: no shared gate
 			for range each {
-				_, err := e.Store.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+				_, err := loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 					r := sampleRecord(name, s.ServerTime)
 					r.FencingToken = 1
 					if s.Record != nil {
@@ -180,7 +187,7 @@ func testServerTimeAdvances(t *testing.T, e *env) {
 		t.Fatalf("Get: %v", err)
 	}
 	e.pass(20 * time.Millisecond)
-	w := put(t, e.Store, sampleRecord(name, a.ServerTime))
+	w := put(t, e.loop, sampleRecord(name, a.ServerTime))
 	e.pass(20 * time.Millisecond)
 	b, err := e.Store.Get(t.Context(), name)
 	if err != nil {
@@ -198,7 +205,7 @@ func testStoreList(t *testing.T, e *env) {
 	names := []string{e.name("b"), e.name("a"), e.name("a.x"), e.name("a-y"), e.name("c")}
 	now, _ := e.Store.Get(t.Context(), names[0])
 	for _, n := range names {
-		put(t, e.Store, sampleRecord(n, now.ServerTime))
+		put(t, e.loop, sampleRecord(n, now.ServerTime))
 	}
 	list := func(prefix, after string, limit int) []string {
 		t.Helper()
@@ -252,17 +259,82 @@ func testCancelledContext(t *testing.T, e *env) {
 		t.Errorf("Get(cancelled) = %v, want context.Canceled", err)
 	}
 	called := false
-	_, err := e.Store.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		called = true
 		return sampleRecord(name, s.ServerTime), nil
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update(cancelled) = %v, want context.Canceled", err)
 	}
+	if _, err := e.Store.Try(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+		called = true
+		return sampleRecord(name, s.ServerTime), nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Try(cancelled) = %v, want context.Canceled", err)
+	}
 	if _, _, err := e.Store.List(ctx, e.prefix, "", 10); !errors.Is(err, context.Canceled) {
 		t.Errorf("List(cancelled) = %v, want context.Canceled", err)
 	}
 	if got, err := e.Store.Get(t.Context(), name); err != nil || got.Record != nil {
 		t.Errorf("after a cancelled Update (decide called: %v) Get = %+v, %v; want nothing written", called, got.Record, err)
+	}
+}
+
+// testTryOneAttempt runs concurrent increments as single attempts of the
+// driver, without Loop: each attempt either writes or reports a conflict
+// (ErrConflict), and the counter ends at the number of attempts that said
+// they wrote.
+func testTryOneAttempt(t *testing.T, e *env) {
+	name := e.name("try")
+	incr := func(s backend.Snapshot) (*backend.Record, error) {
+		r := sampleRecord(name, s.ServerTime)
+		r.FencingToken = 1
+		if s.Record != nil {
+			r.FencingToken = s.Record.FencingToken + 1
+		}
+		return r, nil
+	}
+	const workers, each = 6, 4
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		wrote int64
+	)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := e.Store.Try(t.Context(), name, incr)
+				switch {
+				case err == nil:
+					mu.Lock()
+					wrote++
+					mu.Unlock()
+				case !errors.Is(err, backend.ErrConflict):
+					t.Errorf("Try = %v; want success or backend.ErrConflict", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Attempts go on until one writes (a backend may fail every one of the
+	// racing attempts: the Spanner emulator runs one transaction at a time,
+	// and the other tests' transactions race with these too).
+	for i := 0; ; i++ {
+		_, err := e.Store.Try(t.Context(), name, incr)
+		if err == nil {
+			wrote++
+			break
+		}
+		if !errors.Is(err, backend.ErrConflict) || i == 100 {
+			t.Fatalf("Try after the race (attempt %d): %v", i+1, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Record == nil || got.Record.FencingToken != wrote {
+		t.Fatalf("counter = %+v after %d attempts that said they wrote", got.Record, wrote)
 	}
 }

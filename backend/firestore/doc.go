@@ -20,20 +20,18 @@
 // read time. The package never reads the local clock to decide anything; it
 // uses timers only to pace its retries.
 //
-// # Update
+// # Try
 //
-// Update reads the document with a plain Get (no transaction, no lock),
-// calls decide with it and writes the decision with a precondition: Create
-// when the document was missing (it fails if someone created it since),
-// otherwise an update conditioned on the update time the decision saw. A
-// failed precondition is a lost race: Update reads again and decides again,
-// with a short jittered backoff, until it succeeds or ctx is done.
-//
-// Writes of one lease through one Store go out one at a time, and a write
-// whose read is known to be stale (another Update of the Store wrote the
-// lease since) is not sent: the Update reads again. This spares Firestore
-// the burst of doomed writes when many requests see a lease fall free at
-// once; the precondition alone keeps Update correct.
+// Try, one attempt, reads the document with a plain Get (no transaction, no
+// lock), calls decide with it and writes the decision with a precondition:
+// Create when the document was missing (it fails if someone created it
+// since), otherwise an update conditioned on the update time the decision
+// saw. A failed precondition is a lost race (backend.ErrConflict), which
+// backend.Loop retries with backoff; the Loop also sends one attempt per
+// lease at a time from a process, which spares Firestore the burst of
+// doomed writes when many requests see a lease fall free at once, and
+// answers refusals from a read first (Hints). The precondition alone keeps
+// every attempt correct.
 //
 // The decision's read time is at or before the commit, and the precondition
 // guarantees that nothing changed in between, so a decision holds at commit
@@ -57,7 +55,7 @@
 // fail fast: each call (read, write, query) is bounded by the Store's call
 // timeout (WithCallTimeout, default 10 s), after which it fails with
 // backend.ErrUnavailable while the caller's ctx is still live. A write whose
-// answer is lost may have been applied: Update then sees its own write on
+// answer is lost may have been applied: the next attempt sees it on
 // the next read and decides again on it, which the lease rules make
 // harmless (a holder's repeated acquire is idempotent).
 package firestore

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,9 +32,6 @@ func classify(ctx, call context.Context, op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if call.Err() != nil || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
-		backend.AwaitDeadline(ctx)
-	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
@@ -49,37 +44,13 @@ func classify(ctx, call context.Context, op, name string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return context.DeadlineExceeded
 	}
-	sentinel := backend.ErrUnavailable
 	switch status.Code(err) {
 	case codes.Canceled:
 		return context.Canceled
 	case codes.DeadlineExceeded:
 		return context.DeadlineExceeded
 	case codes.Aborted, codes.FailedPrecondition, codes.AlreadyExists:
-		sentinel = backend.ErrConflict
+		return fmt.Errorf("backend/firestore: %s %q: %w", op, name, backend.Conflict("precondition", err))
 	}
-	return fmt.Errorf("backend/firestore: %s %q: %w: %w", op, name, sentinel, err)
-}
-
-// Backoff of Update between attempts after a conflict.
-const (
-	backoffBase = 2 * time.Millisecond
-	backoffCap  = 100 * time.Millisecond
-)
-
-// backoff sleeps a random time up to min(backoffCap, backoffBase·2^attempt)
-// ("full jitter"), or until ctx is done, and returns ctx's error then.
-func backoff(ctx context.Context, attempt int) error {
-	d := backoffCap
-	if attempt < 10 {
-		d = min(backoffCap, backoffBase<<attempt)
-	}
-	t := time.NewTimer(rand.N(d) + time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return fmt.Errorf("backend/firestore: %s %q: %w: %w", op, name, backend.ErrUnavailable, err)
 }

@@ -76,44 +76,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestClassifyAtTheDeadline: an RPC can end with DeadlineExceeded at ctx's
-// deadline a moment before ctx's own timer fires, and the call context
-// (which shares that deadline) can be done before ctx is. Either way the
-// answer is ctx's own error, so a caller comparing it with ctx.Err() agrees.
-func TestClassifyAtTheDeadline(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		call bool // the call context is already done
-	}{
-		{"deadline code", status.Error(codes.DeadlineExceeded, "x"), false},
-		{"context error", fmt.Errorf("rpc: %w", context.DeadlineExceeded), false},
-		{"call done first", status.Error(codes.Unavailable, "x"), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-			defer cancel()
-			call := ctx
-			if tc.call {
-				c, cancelCall := context.WithCancel(ctx)
-				cancelCall()
-				call = c
-			}
-			got := classify(ctx, call, "get", "n", tc.err)
-			if got != context.DeadlineExceeded || ctx.Err() != context.DeadlineExceeded {
-				t.Fatalf("classify 20ms before the deadline = %v (ctx.Err() %v), want context.DeadlineExceeded once ctx is done", got, ctx.Err())
-			}
-		})
-	}
-	// Far from the deadline nothing waits.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
-	defer cancel()
-	start := time.Now()
-	if got := classify(ctx, ctx, "get", "n", status.Error(codes.DeadlineExceeded, "x")); got != context.DeadlineExceeded || time.Since(start) > backend.DeadlineSlack {
-		t.Fatalf("classify an hour before the deadline = %v after %v, want DeadlineExceeded at once", got, time.Since(start))
-	}
-}
-
 func TestPrefixEnd(t *testing.T) {
 	alphabet := "-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 	for _, prefix := range []string{"a", "team-a.", "z", "A9", "x_", "a-"} {
@@ -223,49 +185,16 @@ func TestUnreachable(t *testing.T) {
 	}
 	called := false
 	decide := func(backend.Snapshot) (*backend.Record, error) { called = true; return nil, nil }
-	if _, err := s.Update(ctx, "n", decide); !errors.Is(err, backend.ErrUnavailable) || called {
+	loop := backend.NewLoop(s)
+	if _, err := loop.Update(ctx, "n", decide); !errors.Is(err, backend.ErrUnavailable) || called {
 		t.Errorf("Update = %v (decide called: %v), want ErrUnavailable", err, called)
 	}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.Update(short, "n", decide); err != context.DeadlineExceeded || called {
+	if _, err := loop.Update(short, "n", decide); err != context.DeadlineExceeded || called {
 		t.Errorf("Update with a short deadline = %v (decide called: %v), want context.DeadlineExceeded unwrapped", err, called)
 	}
 	if _, err := s.Get(ctx, "a/b"); err == nil {
 		t.Error("Get of a name with a slash succeeded")
-	}
-}
-
-func TestWriteGate(t *testing.T) {
-	var g writeGate
-	a := g.enter("n")
-	b := g.enter("n")
-	if a != b {
-		t.Fatal("two Updates of one name got different gates")
-	}
-	if err := a.lock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if err := b.lock(ctx); err != context.DeadlineExceeded {
-		t.Fatalf("second lock while held = %v, want the context's deadline", err)
-	}
-	a.wrote.Add(1)
-	a.unlock()
-	if err := b.lock(t.Context()); err != nil {
-		t.Fatalf("lock after unlock: %v", err)
-	}
-	b.unlock()
-	g.leave("n", a)
-	if len(g.names) != 1 {
-		t.Fatal("gate forgotten while an Update still uses it")
-	}
-	g.leave("n", b)
-	if len(g.names) != 0 {
-		t.Fatalf("gate of a name with no Update left is kept: %v", g.names)
-	}
-	if c := g.enter("n"); c == a || c.wrote.Load() != 0 {
-		t.Fatal("a new gate reuses the old one")
 	}
 }

@@ -26,12 +26,11 @@ const clockDocID = "_leasesvc_clock"
 
 // Store is a backend.Store over one Firestore collection. It is safe for
 // concurrent use. It caches no record: every decision is made on a fresh
-// read (its only state is the write gate of the Updates in progress).
+// read.
 type Store struct {
 	client      *gfs.Client
 	coll        *gfs.CollectionRef
 	callTimeout time.Duration
-	gate        writeGate
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -141,84 +140,55 @@ func (s *Store) doc(name string) (*gfs.DocumentRef, error) {
 	return s.coll.Doc(name), nil
 }
 
-// Update implements backend.Store: a plain read, decide, and a write
+// Try implements backend.Store: a plain read, decide, and a write
 // conditioned on the document being unchanged since that read (Create for a
 // missing document, an update with a LastUpdateTime precondition for an
-// existing one). A lost race reads and decides again, with backoff, until
-// ctx is done. Unavailable is not retried here: the Firestore client
-// retries it within each call, up to the call timeout. decide's answer nil
-// writes nothing, so a refusal costs one read.
-//
-// Writes of one name through one Store go out one at a time, and a write
-// is not sent when another Update of this Store wrote the name since this
-// one read it (see writeGate): it would fail its precondition.
-func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+// existing one). decide's answer nil writes nothing, so a refusal costs one
+// read. Unavailable is not retried here: the Firestore client retries it
+// within each call, up to the call timeout.
+func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	ref, err := s.doc(name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	gate := s.gate.enter(name)
-	defer s.gate.leave(name, gate)
-	for attempt := 0; ; {
-		if err := ctx.Err(); err != nil {
-			return backend.Snapshot{}, err
-		}
-		seen := gate.wrote.Load()
-		snap, updateTime, err := s.read(ctx, name)
-		if err != nil {
-			return backend.Snapshot{}, err
-		}
-		next, err := decide(snap)
-		switch {
-		case err != nil:
-			return backend.Snapshot{}, err
-		case next == nil:
-			return snap, nil
-		}
-		if err := gate.lock(ctx); err != nil {
-			return backend.Snapshot{}, err
-		}
-		if gate.wrote.Load() != seen {
-			gate.unlock() // written since the read: read again, no need to back off
-			continue
-		}
-		stored, wrote, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
-		if wrote {
-			gate.wrote.Add(1)
-		}
-		gate.unlock()
-		switch {
-		case err == nil:
-			return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
-		case !errors.Is(err, backend.ErrConflict):
-			return backend.Snapshot{}, err
-		}
-		if err := backoff(ctx, attempt); err != nil {
-			return backend.Snapshot{}, err
-		}
-		attempt++
+	snap, updateTime, err := s.read(ctx, name)
+	if err != nil {
+		return backend.Snapshot{}, err
 	}
+	next, err := decide(snap)
+	if err != nil || next == nil {
+		return snap, err
+	}
+	stored, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
+	if err != nil {
+		return backend.Snapshot{}, err
+	}
+	return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
 }
+
+// Hints implements backend.Hinter: a read costs much less than a
+// conditional write, so refusals are answered from a read first.
+func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }
 
 // write stores next under ref if the document's update time is still
 // updateTime (zero: if it still does not exist). cur is the record read at
 // updateTime: only the fields that differ from it are sent, and when none
 // does nothing is written (the decision changes nothing it read). It
-// returns the record as stored, and whether a write was committed.
-func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, bool, error) {
+// returns the record as stored.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
 	rec, err := normalize(name, next)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	d := toDoc(rec)
 	var update []gfs.Update
 	if cur != nil {
 		c, err := normalize(name, cur)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if update = changes(toDoc(c), d); len(update) == 0 {
-			return rec, false, nil
+			return rec, nil
 		}
 	}
 	call, cancel := context.WithTimeout(ctx, s.callTimeout)
@@ -230,12 +200,12 @@ func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cu
 	}
 	if status.Code(err) == codes.NotFound {
 		// The document was deleted since the read: a lost race like any other.
-		return nil, false, fmt.Errorf("backend/firestore: write %q: %w: %w", name, backend.ErrConflict, err)
+		return nil, fmt.Errorf("backend/firestore: write %q: %w", name, backend.Conflict("deleted", err))
 	}
 	if err != nil {
-		return nil, false, classify(ctx, call, "write", name, err)
+		return nil, classify(ctx, call, "write", name, err)
 	}
-	return rec, true, nil
+	return rec, nil
 }
 
 // List implements backend.Store with one query, ordered by document ID,

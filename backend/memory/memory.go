@@ -4,7 +4,7 @@
 // It is the default for a first run and the backend of hermetic tests. It
 // keeps nothing across a restart: every lease, and so every fencing token,
 // starts again from nothing, which breaks the "never reused" promise of
-// SPEC §1 across restarts. Use Firestore or Spanner where that matters.
+// docs/contract.md §1 across restarts. Use Firestore or Spanner where that matters.
 package memory
 
 import (
@@ -75,9 +75,9 @@ func (s *Store) snapshot(name string) backend.Snapshot {
 	return snap
 }
 
-// Update implements backend.Store. The mutex makes read, decide and write
-// one step, so there are no conflicts to retry.
-func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+// Try implements backend.Store. The mutex makes read, decide and write one
+// step, so an attempt never conflicts.
+func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Snapshot{}, err
 	}

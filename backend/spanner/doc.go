@@ -5,7 +5,7 @@
 // # Clock
 //
 // Every decision is made with Spanner's time, never the process's:
-// Update reads the row together with CURRENT_TIMESTAMP() in one statement
+// Try reads the row together with CURRENT_TIMESTAMP() in one statement
 // inside its read-write transaction and passes that time to decide; the
 // acquire, renew and expire times derive from it and are stored in plain
 // TIMESTAMP columns (a commit-timestamp column refuses the future expire
@@ -16,28 +16,27 @@
 //
 // # Concurrency
 //
-// Spanner's locks make the read and the write of Update one serializable
-// step; two processes that race for a lease cannot both win. Within one
-// process Update runs one read-write transaction per lease name at a time
-// (they would serialize on the row's lock anyway); WithSerialTransactions
-// makes that one at a time for all names, which the emulator needs.
-// Transactions that lose a race are aborted by Spanner and run again (the
-// client library retries Aborted itself; Update retries what reaches it,
-// and what the emulator answers for a transaction it ended because another
-// began), with a capped, jittered exponential backoff, bounded by
-// WithMaxAttempts and the caller's context. Retries counts them and
-// WithRetryHook reports each.
+// Try, one attempt, is one read-write transaction: Spanner's locks make its
+// read and its write one serializable step, and two processes that race for
+// a lease cannot both win. backend.Loop drives it: one transaction per
+// lease name at a time in a process (they would serialize on the row's lock
+// anyway; WithSerialTransactions makes that one at a time for all names,
+// which the emulator needs), and retries of transactions that lost a race
+// (the client library retries Aborted itself; the Loop retries what reaches
+// it, and what the emulator answers for a transaction it ended because
+// another began), bounded by WithMaxAttempts and the caller's context.
+// Retries counts them and WithRetryHook reports each.
 //
-// Before its transaction Update may decide once on a strong single read
-// (the fast path, see FastPath): an acquire refused as lease_held, a renew
-// that is lease_lost or an idempotent release returns from that read
-// without taking any lock, so followers polling a held lease never contend
-// with its holder's renewals. An answer that writes pays that read on top
-// of the transaction, so by default (FastPathAdaptive) Update reads first
-// only when the previous Update of the lease in this process wrote nothing
-// and nobody has called ExpectWrite since: package lease does, before the
-// attempt of a waiting acquire that was woken because the holding it waits
-// for may have ended, so a handoff costs one transaction, not a read and a
+// Before its transaction an Update may decide once on a strong single read
+// (the fast path, see FastPath, which the Store asks of the Loop through
+// its Hints): an acquire refused as lease_held, a renew that is lease_lost
+// or an idempotent release returns from that read without taking any lock,
+// so followers polling a held lease never contend with its holder's
+// renewals. An answer that writes pays that read on top of the transaction,
+// so by default (FastPathAdaptive) the Loop reads first only when the
+// previous Update of the lease in this process wrote nothing, and not for
+// the attempt of a waiting acquire woken because the holding it waits for
+// may have ended, so a handoff costs one transaction, not a read and a
 // transaction.
 //
 // # Limits

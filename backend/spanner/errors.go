@@ -31,10 +31,10 @@ const (
 	RetryEmulatorTransactionEnded = "emulator_transaction_ended"
 )
 
-// classify maps an error of the Spanner client to the error a Store returns,
-// and, for a transaction that lost a race and may run again, the reason to
-// retry it ("" when it must not be retried). It is the one place that reads
-// gRPC codes:
+// classify maps an error of the Spanner client to the error a Store
+// returns; a transaction that lost a race and may run again is a
+// backend.Conflict with the reason to retry it. It is the one place that
+// reads gRPC codes:
 //
 //   - Aborted, and the emulator's FailedPrecondition "Invalid transaction ID"
 //     or "Cannot read or query using a transaction after it has been
@@ -52,21 +52,22 @@ const (
 //
 // A sentinel wraps the native error, so both stay reachable with errors.Is
 // and errors.As.
-func classify(what string, err error) (retry string, out error) {
+func classify(what string, err error) error {
 	switch {
 	case err == nil:
-		return "", nil
+		return nil
 	case errors.Is(err, context.Canceled):
-		return "", context.Canceled
+		return context.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
-		return "", context.DeadlineExceeded
+		return context.DeadlineExceeded
 	}
+	var retry string
 	desc := strings.ToLower(spanner.ErrDesc(err))
 	switch code := spanner.ErrCode(err); {
 	case code == codes.Canceled:
-		return "", context.Canceled
+		return context.Canceled
 	case code == codes.DeadlineExceeded:
-		return "", context.DeadlineExceeded
+		return context.DeadlineExceeded
 	case code == codes.Aborted:
 		retry = RetryAborted
 	case code == codes.FailedPrecondition && strings.Contains(desc, "invalid transaction id"):
@@ -77,19 +78,9 @@ func classify(what string, err error) (retry string, out error) {
 		retry = RetryEmulatorTransactionNotFound
 	case code == codes.Unavailable, code == codes.ResourceExhausted, code == codes.PermissionDenied,
 		code == codes.Unauthenticated, code == codes.NotFound, code == codes.Internal:
-		return "", fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrUnavailable, err)
+		return fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrUnavailable, err)
 	default:
-		return "", fmt.Errorf("spanner: %s: %w", what, err)
+		return fmt.Errorf("spanner: %s: %w", what, err)
 	}
-	return retry, fmt.Errorf("spanner: %s: %w: %w", what, backend.ErrConflict, err)
-}
-
-// settle makes a context error agree with ctx (see backend.AwaitDeadline):
-// on context.DeadlineExceeded it lets ctx catch up first. Any other error
-// is returned at once.
-func settle(ctx context.Context, err error) error {
-	if err == context.DeadlineExceeded {
-		backend.AwaitDeadline(ctx)
-	}
-	return err
+	return fmt.Errorf("spanner: %s: %w", what, backend.Conflict(retry, err))
 }

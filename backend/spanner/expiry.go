@@ -48,8 +48,7 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 		return nil
 	})
 	if err != nil {
-		_, err = classify("scan expiry", err)
-		return nil, settle(ctx, err)
+		return nil, classify("scan expiry", err)
 	}
 	return recs, nil
 }

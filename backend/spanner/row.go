@@ -180,3 +180,18 @@ func prefixEnd(prefix string) (string, bool) {
 	}
 	return "", false
 }
+
+// ReadForUpdate reads the record under name with CURRENT_TIMESTAMP() in tx,
+// as Try does: for tools that measure the backend's own work without the
+// service (leasebench's direct path), so that they read what the Store
+// reads.
+func ReadForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (*backend.Record, time.Time, error) {
+	return readRow(ctx, tx, name)
+}
+
+// Mutation is the write of rec under name as Try buffers it (see
+// ReadForUpdate).
+func Mutation(name string, rec *backend.Record) (*spanner.Mutation, error) {
+	m, _, err := writeMutation(name, rec)
+	return m, err
+}

@@ -5,13 +5,13 @@ import (
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"cloud.google.com/go/spanner"
 	database "cloud.google.com/go/spanner/admin/database/apiv1"
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"cloud.google.com/go/spanner/spansql"
 )
 
 // schemaSQL is the DDL of the Leases table. Terraform reads the same file;
@@ -49,82 +49,56 @@ type column struct {
 	KeyPosition     int  // 1-based position in the primary key; 0 if not a key column
 }
 
-var (
-	createTableRE = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(\w+)\s*\((.*)\)\s*PRIMARY\s+KEY\s*\(([^)]*)\)$`)
-	columnRE      = regexp.MustCompile(`(?is)^(\w+)\s+(\w+(?:\s*<[^>]*>)?(?:\s*\(\s*\w+\s*\))?)(\s+NOT\s+NULL)?(?:\s+OPTIONS\s*\((.*)\))?$`)
-	commitTSRE    = regexp.MustCompile(`(?i)\ballow_commit_timestamp\s*=\s*true\b`)
-)
+// parseStmt parses one DDL statement with the Spanner module's own DDL
+// parser (spansql).
+func parseStmt(stmt string) (spansql.DDLStmt, error) {
+	d, err := spansql.ParseDDLStmt(stmt)
+	if err != nil {
+		return nil, fmt.Errorf("spanner: schema: %.40q: %w", stmt, err)
+	}
+	return d, nil
+}
 
-// parseTable parses one CREATE TABLE statement of the form schema.sql uses:
-// columns with a type, an optional NOT NULL and optional OPTIONS, then a
-// primary key of plain column names.
+// columnOf is a column as spansql parsed it.
+func columnOf(d spansql.ColumnDef) column {
+	return column{Name: string(d.Name), Type: normalizeType(d.Type.SQL()), NotNull: d.NotNull,
+		CommitTimestamp: d.Options.AllowCommitTimestamp != nil && *d.Options.AllowCommitTimestamp}
+}
+
+// parseTable parses one CREATE TABLE statement: its name and columns, with
+// the primary key positions.
 func parseTable(stmt string) (string, []column, error) {
-	m := createTableRE.FindStringSubmatch(strings.TrimSpace(stmt))
-	if m == nil {
-		return "", nil, fmt.Errorf("spanner: schema: not a CREATE TABLE … PRIMARY KEY (…) statement: %.40q", stmt)
+	d, err := parseStmt(stmt)
+	if err != nil {
+		return "", nil, err
 	}
-	table, body, key := m[1], m[2], m[3]
+	ct, ok := d.(*spansql.CreateTable)
+	if !ok {
+		return "", nil, fmt.Errorf("spanner: schema: not a CREATE TABLE statement: %.40q", stmt)
+	}
 	var cols []column
-	for _, def := range splitTopLevel(body) {
-		def = strings.TrimSpace(def)
-		if def == "" {
-			continue
-		}
-		c, err := parseColumn(table, def)
-		if err != nil {
-			return "", nil, err
-		}
-		cols = append(cols, c)
+	for _, c := range ct.Columns {
+		cols = append(cols, columnOf(c))
 	}
-	for i, k := range strings.Split(key, ",") {
-		k = strings.TrimSpace(k)
-		found := false
-		for j := range cols {
-			if strings.EqualFold(cols[j].Name, k) {
-				cols[j].KeyPosition = i + 1
-				found = true
-			}
+	for i, k := range ct.PrimaryKey {
+		j := slices.IndexFunc(cols, func(c column) bool { return strings.EqualFold(c.Name, string(k.Column)) })
+		if j < 0 {
+			return "", nil, fmt.Errorf("spanner: schema: table %s: primary key column %q is not a column", ct.Name, k.Column)
 		}
-		if !found {
-			return "", nil, fmt.Errorf("spanner: schema: table %s: primary key column %q is not a column", table, k)
-		}
+		cols[j].KeyPosition = i + 1
 	}
-	return table, cols, nil
+	return string(ct.Name), cols, nil
 }
 
-// parseColumn parses one column definition of table: a name, a type, an
-// optional NOT NULL and optional OPTIONS.
-func parseColumn(table, def string) (column, error) {
-	c := columnRE.FindStringSubmatch(strings.TrimSpace(def))
-	if c == nil {
-		return column{}, fmt.Errorf("spanner: schema: table %s: cannot parse column definition %q", table, def)
-	}
-	return column{
-		Name:            c[1],
-		Type:            normalizeType(c[2]),
-		NotNull:         c[3] != "",
-		CommitTimestamp: commitTSRE.MatchString(c[4]),
-	}, nil
-}
-
-// splitTopLevel splits s at the commas outside parentheses.
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, r := range s {
-		switch r {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
+// addedColumn returns the column that an ALTER TABLE Table ADD COLUMN
+// statement adds, if d is one.
+func addedColumn(d spansql.DDLStmt) (column, bool) {
+	if at, ok := d.(*spansql.AlterTable); ok && strings.EqualFold(string(at.Name), Table) {
+		if add, ok := at.Alteration.(spansql.AddColumn); ok {
+			return columnOf(add.Def), true
 		}
 	}
-	return append(out, s[start:])
+	return column{}, false
 }
 
 // normalizeType spells a type as INFORMATION_SCHEMA does: upper case, no
@@ -132,11 +106,6 @@ func splitTopLevel(s string) []string {
 func normalizeType(t string) string {
 	return strings.ToUpper(strings.Join(strings.Fields(t), ""))
 }
-
-var (
-	createTableStmtRE = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(\w+)\b`)
-	addColumnRE       = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?(.*)$`)
-)
 
 // wantColumns returns the columns that schema.sql declares for Table.
 func wantColumns() ([]column, error) { return columnsOf(Statements()) }
@@ -148,21 +117,19 @@ func wantColumns() ([]column, error) { return columnsOf(Statements()) }
 func columnsOf(stmts []string) ([]column, error) {
 	var cols []column
 	for _, stmt := range stmts {
-		if m := createTableStmtRE.FindStringSubmatch(stmt); m != nil && strings.EqualFold(m[1], Table) {
-			_, c, err := parseTable(stmt)
-			if err != nil {
+		d, err := parseStmt(stmt)
+		if err != nil {
+			return nil, err
+		}
+		if ct, ok := d.(*spansql.CreateTable); ok && strings.EqualFold(string(ct.Name), Table) {
+			if _, cols, err = parseTable(stmt); err != nil {
 				return nil, err
 			}
-			cols = c
 			continue
 		}
-		if m := addColumnRE.FindStringSubmatch(stmt); m != nil && strings.EqualFold(m[1], Table) {
+		if c, ok := addedColumn(d); ok {
 			if cols == nil {
 				return nil, fmt.Errorf("spanner: schema: %.40q comes before CREATE TABLE %s", stmt, Table)
-			}
-			c, err := parseColumn(Table, m[2])
-			if err != nil {
-				return nil, err
 			}
 			cols = append(cols, c)
 		}
@@ -258,7 +225,7 @@ func readColumns(ctx context.Context, client *spanner.Client, table string) ([]c
 		return nil
 	})
 	if err != nil {
-		_, err = classify("read the columns of table "+table, err)
+		err = classify("read the columns of table "+table, err)
 		return nil, err
 	}
 	return cols, nil
@@ -361,7 +328,7 @@ func runDDL(ctx context.Context, admin *database.DatabaseAdminClient, client *sp
 	if CheckSchema(ctx, client) == nil {
 		return errSchemaDoneElsewhere
 	}
-	_, err = classify(what, err)
+	err = classify(what, err)
 	return err
 }
 
@@ -378,15 +345,11 @@ func addColumns(ctx context.Context, admin *database.DatabaseAdminClient, client
 	}
 	var stmts []string
 	for _, stmt := range Statements() {
-		m := addColumnRE.FindStringSubmatch(stmt)
-		if m == nil || !strings.EqualFold(m[1], Table) {
-			continue
-		}
-		c, err := parseColumn(Table, m[2])
+		d, err := parseStmt(stmt)
 		if err != nil {
 			return false, err
 		}
-		if !have[strings.ToLower(c.Name)] {
+		if c, ok := addedColumn(d); ok && !have[strings.ToLower(c.Name)] {
 			stmts = append(stmts, stmt)
 		}
 	}

@@ -3,11 +3,11 @@ package spanner
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"cloud.google.com/go/spanner"
+	"cloud.google.com/go/spanner/spansql"
 )
 
 // index is a secondary index of Table: its name and its key columns in
@@ -18,27 +18,25 @@ type index struct {
 	DDL  string // the statement that creates it, for messages
 }
 
-var createIndexRE = regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?(?:NULL_FILTERED\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+(\w+)\s*\(([^)]*)\)`)
-
 // indexesOf returns the indexes of Table that stmts create.
 func indexesOf(stmts []string) ([]index, error) {
 	var out []index
 	for _, stmt := range stmts {
-		m := createIndexRE.FindStringSubmatch(stmt)
-		if m == nil || !strings.EqualFold(m[2], Table) {
+		d, err := parseStmt(stmt)
+		if err != nil {
+			return nil, err
+		}
+		ci, ok := d.(*spansql.CreateIndex)
+		if !ok || !strings.EqualFold(string(ci.Table), Table) {
 			continue
 		}
-		ix := index{Name: m[1], DDL: stmt}
-		for k := range strings.SplitSeq(m[3], ",") {
-			f := strings.Fields(k)
-			switch {
-			case len(f) == 1 || len(f) == 2 && strings.EqualFold(f[1], "ASC"):
-				ix.Keys = append(ix.Keys, f[0])
-			case len(f) == 2 && strings.EqualFold(f[1], "DESC"):
-				ix.Keys = append(ix.Keys, f[0]+" DESC")
-			default:
-				return nil, fmt.Errorf("spanner: schema: index %s: cannot parse key column %q", ix.Name, k)
+		ix := index{Name: string(ci.Name), DDL: stmt}
+		for _, k := range ci.Columns {
+			key := string(k.Column)
+			if k.Desc {
+				key += " DESC"
 			}
+			ix.Keys = append(ix.Keys, key)
 		}
 		out = append(out, ix)
 	}
@@ -69,7 +67,7 @@ func readIndexes(ctx context.Context, client *spanner.Client, table string) (map
 		return nil
 	})
 	if err != nil {
-		_, err = classify("read the indexes of table "+table, err)
+		err = classify("read the indexes of table "+table, err)
 		return nil, err
 	}
 	return out, nil

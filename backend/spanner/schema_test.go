@@ -54,7 +54,7 @@ func TestSchemaParses(t *testing.T) {
 }
 
 func TestParseTable(t *testing.T) {
-	table, cols, err := parseTable("create table T (\n a string( max ) not null,\n b INT64 OPTIONS (allow_commit_timestamp=TRUE),\n c ARRAY<INT64>,\n) primary key (b, a)")
+	table, cols, err := parseTable("create table T (\n a string( max ) not null,\n b INT64 OPTIONS (allow_commit_timestamp=true),\n c ARRAY<INT64>,\n) primary key (b, a)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestParseTable(t *testing.T) {
 	for _, bad := range []string{
 		"CREATE INDEX X ON Leases (Holder)",
 		"CREATE TABLE T (a INT64) PRIMARY KEY (b)",
-		"CREATE TABLE T (a INT64 DEFAULT (1)) PRIMARY KEY (a)",
+		"CREATE TABLE T (a INT64 PRIMARY KEY (a)",
 	} {
 		if _, _, err := parseTable(bad); err == nil {
 			t.Errorf("parseTable(%q) succeeded, want an error", bad)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -14,22 +13,17 @@ import (
 	"github.com/leasesvc/leasesvc/backend"
 )
 
-// DefaultMaxAttempts is how many times Update runs its read-write
-// transaction, at most, when it keeps losing races; see WithMaxAttempts.
-const DefaultMaxAttempts = 50
+// DefaultMaxAttempts is how many read-write transactions an Update runs, at
+// most, when they keep losing races; see WithMaxAttempts.
+const DefaultMaxAttempts = backend.DefaultMaxAttempts
 
 // Store is a backend.Store over one Cloud Spanner database with the table of
 // schema.sql. The zero value is not usable; call New. A Store is safe for
 // concurrent use.
 type Store struct {
-	client      *spanner.Client
-	fastPath    FastPath
-	serial      bool
-	maxAttempts int
-	onRetry     func(reason string)
-	retries     atomic.Int64
-	queue       nameQueue
-	hints       pathHints
+	client  *spanner.Client
+	cfg     config
+	retries atomic.Int64
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -44,25 +38,25 @@ type config struct {
 	onRetry     func(reason string)
 }
 
-// WithFastPath sets when Update reads before its read-write transaction;
+// WithFastPath sets when an Update reads before its read-write transaction;
 // default FastPathAdaptive.
 func WithFastPath(m FastPath) Option { return func(c *config) { c.fastPath = m } }
 
-// WithSerialTransactions makes Update run one read-write transaction at a
+// WithSerialTransactions makes an Update run one read-write transaction at a
 // time in this process, whatever the lease name, instead of one per name.
 // Default off. Turn it on against the emulator, which runs one read-write
 // transaction at a time and fails the one a newcomer interrupts: without it
 // concurrent updates of different leases keep failing each other there.
 func WithSerialTransactions(on bool) Option { return func(c *config) { c.serial = on } }
 
-// WithMaxAttempts bounds how many times Update runs its read-write
+// WithMaxAttempts bounds how many times an Update runs its read-write
 // transaction when it loses races (n ≥ 1; default DefaultMaxAttempts);
-// after that Update returns an error wrapping backend.ErrConflict. The
+// after that it returns an error wrapping backend.ErrConflict. The
 // request's context bounds the retries as well.
 func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 
-// WithRetryHook makes Update call f, synchronously, each time it retries a
-// read-write transaction, with the reason (RetryAborted,
+// WithRetryHook makes an Update call f, synchronously, each time it retries
+// a read-write transaction, with the reason (RetryAborted,
 // RetryEmulatorInvalidTransaction, RetryEmulatorTransactionNotFound,
 // RetryEmulatorTransactionEnded), for a metric. f must be safe for
 // concurrent use and must not block.
@@ -79,25 +73,30 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.fastPath < FastPathAdaptive || c.fastPath > FastPathNever {
+	if _, err := ParseFastPath(c.fastPath.String()); err != nil {
 		return nil, fmt.Errorf("spanner: New: WithFastPath(%v) is not a mode", c.fastPath)
 	}
 	if c.maxAttempts < 1 {
 		return nil, fmt.Errorf("spanner: New: WithMaxAttempts(%d) must be at least 1", c.maxAttempts)
 	}
-	return &Store{client: client, fastPath: c.fastPath, serial: c.serial, maxAttempts: c.maxAttempts, onRetry: c.onRetry}, nil
+	return &Store{client: client, cfg: c}, nil
 }
 
-// ExpectWrite tells the Store that the next Update of name will likely
-// write, so that with FastPathAdaptive it goes straight to its read-write
-// transaction even though the last Update of name was refused: package
-// lease calls it before the attempt of a waiting acquire that was woken
-// (an event said the holding ended, or its expiry came). It only picks the
-// path, like every fast-path guess; FastPathAlways and FastPathNever
-// ignore it.
-func (s *Store) ExpectWrite(name string) { s.hints.record(name, true) }
+// Hints implements backend.Hinter: the fast path, the serial transactions
+// of the emulator, the bound on attempts, and the retry count and hook.
+func (s *Store) Hints() backend.Hints {
+	return backend.Hints{
+		ReadFirst: s.cfg.fastPath, OneAtATime: s.cfg.serial, MaxAttempts: s.cfg.maxAttempts,
+		OnRetry: func(reason string) {
+			s.retries.Add(1)
+			if s.cfg.onRetry != nil {
+				s.cfg.onRetry(reason)
+			}
+		},
+	}
+}
 
-// Retries returns how many times Update has retried a read-write
+// Retries returns how many times an Update has retried a read-write
 // transaction since the Store was created.
 func (s *Store) Retries() int64 { return s.retries.Load() }
 
@@ -109,8 +108,7 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 	}
 	snap, err := s.strongRead(ctx, name)
 	if err != nil {
-		_, err = classify(fmt.Sprintf("get %q", name), err)
-		return backend.Snapshot{}, settle(ctx, err)
+		return backend.Snapshot{}, classify(fmt.Sprintf("get %q", name), err)
 	}
 	return snap, nil
 }
@@ -131,77 +129,31 @@ func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, 
 	return backend.Snapshot{Record: rec, ServerTime: at}, nil
 }
 
-// Update implements backend.Store.
-//
-// On the fast path (see FastPath) decide first runs on a strong single
-// read; when it answers without a write (an error, or nil) that is the
-// answer and no transaction runs. Otherwise a read-write transaction (one
-// per name at a time in this process; see nameQueue) reads the row with
-// CURRENT_TIMESTAMP(), calls decide again with that time and buffers the
-// write, whose UpdateTime is the commit timestamp. Spanner's locks make the
-// read and the write one serializable step. Transactions that lose a race
-// (Aborted, and what the emulator answers instead; see classify) run again
-// after a capped, jittered exponential backoff, up to WithMaxAttempts times
-// or until ctx is done.
-func (s *Store) Update(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+// Try implements backend.Store with one read-write transaction: it reads
+// the row with CURRENT_TIMESTAMP(), calls decide with that time and buffers
+// the write. Spanner's locks make the read and the write one serializable
+// step. A transaction that lost a race (Aborted, and what the emulator
+// answers instead; see classify) is an error wrapping backend.ErrConflict.
+func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Snapshot{}, err
 	}
-	what := fmt.Sprintf("update %q", name)
-	if s.fastPath == FastPathAlways || s.fastPath == FastPathAdaptive && s.hints.readFirst(name) {
-		snap, err := s.strongRead(ctx, name)
-		if err != nil {
-			_, err = classify(what+": read", err)
-			return backend.Snapshot{}, settle(ctx, err)
-		}
-		next, err := decide(snap)
-		if err != nil || next == nil {
-			s.hints.record(name, false)
-			return snap, err // decide's error unchanged
-		}
+	snap, decideErr, err := s.transact(ctx, name, decide)
+	switch {
+	case decideErr != nil:
+		return snap, decideErr
+	case err != nil:
+		return backend.Snapshot{}, classify(fmt.Sprintf("update %q", name), err)
 	}
-	turn := name
-	if s.serial {
-		turn = "" // one queue for every name
-	}
-	release, err := s.queue.acquire(ctx, turn)
-	if err != nil {
-		return backend.Snapshot{}, err
-	}
-	defer release()
-	for attempt := 0; ; attempt++ {
-		snap, wrote, decideErr, err := s.transact(ctx, name, decide)
-		if decideErr != nil {
-			s.hints.record(name, false)
-			return snap, decideErr
-		}
-		if err == nil {
-			s.hints.record(name, wrote)
-			return snap, nil
-		}
-		retry, err := classify(what, err)
-		if retry == "" {
-			return backend.Snapshot{}, settle(ctx, err)
-		}
-		if attempt+1 >= s.maxAttempts {
-			return backend.Snapshot{}, fmt.Errorf("%w (gave up after %d attempts)", err, attempt+1)
-		}
-		s.retries.Add(1)
-		if s.onRetry != nil {
-			s.onRetry(retry)
-		}
-		if err := sleep(ctx, backoff(attempt, rand.Float64())); err != nil {
-			return backend.Snapshot{}, err
-		}
-	}
+	return snap, nil
 }
 
 // transact runs one read-write transaction (the client may run its function
-// more than once after Aborted) and reports whether it wrote. decideErr is
-// decide's error, exactly as decide returned it; err is any other failure.
-func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, wrote bool, decideErr, err error) {
+// more than once after Aborted). decideErr is decide's error, exactly as
+// decide returned it; err is any other failure.
+func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, decideErr, err error) {
 	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		decideErr, wrote = nil, false
+		decideErr = nil
 		rec, now, err := readRow(ctx, tx, name)
 		if err != nil {
 			return err
@@ -222,13 +174,13 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 		if err := tx.BufferWrite([]*spanner.Mutation{m}); err != nil {
 			return err
 		}
-		snap.Record, wrote = written, true
+		snap.Record = written
 		return nil
 	})
 	if decideErr != nil && err != nil {
-		return snap, false, decideErr, nil // the client may have wrapped it; return it as decide did
+		return snap, decideErr, nil // the client may have wrapped it; return it as decide did
 	}
-	return snap, wrote, nil, err
+	return snap, nil, err
 }
 
 // List implements backend.Store with a strong single read that scans the
@@ -256,8 +208,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 		at, err = ro.Timestamp()
 	}
 	if err != nil {
-		_, err = classify(fmt.Sprintf("list %q", prefix), err)
-		return nil, time.Time{}, settle(ctx, err)
+		return nil, time.Time{}, classify(fmt.Sprintf("list %q", prefix), err)
 	}
 	return recs, at, nil
 }
@@ -273,6 +224,5 @@ func (s *Store) Ping(ctx context.Context) error {
 	if errors.Is(err, iterator.Done) {
 		err = errors.New("SELECT 1 returned no row")
 	}
-	_, err = classify("ping", err)
-	return settle(ctx, err)
+	return classify("ping", err)
 }

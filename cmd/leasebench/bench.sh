@@ -9,16 +9,22 @@
 #   cmd/leasebench/bench.sh memory    [leasebench flags]
 #   cmd/leasebench/bench.sh firestore [leasebench flags]
 #   cmd/leasebench/bench.sh spanner   [leasebench flags]
+#   cmd/leasebench/bench.sh postgres  [leasebench flags]
+#
+# postgres starts a throwaway cluster (initdb in $BENCH_DIR, as the user
+# postgres when root; binaries in $LEASESVC_PG_BIN, default
+# /usr/lib/postgresql/15/bin) and no Pub/Sub: waiters on the second instance
+# are woken through LISTEN/NOTIFY.
 #
 # e.g. cmd/leasebench/bench.sh firestore -agents 1000,10000 -json > firestore.json
 # Logs of the emulators and instances are kept in $BENCH_DIR (default a new
 # temporary directory), printed at the end. $BENCH_SERVICE_ENV adds settings
 # to the instances, e.g. BENCH_SERVICE_ENV="LEASESVC_SPANNER_FAST_PATH=always".
 set -euo pipefail
-backend=${1:?usage: bench.sh memory|firestore|spanner [leasebench flags]}
+backend=${1:?usage: bench.sh memory|firestore|spanner|postgres [leasebench flags]}
 shift
-case $backend in memory | firestore | spanner) ;; *)
-	echo "bench.sh: backend must be memory, firestore or spanner" >&2
+case $backend in memory | firestore | spanner | postgres) ;; *)
+	echo "bench.sh: backend must be memory, firestore, spanner or postgres" >&2
 	exit 2
 	;;
 esac
@@ -69,7 +75,7 @@ echo "bench.sh: building into $dir" >&2
 env_common=(LEASESVC_BACKEND="$backend" LEASESVC_PROJECT=$project)
 bench_env=(LEASESVC_BACKEND="$backend" LEASESVC_PROJECT=$project)
 topic_flag=()
-if [[ $backend != memory ]]; then
+if [[ $backend != memory && $backend != postgres ]]; then
 	ps_port=$(freeport)
 	start pubsub gcloud beta emulators pubsub start --project=$project --host-port=127.0.0.1:"$ps_port"
 	wait_for "the Pub/Sub emulator" curl -sf "http://127.0.0.1:$ps_port/"
@@ -98,6 +104,22 @@ spanner)
 	db=projects/$project/instances/bench/databases/leases
 	env_common+=(SPANNER_EMULATOR_HOST=127.0.0.1:"$sp_port" LEASESVC_SPANNER_DATABASE=$db LEASESVC_SPANNER_MIGRATE=true)
 	bench_env+=(SPANNER_EMULATOR_HOST=127.0.0.1:"$sp_port" LEASESVC_SPANNER_DATABASE=$db)
+	;;
+postgres)
+	pgbin=${LEASESVC_PG_BIN:-/usr/lib/postgresql/15/bin}
+	pg_port=$(freeport)
+	mkdir -p "$dir/pg"
+	as_pg=()
+	if [[ $(id -u) == 0 ]]; then
+		chown postgres "$dir" "$dir/pg"
+		as_pg=(runuser -u postgres --)
+	fi
+	"${as_pg[@]}" "$pgbin/initdb" -D "$dir/pg" -U postgres --auth=trust --no-sync >"$dir/initdb.log" 2>&1
+	start postgres "${as_pg[@]}" "$pgbin/postgres" -D "$dir/pg" -p "$pg_port" -k "$dir" -c listen_addresses=127.0.0.1 -c max_connections=200
+	wait_for "PostgreSQL" "$pgbin/pg_isready" -h 127.0.0.1 -p "$pg_port"
+	url="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+	env_common+=(LEASESVC_POSTGRES_URL="$url" LEASESVC_POSTGRES_MIGRATE=true)
+	bench_env+=(LEASESVC_POSTGRES_URL="$url")
 	;;
 esac
 

@@ -21,7 +21,7 @@ var allScenarios = []string{"latency", "contention", "handoff", "takeover", "eve
 // from the environment for the direct comparison.
 type config struct {
 	urls        []string        // service base URLs, at least one
-	backend     string          // memory | firestore | spanner: what the service runs on
+	backend     string          // memory | firestore | spanner | postgres: what the service runs on
 	scenarios   []string        // which scenarios, in allScenarios order
 	n           int             // latency and contention samples per series
 	samples     int             // handoff, takeover and event samples
@@ -42,6 +42,7 @@ type config struct {
 	project           string // LEASESVC_PROJECT or GOOGLE_CLOUD_PROJECT
 	firestoreDatabase string // LEASESVC_FIRESTORE_DATABASE, default (default)
 	spannerDatabase   string // LEASESVC_SPANNER_DATABASE
+	postgresURL       string // LEASESVC_POSTGRES_URL
 	directCollection  string // -direct-collection: the Firestore collection of the direct path
 }
 
@@ -54,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if v := getenv("LEASESVC_BACKEND"); v != "" {
 		c.backend = v
 	}
+	c.postgresURL = getenv("LEASESVC_POSTGRES_URL")
 	c.project = getenv("LEASESVC_PROJECT")
 	if c.project == "" {
 		c.project = getenv("GOOGLE_CLOUD_PROJECT")
@@ -67,7 +69,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "service base URLs, comma-separated; handoff, takeover and events use the first and the second")
-	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner: the service's backend, for the direct comparison (env LEASESVC_BACKEND)")
+	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner | postgres: the service's backend, for the direct comparison (env LEASESVC_BACKEND)")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.IntVar(&c.n, "n", c.n, "latency and contention: samples per series")
 	fs.IntVar(&c.samples, "samples", c.samples, "handoff, takeover and events: samples")
@@ -132,8 +134,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.pauses = append(c.pauses, d)
 	}
 	switch {
-	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner":
-		return c, fmt.Errorf("-backend/LEASESVC_BACKEND %q: must be memory, firestore or spanner", c.backend)
+	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner" && c.backend != "postgres":
+		return c, fmt.Errorf("-backend/LEASESVC_BACKEND %q: must be memory, firestore, spanner or postgres", c.backend)
 	case c.n < 1:
 		return c, fmt.Errorf("-n %d: must be at least 1", c.n)
 	case c.samples < 1:
@@ -156,6 +158,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("-backend firestore: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT) for the direct path")
 	case c.backend == "spanner" && c.spannerDatabase == "":
 		return c, errors.New("-backend spanner: set LEASESVC_SPANNER_DATABASE for the direct path")
+	case c.backend == "postgres" && c.postgresURL == "":
+		return c, errors.New("-backend postgres: set LEASESVC_POSTGRES_URL for the direct path")
 	case c.topic != "" && c.project == "" && !strings.HasPrefix(c.topic, "projects/"):
 		return c, errors.New("-pubsub-topic is a topic ID: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT), or give projects/P/topics/T")
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/leasesvc/leasesvc/backend"
 	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
 )
 
@@ -48,6 +49,8 @@ func openDirect(ctx context.Context, c config) (direct, error) {
 			return nil, fmt.Errorf("direct: spanner client for %s: %w", c.spannerDatabase, err)
 		}
 		return &spannerDirect{c: client}, nil
+	case "postgres":
+		return openPostgresDirect(ctx, c.postgresURL)
 	}
 	return nil, nil
 }
@@ -133,58 +136,28 @@ func (d *firestoreDirect) close() error {
 
 // spannerDirect is the Spanner backend's work by hand: one read-write
 // transaction that reads the row with CURRENT_TIMESTAMP(), decides, and
-// buffers an InsertOrUpdate of the whole row.
+// buffers the write of the whole row, with the Store's own reads and writes
+// (spannerstore.ReadForUpdate, spannerstore.Mutation) so the two cannot
+// drift apart.
 type spannerDirect struct{ c *spanner.Client }
 
-// spannerDirectColumns are the columns the direct path reads and writes,
-// as the service's backend does.
-var spannerDirectColumns = []string{"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime", "ExpireTime", "Transitions", "Metadata", "UpdateTime"}
-
-const spannerDirectRead = `SELECT CURRENT_TIMESTAMP() AS Now,
-  ARRAY(SELECT AS STRUCT Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata
-        FROM Leases WHERE Name = @name) AS Lease`
-
-// spannerRow is a lease row as the direct path reads it.
-type spannerRow struct {
-	Name         string
-	Holder       string
-	FencingToken int64
-	TtlMs        int64
-	AcquireTime  time.Time
-	RenewTime    time.Time
-	ExpireTime   time.Time
-	Transitions  int64
-	Metadata     spanner.NullString
-}
-
 // update runs one read-write transaction: decide gets the time and the
-// row (nil when absent) and returns the row to write.
-func (d *spannerDirect) update(ctx context.Context, name string, decide func(now time.Time, cur *spannerRow) (*spannerRow, error)) error {
+// record (nil when absent) and returns the record to write.
+func (d *spannerDirect) update(ctx context.Context, name string, decide func(now time.Time, cur *backend.Record) (*backend.Record, error)) error {
 	_, err := d.c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		it := tx.Query(ctx, spanner.Statement{SQL: spannerDirectRead, Params: map[string]any{"name": name}})
-		defer it.Stop()
-		r, err := it.Next()
+		cur, now, err := spannerstore.ReadForUpdate(ctx, tx, name)
 		if err != nil {
 			return err
-		}
-		var (
-			now  time.Time
-			rows []*spannerRow
-		)
-		if err := r.Columns(&now, &rows); err != nil {
-			return err
-		}
-		var cur *spannerRow
-		if len(rows) > 0 {
-			cur = rows[0]
 		}
 		next, err := decide(now.Truncate(time.Microsecond), cur)
 		if err != nil {
 			return err
 		}
-		return tx.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate(spannerstore.Table, spannerDirectColumns, []any{
-			next.Name, next.Holder, next.FencingToken, next.TtlMs, next.AcquireTime, next.RenewTime, next.ExpireTime,
-			next.Transitions, next.Metadata, spanner.CommitTimestamp})})
+		m, err := spannerstore.Mutation(name, next)
+		if err != nil {
+			return err
+		}
+		return tx.BufferWrite([]*spanner.Mutation{m})
 	})
 	if err != nil {
 		return fmt.Errorf("direct %s: %w", name, err)
@@ -193,18 +166,18 @@ func (d *spannerDirect) update(ctx context.Context, name string, decide func(now
 }
 
 func (d *spannerDirect) acquire(ctx context.Context, name, holder string, ttl time.Duration) (int64, error) {
-	err := d.update(ctx, name, func(now time.Time, cur *spannerRow) (*spannerRow, error) {
+	err := d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
 		if cur != nil {
 			return nil, fmt.Errorf("acquire: want a new lease, found one")
 		}
-		return &spannerRow{Name: name, Holder: holder, FencingToken: 1, TtlMs: ttl.Milliseconds(),
+		return &backend.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: 1}, nil
 	})
 	return 1, err
 }
 
 // live is the check of renew and release: holder holds it with token.
-func live(now time.Time, cur *spannerRow, holder string, token int64) error {
+func live(now time.Time, cur *backend.Record, holder string, token int64) error {
 	if cur == nil || cur.Holder != holder || cur.FencingToken != token || !now.Before(cur.ExpireTime) {
 		return errDirectLost
 	}
@@ -212,18 +185,18 @@ func live(now time.Time, cur *spannerRow, holder string, token int64) error {
 }
 
 func (d *spannerDirect) renew(ctx context.Context, name, holder string, token int64) error {
-	return d.update(ctx, name, func(now time.Time, cur *spannerRow) (*spannerRow, error) {
+	return d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
 		if err := live(now, cur, holder, token); err != nil {
 			return nil, err
 		}
 		next := *cur
-		next.RenewTime, next.ExpireTime = now, now.Add(time.Duration(cur.TtlMs)*time.Millisecond)
+		next.RenewTime, next.ExpireTime = now, now.Add(cur.TTL)
 		return &next, nil
 	})
 }
 
 func (d *spannerDirect) release(ctx context.Context, name, holder string, token int64) error {
-	return d.update(ctx, name, func(now time.Time, cur *spannerRow) (*spannerRow, error) {
+	return d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
 		if err := live(now, cur, holder, token); err != nil {
 			return nil, err
 		}

@@ -1,7 +1,7 @@
 // Command leasebench measures leasesvc: it runs scenarios against one or more
 // running leasesvc instances and, for comparison, does the same work
 // directly against the backend (a Firestore read and conditional write, a
-// Spanner read-write transaction) in the same run, interleaved with the
+// Spanner read-write transaction, a PostgreSQL transaction) in the same run, interleaved with the
 // service's operations so that noise on a shared machine hits both.
 //
 // Scenarios (-scenarios, comma-separated; default all):
@@ -25,8 +25,9 @@
 // Output is a table for people, or JSON with -json; progress goes to stderr.
 // The direct comparison reads the backend's settings from the environment,
 // as leasesvc does (LEASESVC_BACKEND, LEASESVC_PROJECT,
-// LEASESVC_FIRESTORE_DATABASE, LEASESVC_SPANNER_DATABASE, and the emulator
-// hosts); with the memory backend there is nothing to compare with.
+// LEASESVC_FIRESTORE_DATABASE, LEASESVC_SPANNER_DATABASE,
+// LEASESVC_POSTGRES_URL, and the emulator hosts); with the memory backend
+// there is nothing to compare with.
 //
 // Examples:
 //

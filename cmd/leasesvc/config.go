@@ -1,15 +1,18 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -20,7 +23,7 @@ var instanceIDRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,59}$`)
 // config is the service's start-up configuration.
 type config struct {
 	port      int           // listen port, 0–65535
-	backend   string        // memory | firestore | spanner
+	backend   string        // a registered backend (backend.Names)
 	minTTL    time.Duration // shortest TTL a holder may ask for
 	maxTTL    time.Duration // longest TTL a holder may ask for
 	logLevel  slog.Level    // minimum level logged
@@ -69,14 +72,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 
 	fs := flag.NewFlagSet("leasesvc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {} // -h prints every setting (writeHelp), not only the flags
 	fs.IntVar(&c.port, "port", c.port, "listen port (env PORT)")
-	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner (env LEASESVC_BACKEND)")
+	fs.StringVar(&c.backend, "backend", c.backend, strings.Join(backend.Names(), " | ")+" (env LEASESVC_BACKEND)")
 	fs.DurationVar(&c.minTTL, "min-ttl", c.minTTL, "shortest TTL a holder may ask for (env LEASESVC_MIN_TTL)")
 	fs.DurationVar(&c.maxTTL, "max-ttl", c.maxTTL, "longest TTL a holder may ask for (env LEASESVC_MAX_TTL)")
 	fs.StringVar(&level, "log-level", level, "debug | info | warn | error (env LEASESVC_LOG_LEVEL)")
 	fs.StringVar(&c.telemetry, "telemetry", c.telemetry, "none | stdout | otlp (env LEASESVC_TELEMETRY)")
 	fs.DurationVar(&c.drain, "drain", c.drain, "how long shutdown waits for in-flight requests (env LEASESVC_DRAIN_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
 		return c, fmt.Errorf("flags: %w", err)
 	}
 	if fs.NArg() > 0 {
@@ -86,8 +93,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	switch {
 	case c.port < 0 || c.port > 65535:
 		return c, fmt.Errorf("PORT/-port %d: must be 0–65535", c.port)
-	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner":
-		return c, fmt.Errorf("LEASESVC_BACKEND/-backend %q: must be memory, firestore or spanner", c.backend)
+	case !slices.Contains(backend.Names(), c.backend):
+		return c, fmt.Errorf("LEASESVC_BACKEND/-backend %q: must be one of %s", c.backend, strings.Join(backend.Names(), ", "))
 	case c.minTTL < time.Millisecond || c.minTTL%time.Millisecond != 0:
 		return c, fmt.Errorf("LEASESVC_MIN_TTL/-min-ttl %v: must be a whole number of milliseconds ≥ 1ms", c.minTTL)
 	case c.maxTTL < c.minTTL || c.maxTTL%time.Millisecond != 0:

@@ -114,8 +114,9 @@ func (e *events) changed(ev lease.Event) {
 	e.hub.Publish(ev)
 }
 
-// start runs the Pub/Sub listener (when events are on) and the sweeper
-// (when the backend can scan by expiry) until stop.
+// start runs the Pub/Sub listener (when events are on; otherwise the
+// backend's own notifications, when it has them) and the sweeper (when the
+// backend can scan by expiry) until stop.
 func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Store, instance string, topic string) error {
 	ctx, e.cancel = context.WithCancel(ctx)
 	if e.client != nil {
@@ -135,6 +136,12 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 			if err != nil {
 				e.log.Error("events: listener stopped; waiters fall back to expiry timers", "err", err)
 			}
+		})
+	}
+	if l, ok := store.(backend.Listener); ok && e.client == nil {
+		e.wg.Go(func() { // no Pub/Sub: the database itself says when a holding ends
+			e.log.Info("events: waiters woken by the backend's notifications")
+			_ = l.Listen(ctx, m.Wake)
 		})
 	}
 	scanner, ok := store.(backend.ExpiryScanner)

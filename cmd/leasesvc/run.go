@@ -3,17 +3,19 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
-	"github.com/leasesvc/leasesvc/backend/memory"
+	_ "github.com/leasesvc/leasesvc/backend/all" // every backend registers itself
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/cloudlog"
@@ -25,6 +27,12 @@ import (
 // in-flight requests for at most the drain timeout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		if err := writeHelp(stdout); err != nil {
+			return err
+		}
+		return errHelp
+	}
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
@@ -159,14 +167,12 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// openStore opens the backend named by LEASESVC_BACKEND; onRetry counts the
-// backend's own retries (Spanner's).
+// openStore opens the backend registered under name; onRetry counts the
+// retries of its updates.
 func openStore(ctx context.Context, name string, getenv func(string) string, onRetry func(reason string)) (backend.Store, func() error, error) {
-	switch name {
-	case "firestore":
-		return openFirestore(ctx, getenv)
-	case "spanner":
-		return openSpanner(ctx, getenv, onRetry)
+	o, ok := backend.Lookup(name)
+	if !ok {
+		return nil, nil, fmt.Errorf("no backend %q registered: want one of %s", name, strings.Join(backend.Names(), ", "))
 	}
-	return memory.New(), func() error { return nil }, nil
+	return o.Open(ctx, getenv, backend.OpenOptions{OnRetry: onRetry})
 }

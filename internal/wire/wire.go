@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -59,8 +60,7 @@ func FromLease(l lease.Lease) Lease {
 
 // ToLease parses the wire form back into a lease.
 func (w Lease) ToLease() (lease.Lease, error) {
-	l := lease.Lease{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond,
-		Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason}
+	l := lease.Lease{Record: backend.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason}}
 	for _, f := range []struct {
 		dst *time.Time
 		src string

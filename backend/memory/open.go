@@ -1,0 +1,17 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+func init() {
+	backend.Register(backend.Opener{
+		Name:    "memory",
+		Summary: "in the process: nothing is kept across a restart, nothing is shared between instances",
+		Open: func(context.Context, func(string) string, backend.OpenOptions) (backend.Store, func() error, error) {
+			return New(), func() error { return nil }, nil
+		},
+	})
+}

@@ -1,0 +1,31 @@
+// Package postgres is the PostgreSQL lease backend (docs/contract.md §13):
+// one row per lease in one table, with PostgreSQL's clock as the server
+// clock. Cloud SQL and AlloyDB for PostgreSQL are the managed targets.
+//
+// # Clock
+//
+// Try, one attempt, runs one READ COMMITTED transaction: it locks the row
+// (SELECT … FOR UPDATE) and, in the same statement but after the lock is
+// granted and the latest committed version is read, takes clock_timestamp().
+// A decision therefore never precedes the commit of the state it read, the
+// rule that keeps holdings ordered (docs/contract.md §2). A missing row is
+// inserted with ON CONFLICT DO NOTHING: an insert that finds a row another
+// transaction committed since is a lost race (backend.ErrConflict), which
+// backend.Loop retries. Get and List read without a lock; their time is
+// clock_timestamp() after the statement's snapshot.
+//
+// # Waking waiters
+//
+// A write that ends a holding (release, revoke) sends NOTIFY on the channel
+// Channel with the lease name, delivered at commit. Listen, which the
+// service runs when no Pub/Sub topic is set, wakes the acquires waiting for
+// that lease on every other instance at once.
+//
+// # Schema
+//
+// The table (default "leasesvc_leases") has the lease name as its primary
+// key, in the "C" collation so that List's order is byte order, and an
+// index on (expire_time, name) for the sweeper's ScanExpiry. Migrate
+// creates both when missing (LEASESVC_POSTGRES_MIGRATE=true); without it
+// start-up checks that the table has every column.
+package postgres

@@ -1,0 +1,225 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// table is the table of the leases (schema.sql).
+const table = "leasesvc_leases"
+
+// Channel is the NOTIFY channel on which a write that ends a holding sends
+// the lease name.
+const Channel = "leasesvc_lease_ended"
+
+// columns are the table's columns, in the order scanRecord reads them.
+const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason"
+
+// Store is a backend.Store, backend.ExpiryScanner and backend.Listener
+// over the table of schema.sql. It is safe for concurrent use; the pool
+// stays the caller's.
+type Store struct{ pool *pgxpool.Pool }
+
+// New returns a Store over pool. It does no I/O; see Migrate and CheckSchema.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Hints implements backend.Hinter: a read takes no lock and costs one round
+// trip, an attempt a transaction, so refusals are answered from a read.
+func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }
+
+// batcher is a pool or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// query runs a query of records and then, in a later statement of the same
+// round trip, clock_timestamp(): a time after the query's snapshot (and
+// after its row locks, if any), the time of a decision on what it read.
+func query(ctx context.Context, q batcher, what, where string, args ...any) ([]backend.Record, time.Time, error) {
+	b := &pgx.Batch{}
+	b.Queue("SELECT "+columns+" FROM "+table+" WHERE "+where, args...)
+	b.Queue("SELECT clock_timestamp()")
+	res := q.SendBatch(ctx, b)
+	defer res.Close()
+	var (
+		out []backend.Record
+		now time.Time
+	)
+	rows, err := res.Query()
+	for err == nil && rows.Next() {
+		var r *backend.Record
+		if r, err = scanRecord(rows); err == nil {
+			out = append(out, *r)
+		}
+	}
+	if err == nil {
+		rows.Close()
+		if err = rows.Err(); err == nil {
+			err = res.QueryRow().Scan(&now)
+		}
+	}
+	return out, now, classify(ctx, what, err)
+}
+
+// read reads the row under name (locking it with lock) at a time after it.
+func read(ctx context.Context, q batcher, name string, lock bool) (backend.Snapshot, error) {
+	where := "name = $1"
+	if lock {
+		where += " FOR UPDATE"
+	}
+	recs, now, err := query(ctx, q, "read "+name, where, name)
+	snap := backend.Snapshot{ServerTime: now}
+	if len(recs) > 0 {
+		snap.Record = &recs[0]
+	}
+	return snap, err
+}
+
+// Get implements backend.Store: one round trip, no lock.
+func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) {
+	return read(ctx, s.pool, name, false)
+}
+
+// Try implements backend.Store: one READ COMMITTED transaction that locks
+// the row, takes the clock after the lock, decides, and writes.
+func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return backend.Snapshot{}, classify(ctx, "begin", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	snap, err := read(ctx, tx, name, true)
+	if err != nil {
+		return backend.Snapshot{}, err
+	}
+	next, err := decide(snap)
+	if err != nil || next == nil {
+		return snap, err
+	}
+	rec := *next
+	rec.Name = name
+	if rec.TTL%time.Millisecond != 0 {
+		return backend.Snapshot{}, fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, rec.TTL)
+	}
+	for _, t := range []*time.Time{&rec.AcquireTime, &rec.RenewTime, &rec.ExpireTime} {
+		*t = t.Truncate(time.Microsecond).UTC()
+	}
+	// An insert of a row that was missing at the read, or an update of the
+	// locked row; a row created since the read is a conflict (no row
+	// affected).
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
+		columns+") = ROW(EXCLUDED.*) WHERE $13", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
+		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, snap.Record != nil)
+	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
+		b.Queue("SELECT pg_notify($1, $2)", Channel, name) // the holding ends: wake waiters elsewhere
+	}
+	res := tx.SendBatch(ctx, b)
+	tag, err := res.Exec()
+	if cerr := res.Close(); err == nil {
+		err = cerr // the notification's error, if any
+	}
+	if err != nil {
+		return backend.Snapshot{}, classify(ctx, "write "+name, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return backend.Snapshot{}, backend.Conflict("inserted", fmt.Errorf("postgres: write %q: another transaction created the row", name))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return backend.Snapshot{}, classify(ctx, "commit "+name, err)
+	}
+	if len(rec.Metadata) == 0 {
+		rec.Metadata = nil
+	}
+	return backend.Snapshot{Record: &rec, ServerTime: snap.ServerTime}, nil
+}
+
+// List implements backend.Store with one query on the primary key, ordered
+// by name in the "C" collation (byte order).
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+	return query(ctx, s.pool, "list", "name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3", prefix, after, limit)
+}
+
+// ScanExpiry implements backend.ExpiryScanner on the (expire_time, name)
+// index.
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+	recs, _, err := query(ctx, s.pool, "scan expiry", "(expire_time, name) > ($1, $2) AND expire_time <= $3 ORDER BY expire_time, name LIMIT $4",
+		after.ExpireTime, after.Name, until, limit)
+	return recs, err
+}
+
+// Ping implements backend.Store: SELECT 1.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return classify(ctx, "ping", s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
+}
+
+// Listen calls wake with the name of every lease whose holding a write
+// through any instance ended (NOTIFY on Channel), until ctx is done. It
+// holds one connection of the pool and reconnects after a failure.
+func (s *Store) Listen(ctx context.Context, wake func(name string)) error {
+	for ctx.Err() == nil {
+		if conn, err := s.pool.Acquire(ctx); err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+Channel); err == nil {
+				for n, err := conn.Conn().WaitForNotification(ctx); err == nil; n, err = conn.Conn().WaitForNotification(ctx) {
+					wake(n.Payload)
+				}
+			}
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // never back to the pool while listening
+			conn.Release()
+		}
+		select { // the database went away: try again shortly
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err()
+}
+
+// scanRecord reads one row of columns.
+func scanRecord(row pgx.Row) (*backend.Record, error) {
+	var (
+		r  backend.Record
+		ms int64
+		md string
+	)
+	err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
+		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason)
+	if err != nil {
+		return nil, err
+	}
+	r.TTL = time.Duration(ms) * time.Millisecond
+	r.AcquireTime, r.RenewTime, r.ExpireTime = r.AcquireTime.UTC(), r.RenewTime.UTC(), r.ExpireTime.UTC()
+	if md != "" {
+		r.Metadata = []byte(md)
+	}
+	return &r, nil
+}
+
+// classify maps a pgx error to the backend's: ctx's own error once ctx is
+// done; a serialization failure, deadlock or unique violation is a lost
+// race (backend.ErrConflict); anything else — a lost connection, a server
+// shutting down or short of resources, a missing table — is
+// backend.ErrUnavailable, as the service cannot reach its data until the
+// database or someone acts. The native error stays reachable.
+func classify(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && (pg.Code == "40001" || pg.Code == "40P01" || pg.Code == "23505") {
+		return fmt.Errorf("postgres: %s: %w", what, backend.Conflict(pg.Code, err))
+	}
+	return fmt.Errorf("postgres: %s: %w: %w", what, backend.ErrUnavailable, err)
+}

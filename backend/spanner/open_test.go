@@ -1,0 +1,62 @@
+package spanner
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+func TestCheckDatabaseName(t *testing.T) {
+	for name, want := range map[string]string{
+		"projects/leasesvc-test/instances/inst/databases/leases": "",
+		"projects/example.com:proj-1/instances/i1/databases/d_1": "",
+		"":                                       "required",
+		"projects/p/databases/d":                 "4 parts",
+		"projects/abc/instances/i1/databases/d1": `project ID "abc" is too short`,
+		"projects/leasesvc-test/instances/i/databases/leases":                        `instance ID "i" is too short`,
+		"projects/leasesvc-test/instances/inst/databases/l":                          `database ID "l" is too short`,
+		"projects/leasesvc-test/instances/Inst/databases/leases":                     `instance ID "Inst": characters`,
+		"projects/leasesvc-test/instances/inst/databases/" + strings.Repeat("d", 31): "database ID",
+	} {
+		err := CheckDatabaseName(name)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("CheckDatabaseName(%q) = %v, want nil", name, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("CheckDatabaseName(%q) = %v, want an error containing %q", name, err, want)
+		}
+	}
+}
+
+// TestOpenNamesAnUnreachableEndpoint: an emulator host where nobody answers
+// stops start-up within seconds, naming the endpoint, not after the
+// schema check's minute.
+func TestOpenNamesAnUnreachableEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := ln.Addr().String()
+	ln.Close()                              // nobody listens there now
+	t.Setenv("SPANNER_EMULATOR_HOST", host) // the client reads it from the process
+	env := map[string]string{
+		"SPANNER_EMULATOR_HOST":     host,
+		"LEASESVC_SPANNER_DATABASE": "projects/leasesvc-test/instances/inst/databases/leases",
+	}
+	o, ok := backend.Lookup("spanner")
+	if !ok {
+		t.Fatal("spanner is not registered")
+	}
+	start := time.Now()
+	_, _, err = o.Open(t.Context(), func(k string) string { return env[k] }, backend.OpenOptions{})
+	if err == nil || !strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("Open = %v, want an error naming %s", err, host)
+	}
+	if d := time.Since(start); d > 3*reachTimeout {
+		t.Fatalf("Open took %v to fail, want about %v", d, reachTimeout)
+	}
+	t.Log(err)
+}

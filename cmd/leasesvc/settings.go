@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// coreSettings declares the service's own settings. With the settings of
+// every registered backend (backend.Registered) they make `leasesvc -h` and
+// README's settings table, which a test compares, so neither can drift.
+// Default and Usage are Markdown (code spans and links); -h prints them
+// without the marks.
+var coreSettings = []backend.Setting{
+	{Env: "PORT", Default: "`8080`", Usage: "listen port (Cloud Run sets it)"},
+	{Env: "LEASESVC_BACKEND", Default: "`memory`", Usage: "the backend (below)"},
+	{Env: "LEASESVC_MIN_TTL", Default: "`1s`", Usage: "shortest `ttlMs` a holder may ask for (a Go duration)"},
+	{Env: "LEASESVC_MAX_TTL", Default: "`1h`", Usage: "longest `ttlMs` a holder may ask for"},
+	{Env: "LEASESVC_LOG_LEVEL", Default: "`info`", Usage: "`debug`, `info`, `warn`, `error`; logs are JSON lines on stdout"},
+	{Env: "LEASESVC_DRAIN_TIMEOUT", Default: "`5s`", Usage: "on SIGTERM, how long in-flight requests may finish (waiting acquires and `:watch` streams are ended at once); shorter than `LEASESVC_SHUTDOWN_TIMEOUT`"},
+	{Env: "LEASESVC_PROJECT", Default: "`GOOGLE_CLOUD_PROJECT`", Usage: "Google Cloud project (Firestore, Pub/Sub topic IDs, trace IDs)"},
+	{Env: "LEASESVC_PUBSUB_TOPIC", Default: "(no events)", Usage: "leadership events: a topic ID in `LEASESVC_PROJECT`, or `projects/P/topics/T` ([docs/events.md](docs/events.md))"},
+	{Env: "LEASESVC_RECENT_EVENTS", Default: "`2048`", Usage: "how many recent changes of holding (all leases) each instance keeps in memory (each about 1 KiB plus its lease's metadata), 0 … 1,000,000: what a resumed prefix stream replays and the dashboard's timelines show ([docs/contract.md §10](docs/contract.md#10-watching-many-leases))"},
+	{Env: "LEASESVC_INSTANCE_ID", Default: "host name + random", Usage: "this instance's name: its Pub/Sub subscription and sweeper identity (`[a-z][a-z0-9-]{0,59}`)"},
+	{Env: "LEASESVC_TELEMETRY", Default: "`none`", Usage: "`none`, `stdout` or `otlp` (OpenTelemetry traces and metrics; `otlp` honours `OTEL_EXPORTER_OTLP_*`, and on Cloud Run defaults to Google Cloud's telemetry endpoint)"},
+	{Env: "LEASESVC_AUTH", Default: "`none`", Usage: "`none` (anyone may do anything; logs a warning), `google` (Google-signed ID tokens; the principal is the verified email) or `static` (a tokens file)"},
+	{Env: "LEASESVC_AUTH_AUDIENCES", Default: "on Cloud Run `https://$K_SERVICE-PROJECT_NUMBER.REGION.run.app`; elsewhere required", Usage: "`google`: accepted ID-token audiences, comma-separated; never taken from the request"},
+	{Env: "LEASESVC_AUTH_TOKENS", Usage: "`static`: path of the tokens file (bearer token → principal)"},
+	{Env: "LEASESVC_POLICY", Usage: "path of the policy file (YAML or JSON) granting principals `read`, `acquire` or `admin` on lease-name prefixes; required with `google` and `static`, refused with `none`"},
+	{Env: "LEASESVC_RATE_LIMIT", Default: "`100` with auth, `0` (off) with `none`", Usage: "requests per second per principal (per client address with `none`); over it `429` + `Retry-After`"},
+	{Env: "LEASESVC_RATE_BURST", Default: "2 × the rate", Usage: "requests at once per principal"},
+	{Env: "LEASESVC_LISTEN", Default: "`127.0.0.1` with `LEASESVC_AUTH=none` off Cloud Run; every interface otherwise", Usage: "IP address to listen on (`0.0.0.0`, `::`, `127.0.0.1`)"},
+	{Env: "LEASESVC_HEADER_TIMEOUT", Default: "`10s`", Usage: "a request's headers must arrive within it"},
+	{Env: "LEASESVC_BODY_TIMEOUT", Default: "`10s`", Usage: "a request's body must arrive within it of its headers; else `408` and the connection is closed"},
+	{Env: "LEASESVC_IDLE_TIMEOUT", Default: "`2m`", Usage: "idle keep-alive connections are closed after it"},
+	{Env: "LEASESVC_MAX_STREAMS_PER_CALLER", Default: "`100`", Usage: "open `:watch` streams per caller (principal; client address with `none`); beyond, `429` + `Retry-After`"},
+	{Env: "LEASESVC_MAX_STREAMS", Default: "`10000`", Usage: "open `:watch` streams per instance; beyond, `429` + `Retry-After`"},
+	{Env: "LEASESVC_STREAM_LIFETIME", Default: "`1h`", Usage: "a `:watch` stream then ends cleanly; clients reconnect"},
+	{Env: "LEASESVC_MAX_WAITING_PER_CALLER", Default: "`100`", Usage: "waiting acquires (`waitMs` > 0) per caller; beyond, `429` + `Retry-After`"},
+	{Env: "LEASESVC_MAX_WAITING", Default: "`10000`", Usage: "waiting acquires per instance; beyond, `429` + `Retry-After`"},
+	{Env: "LEASESVC_READY_CACHE", Default: "`1s`", Usage: "how long a `/readyz` answer is reused"},
+	{Env: "LEASESVC_PAGE_TOKEN_KEY", Default: "random per process", Usage: "32 bytes, standard base64 (`openssl rand -base64 32`): the key that seals list page tokens; give every instance behind one load balancer the same key, or a next page served by another instance is `400`"},
+	{Env: "LEASESVC_SHUTDOWN_TIMEOUT", Default: "`9s`", Usage: "SIGTERM to exit: waits and streams end, in-flight requests drain, events are flushed, the subscription deleted, telemetry flushed"},
+}
+
+// flagOf names the flag of each setting that has one (see parseConfig).
+var flagOf = map[string]string{
+	"PORT": "-port", "LEASESVC_BACKEND": "-backend", "LEASESVC_MIN_TTL": "-min-ttl", "LEASESVC_MAX_TTL": "-max-ttl",
+	"LEASESVC_LOG_LEVEL": "-log-level", "LEASESVC_DRAIN_TIMEOUT": "-drain", "LEASESVC_TELEMETRY": "-telemetry",
+}
+
+// mdLink matches a Markdown link; -h prints its text.
+var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+// errHelp reports that -h was asked for and answered: main exits 0.
+var errHelp = errors.New("help requested")
+
+// settingRow is one row of the settings table.
+type settingRow struct{ env, flag, def, usage string }
+
+// settingRows lists every setting: the service's, then each registered
+// backend's, with the backend named in its rows' meaning.
+func settingRows() []settingRow {
+	var rows []settingRow
+	for _, s := range coreSettings {
+		usage := s.Usage
+		if s.Env == "LEASESVC_BACKEND" {
+			var names []string
+			for _, n := range backend.Names() {
+				names = append(names, "`"+n+"`")
+			}
+			usage = strings.Join(names, ", ")
+		}
+		rows = append(rows, settingRow{s.Env, flagOf[s.Env], s.Default, usage})
+	}
+	for _, o := range backend.Registered() {
+		for _, s := range o.Settings {
+			rows = append(rows, settingRow{s.Env, "", s.Default, o.Name + ": " + s.Usage})
+		}
+	}
+	return rows
+}
+
+// settingsMarkdown renders the settings table as README.md has it.
+func settingsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | flag | default | meaning |\n|---|---|---|---|\n")
+	code := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "`" + s + "`"
+	}
+	for _, r := range settingRows() {
+		b.WriteString("|")
+		for _, cell := range []string{code(r.env), code(r.flag), r.def, r.usage} {
+			if cell == "" {
+				b.WriteString(" |")
+				continue
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// writeHelp prints what `leasesvc -h` prints: every setting with its flag,
+// default and meaning, and the registered backends.
+func writeHelp(w io.Writer) error {
+	plain := func(md string) string { return strings.ReplaceAll(mdLink.ReplaceAllString(md, "$1"), "`", "") }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "Usage: leasesvc [flags]\n\nSettings come from the environment; a flag overrides its variable.\n\nVARIABLE\tFLAG\tDEFAULT\tMEANING")
+	for _, r := range settingRows() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.env, r.flag, plain(r.def), plain(r.usage))
+	}
+	fmt.Fprintln(tw, "\nBackends (LEASESVC_BACKEND):")
+	for _, o := range backend.Registered() {
+		fmt.Fprintf(tw, "  %s\t%s\n", o.Name, o.Summary)
+	}
+	return tw.Flush()
+}
