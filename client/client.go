@@ -50,7 +50,7 @@ type Config struct {
 	TokenSource oauth2.TokenSource
 }
 
-// Client calls the leasesvc HTTP API (SPEC §4). It is safe for concurrent
+// Client calls the leasesvc HTTP API (docs/contract.md §4). It is safe for concurrent
 // use.
 //
 // Transient failures (connection errors, per-attempt timeouts, 429, 502,

@@ -2,7 +2,7 @@
 // and golang.org/x/oauth2 (for the TokenSource interface) only; Google ID
 // tokens come from the subpackage googleauth.
 //
-// A Client calls every operation of the HTTP API (SPEC §4): Acquire (with
+// A Client calls every operation of the HTTP API (docs/contract.md §4): Acquire (with
 // an optional Wait), Renew, Release, Get, List and All (paging), Watch and
 // WatchPrefix (streams of leadership events of one lease or of every lease
 // under a prefix, which reconnect for as long as their context lives and

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrSafeDeadline is the cause of a leading ctx cancelled because no renew
-// succeeded before the safe deadline (SPEC §2). It wraps the error of the
+// succeeded before the safe deadline (docs/contract.md §2). It wraps the error of the
 // last failed renew.
 var ErrSafeDeadline = errors.New("leasesvc: safe deadline reached without a successful renew")
 

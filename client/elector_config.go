@@ -83,7 +83,7 @@ type ElectorConfig struct {
 
 // Defaults of ElectorConfig.
 const (
-	// DefaultTTL is the lease duration an Elector asks for (SPEC §7).
+	// DefaultTTL is the lease duration an Elector asks for (docs/contract.md §7).
 	DefaultTTL = 30 * time.Second
 	// DefaultDriftMargin is the fraction of the TTL given up to clock-rate
 	// differences: the safe deadline comes at 90% of the TTL.
@@ -99,10 +99,10 @@ const (
 	maxWait = 60 * time.Second
 )
 
-// nameRE is the rule of SPEC §1 for lease names.
+// nameRE is the rule of docs/contract.md §1 for lease names.
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// ValidName reports whether name is a valid lease name (SPEC §1): 1–128
+// ValidName reports whether name is a valid lease name (docs/contract.md §1): 1–128
 // characters of [A-Za-z0-9._-], starting with a letter or digit.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 

@@ -63,7 +63,7 @@ type FieldError struct {
 	Detail string `json:"detail"`
 }
 
-// Error is a refusal by the service: an RFC 9457 problem (SPEC §4), or a
+// Error is a refusal by the service: an RFC 9457 problem (docs/contract.md §4), or a
 // failed exchange with it. errors.Is matches it to the sentinel of its
 // code.
 type Error struct {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// EventType names a change of holding (SPEC §5), or the state a watch
+// EventType names a change of holding (docs/contract.md §5), or the state a watch
 // stream starts with.
 type EventType string
 
@@ -78,7 +78,7 @@ func (e Event) ID() string {
 }
 
 // Newer reports whether event b comes after event a of the same lease in
-// the order consumers use (SPEC §5): by fencing token, and within one token
+// the order consumers use (docs/contract.md §5): by fencing token, and within one token
 // acquired before released, expired or revoked. A consumer keeps the newest
 // event it has seen per lease and drops any event for which Newer(kept, ev)
 // is false: duplicates and events that arrive late.

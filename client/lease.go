@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Lease is a lease as the service answered it (SPEC §1). Every time in it is
+// Lease is a lease as the service answered it (docs/contract.md §1). Every time in it is
 // the backend's; compare them with each other, never with a local clock.
 type Lease struct {
 	// Name is the lease's name, such as "team-a.scheduler".

@@ -151,7 +151,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 
 // TestSpannerServiceWithAuth drives the real binary over the Spanner
 // emulator with authentication on through the whole contract flow as an
-// allowed principal (SPEC §3 unchanged for allowed callers), then checks
+// allowed principal (docs/contract.md §3 unchanged for allowed callers), then checks
 // holder binding and revocation as Spanner stores them.
 func TestSpannerServiceWithAuth(t *testing.T) {
 	db, _ := spannerSetup(t)

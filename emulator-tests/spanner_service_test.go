@@ -36,7 +36,7 @@ func stopCleanly(t *testing.T, svc *e2e.Service) {
 }
 
 // TestSpannerServiceOverHTTP drives the real binary over the Spanner
-// emulator through the lease flows and every malformed input of SPEC §4.
+// emulator through the lease flows and every malformed input of docs/contract.md §4.
 func TestSpannerServiceOverHTTP(t *testing.T) {
 	db, _ := spannerSetup(t)
 	svc := e2e.StartService(t, spannerServiceEnv(db))

@@ -377,7 +377,7 @@ func strconvs(xs []int) string {
 }
 
 // TestFlowsWithAuth runs the whole contract flow of the lease core issue as
-// an allowed principal: with authentication on, SPEC §3 is unchanged.
+// an allowed principal: with authentication on, docs/contract.md §3 is unchanged.
 func TestFlowsWithAuth(t *testing.T) {
 	srv, _, _ := authServer(t, nil)
 	e2e.FlowsWith(t, e2e.Client{URL: srv.URL, Token: flowTok})

@@ -1,4 +1,4 @@
-// Package httpapi serves the lease API of SPEC §4 over HTTP: JSON bodies in
+// Package httpapi serves the lease API of docs/contract.md §4 over HTTP: JSON bodies in
 // lowerCamelCase, Google AIP-136 custom methods (POST /v1/leases/{name}:acquire),
 // and RFC 9457 problem+json errors with a stable code member.
 //
@@ -142,7 +142,7 @@ const (
 	DefaultHeartbeat      = 15 * time.Second
 )
 
-// MaxBodyBytes is the largest request body accepted (SPEC §4); larger is 413.
+// MaxBodyBytes is the largest request body accepted (docs/contract.md §4); larger is 413.
 const MaxBodyBytes = 64 << 10
 
 // api holds what the handlers share.

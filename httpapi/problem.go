@@ -13,7 +13,7 @@ import (
 	"github.com/leasesvc/leasesvc/lease"
 )
 
-// The stable problem codes of SPEC §4.
+// The stable problem codes of docs/contract.md §4.
 const (
 	codeLeaseHeld            = "lease_held"
 	codeLeaseLost            = "lease_lost"
@@ -28,7 +28,7 @@ const (
 	codeRequestTimeout       = "request_timeout"
 )
 
-// problem is an RFC 9457 problem detail with the code member of SPEC §4.
+// problem is an RFC 9457 problem detail with the code member of docs/contract.md §4.
 type problem struct {
 	status     int
 	code       string

@@ -14,7 +14,7 @@ import (
 
 // watch streams a lease as Server-Sent Events: first `event: lease` with
 // the lease now (data null if it never existed), then one event per change
-// (`acquired`, `released`, `expired`, with the SPEC §5 event JSON and the
+// (`acquired`, `released`, `expired`, with the docs/contract.md §5 event JSON and the
 // ce-id as SSE id), and a comment every heartbeat. Changes come from the
 // events hub; a timer at the holding's expiry reads the lease again, so a
 // change nobody announced (events off) is still seen, late by at most the

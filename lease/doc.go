@@ -1,5 +1,5 @@
 // Package lease holds the rules of leasesvc: named, time-bounded,
-// fencing-token-guarded rights to lead (SPEC §1–3).
+// fencing-token-guarded rights to lead (docs/contract.md §1–3).
 //
 // A Manager applies the rules over a backend.Store, a compare-and-set store
 // that supplies its own server time. Every decision (is the lease expired? is
@@ -20,7 +20,7 @@
 // A lease protects nothing by itself. A holder that pauses (GC, swap, a
 // suspended VM) past its expiry can still act after another holder took
 // over; a holder must stop at its safe deadline, measured on its own
-// monotonic clock from the moment it sent the acquire or renew (SPEC §2), and
+// monotonic clock from the moment it sent the acquire or renew (docs/contract.md §2), and
 // downstream systems must refuse writes that carry a fencing token lower than
 // one they have already seen.
 package lease

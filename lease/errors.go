@@ -16,7 +16,7 @@ var (
 	ErrLost = errors.New("lease: lost")
 	// ErrNotFound reports a lease that never existed.
 	ErrNotFound = errors.New("lease: not found")
-	// ErrInvalid reports a request that breaks the rules of SPEC §1.
+	// ErrInvalid reports a request that breaks the rules of docs/contract.md §1.
 	ErrInvalid = errors.New("lease: invalid argument")
 )
 

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// EventType names a change of holding (SPEC §5).
+// EventType names a change of holding (docs/contract.md §5).
 type EventType string
 
-// The event types of SPEC §5.
+// The event types of docs/contract.md §5.
 const (
 	// EventAcquired: a new holding began.
 	EventAcquired EventType = "acquired"
@@ -63,7 +63,7 @@ func (m *Manager) changed(ev Event) {
 func (e Event) Ends() bool { return e.Type != EventAcquired }
 
 // Newer reports whether event b comes after event a of the same lease in
-// the order consumers use (SPEC §5): by fencing token, and within one token
+// the order consumers use (docs/contract.md §5): by fencing token, and within one token
 // acquired before released, revoked or expired.
 func Newer(a, b Event) bool {
 	if a.Lease.FencingToken != b.Lease.FencingToken {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Page sizes of list (SPEC §3).
+// Page sizes of list (docs/contract.md §3).
 const (
 	DefaultPageSize = 100
 	MaxPageSize     = 1000

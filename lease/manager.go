@@ -32,7 +32,7 @@ const (
 	DefaultMaxWait = time.Minute
 )
 
-// Manager applies the lease rules of SPEC §3 over a backend.Store. It is safe
+// Manager applies the lease rules of docs/contract.md §3 over a backend.Store. It is safe
 // for concurrent use.
 type Manager struct {
 	loop    *backend.Loop
@@ -69,7 +69,7 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 // Config returns the Manager's configuration with defaults filled in.
 func (m *Manager) Config() Config { return m.cfg }
 
-// AcquireRequest asks for a lease (SPEC §3 acquire).
+// AcquireRequest asks for a lease (docs/contract.md §3 acquire).
 type AcquireRequest struct {
 	// Name is the lease name.
 	Name string
@@ -88,7 +88,7 @@ type AcquireRequest struct {
 	Principal string
 }
 
-// RenewRequest extends a holding (SPEC §3 renew).
+// RenewRequest extends a holding (docs/contract.md §3 renew).
 type RenewRequest struct {
 	// Name is the lease name.
 	Name string
@@ -104,7 +104,7 @@ type RenewRequest struct {
 	Principal string
 }
 
-// ReleaseRequest ends a holding (SPEC §3 release).
+// ReleaseRequest ends a holding (docs/contract.md §3 release).
 type ReleaseRequest struct {
 	// Name is the lease name.
 	Name string

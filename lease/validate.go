@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of SPEC §1 that are not configurable.
+// Limits of docs/contract.md §1 that are not configurable.
 const (
 	// MaxNameLen is the longest lease name, in bytes (names are ASCII).
 	MaxNameLen = 128
@@ -97,7 +97,7 @@ func normalizeMetadata(v *violations, raw json.RawMessage) []byte {
 	return buf.Bytes()
 }
 
-// ValidateAcquire checks req against SPEC §1 and the Manager's bounds, and
+// ValidateAcquire checks req against docs/contract.md §1 and the Manager's bounds, and
 // returns an *InvalidError naming every bad field, or nil.
 func (m *Manager) ValidateAcquire(req AcquireRequest) error {
 	_, err := m.checkAcquire(req)

@@ -1,4 +1,4 @@
-// Package notify carries leadership events (SPEC §5) over Cloud Pub/Sub:
+// Package notify carries leadership events (docs/contract.md §5) over Cloud Pub/Sub:
 // Publisher sends them from a bounded buffer, retried until delivered, and
 // never fails or undoes the lease operation that caused them; Listen
 // receives them on each service instance, to wake waiting acquires and

@@ -1,6 +1,6 @@
 // Package sweeper announces holdings that ran out with nobody taking over:
 // it finds them by expire time and reports one expired event each
-// (SPEC §5), within about a second of their expiry.
+// (docs/contract.md §5), within about a second of their expiry.
 //
 // One service instance sweeps at a time. It is elected by a lease in the
 // service's own backend (leasesvc elects its own sweeper), so a crashed
@@ -159,7 +159,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				log.Warn("sweeper: renew", "err", err)
 			}
 		}
-		// Sweep only within the safe deadline of the holding (SPEC §2).
+		// Sweep only within the safe deadline of the holding (docs/contract.md §2).
 		if held.FencingToken != 0 && time.Since(lastRenew) < held.TTL*9/10 {
 			if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("sweeper: scan", "err", err)

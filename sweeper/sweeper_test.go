@@ -94,7 +94,7 @@ func TestOneExpiredEventPerHolding(t *testing.T) {
 
 	// Stop whichever sweeper leads; the other takes over and announces.
 	// A new sweeper rescans one TTL back, so it may announce x again: a
-	// duplicate with the same ce-id, which SPEC §5 allows at a hand-over.
+	// duplicate with the same ce-id, which docs/contract.md §5 allows at a hand-over.
 	stopA()
 	w, _ := m.Acquire(ctx, lease.AcquireRequest{Name: "w", Holder: "h", TTL: 200 * time.Millisecond})
 	deadline := time.Now().Add(3 * time.Second)

@@ -1,4 +1,4 @@
-# The leadership events topic (SPEC §5). Every instance publishes the events of
+# The leadership events topic (docs/contract.md §5). Every instance publishes the events of
 # the changes it makes, and every instance creates its own subscription to the
 # topic at start-up to learn of the changes the others make (to wake waiting
 # acquires and :watch streams). Terraform creates no subscription: consumers

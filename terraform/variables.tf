@@ -79,7 +79,7 @@ variable "deletion_protection" {
 # ---------------------------------------------------------------------------
 
 variable "min_instances" {
-  description = "Minimum number of instances kept running. At least 1: an instance must be up to publish expired events within 1 s of expiry (SPEC §5) and to wake waiting acquires."
+  description = "Minimum number of instances kept running. At least 1: an instance must be up to publish expired events within 1 s of expiry (docs/contract.md §5) and to wake waiting acquires."
   type        = number
   default     = 1
 

@@ -1,7 +1,7 @@
 // Package backendtest is the conformance suite that every backend.Store
 // runs: the driver contract (compare-and-set, missing keys, cancelled
 // contexts, order of List) and, through a lease.Manager over the store, every
-// rule of SPEC §3.
+// rule of docs/contract.md §3.
 //
 // The memory backend runs it in go test ./...; the Firestore and Spanner
 // backends run the same suite on the real emulators. Every test uses lease

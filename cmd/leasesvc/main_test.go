@@ -14,7 +14,7 @@ import (
 )
 
 // TestServiceOverHTTP drives the real binary, memory backend, through the
-// lease flows and every malformed input of SPEC §4.
+// lease flows and every malformed input of docs/contract.md §4.
 func TestServiceOverHTTP(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{"LEASESVC_BACKEND": "memory"})
 	e2e.Flows(t, svc.URL)

@@ -38,7 +38,7 @@ func expect(t testing.TB, step string, r Response, status int, code string) {
 // Flows drives one service through the lease flows of the lease core issue:
 // acquire, a refused contender, idempotent acquire, a lost renew, release,
 // hand-over with token + 1, expiry and takeover with token + 1, and every
-// malformed input of SPEC §4, which must change nothing.
+// malformed input of docs/contract.md §4, which must change nothing.
 func Flows(t *testing.T, baseURL string) { FlowsWith(t, Client{URL: baseURL}) }
 
 // FlowsWith runs Flows with c, which may carry credentials.
@@ -121,7 +121,7 @@ func FlowsWith(t *testing.T, c Client) {
 	}
 }
 
-// Malformed sends every kind of bad request of SPEC §4 at the lease name,
+// Malformed sends every kind of bad request of docs/contract.md §4 at the lease name,
 // as its holder where that matters (so an accepted request would change
 // the lease), and checks each answer's status and code.
 func Malformed(t *testing.T, baseURL, name, holder string) {

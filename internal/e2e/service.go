@@ -1,6 +1,6 @@
 // Package e2e drives the real leasesvc binary over HTTP: it builds
 // cmd/leasesvc once per test process, runs it on a free loopback port with
-// the environment a test gives, and checks the lease flows of SPEC §3–4
+// the environment a test gives, and checks the lease flows of docs/contract.md §3–4
 // against it. The memory, Firestore and Spanner tests share it.
 package e2e
 

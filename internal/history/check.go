@@ -100,7 +100,7 @@ type holding struct {
 	liveWhere   string    // the answer that showed it live then
 	seenLive    bool
 	// The same from reads (gets and refusals). A read is held to the same
-	// rule as a write: SPEC §1 defines held as serverTime < expireTime when
+	// rule as a write: docs/contract.md §1 defines held as serverTime < expireTime when
 	// the answer was computed, so no answer may show a holding live at a
 	// server time after its successor began, even one concurrent with that
 	// successor's acquire in real time (linearizable, but not the

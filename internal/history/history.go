@@ -1,5 +1,5 @@
 // Package history records what clients of leasesvc asked and were answered,
-// and checks the record against the lease contract (SPEC §3): no two
+// and checks the record against the lease contract (docs/contract.md §3): no two
 // holdings of a lease overlap in server time, fencing tokens grow with
 // acquire time and are never reused, every answer obeys the rules, and no
 // acknowledged operation is lost.
@@ -29,7 +29,7 @@ import (
 // Op is the kind of an operation.
 type Op string
 
-// The operations of SPEC §3 that a history holds.
+// The operations of docs/contract.md §3 that a history holds.
 const (
 	Acquire Op = "acquire"
 	Renew   Op = "renew"

@@ -268,7 +268,7 @@ func TestViolationsFound(t *testing.T) {
 // TestReadConcurrentWithACommitIsStale: a read (here a refusal) at server
 // time s that still shows a holding live although its successor began
 // before s is linearizable when the read overlapped the writes in real time
-// (porcupine accepts it), but it breaks SPEC §1 (held is serverTime <
+// (porcupine accepts it), but it breaks docs/contract.md §1 (held is serverTime <
 // expireTime when the answer was computed), and the exact check reports
 // it. This is the pattern Spanner showed before its backend decided at the
 // commit timestamp of what it read.

@@ -30,7 +30,7 @@ type Linearizability struct {
 // The model's state is the stored record (holder, token, ttl, acquire,
 // renew and expire times); each operation's input is what was sent, and
 // its output is the answer with its server time. A step is legal when the
-// rules of SPEC §3, applied at the answer's server time to the state, give
+// rules of docs/contract.md §3, applied at the answer's server time to the state, give
 // exactly the answer: an acquire of a lease that is absent or expired at
 // that time makes token + 1 acquired then, a refusal shows the state, a
 // renew extends the caller's live holding to serverTime + ttl, and so on.
@@ -338,7 +338,7 @@ func unseenShows(base *record, in input, r record) bool {
 	return false
 }
 
-// apply applies the rules of SPEC §3 for in at server time now to the
+// apply applies the rules of docs/contract.md §3 for in at server time now to the
 // record cur (nil: none). It returns the record after an acknowledged
 // answer, or false when the operation is refused at now, or now is before
 // the decision time of cur (a decision is never older than what it read).

@@ -8,7 +8,7 @@ import (
 	"github.com/leasesvc/leasesvc/lease"
 )
 
-// Event is the JSON of a leadership event (SPEC §5), version 1 of the
+// Event is the JSON of a leadership event (docs/contract.md §5), version 1 of the
 // schema in docs/events.md: the data of a Pub/Sub message and of a watch
 // stream's change events.
 type Event struct {

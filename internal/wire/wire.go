@@ -1,4 +1,4 @@
-// Package wire is the JSON form of a lease (SPEC §1) that the HTTP API
+// Package wire is the JSON form of a lease (docs/contract.md §1) that the HTTP API
 // answers with and the events carry, so both always agree.
 package wire
 
@@ -11,7 +11,7 @@ import (
 	"github.com/leasesvc/leasesvc/lease"
 )
 
-// Lease is the wire form of a lease (SPEC §1).
+// Lease is the wire form of a lease (docs/contract.md §1).
 type Lease struct {
 	Name         string          `json:"name"`
 	Holder       string          `json:"holder"`
