@@ -155,15 +155,7 @@ func TestPolicySecret(t *testing.T) {
 			// The runtime service account may read that secret, and the
 			// service waits for the grant (Cloud Run refuses the revision
 			// otherwise).
-			var accessor string
-			for _, g := range instancesOf(t, e, "google_secret_manager_secret_iam_member") {
-				role := str(t, g.addr+".role", attrOf(t, e, g.block, g.addr, "role"))
-				member := str(t, g.addr+".member", attrOf(t, e, g.block, g.addr, "member"))
-				s, _, ok := resourceRef(attrOf(t, e, g.block, g.addr, "secret_id"), "google_secret_manager_secret")
-				if role == "roles/secretmanager.secretAccessor" && member == "<google_service_account.leasesvc.member>" && ok && s == secretName {
-					accessor = g.addr
-				}
-			}
+			accessor := secretAccessor(t, e, secretName)
 			if accessor == "" {
 				t.Fatalf("no google_secret_manager_secret_iam_member grants roles/secretmanager.secretAccessor on google_secret_manager_secret.%s to the runtime service account: the revision could not read its policy", secretName)
 			}
@@ -183,9 +175,36 @@ func TestPolicySecret(t *testing.T) {
 	}
 }
 
+// serviceURL returns the module's service_url output and the project number
+// placeholder it is built from: the number attribute of the module's one
+// data "google_project", which must read var.project_id.
+func serviceURL(t *testing.T, m *module, e *evaluator) (url, numberRef string) {
+	t.Helper()
+	projects := m.blocksOf("data", "google_project")
+	if len(projects) != 1 {
+		t.Fatalf("want one data \"google_project\" (the project number of the deterministic URL), got %d", len(projects))
+	}
+	p := projects[0]
+	if got := attrOf(t, e, blockScope{p.Body, nil}, "data.google_project."+p.Labels[1], "project_id"); !got.RawEquals(e.vars["project_id"]) {
+		t.Errorf("data.google_project.%s.project_id = %#v, want var.project_id", p.Labels[1], got)
+	}
+	outs := m.blocksOf("output", "service_url")
+	if len(outs) != 1 {
+		t.Fatal(`no output "service_url"`)
+	}
+	a, ok := outs[0].Body.Attributes["value"]
+	if !ok {
+		t.Fatal(`output "service_url" has no value`)
+	}
+	return str(t, "output service_url", e.value(t, a.Expr, nil)), "<data.google_project." + p.Labels[1] + ".number>"
+}
+
 // TestAuthSettingsFromVariables checks that the rate limits and the audiences
 // reach the container (and Cloud Run) from their variables, and that the
-// audiences are left to the service's default unless given.
+// service accepts its deterministic URL, https://NAME-PROJECT_NUMBER.REGION.run.app
+// (the URL cmd/leasesvc derives on Cloud Run, docs/contract.md §9), which is
+// the service_url output callers mint their tokens for, never the provider's
+// uri (possibly the older hashed *.a.run.app URL).
 func TestAuthSettingsFromVariables(t *testing.T) {
 	m := loadModule(t, moduleDir)
 	for _, backend := range backends {
@@ -195,12 +214,36 @@ func TestAuthSettingsFromVariables(t *testing.T) {
 			if env["LEASESVC_RATE_LIMIT"] != "100" || env["LEASESVC_RATE_BURST"] != "200" {
 				t.Errorf("by default LEASESVC_RATE_LIMIT = %q and LEASESVC_RATE_BURST = %q, want 100 and 200 (the service's own defaults with authentication on)", env["LEASESVC_RATE_LIMIT"], env["LEASESVC_RATE_BURST"])
 			}
-			if v, set := env["LEASESVC_AUTH_AUDIENCES"]; set {
-				t.Errorf("by default the container sets LEASESVC_AUTH_AUDIENCES = %q; leave it unset so the service accepts the URL a caller used", v)
+			url, number := serviceURL(t, m, e)
+			if want := "https://leasesvc-" + number + ".europe-west1.run.app"; url != want {
+				t.Errorf("output service_url = %q, want the deterministic URL %q", url, want)
+			}
+			if got, set := env["LEASESVC_AUTH_AUDIENCES"]; !set || got != url {
+				t.Errorf("by default LEASESVC_AUTH_AUDIENCES = %q (set %v), want service_url %q: the service accepts only the audiences it is given", got, set, url)
 			}
 			run := onlyInstance(t, e, "google_cloud_run_v2_service")
 			if v, ok := e.attr(t, run.block, "custom_audiences"); ok && !v.IsNull() {
-				t.Errorf("by default %s.custom_audiences = %#v, want unset", run.addr, v)
+				t.Errorf("by default %s.custom_audiences = %#v, want unset (Cloud Run accepts its run.app URLs)", run.addr, v)
+			}
+
+			// name and region come from their variables.
+			e = m.evaluate(t, inputs(backend, map[string]cty.Value{
+				"name":   cty.StringVal("leases-prod"),
+				"region": cty.StringVal("us-central1"),
+			}))
+			url, number = serviceURL(t, m, e)
+			if want := "https://leases-prod-" + number + ".us-central1.run.app"; url != want {
+				t.Errorf("with name leases-prod, region us-central1: service_url = %q, want %q", url, want)
+			}
+			if got := containerEnv(t, e)["LEASESVC_AUTH_AUDIENCES"]; got != url {
+				t.Errorf("with name leases-prod, region us-central1: LEASESVC_AUTH_AUDIENCES = %q, want service_url %q", got, url)
+			}
+			// A real project number makes a host the service's own check
+			// (cmd/leasesvc/auth.go) and DNS accept: one label of at most 63
+			// characters before the region.
+			host := strings.TrimPrefix(strings.Replace(url, number, "123456789012", 1), "https://")
+			if label, _, _ := strings.Cut(host, "."); !regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`).MatchString(label) {
+				t.Errorf("service_url %q: the label %q is not a Cloud Run deterministic URL's SERVICE-PROJECT_NUMBER (at most 63 characters)", url, label)
 			}
 
 			auds := []string{"https://leases.example.com", "leasesvc-prod"}
@@ -209,19 +252,20 @@ func TestAuthSettingsFromVariables(t *testing.T) {
 				"rate_burst":     cty.NumberIntVal(7),
 				"auth_audiences": cty.ListVal([]cty.Value{cty.StringVal(auds[0]), cty.StringVal(auds[1])}),
 			}))
+			url, _ = serviceURL(t, m, e)
 			env = containerEnv(t, e)
 			want := map[string]string{
 				"LEASESVC_RATE_LIMIT":     "2.5",
 				"LEASESVC_RATE_BURST":     "7",
-				"LEASESVC_AUTH_AUDIENCES": strings.Join(auds, ","),
+				"LEASESVC_AUTH_AUDIENCES": strings.Join(append([]string{url}, auds...), ","),
 			}
 			for _, name := range sortedKeys(want) {
 				if env[name] != want[name] {
 					t.Errorf("with rate_limit = 2.5, rate_burst = 7, auth_audiences = %q: %s = %q, want %q", auds, name, env[name], want[name])
 				}
 			}
-			// leasesvc then accepts only these audiences, so Cloud Run's
-			// invoker check, in front of it, must accept them too.
+			// leasesvc then accepts these audiences too, so Cloud Run's
+			// invoker check, in front of it, must accept them.
 			run = onlyInstance(t, e, "google_cloud_run_v2_service")
 			got, _ := e.attr(t, run.block, "custom_audiences")
 			if got == cty.NilVal || got.IsNull() || !slices.Equal(stringsOf(t, run.addr+".custom_audiences", got), auds) {

@@ -15,6 +15,9 @@
 #   roles/logging.logWriter           project                write logs
 #   roles/secretmanager.secretAccessor
 #                                     the policy secret      read the policy file (LEASESVC_POLICY) mounted from it
+#   roles/secretmanager.secretAccessor
+#                                     the page token key     read LEASESVC_PAGE_TOKEN_KEY, an env var from the secret
+#                                     secret
 #
 # Trade-off of the subscription role: each instance creates its own
 # subscription when it starts, under a name nobody knows in advance, and
@@ -93,6 +96,18 @@ resource "google_secret_manager_secret_iam_member" "policy" {
   member    = google_service_account.leasesvc.member
 }
 
+# --- Page token key -----------------------------------------------------------
+
+# Cloud Run reads LEASESVC_PAGE_TOKEN_KEY from the secret as the runtime
+# service account when an instance starts, and refuses to deploy a revision
+# whose account cannot.
+resource "google_secret_manager_secret_iam_member" "page_token_key" {
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.page_token_key.secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.leasesvc.member
+}
+
 # --- Events -----------------------------------------------------------------
 
 resource "google_pubsub_topic_iam_member" "events" {
@@ -133,7 +148,7 @@ resource "google_project_iam_member" "event_subscriptions" {
 # IAM is eventually consistent: "Changes to allow or deny policies typically
 # propagate in 2 minutes, but could potentially take 7 minutes or longer"
 # (https://cloud.google.com/iam/docs/access-change-propagation). The first
-# revision reads the policy secret at deploy time and the backend at its
+# revision reads its secrets (the policy, the page token key) at deploy time and the backend at its
 # start-up check (/readyz), so on the first apply Cloud Run would start it
 # with grants that are made but not yet in force, and refuse the revision.
 # The service waits for this sleep, which starts once every grant above is
@@ -158,6 +173,7 @@ resource "time_sleep" "iam_propagation" {
     google_pubsub_topic_iam_member.events,
     google_project_iam_member.event_subscriptions,
     google_secret_manager_secret_iam_member.policy,
+    google_secret_manager_secret_iam_member.page_token_key,
   ]
 }
 

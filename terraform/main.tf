@@ -7,6 +7,7 @@
 #   spanner.tf            the Spanner instance and database (backend = "spanner")
 #   pubsub.tf             the leadership events topic
 #   policy.tf             the leasesvc policy file, a Secret Manager secret the service mounts
+#   page_token_key.tf     the list page token key every instance shares, a Secret Manager secret
 #   iam.tf                the service account, its roles, and who may invoke
 #   monitoring.tf         the alert policies
 #   outputs.tf            what callers and docs/deploy.md need

@@ -3,13 +3,17 @@
 // run): it parses every .tf file with hclparse, evaluates the configuration
 // for each backend (see hcleval_test.go), and fails if
 //
-//   - the container gets an environment variable the service does not read,
-//     or lacks one the chosen backend needs (the service's reads come from
-//     its Go sources, see goenv_test.go);
+//   - the container gets an environment variable (a value or a secret) the
+//     service does not read, or lacks one the chosen backend needs (the
+//     service's reads come from its Go sources, see goenv_test.go);
 //   - authentication is not LEASESVC_AUTH=google with LEASESVC_POLICY naming
 //     the file of a secret volume that pins the version holding var.policy,
 //     readable by the runtime service account, or the rate limits and
-//     audiences do not come from their variables (auth_test.go);
+//     audiences do not come from their variables, or the accepted audience
+//     is not the service's deterministic URL, service_url (auth_test.go);
+//   - the page token key is not a 32-byte random_id in a secret version the
+//     container gets LEASESVC_PAGE_TOKEN_KEY from and the runtime service
+//     account may read (pagetoken_test.go);
 //   - the Spanner DDL is not read from backend/spanner/schema.sql;
 //   - allUsers can be granted by default;
 //   - a role broader than the module's least-privilege table is granted;
@@ -64,10 +68,17 @@ func inputs(backend string, overrides map[string]cty.Value) map[string]cty.Value
 
 // --- Environment ---------------------------------------------------------------
 
-// authEnv are the variables every container needs for authentication: the
-// service verifies Google ID tokens, which needs a policy file, and the
-// module sets the rate limit explicitly from its variables.
-var authEnv = []string{"LEASESVC_AUTH", "LEASESVC_POLICY", "LEASESVC_RATE_LIMIT", "LEASESVC_RATE_BURST"}
+// authEnv are the variables every container needs for authentication and
+// its limits: the service verifies Google ID tokens for the audiences the
+// module lists, which needs a policy file; the module sets the rate limit
+// explicitly from its variables, and the page token key every instance
+// shares.
+var authEnv = []string{"LEASESVC_AUTH", "LEASESVC_AUTH_AUDIENCES", "LEASESVC_POLICY", "LEASESVC_RATE_LIMIT", "LEASESVC_RATE_BURST", "LEASESVC_PAGE_TOKEN_KEY"}
+
+// secretEnv are the variables that hold a secret: the container must get
+// them from Secret Manager (env.value_source.secret_key_ref), never as a
+// plain value in the service's template.
+var secretEnv = []string{"LEASESVC_PAGE_TOKEN_KEY"}
 
 // requiredEnv lists, per backend, the variables the container must get.
 var requiredEnv = map[string][]string{
@@ -76,8 +87,9 @@ var requiredEnv = map[string][]string{
 }
 
 // optionalEnvInputs are inputs that make the module set the variables it
-// sets only on request, so that TestContainerEnvironmentMatchesService checks
-// those names against the service's reads too.
+// sets only on request, or set differently, so that
+// TestContainerEnvironmentMatchesService checks those names and values
+// against the service's reads too.
 var optionalEnvInputs = map[string]cty.Value{
 	"auth_audiences": cty.ListVal([]cty.Value{cty.StringVal("https://leases.example.com")}),
 }
@@ -156,11 +168,33 @@ func TestContainerEnvironmentMatchesService(t *testing.T) {
 	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			env := containerEnv(t, m.evaluate(t, inputs(backend, nil)))
+			env, secrets := containerEnvVars(t, m.evaluate(t, inputs(backend, nil)))
 			// The variables set only on request must match the service too.
-			for name, v := range containerEnv(t, m.evaluate(t, inputs(backend, optionalEnvInputs))) {
+			optEnv, optSecrets := containerEnvVars(t, m.evaluate(t, inputs(backend, optionalEnvInputs)))
+			for name, v := range optEnv {
 				if _, set := env[name]; !set {
 					env[name] = v
+				}
+			}
+			for name, v := range optSecrets {
+				if _, set := secrets[name]; !set {
+					secrets[name] = v
+				}
+			}
+			for _, name := range secretEnv {
+				if _, plain := env[name]; plain {
+					t.Errorf("backend %s: the container gets %s as a plain value, visible to whoever can read the service; give it from a Secret Manager secret (value_source.secret_key_ref)", backend, name)
+				}
+			}
+			for _, name := range sortedKeys(secrets) {
+				if _, read := reads[name]; !read {
+					t.Errorf("backend %s: the container gets %s from secret %s, but no Go source of the service reads it", backend, name, secrets[name].secret)
+				}
+				if _, dup := env[name]; dup {
+					t.Errorf("backend %s: the container gets %s both as a value and from a secret", backend, name)
+				}
+				if !slices.Contains(secretEnv, name) {
+					t.Errorf("backend %s: the container gets %s from a secret, but secretEnv does not list it", backend, name)
 				}
 			}
 			for _, name := range sortedKeys(env) {
@@ -178,7 +212,9 @@ func TestContainerEnvironmentMatchesService(t *testing.T) {
 				}
 			}
 			for _, name := range requiredEnv[backend] {
-				if _, set := env[name]; set {
+				_, set := env[name]
+				_, fromSecret := secrets[name]
+				if set || fromSecret {
 					continue // checked above
 				}
 				t.Errorf("backend %s: the container does not set %s, which the service needs with this backend", backend, name)
@@ -190,9 +226,26 @@ func TestContainerEnvironmentMatchesService(t *testing.T) {
 	}
 }
 
-// containerEnv returns the environment of the single container of the single
-// Cloud Run service, with dynamic env blocks expanded.
+// secretRef is where an environment variable's value comes from: a Secret
+// Manager secret and version, as evaluated (placeholders such as
+// "<google_secret_manager_secret.x.secret_id>" for module resources).
+type secretRef struct {
+	secret, version string
+}
+
+// containerEnv returns the environment the single container of the single
+// Cloud Run service gets as plain values, with dynamic env blocks expanded.
 func containerEnv(t *testing.T, e *evaluator) map[string]string {
+	t.Helper()
+	env, _ := containerEnvVars(t, e)
+	return env
+}
+
+// containerEnvVars returns the environment of the single container of the
+// single Cloud Run service: the plain values (env.value) and the variables
+// from secrets (env.value_source.secret_key_ref). Each env block must have
+// exactly one of the two.
+func containerEnvVars(t *testing.T, e *evaluator) (values map[string]string, secrets map[string]secretRef) {
 	t.Helper()
 	run := onlyInstance(t, e, "google_cloud_run_v2_service")
 	templates := e.nested(t, run.block, "template")
@@ -203,22 +256,50 @@ func containerEnv(t *testing.T, e *evaluator) map[string]string {
 	if len(containers) != 1 {
 		t.Fatalf("%s: want one container, got %d", run.addr, len(containers))
 	}
-	env := map[string]string{}
+	values, secrets = map[string]string{}, map[string]secretRef{}
 	for _, b := range e.nested(t, containers[0], "env") {
 		nameVal, ok := e.attr(t, b, "name")
 		if !ok {
 			t.Fatalf("%s: an env block has no name", run.addr)
 		}
 		name := str(t, run.addr+" env name", nameVal)
-		if _, dup := env[name]; dup {
+		_, dupValue := values[name]
+		_, dupSecret := secrets[name]
+		if dupValue || dupSecret {
 			t.Errorf("%s: env %s is set twice", run.addr, name)
 		}
-		env[name] = ""
-		if v, ok := e.attr(t, b, "value"); ok && v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
-			env[name] = v.AsString()
+		sources := e.nested(t, b, "value_source")
+		v, hasValue := e.attr(t, b, "value")
+		switch {
+		case hasValue && len(sources) > 0:
+			t.Errorf("%s: env %s has both a value and a value_source", run.addr, name)
+		case len(sources) > 1:
+			t.Errorf("%s: env %s has %d value_source blocks, want one", run.addr, name, len(sources))
+		case len(sources) == 1:
+			refs := e.nested(t, sources[0], "secret_key_ref")
+			if len(refs) != 1 {
+				t.Fatalf("%s: env %s: value_source has %d secret_key_ref blocks, want one", run.addr, name, len(refs))
+			}
+			secret, ok := e.attr(t, refs[0], "secret")
+			if !ok {
+				t.Fatalf("%s: env %s: secret_key_ref has no secret", run.addr, name)
+			}
+			version, ok := e.attr(t, refs[0], "version")
+			if !ok {
+				t.Fatalf("%s: env %s: secret_key_ref has no version (Cloud Run would not know which to read)", run.addr, name)
+			}
+			secrets[name] = secretRef{
+				secret:  str(t, run.addr+" env "+name+" secret", secret),
+				version: str(t, run.addr+" env "+name+" version", version),
+			}
+		default:
+			values[name] = ""
+			if hasValue && v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
+				values[name] = v.AsString()
+			}
 		}
 	}
-	return env
+	return values, secrets
 }
 
 // onlyInstance returns the one instance of the one resource of a type.
@@ -377,7 +458,8 @@ var serviceAccountRoles = map[string]saRole{
 	"roles/cloudtrace.agent":        {on: "google_project_iam_member"},
 	"roles/logging.logWriter":       {on: "google_project_iam_member"},
 	"roles/monitoring.metricWriter": {on: "google_project_iam_member"},
-	// On the policy secret only; TestPolicySecret checks which secret.
+	// On the policy and page token key secrets only; TestPolicySecret and
+	// TestPageTokenKeySecret check which secrets.
 	"roles/secretmanager.secretAccessor": {on: "google_secret_manager_secret_iam_member"},
 }
 

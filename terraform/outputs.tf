@@ -1,8 +1,8 @@
 # What callers, CI and docs/deploy.md need after apply.
 
 output "service_url" {
-  description = "HTTPS URL of the service. Callers use it as the audience of their Google ID token."
-  value       = google_cloud_run_v2_service.leasesvc.uri
+  description = "The service's deterministic URL, https://<name>-<project number>.<region>.run.app. Callers must call it and use it as the audience of their Google ID tokens: leasesvc accepts only it and auth_audiences (LEASESVC_AUTH_AUDIENCES), never the hashed *.a.run.app URL Cloud Run may also report."
+  value       = local.service_url
 }
 
 output "service_name" {
@@ -40,8 +40,13 @@ output "policy_secret_version" {
   value       = google_secret_manager_secret_version.policy.name
 }
 
+output "page_token_key_secret_version" {
+  description = "Secret Manager version holding the list page token key every instance shares (projects/P/secrets/<name>-page-token-key/versions/N); the container gets it as LEASESVC_PAGE_TOKEN_KEY."
+  value       = google_secret_manager_secret_version.page_token_key.name
+}
+
 output "service_env" {
-  description = "The environment the container gets (PORT comes from Cloud Run)."
+  description = "The environment the container gets as plain values (PORT comes from Cloud Run; LEASESVC_PAGE_TOKEN_KEY from the secret version page_token_key_secret_version)."
   value       = local.service_env
 }
 

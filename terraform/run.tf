@@ -6,11 +6,20 @@
 # read, or leaves out one the chosen backend needs.
 #
 # Authentication: LEASESVC_AUTH is google, so leasesvc verifies the Google ID
-# token of every request itself (audience: LEASESVC_AUTH_AUDIENCES, or the
-# URL the request was sent to) and checks its email against the policy file
+# token of every request itself and checks its email against the policy file
 # LEASESVC_POLICY, mounted from Secret Manager (policy.tf). Cloud Run's
 # invoker check (iam.tf) still runs in front of it. The rate limit applies per
 # principal and per instance.
+#
+# The audiences leasesvc accepts (LEASESVC_AUTH_AUDIENCES) are the service's
+# deterministic URL (local.service_url, below) and var.auth_audiences; the
+# service never takes the audience from the request (docs/contract.md §9).
+# Callers mint their tokens for service_url (outputs.tf), not for the URL
+# google_cloud_run_v2_service.uri reports, which may be the older hashed
+# https://SERVICE-HASH-REGION.a.run.app that leasesvc refuses.
+#
+# List page tokens are sealed with LEASESVC_PAGE_TOKEN_KEY, the same key on
+# every instance, from a Secret Manager secret (page_token_key.tf).
 #
 # Not set, on purpose:
 #   PORT                       Cloud Run sets it (to the container port, 8080).
@@ -18,9 +27,6 @@
 #                              service only checks it at start-up.
 #   LEASESVC_AUTH_TOKENS       the tokens file of LEASESVC_AUTH=static; on
 #                              Cloud Run callers have Google identities.
-#   LEASESVC_AUTH_AUDIENCES    unless var.auth_audiences is set: the default,
-#                              the request's own URL, is what Cloud Run
-#                              callers put in their tokens.
 
 locals {
   # Memory limits Cloud Run allows per CPU count, in MiB ("vCPU and memory
@@ -33,6 +39,16 @@ locals {
     "8" = { min = 4096, max = 32768 }
   }
   memory_mib = tonumber(regex("^[0-9]+", var.memory)) * (can(regex("Gi$", var.memory)) ? 1024 : 1)
+
+  # The service's deterministic URL, https://SERVICE_NAME-PROJECT_NUMBER.REGION.run.app
+  # (Cloud Run, "Deterministic URL": https://cloud.google.com/run/docs/triggering/https-request).
+  # Cloud Run assigns it when the DNS segment SERVICE_NAME-PROJECT_NUMBER has
+  # at most 63 characters, which var.name's validation (at most 24) leaves
+  # room for. It is known before the service exists, and it is the URL
+  # leasesvc derives itself on Cloud Run when LEASESVC_AUTH_AUDIENCES is
+  # unset (cmd/leasesvc/auth.go, cloudRunAudience); the module sets it
+  # explicitly, so the service needs no metadata server lookup for it.
+  service_url = "https://${var.name}-${data.google_project.this.number}.${var.region}.run.app"
 
   service_env = merge(
     {
@@ -47,10 +63,11 @@ locals {
 
       # The policy file, in the secret volume of the template below.
       LEASESVC_POLICY = "${local.policy_mount_path}/${local.policy_file}"
+
+      # The deterministic URL first, then any custom audiences (a custom
+      # domain, a load balancer's URL).
+      LEASESVC_AUTH_AUDIENCES = join(",", concat([local.service_url], var.auth_audiences))
     },
-    length(var.auth_audiences) > 0 ? {
-      LEASESVC_AUTH_AUDIENCES = join(",", var.auth_audiences)
-    } : {},
     local.is_firestore ? {
       LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name
       LEASESVC_FIRESTORE_COLLECTION = var.firestore_collection
@@ -59,6 +76,11 @@ locals {
       LEASESVC_SPANNER_DATABASE = "projects/${var.project_id}/instances/${google_spanner_instance.leases[0].name}/databases/${google_spanner_database.leases[0].name}"
     } : {},
   )
+}
+
+# The project's number, for local.service_url.
+data "google_project" "this" {
+  project_id = var.project_id
 }
 
 resource "google_cloud_run_v2_service" "leasesvc" {
@@ -73,7 +95,8 @@ resource "google_cloud_run_v2_service" "leasesvc" {
   # leasesvc checks it against its own policy.
   invoker_iam_disabled = false
 
-  # With auth_audiences, Cloud Run must accept tokens for them too.
+  # Cloud Run's invoker check accepts tokens for the service's run.app URLs;
+  # with auth_audiences, it must accept tokens for them too.
   custom_audiences = length(var.auth_audiences) > 0 ? var.auth_audiences : null
 
   deletion_protection = var.deletion_protection
@@ -130,6 +153,21 @@ resource "google_cloud_run_v2_service" "leasesvc" {
         content {
           name  = env.key
           value = env.value
+        }
+      }
+
+      # The page token key, from the pinned secret version (page_token_key.tf);
+      # Cloud Run reads it as the runtime service account when an instance
+      # starts. value_source.secret_key_ref: secret is the secret's ID in the
+      # same project, version a version number or "latest"
+      # (https://registry.terraform.io/providers/hashicorp/google/latest/docs/resources/cloud_run_v2_service#nested_secret_key_ref).
+      env {
+        name = "LEASESVC_PAGE_TOKEN_KEY"
+        value_source {
+          secret_key_ref {
+            secret  = google_secret_manager_secret.page_token_key.secret_id
+            version = google_secret_manager_secret_version.page_token_key.version
+          }
         }
       }
 
@@ -190,5 +228,6 @@ resource "google_cloud_run_v2_service" "leasesvc" {
     google_pubsub_topic_iam_member.events,
     google_project_iam_member.event_subscriptions,
     google_secret_manager_secret_iam_member.policy,
+    google_secret_manager_secret_iam_member.page_token_key,
   ]
 }

@@ -1,7 +1,9 @@
 # The module needs Terraform 1.5 or newer (check blocks, optional object
-# attributes, lifecycle preconditions), the hashicorp/google 7.x line, and
-# hashicorp/time for the wait after the IAM grants (iam.tf). It
-# configures no provider itself: the caller does (see examples/).
+# attributes, lifecycle preconditions), the hashicorp/google 7.x line,
+# hashicorp/time for the wait after the IAM grants (iam.tf), and
+# hashicorp/random for the page token key (random_id, page_token_key.tf;
+# https://registry.terraform.io/providers/hashicorp/random/latest/docs/resources/id).
+# It configures no provider itself: the caller does (see examples/).
 terraform {
   required_version = ">= 1.5"
 
@@ -13,6 +15,10 @@ terraform {
     time = {
       source  = "hashicorp/time"
       version = "~> 0.9"
+    }
+    random = {
+      source  = "hashicorp/random"
+      version = "~> 3.6"
     }
   }
 }
