@@ -189,7 +189,7 @@ variable "log_level" {
 # ---------------------------------------------------------------------------
 
 variable "invoker_members" {
-  description = "Principals granted roles/run.invoker on the service, e.g. [\"serviceAccount:agents@my-project.iam.gserviceaccount.com\", \"group:schedulers@example.com\"]. Callers send a Google ID token whose audience is the service URL (docs/deploy.md); Cloud Run checks this role before the request reaches leasesvc, which then checks the caller against policy, so a caller needs both."
+  description = "Principals granted roles/run.invoker on the service, e.g. [\"serviceAccount:agents@my-project.iam.gserviceaccount.com\", \"group:schedulers@example.com\"]. Callers send a Google ID token whose audience is the output service_url (docs/deploy.md); Cloud Run checks this role before the request reaches leasesvc, which then checks the caller against policy, so a caller needs both."
   type        = list(string)
   default     = []
 
@@ -226,7 +226,7 @@ variable "policy" {
 }
 
 variable "auth_audiences" {
-  description = "LEASESVC_AUTH_AUDIENCES: the audiences a caller's ID token may carry, e.g. [\"https://leases.example.com\"] behind a custom domain. Empty (the default): leasesvc accepts the URL the request was sent to, https://<Host>, which is what Cloud Run callers use. When set, only these are accepted by leasesvc, and they are also the service's Cloud Run custom audiences, so Cloud Run's invoker check accepts them too."
+  description = "Audiences a caller's ID token may carry besides service_url (the deterministic https://<name>-<project number>.<region>.run.app, always accepted), e.g. [\"https://leases.example.com\"] behind a custom domain. LEASESVC_AUTH_AUDIENCES is service_url followed by these; leasesvc never takes the audience from the request. They are also the service's Cloud Run custom audiences, so Cloud Run's invoker check accepts them too."
   type        = list(string)
   default     = []
   nullable    = false

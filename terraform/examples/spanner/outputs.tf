@@ -1,5 +1,5 @@
 output "service_url" {
-  description = "URL of the service; the audience of the callers' ID tokens."
+  description = "The service's deterministic URL: callers call it and mint their ID tokens for it (leasesvc refuses tokens for the hashed *.a.run.app URL)."
   value       = module.leasesvc.service_url
 }
 
