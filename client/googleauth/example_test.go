@@ -12,7 +12,7 @@ import (
 // account. It needs Google credentials, so it is compiled but not run.
 func ExampleIDTokenSource() {
 	ctx := context.Background()
-	const url = "https://leasesvc-abc123-uc.a.run.app"
+	const url = "https://leasesvc-123456789012.europe-west1.run.app"
 	ts, err := googleauth.IDTokenSource(ctx, url) // the audience is the service's URL
 	if err != nil {
 		log.Fatal(err)
@@ -30,7 +30,7 @@ func ExampleIDTokenSource() {
 // compiled but not run.
 func ExampleNewClient() {
 	ctx := context.Background()
-	c, err := googleauth.NewClient(ctx, "https://leasesvc-abc123-uc.a.run.app", client.Config{})
+	c, err := googleauth.NewClient(ctx, "https://leasesvc-123456789012.europe-west1.run.app", client.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

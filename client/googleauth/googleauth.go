@@ -33,8 +33,10 @@ import (
 
 // IDTokenSource returns a TokenSource (for client.Config.TokenSource) of
 // Google-signed ID tokens whose audience is audience: the service's base
-// URL, such as "https://leasesvc-abc123-uc.a.run.app", which is what Cloud
-// Run checks (a trailing "/" is dropped, as client.New drops it). The
+// URL, such as "https://leasesvc-123456789012.europe-west1.run.app" (Cloud
+// Run's deterministic URL, which leasesvc accepts by default; the
+// Terraform module's service_url output), which is what Cloud Run checks
+// (a trailing "/" is dropped, as client.New drops it). The
 // tokens are cached and refreshed before they expire (they last an hour).
 // ctx bounds the source's own fetches for as long as it is used: pass a
 // context that lives as long as the Client, not a request's.
