@@ -26,13 +26,8 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 			violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 		return
 	}
-	if a.stopCtx.Err() != nil {
-		a.fail(w, r, shuttingDown())
-		return
-	}
-	release, ok := a.streams.take(a.callerKey(r))
+	release, ok := a.admitStream(w, r)
 	if !ok {
-		a.fail(w, r, exhausted(":watch streams", 5))
 		return
 	}
 	defer release()
@@ -46,12 +41,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	a.observeOp(r, "ok")
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
+	if !startEventStream(w, r) {
 		return
 	}
 	s := &stream{w: w, rc: rc}
@@ -71,19 +61,17 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		last = stateEvent(cur)
 		arm(cur)
 	}
-	heartbeat := time.NewTicker(a.cfg.Heartbeat)
-	defer heartbeat.Stop()
-	lifetime := time.NewTimer(a.cfg.Limits.StreamLifetime)
-	defer lifetime.Stop()
+	heartbeat, lifetime, stopTimers := a.streamTimers()
+	defer stopTimers()
 	for s.err == nil {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.stopCtx.Done():
 			return
-		case <-lifetime.C: // the stream ends cleanly; the client reconnects
+		case <-lifetime: // the stream ends cleanly; the client reconnects
 			return
-		case <-heartbeat.C:
+		case <-heartbeat:
 			s.write([]byte(": heartbeat\n\n"))
 		case ev := <-sub.C:
 			if sub.Lagged() { // events were dropped: say the state anew
@@ -198,4 +186,38 @@ func frame(id, event string, data []byte) []byte {
 	b.Write(data)
 	b.WriteString("\n\n")
 	return b.Bytes()
+}
+
+// admitStream takes one of the caller's and the instance's :watch stream
+// slots (docs/contract.md §9), or answers 429 (503 while shutting down) and
+// reports false. The caller must call release when its stream ends.
+func (a *api) admitStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	if a.stopCtx.Err() != nil {
+		a.fail(w, r, shuttingDown())
+		return nil, false
+	}
+	release, ok = a.streams.take(a.callerKey(r))
+	if !ok {
+		a.fail(w, r, exhausted(":watch streams", 5))
+	}
+	return release, ok
+}
+
+// startEventStream answers 200 with the headers of a Server-Sent Events
+// stream, and reports whether events should follow (not for HEAD).
+func startEventStream(w http.ResponseWriter, r *http.Request) bool {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return r.Method != http.MethodHead
+}
+
+// streamTimers returns a stream's heartbeat ticks and the end of its
+// lifetime (docs/contract.md §9), and the function that stops both.
+func (a *api) streamTimers() (heartbeat, lifetime <-chan time.Time, stop func()) {
+	hb := time.NewTicker(a.cfg.Heartbeat)
+	lt := time.NewTimer(a.cfg.Limits.StreamLifetime)
+	return hb.C, lt.C, func() { hb.Stop(); lt.Stop() }
 }

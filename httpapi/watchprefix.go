@@ -84,13 +84,8 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		filter = !all
 	}
 	readable := func(name string) bool { return !filter || a.cfg.Policy.Allowed(principal, auth.Read, name) }
-	if a.stopCtx.Err() != nil {
-		a.fail(w, r, shuttingDown())
-		return
-	}
-	release, ok := a.streams.take(a.callerKey(r))
+	release, ok := a.admitStream(w, r)
 	if !ok {
-		a.fail(w, r, exhausted(":watch streams", 5))
 		return
 	}
 	defer release()
@@ -103,12 +98,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.observeOp(r, "ok")
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
+	if !startEventStream(w, r) {
 		return
 	}
 	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
@@ -157,25 +147,23 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	ps.s.write([]byte(": live\n\n"))
 
 	ctx := r.Context()
-	heartbeat := time.NewTicker(a.cfg.Heartbeat)
-	defer heartbeat.Stop()
+	heartbeat, lifetime, stopTimers := a.streamTimers()
+	defer stopTimers()
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
 	defer hold.Stop()
 	if d, ok := ps.nextDeadline(); ok {
 		hold.Reset(max(time.Until(d), time.Millisecond))
 	}
-	lifetime := time.NewTimer(a.cfg.Limits.StreamLifetime)
-	defer lifetime.Stop()
 	for ps.s.err == nil {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.stopCtx.Done():
 			return
-		case <-lifetime.C: // the stream ends cleanly; the client reconnects
+		case <-lifetime: // the stream ends cleanly; the client reconnects
 			return
-		case <-heartbeat.C:
+		case <-heartbeat:
 			ps.s.write([]byte(": heartbeat\n\n"))
 		case ev := <-sub.C:
 			if sub.Lagged() { // events were dropped: say the states anew
