@@ -157,10 +157,13 @@ func TestPrefixStreamTwoInstances(t *testing.T) {
 		}
 	}
 	check("instance A's stream", all, false)
+	// What the client holds after the resume (what it read before, then the
+	// resumed stream, repeats dropped) is every change in order. The
+	// resumed stream alone may lack the oldest changes: the replay starts
+	// with what instance A had received when the client reconnected, and a
+	// change Pub/Sub brings A later than a newer one of its lease is older
+	// than what the stream already sent (the client had it from B).
 	check("instance B's stream, resumed on instance A", append(first, resumed...), true)
-	// The replay reaches back a minute before the cursor: here, to the
-	// first change, so the resumed stream alone has every change in order.
-	check("the resumed stream alone", resumed, false)
 	t.Logf("A's stream: %d changes; B's stream: %d, then %d after resuming on A (the replay repeats %d)",
 		len(all), len(first), len(resumed), countReplayed(resumed, first))
 }
