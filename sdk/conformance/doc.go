@@ -8,6 +8,8 @@
 // revocation (leading ends at the next renew). The tests of this package
 // also run the Python SDK's own unittest suite.
 //
-// The package has no code of its own beyond its tests; the Go agent is
+// What an agent is given and must print, case by case, is PROTOCOL.md
+// beside this file: a new SDK joins the suite by implementing it. The
+// package has no code of its own beyond its tests; the Go agent is
 // ./goagent.
 package conformance
