@@ -12,9 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,35 +51,6 @@ func child() int {
 	}
 }
 
-var leasectlBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// leasectl builds cmd/leasectl once per test process.
-func leasectl(t *testing.T) string {
-	t.Helper()
-	leasectlBuild.once.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		dir, err := os.MkdirTemp("", "leasectl-")
-		if err != nil {
-			leasectlBuild.err = err
-			return
-		}
-		leasectlBuild.path = filepath.Join(dir, "leasectl")
-		cmd := exec.Command("go", "build", "-o", leasectlBuild.path, "./cmd/leasectl")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			leasectlBuild.err = fmt.Errorf("go build ./cmd/leasectl: %w\n%s", err, out)
-		}
-	})
-	if leasectlBuild.err != nil {
-		t.Fatal(leasectlBuild.err)
-	}
-	return leasectlBuild.path
-}
-
 // TestLeasectlRunStopsChildBeforeTakeover: `leasectl run` reaches the
 // service through a proxy; its child ignores SIGTERM and keeps reading the
 // lease straight from the service. The test cuts the proxy: leasectl must
@@ -91,7 +60,7 @@ func leasectl(t *testing.T) string {
 func TestLeasectlRunStopsChildBeforeTakeover(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
-	bin := leasectl(t)
+	bin := e2e.Build(t, "./cmd/leasectl")
 	svc := e2e.StartService(t, serviceEnv)
 	px := newProxy(t, svc.URL[len("http://"):])
 	name := e2e.UniqueName("ctlrun")

@@ -15,16 +15,6 @@ import (
 	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
-// buildLeasectl builds this command's binary into a test directory.
-func buildLeasectl(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "leasectl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build leasectl: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // alive reports whether pid is a running process (a zombie waiting for a
 // reaper is not).
 func alive(pid int) bool {
@@ -57,7 +47,7 @@ func waitFile(t *testing.T, path string) string {
 // (memory) and leasectl.
 func TestRunKillSwitch(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{"LEASESVC_LOG_LEVEL": "warn", "LEASESVC_MIN_TTL": "200ms"})
-	bin := buildLeasectl(t)
+	bin := e2e.Build(t, "./cmd/leasectl")
 	dir := t.TempDir()
 	name := e2e.UniqueName("killswitch")
 	start := func(label string) *exec.Cmd {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -36,43 +35,7 @@ func TestServiceOverHTTP(t *testing.T) {
 // TestSIGTERMFlushesEventsAndDeletesSubscription covers the rest.
 func TestSIGTERMEndsWaitsAndStreams(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{"LEASESVC_TELEMETRY": "stdout"})
-	c := e2e.Client{URL: svc.URL}
-	name := e2e.UniqueName("drain")
-	if r := c.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != http.StatusOK {
-		t.Fatalf("acquire: %s", r.Raw)
-	}
-	stream := e2e.Watch(t, svc.URL, name)
-	stream.Next(t)
-	var wg sync.WaitGroup
-	waited := make([]e2e.Response, 3)
-	answered := make([]time.Time, 3)
-	for i := range waited {
-		wg.Go(func() {
-			waited[i] = c.Post(t, "/v1/leases/"+name+":acquire", fmt.Sprintf(`{"holder":"b%d","ttlMs":1000,"waitMs":60000}`, i))
-			answered[i] = time.Now()
-		})
-	}
-	time.Sleep(500 * time.Millisecond) // the waiting acquires are in flight
-	sent := time.Now()
-	took, err := svc.Stop()
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, svc.Output())
-	}
-	for i, w := range waited {
-		if w.Status != http.StatusServiceUnavailable || w.Code() != "unavailable" || w.Header.Get("Retry-After") != "1" {
-			t.Fatalf("waiting acquire answered %d %s (Retry-After %q), want 503 unavailable, Retry-After: 1", w.Status, w.Raw, w.Header.Get("Retry-After"))
-		}
-		if d := answered[i].Sub(sent); d > 2*time.Second {
-			t.Errorf("a waiting acquire was answered %v after SIGTERM, want at once", d)
-		}
-	}
-	if !stream.Closed(time.Second) {
-		t.Error("the watch stream is still open after exit")
-	}
-	if took > 9*time.Second {
-		t.Fatalf("exit took %v after SIGTERM, want < 9s", took)
-	}
+	took := e2e.Shutdown(t, svc, nil)
 	out := svc.Output()
 	if i := strings.Index(out, "shutting down"); i < 0 || !strings.Contains(out[i:], `"Name":"leasesvc.`) {
 		t.Errorf("no metrics flushed after the shutdown began:\n%.3000s", out[max(i, 0):])

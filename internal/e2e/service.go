@@ -1,7 +1,9 @@
 // Package e2e drives the real leasesvc binary over HTTP: it builds
-// cmd/leasesvc once per test process, runs it on a free loopback port with
-// the environment a test gives, and checks the lease flows of docs/contract.md §3–4
-// against it. The memory, Firestore and Spanner tests share it.
+// cmd/leasesvc (or another command of the module, such as leasectl) once
+// per test process, runs it on a free loopback port with the environment a
+// test gives, can freeze it, and checks the lease flows of docs/contract.md §3–4
+// against it. The memory, Firestore and Spanner tests, the MCP tests and
+// the SDK conformance tests share it.
 package e2e
 
 import (
@@ -13,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -22,35 +25,58 @@ import (
 	"time"
 )
 
-var build struct {
+var builds struct {
+	mu   sync.Mutex
+	pkgs map[string]*built
+}
+
+// built is one package's binary, built once per test process.
+type built struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// Binary returns the path of a leasesvc binary built from this module, built
-// once per test process.
-func Binary(t testing.TB) string {
+// Build returns the path of a binary built from the package pkg of this
+// module, such as "./cmd/leasectl", built once per test process.
+func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	build.once.Do(func() {
+	builds.mu.Lock()
+	if builds.pkgs == nil {
+		builds.pkgs = map[string]*built{}
+	}
+	b := builds.pkgs[pkg]
+	if b == nil {
+		b = &built{}
+		builds.pkgs[pkg] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "leasesvc-e2e-")
 		if err != nil {
-			build.err = fmt.Errorf("temp dir: %w", err)
+			b.err = fmt.Errorf("temp dir: %w", err)
 			return
 		}
-		build.path = filepath.Join(dir, "leasesvc")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/leasesvc")
+		b.path = filepath.Join(dir, path.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build ./cmd/leasesvc: %w\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return build.path
+	return b.path
+}
+
+// Binary returns the path of a leasesvc binary built from this module, built
+// once per test process: Build(t, "./cmd/leasesvc").
+func Binary(t testing.TB) string {
+	t.Helper()
+	return Build(t, "./cmd/leasesvc")
 }
 
 // Service is one running leasesvc process.
@@ -69,7 +95,8 @@ type Service struct {
 
 // StartService runs the leasesvc binary with env added to the test
 // process's environment (PORT is chosen here) and waits until /healthz
-// answers. The process is killed when the test ends, if still running.
+// answers. The process is killed when the test ends, if still running
+// (thawed first if it was frozen).
 func StartService(t testing.TB, env map[string]string) *Service {
 	t.Helper()
 	port, err := freePort()
@@ -78,12 +105,7 @@ func StartService(t testing.TB, env map[string]string) *Service {
 	}
 	s := &Service{t: t, env: env, port: port}
 	s.start()
-	t.Cleanup(func() {
-		if s.running() {
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	})
+	t.Cleanup(s.Kill)
 	return s
 }
 
@@ -137,14 +159,41 @@ func (s *Service) running() bool {
 // Output returns what the process has written to stdout and stderr.
 func (s *Service) Output() string { return s.out.String() }
 
-// Stop sends SIGTERM and waits for the process to exit; it returns the exit
-// error (nil for a clean exit) and how long the exit took.
+// Pid returns the process id of the running process (it changes on
+// Restart), for a test that signals it from outside, such as a client
+// suite that freezes it.
+func (s *Service) Pid() int { return s.cmd.Process.Pid }
+
+// Freeze stops the process with SIGSTOP, as a paused VM or a stalled
+// backend looks to its clients, failing the test if it cannot. Thaw, Stop,
+// Kill and the end of the test resume it.
+func (s *Service) Freeze(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP leasesvc: %v", err)
+	}
+}
+
+// Thaw resumes a frozen process with SIGCONT; it does nothing to a running
+// one. The error is that of the signal, such as for a process that has
+// exited.
+func (s *Service) Thaw() error {
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("SIGCONT leasesvc: %w", err)
+	}
+	return nil
+}
+
+// Stop sends SIGTERM (thawing a frozen process first) and waits for the
+// process to exit; it returns the exit error (nil for a clean exit) and how
+// long the exit took.
 func (s *Service) Stop() (time.Duration, error) {
 	s.t.Helper()
 	start := time.Now()
 	if !s.running() {
 		return 0, s.err
 	}
+	_ = s.Thaw() // a stopped process would not act on SIGTERM
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return 0, fmt.Errorf("SIGTERM: %w", err)
 	}
@@ -158,9 +207,11 @@ func (s *Service) Stop() (time.Duration, error) {
 	return time.Since(start), s.err
 }
 
-// Kill stops the process with SIGKILL, as a crash would.
+// Kill stops the process with SIGKILL, as a crash would (thawing it first
+// if it was frozen).
 func (s *Service) Kill() {
 	if s.running() {
+		_ = s.Thaw()
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}

@@ -20,7 +20,7 @@ func TestClaimNextExactlyOnce(t *testing.T) {
 	const sessions, tasks = 5, 200
 	t0 := time.Now()
 	svc := startService(t)
-	sdk := svc.sdk(t)
+	sdk := sdkClient(t, svc)
 	prefix := e2e.UniqueName("mcp.tasks") + ".t-"
 	// The orchestrator publishes the tasks: a lease that exists (acquired
 	// and released) under the prefix is a task.
@@ -37,7 +37,7 @@ func TestClaimNextExactlyOnce(t *testing.T) {
 	t.Logf("published %d tasks in %v", tasks, time.Since(t0))
 	ss := make([]*session, sessions)
 	for i := range ss {
-		ss[i] = startSession(t, svc.url, fmt.Sprintf("worker-%d", i), 10*time.Second)
+		ss[i] = startSession(t, svc.URL, fmt.Sprintf("worker-%d", i), 10*time.Second)
 	}
 	var mu sync.Mutex
 	claimedBy := map[string][]string{}
@@ -111,8 +111,8 @@ func TestClaimNextNames(t *testing.T) {
 	svc := startService(t)
 	prefix := e2e.UniqueName("mcp.named") + "."
 	names := []string{prefix + "c", prefix + "a", prefix + "b"}
-	a := startSession(t, svc.url, "named-a", 10*time.Second)
-	b := startSession(t, svc.url, "named-b", 10*time.Second)
+	a := startSession(t, svc.URL, "named-a", 10*time.Second)
+	b := startSession(t, svc.URL, "named-b", 10*time.Second)
 	claim := func(s *session) leasemcp.ClaimOutput {
 		var c leasemcp.ClaimOutput
 		s.mustCall("lease_claim_next", map[string]any{"prefix": prefix, "names": names}, &c)

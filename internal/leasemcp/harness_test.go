@@ -4,15 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
-	"runtime"
-	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,94 +21,17 @@ import (
 // allowed.
 var serviceEnv = map[string]string{"LEASESVC_MIN_TTL": "200ms", "LEASESVC_LOG_LEVEL": "warn"}
 
-var leasectlBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// leasectl returns the path of a leasectl binary built from this module,
-// once per test process.
-func leasectl(t testing.TB) string {
+// startService runs leasesvc with serviceEnv; the test may freeze it.
+func startService(t *testing.T) *e2e.Service {
 	t.Helper()
-	leasectlBuild.once.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "leasectl-mcp-")
-		if err != nil {
-			leasectlBuild.err = err
-			return
-		}
-		leasectlBuild.path = filepath.Join(dir, "leasectl")
-		cmd := exec.Command("go", "build", "-o", leasectlBuild.path, "./cmd/leasectl")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			leasectlBuild.err = fmt.Errorf("go build ./cmd/leasectl: %w\n%s", err, out)
-		}
-	})
-	if leasectlBuild.err != nil {
-		t.Fatal(leasectlBuild.err)
-	}
-	return leasectlBuild.path
+	return e2e.StartService(t, serviceEnv)
 }
 
-// service is a leasesvc process this test can freeze (e2e.Service does not
-// give its pid).
-type service struct {
-	url string
-	cmd *exec.Cmd
-	out *e2e.SyncBuffer
-}
-
-func startService(t *testing.T) *service {
-	t.Helper()
-	port := freePort(t)
-	s := &service{url: "http://127.0.0.1:" + strconv.Itoa(port), out: &e2e.SyncBuffer{}}
-	s.cmd = exec.Command(e2e.Binary(t))
-	s.cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	for k, v := range serviceEnv {
-		s.cmd.Env = append(s.cmd.Env, k+"="+v)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start leasesvc: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		resp, err := http.Get(s.url + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leasesvc did not answer /healthz in 30s:\n%s", s.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// sdk returns a Go SDK client of the service, to check what the MCP
+// sdkClient returns a Go SDK client of the service, to check what the MCP
 // sessions did.
-func (s *service) sdk(t *testing.T) *client.Client {
+func sdkClient(t *testing.T, svc *e2e.Service) *client.Client {
 	t.Helper()
-	c, err := client.New(s.url, client.Config{})
+	c, err := client.New(svc.URL, client.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +59,7 @@ func startSession(t *testing.T, url, holder string, ttl time.Duration) *session 
 	s := &session{t: t, holder: holder, stderr: &e2e.SyncBuffer{}, update: make(chan string, 100)}
 	//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
 	s.logs = make(chan *mcp.LoggingMessageParams, 100)
-	s.cmd = exec.Command(leasectl(t), "mcp", "--url", url, "--holder", holder, "--ttl", ttl.String(), "--log-level", "info")
+	s.cmd = exec.Command(e2e.Build(t, "./cmd/leasectl"), "mcp", "--url", url, "--holder", holder, "--ttl", ttl.String(), "--log-level", "info")
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c := mcp.NewClient(&mcp.Implementation{Name: "leasemcp-test", Version: "1"}, &mcp.ClientOptions{

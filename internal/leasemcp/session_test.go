@@ -23,9 +23,9 @@ import (
 // and the end of a session (stdin closed) releases what it holds.
 func TestSession(t *testing.T) {
 	svc := startService(t)
-	sdk := svc.sdk(t)
+	sdk := sdkClient(t, svc)
 	name := e2e.UniqueName("mcp.session")
-	a := startSession(t, svc.url, "agent-a", 10*time.Second)
+	a := startSession(t, svc.URL, "agent-a", 10*time.Second)
 
 	init := a.cs.InitializeResult()
 	if init.ServerInfo.Name != "leasectl" || init.Capabilities.Tools == nil || init.Capabilities.Resources == nil ||
@@ -76,7 +76,7 @@ func TestSession(t *testing.T) {
 	}
 
 	// A second session is refused and told who holds it.
-	b := startSession(t, svc.url, "agent-b", 10*time.Second)
+	b := startSession(t, svc.URL, "agent-b", 10*time.Second)
 	var bacq leasemcp.AcquireOutput
 	b.mustCall("lease_acquire", map[string]any{"name": name}, &bacq)
 	if bacq.Acquired || bacq.Holder != "agent-a" || bacq.FencingToken != 0 || len(bacq.Held) != 0 {
@@ -157,8 +157,8 @@ func callRaw(t *testing.T, s *session, tool string, args any) *mcp.CallToolResul
 // TestSIGTERMReleases: SIGTERM to leasectl mcp releases everything held.
 func TestSIGTERMReleases(t *testing.T) {
 	svc := startService(t)
-	sdk := svc.sdk(t)
-	a := startSession(t, svc.url, "agent-term", 30*time.Second)
+	sdk := sdkClient(t, svc)
+	a := startSession(t, svc.URL, "agent-term", 30*time.Second)
 	names := []string{e2e.UniqueName("mcp.term"), e2e.UniqueName("mcp.term")}
 	for _, n := range names {
 		var out leasemcp.AcquireOutput
@@ -189,11 +189,11 @@ func TestSIGTERMReleases(t *testing.T) {
 // sends nothing.
 func TestBackgroundRenewal(t *testing.T) {
 	svc := startService(t)
-	sdk := svc.sdk(t)
+	sdk := sdkClient(t, svc)
 	name := e2e.UniqueName("mcp.renew")
 	// TTL 2s: short enough to test, long enough for a loaded machine to
 	// renew in time (renews every 2/3 s; the safe deadline is at 1.8 s).
-	a := startSession(t, svc.url, "agent-idle", 2*time.Second)
+	a := startSession(t, svc.URL, "agent-idle", 2*time.Second)
 	var acq leasemcp.AcquireOutput
 	a.mustCall("lease_acquire", map[string]any{"name": name}, &acq)
 	if !acq.Acquired || acq.FencingToken != 1 {
@@ -218,7 +218,7 @@ func TestBackgroundRenewal(t *testing.T) {
 func TestFrozenServiceReportsLoss(t *testing.T) {
 	svc := startService(t)
 	name := e2e.UniqueName("mcp.frozen")
-	a := startSession(t, svc.url, "agent-frozen", time.Second)
+	a := startSession(t, svc.URL, "agent-frozen", time.Second)
 	ctx := context.Background()
 	//lint:ignore SA1019 the server still sends logging notifications (see notifyLost)
 	if err := a.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
@@ -239,10 +239,8 @@ func TestFrozenServiceReportsLoss(t *testing.T) {
 		return len(held.Leases) == 1 && held.Leases[0].Renewing
 	})
 	frozeAt := time.Now()
-	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = svc.cmd.Process.Signal(syscall.SIGCONT) }()
+	svc.Freeze(t)
+	defer func() { _ = svc.Thaw() }()
 
 	// The logging notification arrives by itself, at the safe deadline at
 	// the latest (TTL × 0.9 after the last renew was sent).
@@ -282,7 +280,7 @@ func TestFrozenServiceReportsLoss(t *testing.T) {
 	}
 
 	// Thawed, an acquire gets a new holding: nothing renews the lost one.
-	if err := svc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := svc.Thaw(); err != nil {
 		t.Fatal(err)
 	}
 	a.mustCall("lease_acquire", map[string]any{"name": name}, &acq)
@@ -296,9 +294,9 @@ func TestFrozenServiceReportsLoss(t *testing.T) {
 // and acquiring the lease again gives a new token.
 func TestLostHoldingIsNeverRevived(t *testing.T) {
 	svc := startService(t)
-	sdk := svc.sdk(t)
+	sdk := sdkClient(t, svc)
 	name := e2e.UniqueName("mcp.stale")
-	a := startSession(t, svc.url, "agent-stale", 2*time.Second)
+	a := startSession(t, svc.URL, "agent-stale", 2*time.Second)
 	var acq leasemcp.AcquireOutput
 	a.mustCall("lease_acquire", map[string]any{"name": name}, &acq)
 	waitFor(t, 5*time.Second, func() bool { // the renewer has taken the holding over

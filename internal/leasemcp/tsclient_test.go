@@ -51,12 +51,12 @@ func TestTypeScriptClient(t *testing.T) {
 	if out, err := ci.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
-	bin := leasectl(t)
+	bin := e2e.Build(t, "./cmd/leasectl")
 	svc := startService(t)
 	cmd := exec.CommandContext(ctx, node, "client.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LEASECTL="+bin, "LEASESVC_URL="+svc.url,
-		"LEASESVC_PID="+strconv.Itoa(svc.cmd.Process.Pid), "LEASE_PREFIX="+e2e.UniqueName("mcp.ts"))
+	cmd.Env = append(os.Environ(), "LEASECTL="+bin, "LEASESVC_URL="+svc.URL,
+		"LEASESVC_PID="+strconv.Itoa(svc.Pid()), "LEASE_PREFIX="+e2e.UniqueName("mcp.ts"))
 	stderr := &e2e.SyncBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.Output()

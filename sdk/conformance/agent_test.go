@@ -35,31 +35,9 @@ var languages = []language{
 	{name: "typescript", prepare: prepareTypeScript},
 }
 
-var goAgent struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 func prepareGo(t testing.TB) []string {
 	t.Helper()
-	goAgent.once.Do(func() {
-		dir, err := os.MkdirTemp("", "leasesvc-goagent-")
-		if err != nil {
-			goAgent.err = err
-			return
-		}
-		goAgent.path = filepath.Join(dir, "goagent")
-		cmd := exec.Command("go", "build", "-o", goAgent.path, "./sdk/conformance/goagent")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			goAgent.err = fmt.Errorf("go build ./sdk/conformance/goagent: %w\n%s", err, out)
-		}
-	})
-	if goAgent.err != nil {
-		t.Fatal(goAgent.err)
-	}
-	return []string{goAgent.path}
+	return []string{e2e.Build(t, "./sdk/conformance/goagent")}
 }
 
 func preparePython(t testing.TB) []string {

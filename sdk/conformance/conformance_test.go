@@ -92,17 +92,17 @@ func TestConformance(t *testing.T) {
 			plain := startService(t, nil)
 			base := func(name string) map[string]string {
 				return map[string]string{
-					"LEASESVC_URL": plain.url, "LEASESVC_TOKEN": "", "LEASE_NAME": e2e.UniqueName(name),
+					"LEASESVC_URL": plain.URL, "LEASESVC_TOKEN": "", "LEASE_NAME": e2e.UniqueName(name),
 					"LEASE_HOLDER": "agent-" + lang.name, "LEASE_TTL_MS": strconv.FormatInt(ttl.Milliseconds(), 10),
 				}
 			}
 			t.Run("basic", func(t *testing.T) { basicCase(t, lang, argv, base("basic")) })
 			t.Run("wait", func(t *testing.T) { waitCase(t, lang, argv, base("wait"), plain) })
 			t.Run("ratelimit", func(t *testing.T) {
-				ratelimitCase(t, lang, argv, with(base("ratelimit"), "LEASESVC_URL", limited.url, "LEASESVC_TOKEN", agentToken(lang.name)), limited)
+				ratelimitCase(t, lang, argv, with(base("ratelimit"), "LEASESVC_URL", limited.URL, "LEASESVC_TOKEN", agentToken(lang.name)), limited)
 			})
 			t.Run("revoke", func(t *testing.T) {
-				revokeCase(t, lang, argv, with(base("revoke"), "LEASESVC_URL", revoking.url, "LEASESVC_TOKEN", agentToken(lang.name)), revoking)
+				revokeCase(t, lang, argv, with(base("revoke"), "LEASESVC_URL", revoking.URL, "LEASESVC_TOKEN", agentToken(lang.name)), revoking)
 			})
 			t.Run("freeze", func(t *testing.T) { freezeCase(t, lang, argv, base, plain) })
 		})
@@ -127,9 +127,9 @@ func basicCase(t *testing.T, lang language, argv []string, env map[string]string
 	ag.exit(10 * time.Second)
 }
 
-func waitCase(t *testing.T, lang language, argv []string, env map[string]string, svc *service) {
+func waitCase(t *testing.T, lang language, argv []string, env map[string]string, svc *e2e.Service) {
 	name := env["LEASE_NAME"]
-	c := driverClient(t, svc.url, "")
+	c := driverClient(t, svc.URL, "")
 	held, err := c.Acquire(t.Context(), name, client.AcquireRequest{Holder: "driver", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -150,8 +150,8 @@ func waitCase(t *testing.T, lang language, argv []string, env map[string]string,
 	ag.exit(10 * time.Second)
 }
 
-func ratelimitCase(t *testing.T, lang language, argv []string, env map[string]string, svc *service) {
-	c := driverClient(t, svc.url, driverToken)
+func ratelimitCase(t *testing.T, lang language, argv []string, env map[string]string, svc *e2e.Service) {
+	c := driverClient(t, svc.URL, driverToken)
 	if _, err := c.Acquire(t.Context(), env["LEASE_NAME"], client.AcquireRequest{Holder: "driver", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +165,8 @@ func ratelimitCase(t *testing.T, lang language, argv []string, env map[string]st
 	ag.exit(10 * time.Second)
 }
 
-func revokeCase(t *testing.T, lang language, argv []string, env map[string]string, svc *service) {
-	c := driverClient(t, svc.url, driverToken)
+func revokeCase(t *testing.T, lang language, argv []string, env map[string]string, svc *e2e.Service) {
+	c := driverClient(t, svc.URL, driverToken)
 	ag := startAgent(t, lang, argv, "revoke", env)
 	ag.expect(15*time.Second, map[string]any{"step": "leading", "token": 1})
 	time.Sleep(200 * time.Millisecond)
@@ -185,7 +185,7 @@ func revokeCase(t *testing.T, lang language, argv []string, env map[string]strin
 
 // freezeCase runs the freeze case freezeRuns times and asserts each run's
 // X < T × (1 − D).
-func freezeCase(t *testing.T, lang language, argv []string, base func(string) map[string]string, svc *service) {
+func freezeCase(t *testing.T, lang language, argv []string, base func(string) map[string]string, svc *e2e.Service) {
 	var xs []float64
 	bound := float64(freezeTTL.Milliseconds()) * (1 - client.DefaultDriftMargin)
 	for run := range freezeRuns {
@@ -198,14 +198,14 @@ func freezeCase(t *testing.T, lang language, argv []string, base func(string) ma
 		lang.name, len(xs), xs[0], xs[len(xs)/2], xs[len(xs)-1], bound)
 }
 
-func freezeOnce(t *testing.T, lang language, argv []string, env map[string]string, svc *service, run int, bound float64) float64 {
+func freezeOnce(t *testing.T, lang language, argv []string, env map[string]string, svc *e2e.Service, run int, bound float64) float64 {
 	t.Helper()
 	ag := startAgent(t, lang, argv, "freeze", env)
 	ag.label += "#" + strconv.Itoa(run+1)
-	defer svc.resume()
+	defer func() { _ = svc.Thaw() }()
 	ag.expect(15*time.Second, map[string]any{"step": "leading", "token": 1})
 	ag.expect(10*time.Second, map[string]any{"step": "renewed", "sentMs": number(func(float64) error { return nil })})
-	svc.freeze(t)
+	svc.Freeze(t)
 	frozen := time.Now()
 	var line map[string]any
 	for {
@@ -227,7 +227,7 @@ func freezeOnce(t *testing.T, lang language, argv []string, env map[string]strin
 			return nil
 		})})
 	t.Logf("freeze %s run %d: X = %.1f ms (bound %.0f), stopped %v after SIGSTOP", lang.name, run+1, x, bound, time.Since(frozen).Round(time.Millisecond))
-	svc.resume()
+	_ = svc.Thaw()
 	ag.stop(20 * time.Second)
 	return x
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
 // needNode returns the paths of node and npm, failing the test under
@@ -55,12 +57,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 
-	bin := filepath.Join(t.TempDir(), "leasesvc")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/leasesvc")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/leasesvc: %v\n%s", err, out)
-	}
+	bin := e2e.Binary(t)
 
 	dir := t.TempDir()
 	for _, f := range []string{"package.json", "package-lock.json", "tsconfig.json", "tsconfig.test.json"} {
