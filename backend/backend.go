@@ -131,13 +131,29 @@ type ExpiryScanner interface {
 	ScanExpiry(ctx context.Context, after Cursor, until time.Time, limit int) ([]Record, error)
 }
 
-// Listener is implemented by stores that tell every instance when a
-// holding ends, without a message bus (PostgreSQL's LISTEN/NOTIFY): the
-// service runs Listen when no Pub/Sub topic is set, so that an acquire
-// waiting on one instance starts at once when another ends the holding.
-type Listener interface {
-	// Listen calls wake with the name of each lease whose holding a write
-	// through any instance ended, until ctx is done; it then returns
-	// ctx.Err(). It survives losing the database and reconnects.
-	Listen(ctx context.Context, wake func(name string)) error
+// MaxNotification is the largest payload, in bytes, that every Notifier
+// carries (PostgreSQL refuses 8,000 bytes or more).
+const MaxNotification = 7000
+
+// EndedNotification begins a notification that a holding of the lease
+// named by the rest ended.
+const EndedNotification = "ended "
+
+// Notifier is implemented by stores that carry messages between the
+// instances sharing them, without a message bus (PostgreSQL's
+// LISTEN/NOTIFY). When no Pub/Sub topic is set the service sends each change
+// of holding through it, so that waiting acquires and watch streams on
+// every instance see changes made on any other.
+//
+// A Notifier may also send, at the commit of a write that ends a holding,
+// EndedNotification followed by the lease name, so that waiters elsewhere
+// wake before the writer has even answered.
+type Notifier interface {
+	// Notify sends payload, at most MaxNotification bytes, to the Listen of
+	// every instance, this one included.
+	Notify(ctx context.Context, payload string) error
+	// Listen calls got with each payload sent through any instance, until
+	// ctx is done; it then returns ctx.Err(). It survives losing the
+	// database and reconnects (what is sent meanwhile is lost).
+	Listen(ctx context.Context, got func(payload string)) error
 }

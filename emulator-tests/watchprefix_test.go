@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
@@ -68,8 +69,37 @@ func TestPrefixStreamTwoInstances(t *testing.T) {
 	t.Parallel()
 	topic, _ := eventsTopic(t)
 	env := eventsEnv(t, uniqueCollection("wp"), topic)
-	a := startListening(t, env)
-	b := startListening(t, env)
+	prefixStreamTwoInstances(t, startListening(t, env), startListening(t, env))
+}
+
+// TestPrefixStreamTwoInstancesPostgres: the same on PostgreSQL without
+// Pub/Sub: the instances relay their changes through LISTEN/NOTIFY.
+func TestPrefixStreamTwoInstancesPostgres(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Start(t)
+	a := startRelaying(t, postgresServiceEnv(c, "LEASESVC_POSTGRES_MIGRATE", "true"))
+	b := startRelaying(t, postgresServiceEnv(c))
+	prefixStreamTwoInstances(t, a, b)
+}
+
+// startRelaying starts a service over PostgreSQL without Pub/Sub and waits
+// until it listens for the other instances' notifications.
+func startRelaying(t *testing.T, env map[string]string) *e2e.Service {
+	t.Helper()
+	svc := e2e.StartService(t, env)
+	eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(svc.Output(), `"message":"events: relayed through the backend's notifications"`) {
+			return fmt.Errorf("instance not relaying yet:\n%s", svc.Output())
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // the LISTEN itself
+	return svc
+}
+
+// prefixStreamTwoInstances is the body of the tests above, on instances a
+// and b of one backend.
+func prefixStreamTwoInstances(t *testing.T, a, b *e2e.Service) {
 	inst := []e2e.Client{{URL: a.URL}, {URL: b.URL}}
 	prefix := strings.TrimSuffix(e2e.UniqueName("x"), "x")
 	names := []string{prefix + "l1", prefix + "l2", prefix + "l3"}

@@ -14,12 +14,13 @@
 // backend.Loop retries. Get and List read without a lock; their time is
 // clock_timestamp() after the statement's snapshot.
 //
-// # Waking waiters
+// # Events between instances
 //
-// A write that ends a holding (release, revoke) sends NOTIFY on the channel
-// Channel with the lease name, delivered at commit. Listen, which the
-// service runs when no Pub/Sub topic is set, wakes the acquires waiting for
-// that lease on every other instance at once.
+// Notify and Listen (backend.Notifier) carry messages between the instances
+// that share the database, on the NOTIFY channel Channel. When no Pub/Sub
+// topic is set the service sends every change of holding through them, so
+// that an acquire waiting on one instance starts at once when another ends
+// the holding, and watch streams on every instance see every change.
 //
 // # Schema
 //

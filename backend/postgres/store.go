@@ -16,14 +16,13 @@ import (
 // table is the table of the leases (schema.sql).
 const table = "leasesvc_leases"
 
-// Channel is the NOTIFY channel on which a write that ends a holding sends
-// the lease name.
-const Channel = "leasesvc_lease_ended"
+// Channel is the NOTIFY channel of Notify and Listen.
+const Channel = "leasesvc_events"
 
 // columns are the table's columns, in the order scanRecord reads them.
 const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason"
 
-// Store is a backend.Store, backend.ExpiryScanner and backend.Listener
+// Store is a backend.Store, backend.ExpiryScanner and backend.Notifier
 // over the table of schema.sql. It is safe for concurrent use; the pool
 // stays the caller's.
 type Store struct{ pool *pgxpool.Pool }
@@ -115,17 +114,12 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	// An insert of a row that was missing at the read, or an update of the
 	// locked row; a row created since the read is a conflict (no row
 	// affected).
-	b := &pgx.Batch{}
-	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
+	ends := !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime)
+	tag, err := tx.Exec(ctx, "INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
 		columns+") = ROW(EXCLUDED.*) WHERE $13", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
 		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, snap.Record != nil)
-	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
-		b.Queue("SELECT pg_notify($1, $2)", Channel, name) // the holding ends: wake waiters elsewhere
-	}
-	res := tx.SendBatch(ctx, b)
-	tag, err := res.Exec()
-	if cerr := res.Close(); err == nil {
-		err = cerr // the notification's error, if any
+	if err == nil && ends { // the holding ends: wake waiters elsewhere at commit
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name)
 	}
 	if err != nil {
 		return backend.Snapshot{}, classify(ctx, "write "+name, err)
@@ -162,15 +156,20 @@ func (s *Store) Ping(ctx context.Context) error {
 	return classify(ctx, "ping", s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
 }
 
-// Listen calls wake with the name of every lease whose holding a write
-// through any instance ended (NOTIFY on Channel), until ctx is done. It
-// holds one connection of the pool and reconnects after a failure.
-func (s *Store) Listen(ctx context.Context, wake func(name string)) error {
+// Notify implements backend.Notifier: NOTIFY on Channel.
+func (s *Store) Notify(ctx context.Context, payload string) error {
+	_, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, payload)
+	return classify(ctx, "notify", err)
+}
+
+// Listen implements backend.Notifier: LISTEN on Channel until ctx is done,
+// on one connection of the pool, reconnecting after a failure.
+func (s *Store) Listen(ctx context.Context, got func(payload string)) error {
 	for ctx.Err() == nil {
 		if conn, err := s.pool.Acquire(ctx); err == nil {
 			if _, err = conn.Exec(ctx, "LISTEN "+Channel); err == nil {
 				for n, err := conn.Conn().WaitForNotification(ctx); err == nil; n, err = conn.Conn().WaitForNotification(ctx) {
-					wake(n.Payload)
+					got(n.Payload)
 				}
 			}
 			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // never back to the pool while listening

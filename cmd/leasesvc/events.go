@@ -40,6 +40,7 @@ type events struct {
 	obs       *observability
 	sweeper   *sweeper.Sweeper
 	audit     *audit.Log // one line per change of holding decided here
+	relay     *relay     // without Pub/Sub, over the backend's notifications; nil when it has none
 }
 
 // observe sends the events' metrics to obs: publish attempts, and every
@@ -111,7 +112,20 @@ func (e *events) changed(ev lease.Event) {
 	if e.publisher != nil {
 		e.publisher.Publish(ev)
 	}
+	if e.relay != nil {
+		e.relay.publish(ev)
+	}
 	e.hub.Publish(ev)
+}
+
+// seen handles a change of holding made on another instance: it may free a
+// lease a waiter here waits for, and this instance's watchers get it.
+func (e *events) seen(m *lease.Manager, ev lease.Event) {
+	if ev.Ends() { // another instance ended a holding: a waiter here may take it
+		m.Wake(ev.Lease.Name)
+	}
+	e.hub.Publish(ev)
+	e.obs.metrics.Seen(ev)
 }
 
 // start runs the Pub/Sub listener (when events are on; otherwise the
@@ -124,24 +138,20 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 		e.wg.Go(func() {
 			err := notify.Listen(ctx, e.client, notify.ListenConfig{
 				Topic: topic, Subscription: sub, Logger: e.log, DeleteTimeout: 2 * time.Second,
-				Handle: func(ev lease.Event) {
-					if ev.Ends() { // another instance ended a holding: a waiter here may take it
-						m.Wake(ev.Lease.Name)
-					}
-					e.hub.Publish(ev)
-					e.obs.metrics.Seen(ev)
-				},
-				Ready: func() { e.log.Info("events: listening", "subscription", sub) },
+				Handle: func(ev lease.Event) { e.seen(m, ev) },
+				Ready:  func() { e.log.Info("events: listening", "subscription", sub) },
 			})
 			if err != nil {
 				e.log.Error("events: listener stopped; waiters fall back to expiry timers", "err", err)
 			}
 		})
 	}
-	if l, ok := store.(backend.Listener); ok && e.client == nil {
-		e.wg.Go(func() { // no Pub/Sub: the database itself says when a holding ends
-			e.log.Info("events: waiters woken by the backend's notifications")
-			_ = l.Listen(ctx, m.Wake)
+	if n, ok := store.(backend.Notifier); ok && e.client == nil {
+		// No Pub/Sub: the database itself carries the events between instances.
+		e.relay = newRelay(n, instance, e.log)
+		e.wg.Go(func() {
+			e.log.Info("events: relayed through the backend's notifications")
+			_ = e.relay.listen(ctx, func(ev lease.Event) { e.seen(m, ev) }, m.Wake)
 		})
 	}
 	scanner, ok := store.(backend.ExpiryScanner)
@@ -185,6 +195,11 @@ func (e *events) doStop(ctx context.Context) error {
 		e.log.Warn("events: the sweeper or listener did not stop in time", "err", ctx.Err())
 	}
 	var errs []error
+	if e.relay != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
+		e.relay.close(fctx)
+		cancel()
+	}
 	if e.publisher != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
 		defer cancel()
