@@ -23,6 +23,7 @@ func init() {
 			{Env: "LEASESVC_SPANNER_DATABASE", Usage: "`projects/P/instances/I/databases/D`"},
 			{Env: "LEASESVC_SPANNER_MIGRATE", Default: "`false`", Usage: "`true` creates the `Leases` table and its index if missing (needs `roles/spanner.databaseAdmin`); the schema is always checked at start-up and never altered silently"},
 			{Env: "LEASESVC_SPANNER_FAST_PATH", Default: "`adaptive`", Usage: "`adaptive`, `always`, `never`: when a refusal is answered from a lock-free strong read ([docs/spanner.md](docs/spanner.md))"},
+			{Env: "LEASESVC_SPANNER_MAX_COMMIT_DELAY", Default: "`0` (off)", Usage: "`0`–`500ms`: throughput-optimized writes, Spanner may delay each commit by up to this to group commits; trades write latency for throughput ([docs/spanner.md](docs/spanner.md#throughput-optimized-writes))"},
 		},
 		Open: open,
 	})
@@ -61,6 +62,10 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 			return nil, nil, fmt.Errorf("LEASESVC_SPANNER_FAST_PATH=%q: must be adaptive, always or never", v)
 		}
 	}
+	commitDelay, err := envMaxCommitDelay(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
 	endpoint := "spanner.googleapis.com:443"
 	if h := getenv("SPANNER_EMULATOR_HOST"); h != "" {
 		endpoint = h + " (SPANNER_EMULATOR_HOST)"
@@ -78,12 +83,26 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 		return nil, nil, err
 	}
 	store, err := New(client, WithFastPath(fastPath), WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""),
-		WithRetryHook(o.OnRetry))
+		WithRetryHook(o.OnRetry), WithMaxCommitDelay(commitDelay))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
 	return store, func() error { client.Close(); return nil }, nil
+}
+
+// envMaxCommitDelay reads LEASESVC_SPANNER_MAX_COMMIT_DELAY: a duration
+// of 0–500ms (unset or 0: off).
+func envMaxCommitDelay(getenv func(string) string) (time.Duration, error) {
+	v := getenv("LEASESVC_SPANNER_MAX_COMMIT_DELAY")
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxCommitDelayLimit {
+		return 0, fmt.Errorf("LEASESVC_SPANNER_MAX_COMMIT_DELAY=%q: must be a duration from 0 to %v, e.g. 100ms", v, MaxCommitDelayLimit)
+	}
+	return d, nil
 }
 
 // newClient creates the client within reachTimeout: creating its session
