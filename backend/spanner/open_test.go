@@ -74,3 +74,17 @@ func TestEnvMaxCommitDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvBatchMax(t *testing.T) {
+	for v, want := range map[string]int{"": DefaultBatchMax, "1": 1, "100": 100, "1000": BatchMaxLimit} {
+		got, err := envBatchMax(func(string) string { return v })
+		if err != nil || got != want {
+			t.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-1", "1001", "ten", "1.5"} {
+		if _, err := envBatchMax(func(string) string { return v }); err == nil || !strings.Contains(err.Error(), "LEASESVC_SPANNER_BATCH_MAX") {
+			t.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: %v, want an error naming the variable", v, err)
+		}
+	}
+}
