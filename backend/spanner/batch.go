@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -209,48 +210,53 @@ func batchContext(batch []*op) (context.Context, context.CancelFunc) {
 	}
 }
 
-// batchReadSQL reads the rows of several leases and the server time in one
-// statement, as readSQL does for one: with each row's UpdateTime, the
-// commit timestamp of the write it shows, so that no decision precedes it.
-// Rows that do not exist are simply absent; inside the read-write
-// transaction the read locks every key named, present or not.
-const batchReadSQL = `SELECT CURRENT_TIMESTAMP() AS Now,
-  ARRAY(SELECT AS STRUCT ` + recordColumns + ` FROM Leases WHERE Name IN UNNEST(@names)) AS Leases,
-  ARRAY(SELECT AS STRUCT Name, UpdateTime FROM Leases WHERE Name IN UNNEST(@names)) AS Updated`
+// batchColumns are the columns a batch reads for each lease: the record's,
+// and UpdateTime, the commit timestamp of the write the row shows, so that
+// no decision precedes it.
+var batchColumns = append(strings.Split(recordColumns, ", "), "UpdateTime")
 
-// updatedRow is one element of batchReadSQL's Updated column.
-type updatedRow struct {
-	Name       string
-	UpdateTime time.Time
-}
-
-// readRows runs batchReadSQL. It returns the records by name, the
-// statement's CURRENT_TIMESTAMP() and the commit timestamps by name.
-func readRows(ctx context.Context, q querier, names []string) (map[string]*backend.Record, time.Time, map[string]time.Time, error) {
-	it := q.Query(ctx, spanner.Statement{SQL: batchReadSQL, Params: map[string]any{"names": names}})
+// readRows reads the rows of names by primary key (a point read of each
+// key, which inside the read-write transaction locks every key named,
+// present or not; absent rows are simply not returned), then
+// CURRENT_TIMESTAMP() in the same transaction. It returns the records by
+// name, that time, and the rows' commit timestamps by name. (One SQL
+// statement with Name IN UNNEST(@names), as a lone attempt reads its row,
+// is a scan of the whole table on the emulator: 140 ms for a batch of 58
+// in a table of a few thousand rows, where the point reads take 1 ms.)
+func readRows(ctx context.Context, tx *spanner.ReadWriteTransaction, names []string) (map[string]*backend.Record, time.Time, map[string]time.Time, error) {
+	keys := make([]spanner.Key, len(names))
+	for i, n := range names {
+		keys[i] = spanner.Key{n}
+	}
+	recs := make(map[string]*backend.Record, len(names))
+	updated := make(map[string]time.Time, len(names))
+	err := tx.Read(ctx, Table, spanner.KeySetFromKeys(keys...), batchColumns).Do(func(row *spanner.Row) error {
+		var r leaseRow
+		if err := row.ToStructLenient(&r); err != nil {
+			return fmt.Errorf("decode a lease row: %w", err)
+		}
+		var u time.Time
+		if err := row.ColumnByName("UpdateTime", &u); err != nil {
+			return fmt.Errorf("decode a lease row's UpdateTime: %w", err)
+		}
+		recs[r.Name], updated[r.Name] = r.record(), u
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	it := tx.Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"})
 	defer it.Stop()
 	row, err := it.Next()
 	if errors.Is(err, iterator.Done) {
-		return nil, time.Time{}, nil, errors.New("read returned no row") // SELECT without FROM yields one
+		return nil, time.Time{}, nil, errors.New("SELECT CURRENT_TIMESTAMP() returned no row")
 	}
 	if err != nil {
 		return nil, time.Time{}, nil, err
 	}
-	var (
-		now     time.Time
-		rows    []*leaseRow
-		updates []*updatedRow
-	)
-	if err := row.Columns(&now, &rows, &updates); err != nil {
-		return nil, time.Time{}, nil, fmt.Errorf("decode the lease rows: %w", err)
-	}
-	recs := make(map[string]*backend.Record, len(rows))
-	for _, r := range rows {
-		recs[r.Name] = r.record()
-	}
-	updated := make(map[string]time.Time, len(updates))
-	for _, u := range updates {
-		updated[u.Name] = u.UpdateTime
+	var now time.Time
+	if err := row.Columns(&now); err != nil {
+		return nil, time.Time{}, nil, fmt.Errorf("decode CURRENT_TIMESTAMP(): %w", err)
 	}
 	return recs, now, updated, nil
 }
