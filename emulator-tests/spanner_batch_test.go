@@ -65,8 +65,8 @@ func waitQueued(started *sync.WaitGroup) {
 
 // TestSpannerBatchAnswersEachCaller puts, in one batch, increments of
 // distinct leases next to an attempt whose decide fails, one that decides
-// to write nothing, and one whose record cannot be written (a sub-millisecond
-// TTL): each caller gets its own answer, as if alone; the failures write
+// to write nothing, one whose record cannot be written (a sub-millisecond
+// TTL) and one whose decide panics: each caller gets its own answer, as if alone; the failures write
 // nothing and do not fail the others; the increments all land, in one
 // transaction.
 func TestSpannerBatchAnswersEachCaller(t *testing.T) {
@@ -83,7 +83,7 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 	}
 	var (
 		started, wg sync.WaitGroup
-		answers     [incrs + 3]answer
+		answers     [incrs + 4]answer
 	)
 	try := func(i int, name string, decide backend.Decide) {
 		started.Add(1)
@@ -105,14 +105,15 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 		r.TTL = 1500 * time.Microsecond
 		return r, nil
 	})
+	try(incrs+3, prefix+"panics", func(backend.Snapshot) (*backend.Record, error) { panic("a bug in decide") })
 	waitQueued(&started)
 	release()
 	wg.Wait()
 
 	attempts, txns, _ := s.BatchStats()
-	if attempts-attempts0 != incrs+3 || txns-txns0 != 1 {
+	if attempts-attempts0 != incrs+4 || txns-txns0 != 1 {
 		t.Fatalf("%d attempts in %d transactions after the blocker, want %d in 1: the attempts did not share one batch",
-			attempts-attempts0, txns-txns0, incrs+3)
+			attempts-attempts0, txns-txns0, incrs+4)
 	}
 	for i := range incrs {
 		a := answers[i]
@@ -130,7 +131,10 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 	if a := answers[incrs+2]; a.err == nil || !strings.Contains(a.err.Error(), "whole number of milliseconds") {
 		t.Errorf("attempt with a 1.5ms TTL = %v, want an error about milliseconds", a.err)
 	}
-	for _, n := range []string{"refused", "unchanged", "badttl"} {
+	if a := answers[incrs+3]; a.err == nil || !strings.Contains(a.err.Error(), "decide panicked: a bug in decide") {
+		t.Errorf("attempt whose decide panics = %v, want an error saying so", a.err)
+	}
+	for _, n := range []string{"refused", "unchanged", "badttl", "panics"} {
 		checkStored(t, s, prefix+n, 0)
 	}
 }

@@ -47,6 +47,14 @@ type op struct {
 	mu     sync.Mutex
 	decide backend.Decide
 	gone   bool // the caller stopped waiting: decide must not run any more
+
+	answered bool // set by the batcher's goroutine only
+}
+
+// answer gives the caller its answer; the batcher answers each op once.
+func (o *op) answer(r result) {
+	o.answered = true
+	o.done <- r
 }
 
 type result struct {
@@ -56,10 +64,17 @@ type result struct {
 
 // call runs the caller's decide, unless the caller has stopped waiting
 // (its ctx ended): then decide, which may write to the caller's variables,
-// must not run, and the answer is the ctx's error.
-func (o *op) call(snap backend.Snapshot) (*backend.Record, error) {
+// must not run, and the answer is the ctx's error. A decide that panics
+// fails its own attempt only (it runs on the batcher's goroutine, where a
+// panic would stop the process).
+func (o *op) call(snap backend.Snapshot) (next *backend.Record, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			next, err = nil, fmt.Errorf("spanner: update %q: decide panicked: %v", o.name, p)
+		}
+	}()
 	if o.gone {
 		if err := o.ctx.Err(); err != nil {
 			return nil, err
@@ -106,8 +121,23 @@ func (b *batcher) run() {
 			return
 		}
 		b.mu.Unlock()
-		b.runBatch(batch)
+		b.runSafely(batch)
 	}
+}
+
+// runSafely runs a batch; if a decide panics, the callers of the batch
+// that have no answer yet get an error, and the batcher goes on.
+func (b *batcher) runSafely(batch []*op) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, o := range batch {
+				if !o.answered {
+					o.answer(result{err: fmt.Errorf("spanner: a batched update panicked: %v", p)})
+				}
+			}
+		}
+	}()
+	b.runBatch(batch)
 }
 
 // take removes the next batch from the queue: up to max attempts on
@@ -122,7 +152,7 @@ func (b *batcher) take() []*op {
 	for _, o := range b.queue {
 		switch {
 		case o.ctx.Err() != nil:
-			o.done <- result{err: o.ctx.Err()}
+			o.answer(result{err: o.ctx.Err()})
 		case len(batch) < b.max && !names[o.name]:
 			names[o.name] = true
 			batch = append(batch, o)
@@ -145,7 +175,7 @@ func (b *batcher) runBatch(batch []*op) {
 	if len(batch) == 1 {
 		o := batch[0]
 		snap, err := b.s.attempt(o.ctx, o.name, o.call)
-		o.done <- result{snap, err}
+		o.answer(result{snap, err})
 		return
 	}
 	ctx, cancel := batchContext(batch)
@@ -153,19 +183,19 @@ func (b *batcher) runBatch(batch []*op) {
 	results, err := b.s.transactBatch(ctx, batch)
 	if err == nil {
 		for i, o := range batch {
-			o.done <- results[i]
+			o.answer(results[i])
 		}
 		return
 	}
 	b.s.splits.Add(1)
 	for _, o := range batch {
 		if o.ctx.Err() != nil {
-			o.done <- result{err: o.ctx.Err()}
+			o.answer(result{err: o.ctx.Err()})
 			continue
 		}
 		b.s.txns.Add(1)
 		snap, err := b.s.attempt(o.ctx, o.name, o.call)
-		o.done <- result{snap, err}
+		o.answer(result{snap, err})
 	}
 }
 
