@@ -165,14 +165,28 @@ func spannerStore(t testing.TB, opts ...spannerstore.Option) *spannerstore.Store
 const spannerContenders = 16
 
 // TestSpannerConformance runs the backend conformance suite over the
-// Spanner emulator, on its real clock, in each fast-path mode, as
-// the service runs on the emulator (WithSerialTransactions). The retry path
-// is exercised across processes by TestSpannerRaceAcrossClients.
+// Spanner emulator, on its real clock, in each fast-path mode with batching
+// on (the default), and in the default mode with batching off, as the
+// service runs on the emulator (WithSerialTransactions). The retry path is
+// exercised across processes by TestSpannerRaceAcrossClients.
 func TestSpannerConformance(t *testing.T) {
-	for _, fast := range []spannerstore.FastPath{spannerstore.FastPathAdaptive, spannerstore.FastPathAlways, spannerstore.FastPathNever} {
-		t.Run("FastPath="+fast.String(), func(t *testing.T) {
-			s := spannerStore(t, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
-			t.Cleanup(func() { t.Logf("retried read-write transactions: %d", s.Retries()) })
+	for _, c := range []struct {
+		fast     spannerstore.FastPath
+		batchMax int
+	}{
+		{spannerstore.FastPathAdaptive, spannerstore.DefaultBatchMax},
+		{spannerstore.FastPathAlways, spannerstore.DefaultBatchMax},
+		{spannerstore.FastPathNever, spannerstore.DefaultBatchMax},
+		{spannerstore.FastPathAdaptive, 1},
+	} {
+		t.Run(fmt.Sprintf("FastPath=%v/BatchMax=%d", c.fast, c.batchMax), func(t *testing.T) {
+			s := spannerStore(t, spannerstore.WithFastPath(c.fast), spannerstore.WithSerialTransactions(true),
+				spannerstore.WithBatchMax(c.batchMax))
+			t.Cleanup(func() {
+				attempts, txns, splits := s.BatchStats()
+				t.Logf("retried read-write transactions: %d; batched %d attempts in %d transactions (%d split)",
+					s.Retries(), attempts, txns, splits)
+			})
 			backendtest.Run(t, func(*testing.T) backendtest.Harness {
 				return backendtest.Harness{Store: s}
 			}, backendtest.Options{Contenders: spannerContenders})
@@ -253,14 +267,15 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 }
 
 // TestSpannerRetriesOverlappingTransactions runs a Store without
-// WithSerialTransactions, so updates of different leases overlap in the
+// WithSerialTransactions and without batching (whose one transaction at a
+// time would serialize them), so updates of different leases overlap in the
 // emulator, which fails the interrupted transaction ("Invalid transaction
 // ID", "Transaction not found", …): Update must classify those as
 // conflicts, retry them, count every retry and lose no update.
 func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 	var mu sync.Mutex
 	reasons := map[string]int{}
-	s := spannerStore(t, spannerstore.WithRetryHook(func(r string) {
+	s := spannerStore(t, spannerstore.WithBatchMax(1), spannerstore.WithRetryHook(func(r string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reasons[r]++

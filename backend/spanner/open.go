@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +25,8 @@ func init() {
 			{Env: "LEASESVC_SPANNER_DATABASE", Usage: "`projects/P/instances/I/databases/D`"},
 			{Env: "LEASESVC_SPANNER_MIGRATE", Default: "`false`", Usage: "`true` creates the `Leases` table and its index if missing (needs `roles/spanner.databaseAdmin`); the schema is always checked at start-up and never altered silently"},
 			{Env: "LEASESVC_SPANNER_FAST_PATH", Default: "`adaptive`", Usage: "`adaptive`, `always`, `never`: when a refusal is answered from a lock-free strong read ([docs/spanner.md](docs/spanner.md))"},
+			{Env: "LEASESVC_SPANNER_BATCH_MAX", Default: "`100`", Usage: "`1`–`1000`: how many acquires, renews and releases of distinct leases that arrive while a read-write transaction is in flight share the next one; `1` turns batching off ([docs/spanner.md](docs/spanner.md#batching))"},
+			{Env: "LEASESVC_SPANNER_MAX_COMMIT_DELAY", Default: "`0` (off)", Usage: "`0`–`500ms`: throughput-optimized writes, Spanner may delay each commit by up to this to group commits; trades write latency for throughput ([docs/spanner.md](docs/spanner.md#throughput-optimized-writes))"},
 		},
 		Open: open,
 	})
@@ -61,6 +65,14 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 			return nil, nil, fmt.Errorf("LEASESVC_SPANNER_FAST_PATH=%q: must be adaptive, always or never", v)
 		}
 	}
+	commitDelay, err := envMaxCommitDelay(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	batchMax, err := envBatchMax(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
 	endpoint := "spanner.googleapis.com:443"
 	if h := getenv("SPANNER_EMULATOR_HOST"); h != "" {
 		endpoint = h + " (SPANNER_EMULATOR_HOST)"
@@ -78,12 +90,47 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 		return nil, nil, err
 	}
 	store, err := New(client, WithFastPath(fastPath), WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""),
-		WithRetryHook(o.OnRetry))
+		WithRetryHook(o.OnRetry), WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	return store, func() error { client.Close(); return nil }, nil
+	return store, func() error {
+		if attempts, txns, splits := store.BatchStats(); attempts > 0 {
+			slog.Info("spanner: batched attempts", "attempts", attempts, "transactions", txns, "splits", splits,
+				"attempts_per_transaction", float64(attempts)/float64(txns))
+		}
+		client.Close()
+		return nil
+	}, nil
+}
+
+// envBatchMax reads LEASESVC_SPANNER_BATCH_MAX: 1–BatchMaxLimit, unset
+// DefaultBatchMax.
+func envBatchMax(getenv func(string) string) (int, error) {
+	v := getenv("LEASESVC_SPANNER_BATCH_MAX")
+	if v == "" {
+		return DefaultBatchMax, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > BatchMaxLimit {
+		return 0, fmt.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: must be a whole number from 1 (no batching) to %d", v, BatchMaxLimit)
+	}
+	return n, nil
+}
+
+// envMaxCommitDelay reads LEASESVC_SPANNER_MAX_COMMIT_DELAY: a duration
+// of 0–500ms (unset or 0: off).
+func envMaxCommitDelay(getenv func(string) string) (time.Duration, error) {
+	v := getenv("LEASESVC_SPANNER_MAX_COMMIT_DELAY")
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxCommitDelayLimit {
+		return 0, fmt.Errorf("LEASESVC_SPANNER_MAX_COMMIT_DELAY=%q: must be a duration from 0 to %v, e.g. 100ms", v, MaxCommitDelayLimit)
+	}
+	return d, nil
 }
 
 // newClient creates the client within reachTimeout: creating its session

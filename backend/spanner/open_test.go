@@ -60,3 +60,31 @@ func TestOpenNamesAnUnreachableEndpoint(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+func TestEnvMaxCommitDelay(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "0s": 0, "100ms": 100 * time.Millisecond, "500ms": MaxCommitDelayLimit, "1.5ms": 1500 * time.Microsecond} {
+		got, err := envMaxCommitDelay(func(string) string { return v })
+		if err != nil || got != want {
+			t.Errorf("LEASESVC_SPANNER_MAX_COMMIT_DELAY=%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"501ms", "1s", "-1ms", "100", "fast"} {
+		if _, err := envMaxCommitDelay(func(string) string { return v }); err == nil || !strings.Contains(err.Error(), "LEASESVC_SPANNER_MAX_COMMIT_DELAY") {
+			t.Errorf("LEASESVC_SPANNER_MAX_COMMIT_DELAY=%q: %v, want an error naming the variable", v, err)
+		}
+	}
+}
+
+func TestEnvBatchMax(t *testing.T) {
+	for v, want := range map[string]int{"": DefaultBatchMax, "1": 1, "100": 100, "1000": BatchMaxLimit} {
+		got, err := envBatchMax(func(string) string { return v })
+		if err != nil || got != want {
+			t.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-1", "1001", "ten", "1.5"} {
+		if _, err := envBatchMax(func(string) string { return v }); err == nil || !strings.Contains(err.Error(), "LEASESVC_SPANNER_BATCH_MAX") {
+			t.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: %v, want an error naming the variable", v, err)
+		}
+	}
+}

@@ -24,6 +24,9 @@ type Store struct {
 	client  *spanner.Client
 	cfg     config
 	retries atomic.Int64
+	batch   *batcher // nil when batching is off (WithBatchMax(1))
+
+	txns, batched, splits atomic.Int64 // counts of the batcher (see BatchStats)
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -36,6 +39,8 @@ type config struct {
 	serial      bool
 	maxAttempts int
 	onRetry     func(reason string)
+	commitDelay time.Duration
+	batchMax    int
 }
 
 // WithFastPath sets when an Update reads before its read-write transaction;
@@ -62,6 +67,25 @@ func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n 
 // concurrent use and must not block.
 func WithRetryHook(f func(reason string)) Option { return func(c *config) { c.onRetry = f } }
 
+// MaxCommitDelayLimit is the longest commit delay Spanner accepts (see
+// WithMaxCommitDelay).
+const MaxCommitDelayLimit = 500 * time.Millisecond
+
+// WithMaxCommitDelay asks Spanner to delay each read-write transaction's
+// commit by up to d (0 ≤ d ≤ MaxCommitDelayLimit; 0, the default, asks for
+// nothing): throughput-optimized writes, where Spanner groups the commits
+// that arrive within d into fewer rounds of replication. Each write may
+// then take up to d longer; see docs/spanner.md.
+func WithMaxCommitDelay(d time.Duration) Option { return func(c *config) { c.commitDelay = d } }
+
+// WithBatchMax sets how many operations on distinct leases one read-write
+// transaction may carry (1 ≤ n ≤ BatchMaxLimit; default DefaultBatchMax).
+// The attempts that arrive while a transaction is in flight join the next
+// one, up to n; an attempt on an idle Store starts at once. 1 turns
+// batching off: every attempt is its own transaction, as many in flight as
+// the Loop lets through. See docs/spanner.md.
+func WithBatchMax(n int) Option { return func(c *config) { c.batchMax = n } }
+
 // New returns a Store over client, whose database must have the table of
 // schema.sql (see Migrate and CheckSchema). The caller keeps ownership of
 // client and closes it after the Store's last use. New does no I/O.
@@ -69,7 +93,7 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("spanner: New: client is nil")
 	}
-	c := config{fastPath: FastPathAdaptive, maxAttempts: DefaultMaxAttempts}
+	c := config{fastPath: FastPathAdaptive, maxAttempts: DefaultMaxAttempts, batchMax: DefaultBatchMax}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -79,14 +103,28 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	if c.maxAttempts < 1 {
 		return nil, fmt.Errorf("spanner: New: WithMaxAttempts(%d) must be at least 1", c.maxAttempts)
 	}
-	return &Store{client: client, cfg: c}, nil
+	if c.commitDelay < 0 || c.commitDelay > MaxCommitDelayLimit {
+		return nil, fmt.Errorf("spanner: New: WithMaxCommitDelay(%v) must be within 0–%v", c.commitDelay, MaxCommitDelayLimit)
+	}
+	if c.batchMax < 1 || c.batchMax > BatchMaxLimit {
+		return nil, fmt.Errorf("spanner: New: WithBatchMax(%d) must be within 1–%d", c.batchMax, BatchMaxLimit)
+	}
+	s := &Store{client: client, cfg: c}
+	if c.batchMax > 1 {
+		s.batch = &batcher{s: s, max: c.batchMax}
+	}
+	return s, nil
 }
 
 // Hints implements backend.Hinter: the fast path, the serial transactions
 // of the emulator, the bound on attempts, and the retry count and hook.
+// With batching on, the Loop lets one attempt per lease through (its
+// per-name gate), never one for all leases: the batcher itself runs one
+// transaction at a time, which is what the emulator needs, and the
+// attempts waiting for it are what it batches.
 func (s *Store) Hints() backend.Hints {
 	return backend.Hints{
-		ReadFirst: s.cfg.fastPath, OneAtATime: s.cfg.serial, MaxAttempts: s.cfg.maxAttempts,
+		ReadFirst: s.cfg.fastPath, OneAtATime: s.cfg.serial && s.batch == nil, MaxAttempts: s.cfg.maxAttempts,
 		OnRetry: func(reason string) {
 			s.retries.Add(1)
 			if s.cfg.onRetry != nil {
@@ -94,6 +132,14 @@ func (s *Store) Hints() backend.Hints {
 			}
 		},
 	}
+}
+
+// BatchStats returns what the batcher has done since the Store was
+// created: the attempts it ran, the read-write transactions that carried
+// them (a batch that was split counts one more per attempt run alone), and
+// how many batches were split. All zero when batching is off.
+func (s *Store) BatchStats() (attempts, transactions, splits int64) {
+	return s.batched.Load(), s.txns.Load(), s.splits.Load()
 }
 
 // Retries returns how many times an Update has retried a read-write
@@ -134,10 +180,21 @@ func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, 
 // the write. Spanner's locks make the read and the write one serializable
 // step. A transaction that lost a race (Aborted, and what the emulator
 // answers instead; see classify) is an error wrapping backend.ErrConflict.
+// With batching on (WithBatchMax), the transaction may be shared with the
+// attempts on other leases that arrived while the previous one was in
+// flight; each still gets its own answer, as if alone.
 func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Snapshot{}, err
 	}
+	if s.batch != nil {
+		return s.batch.do(ctx, name, decide)
+	}
+	return s.attempt(ctx, name, decide)
+}
+
+// attempt runs one attempt alone in its own read-write transaction.
+func (s *Store) attempt(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	snap, decideErr, err := s.transact(ctx, name, decide)
 	switch {
 	case decideErr != nil:
@@ -152,7 +209,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 // more than once after Aborted). decideErr is decide's error, exactly as
 // decide returned it; err is any other failure.
 func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, decideErr, err error) {
-	_, err = s.client.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+	_, err = s.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		decideErr = nil
 		rec, now, err := readRow(ctx, tx, name)
 		if err != nil {
@@ -176,11 +233,21 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 		}
 		snap.Record = written
 		return nil
-	})
+	}, s.txOptions())
 	if decideErr != nil && err != nil {
 		return snap, decideErr, nil // the client may have wrapped it; return it as decide did
 	}
 	return snap, nil, err
+}
+
+// txOptions returns the options of every read-write transaction: the
+// commit delay of WithMaxCommitDelay, if any.
+func (s *Store) txOptions() spanner.TransactionOptions {
+	var o spanner.TransactionOptions
+	if d := s.cfg.commitDelay; d > 0 {
+		o.CommitOptions.MaxCommitDelay = &d
+	}
+	return o
 }
 
 // List implements backend.Store with a strong single read that scans the

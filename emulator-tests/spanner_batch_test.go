@@ -1,0 +1,286 @@
+package emulatortests
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
+)
+
+// counterRecord is the record an increment writes: the token one above
+// what it read.
+func counterRecord(snap backend.Snapshot) *backend.Record {
+	now := snap.ServerTime
+	r := &backend.Record{Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
+		RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}
+	if snap.Record != nil {
+		r.FencingToken = snap.Record.FencingToken + 1
+	}
+	return r
+}
+
+// holdBatch starts a Try on its own lease whose decide blocks until the
+// returned release is called, so that the Try calls made meanwhile queue
+// behind its transaction and then share the next one. It returns once the
+// blocking transaction is open, and release waits for its answer.
+func holdBatch(t *testing.T, s *spannerstore.Store, name string) (release func()) {
+	t.Helper()
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Try(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+			once.Do(func() { close(entered) })
+			<-unblock
+			return counterRecord(snap), nil
+		})
+		done <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("the blocking Try ended before its decide ran: %v", err)
+	}
+	return func() {
+		close(unblock)
+		if err := <-done; err != nil {
+			t.Errorf("the blocking Try: %v", err)
+		}
+	}
+}
+
+// waitQueued waits until the store's batcher has n attempts waiting; the
+// queue is not visible, so it waits for the callers' goroutines to have
+// called Try (a short, bounded pause after they all started).
+func waitQueued(started *sync.WaitGroup) {
+	started.Wait()
+	time.Sleep(200 * time.Millisecond)
+}
+
+// TestSpannerBatchAnswersEachCaller puts, in one batch, increments of
+// distinct leases next to an attempt whose decide fails, one that decides
+// to write nothing, one whose record cannot be written (a sub-millisecond
+// TTL) and one whose decide panics: each caller gets its own answer, as if alone; the failures write
+// nothing and do not fail the others; the increments all land, in one
+// transaction.
+func TestSpannerBatchAnswersEachCaller(t *testing.T) {
+	s := spannerStore(t, spannerstore.WithSerialTransactions(true), spannerstore.WithBatchMax(50))
+	prefix := spannerID("batch.")
+	release := holdBatch(t, s, prefix+"blocker")
+	attempts0, txns0, _ := s.BatchStats()
+
+	const incrs = 8
+	errDecide := errors.New("decide refuses")
+	type answer struct {
+		snap backend.Snapshot
+		err  error
+	}
+	var (
+		started, wg sync.WaitGroup
+		answers     [incrs + 4]answer
+	)
+	try := func(i int, name string, decide backend.Decide) {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			snap, err := s.Try(t.Context(), name, decide)
+			answers[i] = answer{snap, err}
+		})
+	}
+	for i := range incrs {
+		try(i, fmt.Sprintf("%sincr%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
+			return counterRecord(snap), nil
+		})
+	}
+	try(incrs, prefix+"refused", func(backend.Snapshot) (*backend.Record, error) { return nil, errDecide })
+	try(incrs+1, prefix+"unchanged", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	try(incrs+2, prefix+"badttl", func(snap backend.Snapshot) (*backend.Record, error) {
+		r := counterRecord(snap)
+		r.TTL = 1500 * time.Microsecond
+		return r, nil
+	})
+	try(incrs+3, prefix+"panics", func(backend.Snapshot) (*backend.Record, error) { panic("a bug in decide") })
+	waitQueued(&started)
+	release()
+	wg.Wait()
+
+	attempts, txns, _ := s.BatchStats()
+	if attempts-attempts0 != incrs+4 || txns-txns0 != 1 {
+		t.Fatalf("%d attempts in %d transactions after the blocker, want %d in 1: the attempts did not share one batch",
+			attempts-attempts0, txns-txns0, incrs+4)
+	}
+	for i := range incrs {
+		a := answers[i]
+		if a.err != nil || a.snap.Record == nil || a.snap.Record.FencingToken != 1 {
+			t.Errorf("increment %d = %+v, %v; want token 1", i, a.snap.Record, a.err)
+		}
+		checkStored(t, s, fmt.Sprintf("%sincr%02d", prefix, i), 1)
+	}
+	if a := answers[incrs]; a.err != errDecide {
+		t.Errorf("refused attempt = %v, want decide's own error value", a.err)
+	}
+	if a := answers[incrs+1]; a.err != nil || a.snap.Record != nil || a.snap.ServerTime.IsZero() {
+		t.Errorf("unchanged attempt = %+v, %v; want no record at a server time", a.snap, a.err)
+	}
+	if a := answers[incrs+2]; a.err == nil || !strings.Contains(a.err.Error(), "whole number of milliseconds") {
+		t.Errorf("attempt with a 1.5ms TTL = %v, want an error about milliseconds", a.err)
+	}
+	if a := answers[incrs+3]; a.err == nil || !strings.Contains(a.err.Error(), "decide panicked: a bug in decide") {
+		t.Errorf("attempt whose decide panics = %v, want an error saying so", a.err)
+	}
+	for _, n := range []string{"refused", "unchanged", "badttl", "panics"} {
+		checkStored(t, s, prefix+n, 0)
+	}
+}
+
+// TestSpannerBatchSplitsAFailedCommit puts in one batch an attempt whose
+// record Spanner refuses at commit (a holder longer than the column
+// allows), which fails the whole transaction: the batch is split, each
+// attempt runs alone, and only that caller gets the error.
+func TestSpannerBatchSplitsAFailedCommit(t *testing.T) {
+	s := spannerStore(t, spannerstore.WithSerialTransactions(true))
+	prefix := spannerID("split.")
+	release := holdBatch(t, s, prefix+"blocker")
+	_, _, splits0 := s.BatchStats()
+
+	const n = 6
+	var (
+		started, wg sync.WaitGroup
+		errs        [n]error
+	)
+	for i := range n {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			_, errs[i] = s.Try(t.Context(), fmt.Sprintf("%s%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
+				r := counterRecord(snap)
+				if i == 0 {
+					r.Holder = strings.Repeat("h", 300) // Holder is STRING(256)
+				}
+				return r, nil
+			})
+		})
+	}
+	waitQueued(&started)
+	release()
+	wg.Wait()
+
+	if _, _, splits := s.BatchStats(); splits-splits0 != 1 {
+		t.Fatalf("%d batches split, want 1", splits-splits0)
+	}
+	if errs[0] == nil || errors.Is(errs[0], backend.ErrConflict) {
+		t.Errorf("the attempt with a 300-character holder = %v, want Spanner's refusal", errs[0])
+	}
+	checkStored(t, s, fmt.Sprintf("%s%02d", prefix, 0), 0)
+	for i := 1; i < n; i++ {
+		if errs[i] != nil {
+			t.Errorf("attempt %d, batched with the refused one: %v", i, errs[i])
+		}
+		checkStored(t, s, fmt.Sprintf("%s%02d", prefix, i), 1)
+	}
+}
+
+// TestSpannerBatchConflict forces a conflict inside a batch: while the
+// batch's transaction is open, another transaction of the same client
+// increments one of its leases. The emulator ends the older transaction
+// (as Spanner aborts a loser), so the batch's commit fails as a whole with
+// a conflict the client library does not retry. The batch is split, each
+// attempt runs again alone, and every caller's answer holds: both
+// increments of the shared lease land (tokens 1 and 2, one each) and the
+// other leases of the batch are written once.
+func TestSpannerBatchConflict(t *testing.T) {
+	_, client := spannerSetup(t)
+	rival, err := spannerstore.New(client, spannerstore.WithBatchMax(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batchRuns atomic.Int64
+	s := spannerStore(t, spannerstore.WithSerialTransactions(true))
+	prefix := spannerID("conflict.")
+	shared := prefix + "shared"
+	release := holdBatch(t, s, prefix+"blocker")
+	_, _, splits0 := s.BatchStats()
+
+	const n = 5
+	var (
+		started, wg sync.WaitGroup
+		tokens      [n]int64
+		errs        [n]error
+		rivalToken  int64
+		rivalErr    error
+	)
+	for i := range n {
+		name := fmt.Sprintf("%s%02d", prefix, i)
+		if i == 0 {
+			name = shared
+		}
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			snap, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+				if i == 0 && batchRuns.Add(1) == 1 {
+					rivalDone := make(chan struct{})
+					go func() { // a transaction of the same client, while the batch's is open
+						defer close(rivalDone)
+						snap, err := rival.Try(t.Context(), shared, func(snap backend.Snapshot) (*backend.Record, error) {
+							return counterRecord(snap), nil
+						})
+						rivalToken, rivalErr = tokenOf(snap), err
+					}()
+					<-rivalDone
+				}
+				return counterRecord(snap), nil
+			})
+			tokens[i], errs[i] = tokenOf(snap), err
+		})
+	}
+	waitQueued(&started)
+	release()
+	wg.Wait()
+
+	_, _, splits := s.BatchStats()
+	t.Logf("the batch's decide ran %d times on the shared lease; %d batches split; %d retries",
+		batchRuns.Load(), splits-splits0, s.Retries())
+	if splits-splits0 != 1 {
+		t.Fatalf("%d batches split, want 1: the rival did not make the batch conflict", splits-splits0)
+	}
+	if rivalErr != nil || errs[0] != nil {
+		t.Fatalf("increments of the shared lease: batch %v, rival %v", errs[0], rivalErr)
+	}
+	if tokens[0] != 2 || rivalToken != 1 {
+		t.Errorf("tokens of the shared lease's increments: batch %d, rival %d; want 2 and 1", tokens[0], rivalToken)
+	}
+	checkStored(t, s, shared, 2)
+	for i := 1; i < n; i++ {
+		if errs[i] != nil || tokens[i] != 1 {
+			t.Errorf("increment %d in the batch = %d, %v; want token 1", i, tokens[i], errs[i])
+		}
+		checkStored(t, s, fmt.Sprintf("%s%02d", prefix, i), 1)
+	}
+}
+
+func tokenOf(snap backend.Snapshot) int64 {
+	if snap.Record == nil {
+		return 0
+	}
+	return snap.Record.FencingToken
+}
+
+// checkStored fails the test unless the token stored under name is want
+// (0: no record).
+func checkStored(t *testing.T, s backend.Store, name string, want int64) {
+	t.Helper()
+	got, err := s.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", name, err)
+	}
+	if tokenOf(got) != want {
+		t.Errorf("%s holds token %d, want %d", name, tokenOf(got), want)
+	}
+}
