@@ -114,13 +114,16 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	// An insert of a row that was missing at the read, or an update of the
 	// locked row; a row created since the read is a conflict (no row
 	// affected).
-	ends := !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime)
-	tag, err := tx.Exec(ctx, "INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
+	b := &pgx.Batch{} // one round trip: the write and, when the holding ends, the wake-up sent at commit
+	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
 		columns+") = ROW(EXCLUDED.*) WHERE $13", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
 		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, snap.Record != nil)
-	if err == nil && ends { // the holding ends: wake waiters elsewhere at commit
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name)
+	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
+		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
 	}
+	res := tx.SendBatch(ctx, b)
+	tag, err := res.Exec()
+	err = errors.Join(err, res.Close()) // the notification's error, if any
 	if err != nil {
 		return backend.Snapshot{}, classify(ctx, "write "+name, err)
 	}
@@ -150,11 +153,8 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 	return recs, err
 }
 
-// Ping implements backend.Store: SELECT 1.
-func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	return classify(ctx, "ping", s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
-}
+// Ping implements backend.Store: a round trip on a connection of the pool.
+func (s *Store) Ping(ctx context.Context) error { return classify(ctx, "ping", s.pool.Ping(ctx)) }
 
 // Notify implements backend.Notifier: NOTIFY on Channel.
 func (s *Store) Notify(ctx context.Context, payload string) error {
@@ -190,9 +190,8 @@ func scanRecord(row pgx.Row) (*backend.Record, error) {
 		ms int64
 		md string
 	)
-	err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
-		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason)
-	if err != nil {
+	if err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
+		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason); err != nil {
 		return nil, err
 	}
 	r.TTL = time.Duration(ms) * time.Millisecond
