@@ -195,14 +195,14 @@ func (e *events) doStop(ctx context.Context) error {
 		e.log.Warn("events: the sweeper or listener did not stop in time", "err", ctx.Err())
 	}
 	var errs []error
+	// Buffered events are flushed within what is left of ctx (at least
+	// 500 ms): through the relay or through Pub/Sub, never both.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
+	defer cancel()
 	if e.relay != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
 		e.relay.close(fctx)
-		cancel()
 	}
 	if e.publisher != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
-		defer cancel()
 		if err := e.publisher.Close(fctx); err != nil {
 			errs = append(errs, err)
 		}
