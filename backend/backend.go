@@ -61,6 +61,50 @@ type Record struct {
 	// RevokeReason is the operator's reason when the holding was ended by a
 	// revocation; empty otherwise. A non-empty reason marks a revoked holding.
 	RevokeReason string
+
+	// The succession state of docs/contract.md §8. A backend stores these
+	// fields together, as the JSON of MarshalSuccession, so adding one
+	// changes no schema.
+
+	// Priority is the priority the current (or last) holding was acquired
+	// with, 0 … 1000.
+	Priority int
+	// Checkpoint is the JSON object the last holding to write one left
+	// (nil for none); it outlives the holding that wrote it.
+	Checkpoint json.RawMessage
+	// CheckpointToken is the fencing token of the holding that wrote
+	// Checkpoint; 0 when there is none.
+	CheckpointToken int64
+	// Candidates are the waiting acquires registered for the lease, in no
+	// particular order. A Decide never changes this slice in place: it
+	// builds a new one.
+	Candidates []Candidate
+	// ReservedFor names the holder a transfer reserved the lease for, until
+	// ReservedUntil; "" for none.
+	ReservedFor string
+	// ReservedUntil is the server time at which a transfer's reservation
+	// lapses.
+	ReservedUntil time.Time
+}
+
+// Candidate is one registered waiting acquire of a lease (docs/contract.md §8).
+type Candidate struct {
+	// ID identifies the waiting request that registered it.
+	ID string `json:"id"`
+	// Holder is the holder the request would acquire as.
+	Holder string `json:"holder"`
+	// Principal is the authenticated caller ("" without authentication).
+	Principal string `json:"principal,omitempty"`
+	// Priority is the candidate's priority, 0 … 1000.
+	Priority int `json:"priority"`
+	// Preempt asks the current holder to step down when Priority is
+	// strictly higher than the holding's.
+	Preempt bool `json:"preempt,omitempty"`
+	// Since is the server time at which the candidate began waiting.
+	Since time.Time `json:"since"`
+	// Until is the server time at which its wait runs out; a registration
+	// left behind by a crashed instance ends by itself then.
+	Until time.Time `json:"until"`
 }
 
 // Snapshot is a record as read at one instant of the backend's clock.

@@ -1,0 +1,55 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// succession is the stored JSON form of a Record's succession fields.
+type succession struct {
+	Priority        int             `json:"priority,omitempty"`
+	Checkpoint      json.RawMessage `json:"checkpoint,omitempty"`
+	CheckpointToken int64           `json:"checkpointToken,omitempty"`
+	Candidates      []Candidate     `json:"candidates,omitempty"`
+	ReservedFor     string          `json:"reservedFor,omitempty"`
+	ReservedUntil   *time.Time      `json:"reservedUntil,omitempty"`
+}
+
+// MarshalSuccession returns the succession fields of r (docs/contract.md §8)
+// as one JSON object, for a backend to store in a single column or field;
+// nil when they are all zero, so records that never used succession store
+// nothing new.
+func MarshalSuccession(r *Record) ([]byte, error) {
+	s := succession{Priority: r.Priority, Checkpoint: r.Checkpoint, CheckpointToken: r.CheckpointToken,
+		Candidates: r.Candidates, ReservedFor: r.ReservedFor}
+	if !r.ReservedUntil.IsZero() {
+		t := r.ReservedUntil.UTC()
+		s.ReservedUntil = &t
+	}
+	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("backend: marshal succession of %q: %w", r.Name, err)
+	}
+	return b, nil
+}
+
+// UnmarshalSuccession sets the succession fields of r from what
+// MarshalSuccession returned; empty data sets them all to zero.
+func UnmarshalSuccession(data []byte, r *Record) error {
+	var s succession
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &s); err != nil {
+			return fmt.Errorf("backend: succession of %q: %w", r.Name, err)
+		}
+	}
+	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor = s.Priority, s.Checkpoint, s.CheckpointToken, s.Candidates, s.ReservedFor
+	r.ReservedUntil = time.Time{}
+	if s.ReservedUntil != nil {
+		r.ReservedUntil = *s.ReservedUntil
+	}
+	return nil
+}
