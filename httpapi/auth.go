@@ -19,7 +19,7 @@ const (
 // verbOf is the policy verb each lease operation needs.
 var verbOf = map[string]auth.Verb{
 	"get": auth.Read, "list": auth.Read, "watch": auth.Read,
-	"acquire": auth.Acquire, "renew": auth.Acquire, "release": auth.Acquire,
+	"acquire": auth.Acquire, "renew": auth.Acquire, "release": auth.Acquire, "transfer": auth.Acquire,
 	"revoke": auth.Admin,
 }
 

@@ -192,6 +192,19 @@ func (b *body) integer(name string, required bool) (int64, bool) {
 	return n, true
 }
 
+// boolean returns a boolean field, false when it is absent.
+func (b *body) boolean(name string) bool {
+	raw, ok := b.fields[name]
+	if !ok {
+		return false
+	}
+	var v bool
+	if err := json.Unmarshal(raw, &v); err != nil || isNull(raw) {
+		b.fail(name, "must be true or false")
+	}
+	return v
+}
+
 // object returns a field holding a JSON object, or nil when it is absent.
 func (b *body) object(name string) json.RawMessage {
 	raw, ok := b.fields[name]

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -54,7 +55,10 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 		req.Metadata = b.object("metadata")
 		wait, _ = b.integer("waitMs", false)
 		req.Wait = millis(wait)
-		b.only("holder", "ttlMs", "metadata", "waitMs")
+		prio, hasPrio := b.integer("priority", false)
+		req.Priority, req.Candidate = clampInt(prio), hasPrio
+		req.Preempt = b.boolean("preempt")
+		b.only("holder", "ttlMs", "metadata", "waitMs", "priority", "preempt")
 	}, func() error { return a.m.ValidateAcquire(req) }) {
 		return
 	}
@@ -93,7 +97,8 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 		ttl, hasTTL := b.integer("ttlMs", false)
 		req.TTL = millis(ttl)
 		req.Metadata = b.object("metadata")
-		b.only("holder", "fencingToken", "ttlMs", "metadata")
+		req.Checkpoint = b.object("checkpoint")
+		b.only("holder", "fencingToken", "ttlMs", "metadata", "checkpoint")
 		if hasTTL && ttl == 0 { // 0 would mean "keep" to the Manager: refuse it here
 			b.fail("ttlMs", "must be between %d and %d", a.m.Config().MinTTL.Milliseconds(), a.m.Config().MaxTTL.Milliseconds())
 		}
@@ -111,7 +116,8 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	if !a.decode(w, r, func(b *body) {
 		req.Holder = b.str("holder", true)
 		req.FencingToken, _ = b.integer("fencingToken", true)
-		b.only("holder", "fencingToken")
+		req.Checkpoint = b.object("checkpoint")
+		b.only("holder", "fencingToken", "checkpoint")
 	}, func() error { return lease.ValidateRelease(req) }) {
 		return
 	}
@@ -119,6 +125,34 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	defer cancel()
 	l, err := a.m.Release(ctx, req)
 	a.answer(w, r, l, err)
+}
+
+func (a *api) transfer(w http.ResponseWriter, r *http.Request, name string) {
+	req := lease.TransferRequest{Name: name, Principal: principalOf(r)}
+	if !a.decode(w, r, func(b *body) {
+		req.Holder = b.str("holder", true)
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		req.To = b.str("to", true)
+		req.Checkpoint = b.object("checkpoint")
+		ms, hasMs := b.integer("reserveMs", false)
+		req.Reserve = millis(ms)
+		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs")
+		if hasMs && ms < 1 { // 0 would mean the default to the Manager: refuse it here
+			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
+		}
+	}, func() error { return lease.ValidateTransfer(req) }) {
+		return
+	}
+	ctx, cancel := a.timeout(r, 0)
+	defer cancel()
+	l, err := a.m.Transfer(ctx, req)
+	a.answer(w, r, l, err)
+}
+
+// clampInt converts a request integer to int, saturating far outside any
+// valid range so that validation reports it.
+func clampInt(n int64) int {
+	return int(max(min(n, math.MaxInt32), math.MinInt32))
 }
 
 func (a *api) revoke(w http.ResponseWriter, r *http.Request, name string) {

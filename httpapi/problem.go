@@ -17,6 +17,7 @@ import (
 const (
 	codeLeaseHeld            = "lease_held"
 	codeLeaseLost            = "lease_lost"
+	codeLeaseReserved        = "lease_reserved"
 	codeNotFound             = "not_found"
 	codeInvalidArgument      = "invalid_argument"
 	codePayloadTooLarge      = "payload_too_large"
@@ -36,6 +37,8 @@ type problem struct {
 	violations []lease.FieldViolation
 	lease      *lease.Lease
 	retryAfter int // seconds; 0 sends no Retry-After
+	// reservedFor and reservedUntil are set on lease_reserved.
+	reservedFor, reservedUntil string
 }
 
 // problemJSON is the wire form of a problem.
@@ -48,6 +51,9 @@ type problemJSON struct {
 	Instance string           `json:"instance,omitempty"`
 	Errors   []fieldErrorJSON `json:"errors,omitempty"`
 	Lease    *wire.Lease      `json:"lease,omitempty"`
+	// ReservedFor and ReservedUntil are members of lease_reserved.
+	ReservedFor   string `json:"reservedFor,omitempty"`
+	ReservedUntil string `json:"reservedUntil,omitempty"`
 }
 
 // fieldErrorJSON names one bad request field.
@@ -67,6 +73,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 		Code:     p.code,
 		Detail:   p.detail,
 		Instance: clip(r.URL.Path, maxLoggedPath),
+
+		ReservedFor:   p.reservedFor,
+		ReservedUntil: p.reservedUntil,
 	}
 	for _, v := range p.violations {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
@@ -101,8 +110,15 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 // place where sentinels become statuses and codes.
 func (a *api) errorProblem(r *http.Request, err error) problem {
 	var held *lease.HeldError
+	var reserved *lease.ReservedError
 	var invalid *lease.InvalidError
 	switch {
+	case errors.As(err, &reserved):
+		l := reserved.Lease
+		return problem{status: http.StatusConflict, code: codeLeaseReserved, lease: &l,
+			detail:      "the lease is reserved for " + strconv.Quote(reserved.ReservedFor) + " (docs/contract.md §8)",
+			reservedFor: reserved.ReservedFor, reservedUntil: wire.FormatTime(reserved.Until),
+			retryAfter: max(1, int(math.Ceil(reserved.Until.Sub(l.ServerTime).Seconds())))}
 	case errors.As(err, &held):
 		l := held.Lease
 		return problem{status: http.StatusConflict, code: codeLeaseHeld, lease: &l,

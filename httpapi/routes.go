@@ -76,6 +76,7 @@ var leaseRoutes = []leaseRoute{
 	{method: http.MethodPost, verb: "release", handler: (*api).release},
 	{method: http.MethodGet, verb: "watch", handler: (*api).watch},
 	{method: http.MethodPost, verb: "revoke", handler: (*api).revoke},
+	{method: http.MethodPost, verb: "transfer", handler: (*api).transfer},
 }
 
 // allows reports whether a route of method answers the request's method:

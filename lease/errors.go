@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors of the lease rules. Test with errors.Is; a *HeldError
@@ -14,6 +15,9 @@ var (
 	// ErrLost reports a renew or release by anyone who is not the current
 	// valid holding: the caller must stop acting as leader now.
 	ErrLost = errors.New("lease: lost")
+	// ErrReserved reports an acquire refused because the free lease is
+	// reserved for another holder (docs/contract.md §8).
+	ErrReserved = errors.New("lease: reserved for another holder")
 	// ErrNotFound reports a lease that never existed.
 	ErrNotFound = errors.New("lease: not found")
 	// ErrInvalid reports a request that breaks the rules of docs/contract.md §1.
@@ -34,6 +38,27 @@ func (e *HeldError) Error() string {
 
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// ReservedError is the refusal of an acquire while the free lease is
+// reserved for another holder: the best registered candidate after a
+// holding ended, or the successor a transfer named.
+type ReservedError struct {
+	// Lease is the lease as seen when the acquire was refused.
+	Lease Lease
+	// ReservedFor is the holder the lease is reserved for.
+	ReservedFor string
+	// Until is the server time at which the reservation lapses, at the
+	// latest.
+	Until time.Time
+}
+
+// Error implements error.
+func (e *ReservedError) Error() string {
+	return fmt.Sprintf("lease: %q reserved for %q until %s", e.Lease.Name, e.ReservedFor, e.Until.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
+// Is makes errors.Is(err, ErrReserved) true.
+func (e *ReservedError) Is(target error) bool { return target == ErrReserved }
 
 // FieldViolation names one bad field of a request and why it is bad.
 type FieldViolation struct {

@@ -40,6 +40,9 @@ type Event struct {
 	// Operator is, on a revoked event, the principal who revoked ("" without
 	// authentication).
 	Operator string
+	// Successor is, on a released event of a transfer, the holder the lease
+	// was handed to (docs/contract.md §8).
+	Successor string
 	// Previous is, on an acquired event, the previous holding as it was
 	// stored (zero for token 1); it is not part of the published event.
 	Previous Lease

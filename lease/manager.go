@@ -19,6 +19,9 @@ type Config struct {
 	MaxTTL time.Duration
 	// MaxWait is the longest an acquire may wait for a held lease. Default 60s.
 	MaxWait time.Duration
+	// MaxCandidates is how many waiting candidates one lease registers, at
+	// most (docs/contract.md §8). Default DefaultMaxCandidates.
+	MaxCandidates int
 	// OnChange, if set, is called once after every committed change of
 	// holding (acquired, released), synchronously on the request's
 	// goroutine; it must not block.
@@ -55,6 +58,9 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
+	if cfg.MaxCandidates == 0 {
+		cfg.MaxCandidates = DefaultMaxCandidates
+	}
 	switch {
 	case cfg.MinTTL < time.Millisecond || cfg.MinTTL%time.Millisecond != 0:
 		return nil, fmt.Errorf("lease: Config.MinTTL %v must be a whole number of milliseconds ≥ 1ms", cfg.MinTTL)
@@ -62,6 +68,8 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("lease: Config.MaxTTL %v must be a whole number of milliseconds ≥ MinTTL %v", cfg.MaxTTL, cfg.MinTTL)
 	case cfg.MaxWait < 0:
 		return nil, fmt.Errorf("lease: Config.MaxWait %v must not be negative", cfg.MaxWait)
+	case cfg.MaxCandidates < 0:
+		return nil, fmt.Errorf("lease: Config.MaxCandidates %d must not be negative", cfg.MaxCandidates)
 	}
 	return &Manager{loop: backend.NewLoop(store), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
@@ -86,6 +94,18 @@ type AcquireRequest struct {
 	// The holding records it; only that principal may renew or release it,
 	// or acquire it again as the same holder.
 	Principal string
+	// Priority (0 … MaxPriority) is recorded on the holding this acquire
+	// begins and ranks the request as a candidate (docs/contract.md §8).
+	Priority int
+	// Candidate registers a waiting acquire (Wait > 0) as a candidate for
+	// the lease, seen by every instance, while it waits. The HTTP API sets
+	// it when the request carries a priority; without it an acquire waits
+	// as before succession existed.
+	Candidate bool
+	// Preempt, on a candidate whose Priority is strictly higher than the
+	// holding's, asks the holder to step down (its renewals answer with
+	// YieldTo). Nothing is taken by force.
+	Preempt bool
 }
 
 // RenewRequest extends a holding (docs/contract.md §3 renew).
@@ -100,6 +120,9 @@ type RenewRequest struct {
 	TTL time.Duration
 	// Metadata replaces the stored metadata; nil keeps it.
 	Metadata json.RawMessage
+	// Checkpoint, a JSON object, replaces the lease's checkpoint; nil
+	// keeps it (docs/contract.md §8).
+	Checkpoint json.RawMessage
 	// Principal is the authenticated caller; it must be the holding's.
 	Principal string
 }
@@ -112,6 +135,9 @@ type ReleaseRequest struct {
 	Holder string
 	// FencingToken is the token of the caller's holding.
 	FencingToken int64
+	// Checkpoint, a JSON object, replaces the lease's checkpoint; nil
+	// keeps it.
+	Checkpoint json.RawMessage
 	// Principal is the authenticated caller; it must be the holding's.
 	Principal string
 }
@@ -125,22 +151,23 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 		return Lease{}, err
 	}
 	if req.Wait == 0 {
-		return m.acquireOnce(ctx, req, md)
+		return m.acquireOnce(ctx, req, md, nil)
 	}
 	return m.acquireWaiting(ctx, req, md)
 }
 
-// acquireOnce makes one attempt at an acquire whose request is valid.
-func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte) (Lease, error) {
+// acquireOnce makes one attempt at an acquire whose request is valid. With
+// reg, a refusal first registers (or keeps) the request as a candidate and
+// a success takes it out of the candidates.
+func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte, reg *registration) (Lease, error) {
 	var prev *backend.Record
+	var refusal error
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
-		prev = cur
-		if cur != nil && now.Before(cur.ExpireTime) {
-			if cur.Holder != req.Holder || cur.Principal != req.Principal {
-				return nil, &HeldError{Lease: view(cur, now)}
-			}
+		prev, refusal = cur, nil
+		held := cur != nil && now.Before(cur.ExpireTime)
+		if held && cur.Holder == req.Holder && cur.Principal == req.Principal {
 			next := *cur // the holder again: extend as renew does
 			next.TTL = req.TTL
 			next.RenewTime = now
@@ -148,19 +175,42 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			if md != nil {
 				next.Metadata = md
 			}
+			next.Candidates = withoutHolder(cur, now, req.Holder)
+			return &next, nil
+		}
+		if held {
+			refusal = &HeldError{Lease: view(cur, now)}
+		} else if who, until := reservation(cur, now); who != "" && who != req.Holder {
+			refusal = &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
+		}
+		if refusal != nil {
+			if reg == nil {
+				return nil, refusal
+			}
+			cs, changed := register(cur, now, req.Holder, req.Principal, reg, m.cfg.MaxCandidates)
+			if !changed {
+				return nil, refusal
+			}
+			next := *cur // registered now; refused once that is written
+			next.Candidates = cs
 			return &next, nil
 		}
 		next := &backend.Record{
 			Name: req.Name, Holder: req.Holder, FencingToken: 1, TTL: req.TTL,
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
-			Transitions: 1, Metadata: md, Principal: req.Principal,
+			Transitions: 1, Metadata: md, Principal: req.Principal, Priority: req.Priority,
 		}
 		if cur != nil {
 			next.FencingToken = cur.FencingToken + 1
 			next.Transitions = cur.Transitions + 1
+			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
+			next.Candidates = withoutHolder(cur, now, req.Holder)
 		}
 		return next, nil
 	})
+	if err == nil && refusal != nil {
+		err = refusal
+	}
 	if err != nil {
 		return Lease{}, opError("acquire", req.Name, err)
 	}
@@ -179,7 +229,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 
 // Renew extends the caller's live holding; anything else is ErrLost.
 func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
-	md, err := m.checkRenew(req)
+	md, cp, err := m.checkRenew(req)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -198,6 +248,10 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 		if md != nil {
 			next.Metadata = md
 		}
+		if cp != nil {
+			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
+		}
+		next.Candidates = live(cur, now)
 		return &next, nil
 	})
 	if err != nil {
@@ -210,7 +264,8 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 // holding of the caller's that already expired, succeeds and changes
 // nothing while nobody has acquired since; anything else is ErrLost.
 func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error) {
-	if err := ValidateRelease(req); err != nil {
+	cp, err := checkRelease(req)
+	if err != nil {
 		return Lease{}, err
 	}
 	wrote := false
@@ -221,11 +276,20 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.RevokeReason != "" {
 			return nil, ErrLost // a revoked holding is lost, not released
 		}
-		if !now.Before(cur.ExpireTime) {
-			return nil, nil // already released or expired: idempotent success
-		}
 		next := *cur
+		if cp != nil {
+			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
+		}
+		if !now.Before(cur.ExpireTime) {
+			// Already released or expired: idempotent success. Nobody has
+			// acquired since, so a checkpoint is still this holding's to write.
+			if cp == nil || string(cp) == string(cur.Checkpoint) {
+				return nil, nil
+			}
+			return &next, nil
+		}
 		next.ExpireTime = now
+		next.Candidates = live(cur, now)
 		wrote = true
 		return &next, nil
 	})

@@ -16,6 +16,9 @@ const (
 	MaxHolderLen = 256
 	// MaxMetadataBytes is the largest metadata object, serialized compactly.
 	MaxMetadataBytes = 16 << 10
+	// MaxCheckpointBytes is the largest checkpoint object, serialized
+	// compactly (docs/contract.md §8).
+	MaxCheckpointBytes = 16 << 10
 )
 
 // ValidName reports whether s is a lease name: 1–128 characters of
@@ -80,18 +83,34 @@ func (m *Manager) checkTTL(v *violations, ttl time.Duration) {
 // normalizeMetadata checks that raw is a JSON object of at most
 // MaxMetadataBytes once compacted, and returns it compacted.
 func normalizeMetadata(v *violations, raw json.RawMessage) []byte {
+	return normalizeObject(v, "metadata", raw, MaxMetadataBytes)
+}
+
+// normalizeCheckpoint checks a checkpoint like metadata (docs/contract.md §8);
+// nil stays nil.
+func normalizeCheckpoint(v *violations, raw json.RawMessage) []byte {
+	if raw == nil {
+		return nil
+	}
+	return normalizeObject(v, "checkpoint", raw, MaxCheckpointBytes)
+}
+
+// normalizeObject checks that raw, the request field named field, is a
+// JSON object of at most limit bytes once compacted, and returns it
+// compacted.
+func normalizeObject(v *violations, field string, raw json.RawMessage, limit int) []byte {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		v.add("metadata", "must be a JSON object")
+		v.add(field, "must be a JSON object")
 		return nil
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, trimmed); err != nil {
-		v.add("metadata", "must be a JSON object: %v", err)
+		v.add(field, "must be a JSON object: %v", err)
 		return nil
 	}
-	if buf.Len() > MaxMetadataBytes {
-		v.add("metadata", "must be at most %d bytes serialized, got %d", MaxMetadataBytes, buf.Len())
+	if buf.Len() > limit {
+		v.add(field, "must be at most %d bytes serialized, got %d", limit, buf.Len())
 		return nil
 	}
 	return buf.Bytes()
@@ -115,17 +134,23 @@ func (m *Manager) checkAcquire(req AcquireRequest) (metadata []byte, err error) 
 	if req.Wait < 0 || req.Wait > m.cfg.MaxWait {
 		v.add("waitMs", "must be between 0 and %d", m.cfg.MaxWait.Milliseconds())
 	}
+	if req.Priority < 0 || req.Priority > MaxPriority {
+		v.add("priority", "must be between 0 and %d", MaxPriority)
+	}
+	if req.Preempt && req.Wait <= 0 {
+		v.add("preempt", "needs waitMs > 0: only a waiting candidate can ask the holder to step down")
+	}
 	return metadata, v.err()
 }
 
 // ValidateRenew checks req like ValidateAcquire; a zero TTL keeps the
 // holding's TTL.
 func (m *Manager) ValidateRenew(req RenewRequest) error {
-	_, err := m.checkRenew(req)
+	_, _, err := m.checkRenew(req)
 	return err
 }
 
-func (m *Manager) checkRenew(req RenewRequest) (metadata []byte, err error) {
+func (m *Manager) checkRenew(req RenewRequest) (metadata, checkpoint []byte, err error) {
 	var v violations
 	checkName(&v, req.Name)
 	checkHolder(&v, req.Holder)
@@ -136,14 +161,21 @@ func (m *Manager) checkRenew(req RenewRequest) (metadata []byte, err error) {
 	if req.Metadata != nil {
 		metadata = normalizeMetadata(&v, req.Metadata)
 	}
-	return metadata, v.err()
+	checkpoint = normalizeCheckpoint(&v, req.Checkpoint)
+	return metadata, checkpoint, v.err()
 }
 
 // ValidateRelease checks req like ValidateAcquire.
 func ValidateRelease(req ReleaseRequest) error {
+	_, err := checkRelease(req)
+	return err
+}
+
+func checkRelease(req ReleaseRequest) (checkpoint []byte, err error) {
 	var v violations
 	checkName(&v, req.Name)
 	checkHolder(&v, req.Holder)
 	checkToken(&v, req.FencingToken)
-	return v.err()
+	checkpoint = normalizeCheckpoint(&v, req.Checkpoint)
+	return checkpoint, v.err()
 }

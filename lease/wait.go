@@ -3,28 +3,44 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
 )
 
 // waiter is one acquire waiting for a lease. wake has room for one signal so
 // a wake-up is never lost and never blocks the waker.
-type waiter struct{ wake chan struct{} }
+type waiter struct {
+	wake   chan struct{}
+	holder string
+	rank   int // the candidate's priority; -1 for a waiter that is no candidate
+	picked bool
+}
 
-// waitQueues holds, per lease name, the acquires waiting on this instance in
-// arrival order. Only the head competes for the lease; the next one becomes
-// head when it leaves.
+// waitQueues holds, per lease name, the acquires waiting on this instance:
+// candidates by priority (highest first), then everyone in arrival order.
+// Only the head competes for the lease when it is woken; the next one
+// becomes head when it leaves. A waiter named by a reservation is picked:
+// it competes once even when it is not the head.
 type waitQueues struct {
 	mu sync.Mutex
 	q  map[string][]*waiter
 }
 
-func (w *waitQueues) enqueue(name string) (*waiter, bool) {
-	me := &waiter{wake: make(chan struct{}, 1)}
+func (w *waitQueues) enqueue(name, holder string, rank int) (*waiter, bool) {
+	me := &waiter{wake: make(chan struct{}, 1), holder: holder, rank: rank}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.q[name] = append(w.q[name], me)
-	return me, len(w.q[name]) == 1
+	q := w.q[name]
+	i := len(q)
+	for i > 0 && q[i-1].rank < rank {
+		i--
+	}
+	q = slices.Insert(q, i, me)
+	w.q[name] = q
+	return me, i == 0
 }
 
 // remove takes me out of the queue and, if it was the head, wakes the next.
@@ -49,11 +65,30 @@ func (w *waitQueues) remove(name string, me *waiter) {
 	}
 }
 
-func (w *waitQueues) isHead(name string, me *waiter) bool {
+// pick wakes the waiters of name acquiring as holder and lets them compete
+// even when they are not the head; it reports whether there were any.
+func (w *waitQueues) pick(name, holder string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	found := false
+	for _, x := range w.q[name] {
+		if x.holder == holder {
+			x.picked, found = true, true
+			signal(x)
+		}
+	}
+	return found
+}
+
+// shouldTry reports whether me competes now (it is the head, or it was
+// picked since it last tried) and clears its pick.
+func (w *waitQueues) shouldTry(name string, me *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.q[name]
-	return len(q) > 0 && q[0] == me
+	try := me.picked || len(q) > 0 && q[0] == me
+	me.picked = false
+	return try
 }
 
 // wakeHead wakes the first waiter of name, if any.
@@ -91,13 +126,28 @@ func (m *Manager) Wake(name string) { m.waiters.wakeHead(name) }
 // Waiting returns how many acquires are waiting on this Manager.
 func (m *Manager) Waiting() int { return m.waiters.waiting() }
 
-// acquireWaiting tries to acquire, and while the lease is held by another,
-// waits for a wake-up (a local release or acquire, or Wake) or for the
-// holding's expiry, until req.Wait runs out or ctx is done. The expiry timer
-// only schedules the next attempt; the backend's clock still decides.
-func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []byte) (Lease, error) {
-	me, head := m.waiters.enqueue(req.Name)
+// acquireWaiting tries to acquire, and while the lease is held by another
+// (or reserved for another), waits for a wake-up (a local release or
+// acquire, or Wake) or for the holding's expiry, until req.Wait runs out or
+// ctx is done. The expiry timer only schedules the next attempt; the
+// backend's clock still decides. A candidate (req.Candidate) registers in
+// the lease on its first attempt, whether it is the head or not, so every
+// instance sees it, and unregisters when it stops waiting without the lease.
+func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []byte) (l Lease, err error) {
+	reg := newRegistration(req)
+	rank := -1
+	if reg != nil {
+		rank = req.Priority
+	}
+	me, head := m.waiters.enqueue(req.Name, req.Holder, rank)
 	defer m.waiters.remove(req.Name, me)
+	if reg != nil {
+		defer func() {
+			if err != nil {
+				m.unregister(ctx, req.Name, reg.id)
+			}
+		}()
+	}
 	deadline := time.NewTimer(req.Wait)
 	defer deadline.Stop()
 	backstop := time.NewTimer(time.Hour)
@@ -105,25 +155,67 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 	defer backstop.Stop()
 
 	for first := true; ; first = false {
-		if head {
+		if head || first && reg != nil {
 			if !first { // woken: the holding may have ended
 				m.loop.ExpectWrite(req.Name)
 			}
-			l, err := m.acquireOnce(ctx, req, md)
+			l, err := m.acquireOnce(ctx, req, md, reg)
 			var held *HeldError
-			if !errors.As(err, &held) {
+			var reserved *ReservedError
+			switch {
+			case errors.As(err, &held):
+				backstop.Reset(max(held.Lease.Remaining(), time.Millisecond))
+			case errors.As(err, &reserved):
+				// Let the chosen one know if it waits here; look again
+				// within a second in case it stops waiting elsewhere.
+				if reserved.ReservedFor != req.Holder {
+					m.waiters.pick(req.Name, reserved.ReservedFor)
+				}
+				backstop.Reset(min(max(reserved.Until.Sub(reserved.Lease.ServerTime), time.Millisecond), reservedPoll))
+			default:
 				return l, err
 			}
-			backstop.Reset(max(held.Lease.Remaining(), time.Millisecond))
 		}
 		select {
 		case <-me.wake:
 		case <-backstop.C:
 		case <-deadline.C: // a last attempt answers with the current lease
-			return m.acquireOnce(ctx, req, md)
+			return m.acquireOnce(ctx, req, md, reg)
 		case <-ctx.Done():
 			return Lease{}, ctx.Err()
 		}
-		head = m.waiters.isHead(req.Name, me)
+		head = m.waiters.shouldTry(req.Name, me)
+	}
+}
+
+// reservedPoll is how often a waiter refused by a reservation for another
+// looks again, so that a reservation whose candidate stopped waiting on
+// another instance moves on within it.
+const reservedPoll = time.Second
+
+// unregisterTimeout bounds the write that takes a candidate out of the
+// lease when its wait ends without the lease.
+const unregisterTimeout = 2 * time.Second
+
+// unregister takes the candidate registration id out of the lease name,
+// even when ctx is already done (its client went away), and wakes the
+// local waiters in case the lease was reserved for it. A failure is left
+// to the registration's own deadline.
+func (m *Manager) unregister(ctx context.Context, name, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unregisterTimeout)
+	defer cancel()
+	wrote := false
+	_, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+		now := decisionTime(s)
+		cs, changed := unregister(s.Record, now, id)
+		if wrote = changed; !changed {
+			return nil, nil
+		}
+		next := *s.Record
+		next.Candidates = cs
+		return &next, nil
+	})
+	if err == nil && wrote {
+		m.Wake(name)
 	}
 }

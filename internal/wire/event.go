@@ -18,6 +18,7 @@ type Event struct {
 	PreviousExpired *bool   `json:"previousExpired,omitempty"`
 	Reason          string  `json:"reason,omitempty"`
 	Operator        string  `json:"operator,omitempty"`
+	Successor       string  `json:"successor,omitempty"`
 	EventTime       string  `json:"eventTime"`
 }
 
@@ -26,6 +27,10 @@ type Event struct {
 // and operator on a revoked event only (operator when authentication is on).
 func FromEvent(ev lease.Event) Event {
 	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
+	out.Lease.Checkpoint = nil // the next holder's to read; events stay small
+	if ev.Type == lease.EventReleased {
+		out.Successor = ev.Successor
+	}
 	if ev.Type == lease.EventRevoked {
 		out.Reason, out.Operator = ev.Reason, ev.Operator
 	}
@@ -57,7 +62,9 @@ func UnmarshalEvent(data []byte) (lease.Event, error) {
 	}
 	ev := lease.Event{Type: lease.EventType(body.Type), Lease: l}
 	switch ev.Type {
-	case lease.EventAcquired, lease.EventReleased, lease.EventExpired:
+	case lease.EventAcquired, lease.EventExpired:
+	case lease.EventReleased:
+		ev.Successor = body.Successor
 	case lease.EventRevoked:
 		ev.Reason, ev.Operator = body.Reason, body.Operator
 	default:

@@ -28,6 +28,16 @@ type Lease struct {
 	Principal    string          `json:"principal,omitempty"`
 	RevokedBy    string          `json:"revokedBy,omitempty"`
 	RevokeReason string          `json:"revokeReason,omitempty"`
+	// The succession fields of docs/contract.md §8; each is absent when
+	// empty, so a caller that never sends a priority sees none of them.
+	Priority        int             `json:"priority,omitempty"`
+	Checkpoint      json.RawMessage `json:"checkpoint,omitempty"`
+	CheckpointToken int64           `json:"checkpointToken,omitempty"`
+	ReservedFor     string          `json:"reservedFor,omitempty"`
+	ReservedUntil   string          `json:"reservedUntil,omitempty"`
+	YieldRequested  bool            `json:"yieldRequested,omitempty"`
+	YieldTo         string          `json:"yieldTo,omitempty"`
+	Candidates      int             `json:"candidates,omitempty"`
 }
 
 // emptyObject is the metadata of a lease that has none.
@@ -39,7 +49,7 @@ func FromLease(l lease.Lease) Lease {
 	if len(md) == 0 {
 		md = emptyObject
 	}
-	return Lease{
+	out := Lease{
 		Name:         l.Name,
 		Holder:       l.Holder,
 		FencingToken: l.FencingToken,
@@ -55,12 +65,31 @@ func FromLease(l lease.Lease) Lease {
 		Principal:    l.Principal,
 		RevokedBy:    l.RevokedBy,
 		RevokeReason: l.RevokeReason,
+
+		Priority:        l.Priority,
+		Checkpoint:      l.Checkpoint,
+		CheckpointToken: l.CheckpointToken,
+		YieldTo:         l.YieldTo(),
+		Candidates:      l.CandidateCount(),
 	}
+	out.YieldRequested = out.YieldTo != ""
+	if who, until := l.Reservation(); who != "" {
+		out.ReservedFor, out.ReservedUntil = who, FormatTime(until)
+	}
+	return out
 }
 
 // ToLease parses the wire form back into a lease.
 func (w Lease) ToLease() (lease.Lease, error) {
-	l := lease.Lease{Record: backend.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason}}
+	l := lease.Lease{Record: backend.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
+		Priority: w.Priority, Checkpoint: w.Checkpoint, CheckpointToken: w.CheckpointToken, ReservedFor: w.ReservedFor}}
+	if w.ReservedUntil != "" { // the reservation as it was seen, whatever made it
+		t, err := time.Parse(time.RFC3339Nano, w.ReservedUntil)
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("wire: lease %q: reservedUntil: %w", w.Name, err)
+		}
+		l.ReservedUntil = t
+	}
 	for _, f := range []struct {
 		dst *time.Time
 		src string

@@ -1,0 +1,199 @@
+package lease
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// Bounds of succession (docs/contract.md §8).
+const (
+	// MaxPriority is the highest priority an acquire may ask for.
+	MaxPriority = 1000
+	// ReserveWindow is the longest a lease stays reserved for its best
+	// registered candidate after a holding ends.
+	ReserveWindow = 5 * time.Second
+	// DefaultTransferReserve is how long a transfer reserves the lease for
+	// its successor when the request does not say.
+	DefaultTransferReserve = 5 * time.Second
+	// MaxTransferReserve is the longest a transfer may reserve the lease.
+	MaxTransferReserve = time.Minute
+	// DefaultMaxCandidates is how many candidates one lease registers, at
+	// most, unless Config.MaxCandidates says otherwise.
+	DefaultMaxCandidates = 64
+)
+
+// better reports whether candidate a ranks before b: higher priority, then
+// earlier start of waiting, then holder in byte order.
+func better(a, b backend.Candidate) bool { return rank(a, b) < 0 }
+
+func rank(a, b backend.Candidate) int {
+	if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+		return c
+	}
+	if c := a.Since.Compare(b.Since); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Holder, b.Holder)
+}
+
+// live returns the candidates of r whose wait has not run out at now.
+func live(r *backend.Record, now time.Time) []backend.Candidate {
+	if r == nil {
+		return nil
+	}
+	out := make([]backend.Candidate, 0, len(r.Candidates))
+	for _, c := range r.Candidates {
+		if now.Before(c.Until) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// best returns the best of cs for which ok holds, or nil.
+func best(cs []backend.Candidate, ok func(backend.Candidate) bool) *backend.Candidate {
+	var b *backend.Candidate
+	for i := range cs {
+		if ok(cs[i]) && (b == nil || better(cs[i], *b)) {
+			b = &cs[i]
+		}
+	}
+	return b
+}
+
+// Reservation returns whom the free lease is reserved for at ServerTime
+// and until when (docs/contract.md §8), or "" when it is open to anyone: a
+// held lease is never reserved; a transfer reserves it for its successor
+// for the transfer's window; otherwise, for ReserveWindow after a holding
+// ends, it is reserved for the best live registered candidate, no longer
+// than that candidate's registration.
+func (l Lease) Reservation() (holder string, until time.Time) {
+	return reservation(&l.Record, l.ServerTime)
+}
+
+func reservation(r *backend.Record, now time.Time) (string, time.Time) {
+	if r == nil || now.Before(r.ExpireTime) {
+		return "", time.Time{}
+	}
+	if r.ReservedFor != "" && now.Before(r.ReservedUntil) {
+		return r.ReservedFor, r.ReservedUntil
+	}
+	end := r.ExpireTime.Add(ReserveWindow)
+	if !now.Before(end) {
+		return "", time.Time{}
+	}
+	b := best(live(r, now), func(backend.Candidate) bool { return true })
+	if b == nil {
+		return "", time.Time{}
+	}
+	if b.Until.Before(end) {
+		end = b.Until
+	}
+	return b.Holder, end
+}
+
+// YieldTo names the candidate the live holding is asked to step down for
+// (docs/contract.md §8): the best live candidate that asked to preempt with
+// a priority strictly higher than the holding's; "" when none did or the
+// lease is not held.
+func (l Lease) YieldTo() string {
+	if !l.Held() {
+		return ""
+	}
+	b := best(live(&l.Record, l.ServerTime), func(c backend.Candidate) bool {
+		return c.Preempt && c.Priority > l.Priority && c.Holder != l.Holder
+	})
+	if b == nil {
+		return ""
+	}
+	return b.Holder
+}
+
+// CandidateCount returns how many registered candidates wait for the lease at
+// ServerTime.
+func (l Lease) CandidateCount() int { return len(live(&l.Record, l.ServerTime)) }
+
+// registration is the candidate a waiting acquire registers.
+type registration struct {
+	id       string
+	priority int
+	preempt  bool
+	deadline time.Time // local clock: when the wait runs out
+}
+
+func newRegistration(req AcquireRequest) *registration {
+	if !req.Candidate || req.Wait <= 0 {
+		return nil
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &registration{id: hex.EncodeToString(b[:]), priority: req.Priority, preempt: req.Preempt,
+		deadline: time.Now().Add(req.Wait)}
+}
+
+// register returns the candidates of cur, live at now, with reg's
+// registration for holder in them, and whether that differs from what is
+// stored (a write is needed). A holder has one registration: a newer
+// request replaces an older one's and keeps its place in line. When the
+// lease already has max candidates, a newcomer that ranks after all of
+// them is not registered (it still waits, unranked); one that ranks before
+// the last takes its place.
+func register(cur *backend.Record, now time.Time, holder, principal string, reg *registration, max int) ([]backend.Candidate, bool) {
+	cs := live(cur, now)
+	changed := cur == nil || len(cs) != len(cur.Candidates)
+	me := backend.Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
+		Since: now, Until: now.Add(max0(time.Until(reg.deadline))).Truncate(time.Microsecond)}
+	i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.Holder == holder })
+	if i >= 0 {
+		old := cs[i]
+		if old.ID == me.ID {
+			return cs, changed
+		}
+		me.Since = old.Since
+		cs[i] = me
+		return cs, true
+	}
+	if len(cs) >= max {
+		slices.SortFunc(cs, rank)
+		if !better(me, cs[len(cs)-1]) {
+			return cs, changed
+		}
+		cs = cs[:len(cs)-1]
+	}
+	return append(cs, me), true
+}
+
+// unregister returns the candidates of cur live at now without the one of
+// id, and whether anything changed.
+func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candidate, bool) {
+	cs := live(cur, now)
+	changed := cur != nil && len(cs) != len(cur.Candidates)
+	if i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.ID == id }); i >= 0 {
+		cs = slices.Delete(cs, i, i+1)
+		changed = true
+	}
+	return nilIfEmpty(cs), changed
+}
+
+// withoutHolder returns the candidates of cur live at now, except holder's.
+func withoutHolder(cur *backend.Record, now time.Time, holder string) []backend.Candidate {
+	cs := slices.DeleteFunc(live(cur, now), func(c backend.Candidate) bool { return c.Holder == holder })
+	return slices.Clip(nilIfEmpty(cs))
+}
+
+func max0(d time.Duration) time.Duration { return max(d, 0) }
+
+func nilIfEmpty(cs []backend.Candidate) []backend.Candidate {
+	if len(cs) == 0 {
+		return nil
+	}
+	return cs
+}

@@ -1,0 +1,106 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+)
+
+// TransferRequest ends a holding and reserves the lease for a named
+// successor (docs/contract.md §8 transfer).
+type TransferRequest struct {
+	// Name is the lease name.
+	Name string
+	// Holder is the caller's identity.
+	Holder string
+	// FencingToken is the token of the caller's holding.
+	FencingToken int64
+	// To is the successor's holder identity; it must differ from Holder.
+	To string
+	// Checkpoint, a JSON object, replaces the lease's checkpoint; nil keeps
+	// it.
+	Checkpoint json.RawMessage
+	// Reserve is how long the lease stays reserved for To (1ms …
+	// MaxTransferReserve); 0 means DefaultTransferReserve.
+	Reserve time.Duration
+	// Principal is the authenticated caller; it must be the holding's.
+	Principal string
+}
+
+// ValidateTransfer checks req and returns an *InvalidError naming every bad
+// field, or nil.
+func ValidateTransfer(req TransferRequest) error {
+	_, err := checkTransfer(req)
+	return err
+}
+
+func checkTransfer(req TransferRequest) (checkpoint []byte, err error) {
+	var v violations
+	checkName(&v, req.Name)
+	checkHolder(&v, req.Holder)
+	checkToken(&v, req.FencingToken)
+	var to violations
+	checkHolder(&to, req.To)
+	for _, x := range to {
+		v.add("to", "%s", x.Description)
+	}
+	if len(to) == 0 && req.To == req.Holder {
+		v.add("to", "must name another holder than holder")
+	}
+	if req.Reserve < 0 || req.Reserve > MaxTransferReserve || req.Reserve%time.Millisecond != 0 {
+		v.add("reserveMs", "must be between 1 and %d", MaxTransferReserve.Milliseconds())
+	}
+	checkpoint = normalizeCheckpoint(&v, req.Checkpoint)
+	return checkpoint, v.err()
+}
+
+// Transfer ends the caller's live holding now, as Release does, and
+// reserves the lease for req.To for req.Reserve: To's acquire in that
+// window gets the next token, anyone else's is refused with a
+// *ReservedError. Repeating it succeeds and changes nothing while nobody has
+// acquired since; anything else is ErrLost. Its event is released, with
+// Successor set.
+func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, error) {
+	cp, err := checkTransfer(req)
+	if err != nil {
+		return Lease{}, err
+	}
+	reserve := req.Reserve
+	if reserve == 0 {
+		reserve = DefaultTransferReserve
+	}
+	wrote := false
+	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+		now := decisionTime(s)
+		cur := s.Record
+		wrote = false
+		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.RevokeReason != "" {
+			return nil, ErrLost
+		}
+		if !now.Before(cur.ExpireTime) {
+			if cur.ReservedFor == req.To && !cur.ReservedUntil.IsZero() {
+				return nil, nil // the same transfer again: idempotent success
+			}
+			return nil, ErrLost // ended otherwise: there is nothing left to hand over
+		}
+		next := *cur
+		next.ExpireTime = now
+		next.ReservedFor, next.ReservedUntil = req.To, now.Add(reserve)
+		if cp != nil {
+			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
+		}
+		next.Candidates = live(cur, now)
+		wrote = true
+		return &next, nil
+	})
+	if err != nil {
+		return Lease{}, opError("transfer", req.Name, err)
+	}
+	l := view(snap.Record, decisionTime(snap))
+	if wrote {
+		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: req.To})
+	}
+	return l, nil
+}
