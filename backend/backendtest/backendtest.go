@@ -1,7 +1,8 @@
 // Package backendtest is the conformance suite that every backend.Store
 // runs: the driver contract (compare-and-set, missing keys, cancelled
-// contexts, order of List) and, through a lease.Manager over the store, every
-// rule of docs/contract.md §3.
+// contexts, order of List) and, through lease.Managers over the store (one
+// per service instance), every rule of docs/contract.md §3 and the
+// succession of §8.
 //
 // The memory backend runs it in go test ./...; the Firestore and Spanner
 // backends run the same suite on the real emulators. Every test uses lease
@@ -35,6 +36,9 @@ type Options struct {
 	ContentionDuration time.Duration
 	// Contenders is how many goroutines the contention test runs. Default 64.
 	Contenders int
+	// SuccessionRounds is how many releases the priority test hands to the
+	// best of three candidates. Default 100.
+	SuccessionRounds int
 }
 
 // Run runs the conformance suite. newHarness is called once per test and
@@ -45,6 +49,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 	}
 	if opts.Contenders == 0 {
 		opts.Contenders = 64
+	}
+	if opts.SuccessionRounds == 0 {
+		opts.SuccessionRounds = 100
 	}
 	s := &suite{newHarness: newHarness, opts: opts}
 	tests := []struct {
@@ -77,6 +84,14 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Principal/BindsTheHolding", testPrincipalBinding},
 		{"Revoke/EndsTheHolding", testRevoke},
 		{"Contention/NoOverlap", s.testContention},
+		{"Succession/PriorityWins", s.testSuccessionPriority},
+		{"Succession/EarliestWaiterBreaksTies", testSuccessionTieBreak},
+		{"Succession/GoneCandidateForgotten", testSuccessionGoneCandidate},
+		{"Succession/DeadCandidateReservesAtMost5s", testSuccessionDeadCandidate},
+		{"Succession/PreemptAndCheckpoint", testSuccessionPreempt},
+		{"Succession/CheckpointOutlivesACrash", testSuccessionCheckpoint},
+		{"Succession/Transfer", testSuccessionTransfer},
+		{"Succession/NoPriorityNoChange", testSuccessionNoPriority},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

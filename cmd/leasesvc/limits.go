@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // limits are the settings of docs/contract.md §9: server timeouts, caps on
@@ -21,6 +22,7 @@ type limits struct {
 	api           httpapi.Limits
 	pageTokenKey  []byte // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
 	listenHost    string // the host part of the listen address
+	maxCandidates int    // LEASESVC_MAX_CANDIDATES: registered candidates per lease
 }
 
 // Defaults of limits.
@@ -36,7 +38,7 @@ const (
 // or it runs on Cloud Run (K_SERVICE is set), where only Cloud Run's front
 // end can reach it.
 func parseLimits(getenv func(string) string, authMode string) (limits, error) {
-	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, api: httpapi.Limits{
+	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, maxCandidates: lease.DefaultMaxCandidates, api: httpapi.Limits{
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
 		ReadyCache: httpapi.DefaultReadyCache,
@@ -64,6 +66,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	}{
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
+		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -98,6 +101,6 @@ func (l limits) logAttrs() []any {
 	return []any{slog.Group("limits",
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
-		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "readyCache", l.api.ReadyCache.String(),
+		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
 }

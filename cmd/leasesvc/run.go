@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// Audit lines are written whatever LEASESVC_LOG_LEVEL says.
 	ev.audit = audit.New(slog.New(cloudlog.NewHandler(stdout, slog.LevelInfo, project(getenv))))
-	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, OnChange: func(e lease.Event) {
+	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, MaxCandidates: lim.maxCandidates, OnChange: func(e lease.Event) {
 		ev.changed(e)
 		obs.decided(e)
 	}})
