@@ -268,12 +268,21 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 	if err != nil {
 		return Lease{}, err
 	}
+	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", 0)
+}
+
+// end ends the caller's holding now, for Release or, with a successor to,
+// for Transfer, which also reserves the lease for to until reserve has
+// passed. Ending a holding that already ended succeeds and changes nothing
+// but the checkpoint while nobody has acquired since (for a transfer, only
+// when it is the same transfer again); anything else is ErrLost.
+func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to string, reserve time.Duration) (Lease, error) {
 	wrote := false
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
 		cur := s.Record
 		wrote = false
-		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.RevokeReason != "" {
+		if !holds(cur, holder, principal, token) || cur.RevokeReason != "" {
 			return nil, ErrLost // a revoked holding is lost, not released
 		}
 		next := *cur
@@ -281,24 +290,30 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
 		}
 		if !now.Before(cur.ExpireTime) {
-			// Already released or expired: idempotent success. Nobody has
-			// acquired since, so a checkpoint is still this holding's to write.
+			if to != "" && (cur.ReservedFor != to || cur.ReservedUntil.IsZero()) {
+				return nil, ErrLost // ended otherwise: nothing is left to hand over
+			}
+			// Already ended: idempotent success. Nobody has acquired since,
+			// so a checkpoint is still this holding's to write.
 			if cp == nil || string(cp) == string(cur.Checkpoint) {
 				return nil, nil
 			}
 			return &next, nil
 		}
 		next.ExpireTime = now
+		if to != "" {
+			next.ReservedFor, next.ReservedUntil = to, now.Add(reserve)
+		}
 		next.Candidates = live(cur, now)
 		wrote = true
 		return &next, nil
 	})
 	if err != nil {
-		return Lease{}, opError("release", req.Name, err)
+		return Lease{}, opError(op, name, err)
 	}
 	l := view(snap.Record, decisionTime(snap))
 	if wrote {
-		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime})
+		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: to})
 	}
 	return l, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // TransferRequest ends a holding and reserves the lease for a named
@@ -71,36 +69,5 @@ func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, err
 	if reserve == 0 {
 		reserve = DefaultTransferReserve
 	}
-	wrote := false
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := s.Record
-		wrote = false
-		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.RevokeReason != "" {
-			return nil, ErrLost
-		}
-		if !now.Before(cur.ExpireTime) {
-			if cur.ReservedFor == req.To && !cur.ReservedUntil.IsZero() {
-				return nil, nil // the same transfer again: idempotent success
-			}
-			return nil, ErrLost // ended otherwise: there is nothing left to hand over
-		}
-		next := *cur
-		next.ExpireTime = now
-		next.ReservedFor, next.ReservedUntil = req.To, now.Add(reserve)
-		if cp != nil {
-			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
-		}
-		next.Candidates = live(cur, now)
-		wrote = true
-		return &next, nil
-	})
-	if err != nil {
-		return Lease{}, opError("transfer", req.Name, err)
-	}
-	l := view(snap.Record, decisionTime(snap))
-	if wrote {
-		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: req.To})
-	}
-	return l, nil
+	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, reserve)
 }
