@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -468,16 +469,37 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		created, err := spannerstore.Migrate(t.Context(), spannerShared.admin, client)
-		if err != nil || created {
-			t.Fatalf("Migrate over the table without Succession = %t, %v; want false, nil (column added)", created, err)
+		// The service's start-up: refused without LEASESVC_SPANNER_MIGRATE,
+		// the column added with it.
+		o, ok := backend.Lookup("spanner")
+		if !ok {
+			t.Fatal("spanner is not registered")
+		}
+		open := func(migrate string) (backend.Store, error) {
+			env := map[string]string{"LEASESVC_SPANNER_DATABASE": client.DatabaseName(), "LEASESVC_SPANNER_MIGRATE": migrate}
+			s, closeFn, err := o.Open(t.Context(), func(k string) string {
+				if v, ok := env[k]; ok {
+					return v
+				}
+				return os.Getenv(k) // SPANNER_EMULATOR_HOST
+			}, backend.OpenOptions{})
+			if err == nil {
+				t.Cleanup(func() { _ = closeFn() })
+			}
+			return s, err
+		}
+		if _, err := open("false"); err == nil || !strings.Contains(err.Error(), "column Succession is missing") {
+			t.Fatalf("open of the table without Succession, not migrating = %v; want column Succession missing", err)
+		}
+		if _, err := open("true"); err != nil {
+			t.Fatalf("open of the table without Succession with LEASESVC_SPANNER_MIGRATE=true: %v", err)
 		}
 		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
 			t.Fatalf("CheckSchema after adding Succession: %v", err)
 		}
-		s, err := spannerstore.New(client)
+		s, err := open("false")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("open after the migration: %v", err)
 		}
 		got, err := s.Get(t.Context(), "old")
 		if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || r.Principal != "p" ||
