@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -444,6 +445,78 @@ func TestSpannerSchema(t *testing.T) {
 		got, err := s.Get(t.Context(), "old")
 		if err != nil || got.Record == nil || got.Record.FencingToken != 3 || got.Record.Principal != "" || got.Record.RevokeReason != "" {
 			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, no principal, not revoked", got.Record, err)
+		}
+	})
+	t.Run("TableWithoutSuccessionGainsIt", func(t *testing.T) {
+		// The table as the version before the succession state (docs/contract.md §8)
+		// left it: every statement of schema.sql but the one that adds Succession.
+		var older []string
+		for _, st := range spannerstore.Statements() {
+			if !strings.Contains(st, "ADD COLUMN Succession") {
+				older = append(older, st)
+			}
+		}
+		if len(older) != len(spannerstore.Statements())-1 {
+			t.Fatal("schema.sql has no ALTER TABLE Leases ADD COLUMN Succession statement")
+		}
+		_, client := spannerScratchDatabase(t, older...)
+		if err := spannerstore.CheckSchema(t.Context(), client); err == nil || !strings.Contains(err.Error(), "column Succession is missing") {
+			t.Fatalf("CheckSchema of the table without Succession = %v, want column Succession missing", err)
+		}
+		_, err := client.Apply(t.Context(), []*spanner.Mutation{spanner.Insert("Leases",
+			[]string{"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime", "ExpireTime", "Transitions", "UpdateTime", "Principal"},
+			[]any{"old", "h", int64(3), int64(1000), time.Unix(1, 0), time.Unix(1, 0), time.Unix(2, 0), int64(3), spanner.CommitTimestamp, "p"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The service's start-up: refused without LEASESVC_SPANNER_MIGRATE,
+		// the column added with it.
+		o, ok := backend.Lookup("spanner")
+		if !ok {
+			t.Fatal("spanner is not registered")
+		}
+		open := func(migrate string) (backend.Store, error) {
+			env := map[string]string{"LEASESVC_SPANNER_DATABASE": client.DatabaseName(), "LEASESVC_SPANNER_MIGRATE": migrate}
+			s, closeFn, err := o.Open(t.Context(), func(k string) string {
+				if v, ok := env[k]; ok {
+					return v
+				}
+				return os.Getenv(k) // SPANNER_EMULATOR_HOST
+			}, backend.OpenOptions{})
+			if err == nil {
+				t.Cleanup(func() { _ = closeFn() })
+			}
+			return s, err
+		}
+		if _, err := open("false"); err == nil || !strings.Contains(err.Error(), "column Succession is missing") {
+			t.Fatalf("open of the table without Succession, not migrating = %v; want column Succession missing", err)
+		}
+		if _, err := open("true"); err != nil {
+			t.Fatalf("open of the table without Succession with LEASESVC_SPANNER_MIGRATE=true: %v", err)
+		}
+		if err := spannerstore.CheckSchema(t.Context(), client); err != nil {
+			t.Fatalf("CheckSchema after adding Succession: %v", err)
+		}
+		s, err := open("false")
+		if err != nil {
+			t.Fatalf("open after the migration: %v", err)
+		}
+		got, err := s.Get(t.Context(), "old")
+		if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || r.Principal != "p" ||
+			r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || r.Candidates != nil || r.ReservedFor != "" || !r.ReservedUntil.IsZero() {
+			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, principal p, no succession state", r, err)
+		}
+		_, err = backend.NewLoop(s).Update(t.Context(), "old", func(cur backend.Snapshot) (*backend.Record, error) {
+			next := *cur.Record
+			next.Priority, next.Checkpoint, next.CheckpointToken = 5, []byte(`{"at":7}`), 3
+			return &next, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = s.Get(t.Context(), "old")
+		if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || r.CheckpointToken != 3 {
+			t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
 		}
 	})
 	t.Run("MissingIndexRefused", func(t *testing.T) {

@@ -60,6 +60,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 	}{
 		{"Store/GetMissing", testGetMissing},
 		{"Store/UpdateRoundTrip", testUpdateRoundTrip},
+		{"Store/SuccessionRoundTrip", testSuccessionRoundTrip},
 		{"Store/DecideNilWritesNothing", testDecideNil},
 		{"Store/DecideErrorWritesNothing", testDecideError},
 		{"Store/NoLostUpdates", testNoLostUpdates},

@@ -19,11 +19,16 @@ func testScanExpiry(t *testing.T, e *env) {
 	}
 	t0 := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(time.Now().UnixNano()%1e6) * time.Second)
 	recs := map[string]time.Duration{"d": 3 * time.Second, "c": 2 * time.Second, "a": time.Second, "b": 2 * time.Second}
+	written := map[string]*backend.Record{}
 	for n, d := range recs {
 		r := sampleRecord(e.name(n), t0)
+		if n == "b" {
+			r = plainRecord(e.name(n), t0) // no succession state
+		}
 		r.AcquireTime, r.RenewTime, r.ExpireTime = t0, t0, t0.Add(d)
 		r.TTL = d
 		put(t, e.loop, r)
+		written[r.Name] = r
 	}
 	scan := func(after backend.Cursor, until time.Time, limit int) string {
 		t.Helper()
@@ -37,6 +42,9 @@ func testScanExpiry(t *testing.T, e *env) {
 				t.Fatalf("ScanExpiry(after %v, until %v) returned %s, expiring %v", after.ExpireTime, until, r.Name, r.ExpireTime)
 			}
 			names = append(names, r.Name[len(e.prefix):])
+			if d := recordDiff(written[r.Name], &r); d != "" {
+				t.Errorf("ScanExpiry returned %s different from what was written (-want +got):\n%s", r.Name, d)
+			}
 		}
 		return fmt.Sprint(names)
 	}

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,24 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 		AcquireTime: now.Add(-time.Second), RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond),
 		Transitions: 3, Metadata: []byte(`{"addr":"10.0.0.1:80","n":[1,2]}`),
 		Principal: "agent-7@example.com", RevokedBy: "oncall@example.com", RevokeReason: "stuck ✗ \"leader\"",
+		// The succession state of docs/contract.md §8, stored as one JSON
+		// column or field.
+		Priority: 7, Checkpoint: []byte(`{"offset":1234,"files":["a ✓","b"],"nested":{"ok":true}}`), CheckpointToken: 6,
+		Candidates: []backend.Candidate{
+			{ID: "w-1", Holder: "standby ✓", Principal: "agent-8@example.com", Priority: 9, Preempt: true,
+				Since: now.Add(-250 * time.Millisecond), Until: now.Add(30 * time.Second)},
+			{ID: "w-2", Holder: "standby-2", Priority: 0, Since: now.Add(-time.Microsecond), Until: now.Add(time.Second + time.Microsecond)},
+		},
+		ReservedFor: "standby ✓", ReservedUntil: now.Add(2*time.Second + 3*time.Microsecond),
 	}
+}
+
+// plainRecord is sampleRecord without any succession state, as records
+// written before it existed are.
+func plainRecord(name string, now time.Time) *backend.Record {
+	r := sampleRecord(name, now)
+	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
+	return r
 }
 
 // equate compares records and leases whole: every field, times by their
@@ -82,6 +100,10 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if d := recordDiff(want, got.Record); d != "" {
 		t.Fatalf("Get after Update (-want +got):\n%s", d)
 	}
+	listed := listOne(t, e, name)
+	if d := recordDiff(want, listed); d != "" {
+		t.Fatalf("List after Update (-want +got):\n%s", d)
+	}
 	// A second write replaces the first and decide sees the stored record.
 	snap, err = e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
 		if recordDiff(want, s.Record) != "" {
@@ -91,12 +113,13 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		next.FencingToken++
 		next.Metadata = nil
 		next.Principal, next.RevokedBy, next.RevokeReason = "", "", ""
+		next.Priority, next.Checkpoint, next.CheckpointToken, next.Candidates, next.ReservedFor, next.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
 		return &next, nil
 	})
 	if err != nil {
 		t.Fatalf("second Update: %v", err)
 	}
-	second := *want
+	second := *plainRecord(name, seen.ServerTime)
 	second.FencingToken, second.Metadata = 8, nil
 	second.Principal, second.RevokedBy, second.RevokeReason = "", "", ""
 	if d := recordDiff(&second, snap.Record); d != "" {
@@ -107,8 +130,72 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		t.Fatalf("Get after second Update: %v", err)
 	}
 	if d := recordDiff(&second, got.Record); d != "" {
-		t.Fatalf("Get after second Update, with principal and revocation cleared (-want +got):\n%s", d)
+		t.Fatalf("Get after second Update, with principal, revocation and succession cleared (-want +got):\n%s", d)
 	}
+	if d := recordDiff(&second, listOne(t, e, name)); d != "" {
+		t.Fatalf("List after second Update, with principal, revocation and succession cleared (-want +got):\n%s", d)
+	}
+	noSuccession(t, "Get after the succession state was cleared", got.Record)
+}
+
+// testSuccessionRoundTrip writes a record without succession state, then
+// gives it all (docs/contract.md §8), then changes part of it: each reads
+// back exactly through Try, Get and List, and a record without it reads
+// back with every succession field zero.
+func testSuccessionRoundTrip(t *testing.T, e *env) {
+	name := e.name("succ")
+	now, err := e.Store.Get(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	plain := plainRecord(name, now.ServerTime)
+	full := sampleRecord(name, now.ServerTime)
+	part := *full // one candidate gone, a new checkpoint, no reservation
+	part.Candidates = []backend.Candidate{full.Candidates[1]}
+	part.Checkpoint, part.CheckpointToken = []byte(`{"offset":99}`), 8
+	part.ReservedFor, part.ReservedUntil = "", time.Time{}
+	for i, want := range []*backend.Record{plain, full, &part, plain} {
+		snap := put(t, e.loop, want)
+		if d := recordDiff(want, snap.Record); d != "" {
+			t.Fatalf("write %d: Update returned a different record (-want +got):\n%s", i+1, d)
+		}
+		got, err := e.Store.Get(t.Context(), name)
+		if err != nil {
+			t.Fatalf("write %d: Get: %v", i+1, err)
+		}
+		if d := recordDiff(want, got.Record); d != "" {
+			t.Fatalf("write %d: Get (-want +got):\n%s", i+1, d)
+		}
+		if d := recordDiff(want, listOne(t, e, name)); d != "" {
+			t.Fatalf("write %d: List (-want +got):\n%s", i+1, d)
+		}
+		if want == plain {
+			noSuccession(t, fmt.Sprintf("write %d: Get of a record without succession state", i+1), got.Record)
+		}
+	}
+}
+
+// noSuccession fails unless r has no succession state: every field zero,
+// no checkpoint at all (nil, not an empty one).
+func noSuccession(t *testing.T, what string, r *backend.Record) {
+	t.Helper()
+	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || !r.ReservedUntil.IsZero() {
+		t.Fatalf("%s: succession fields %d, %q, %d, %+v, %q, %v; want all zero", what,
+			r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil)
+	}
+}
+
+// listOne returns the record under name as List reads it.
+func listOne(t *testing.T, e *env, name string) *backend.Record {
+	t.Helper()
+	recs, _, err := e.Store.List(t.Context(), name, "", 1)
+	if err != nil {
+		t.Fatalf("List(%q): %v", name, err)
+	}
+	if len(recs) != 1 || recs[0].Name != name {
+		t.Fatalf("List(%q) = %d records, want the one named so", name, len(recs))
+	}
+	return &recs[0]
 }
 
 func testDecideNil(t *testing.T, e *env) {

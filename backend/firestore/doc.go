@@ -10,7 +10,10 @@
 // fields are name, holder, fencingToken, ttlMs, acquireTime, renewTime,
 // expireTime (timestamps, microsecond precision), transitions, and metadata
 // (the JSON object as a string, "" for none, so it round-trips byte for
-// byte).
+// byte); principal, revokedBy and revokeReason when set; and succession,
+// the succession state of docs/contract.md §8 (priority, checkpoint,
+// candidates, transfer reservation) as one JSON string, absent when there is
+// none, so that new succession fields need no new document fields.
 //
 // # Clock
 //

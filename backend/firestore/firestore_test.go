@@ -110,7 +110,10 @@ func TestNormalize(t *testing.T) {
 	if string(r.Metadata) != `{}` {
 		t.Fatal("normalize shares the caller's metadata")
 	}
-	d := toDoc(got)
+	d, err := toDoc(got)
+	if err != nil || d.Succession != "" {
+		t.Fatalf("toDoc of a record without succession state = %+v, %v", d, err)
+	}
 	if d.TTLMs != 1500 || d.Metadata != `X}` {
 		t.Fatalf("toDoc = %+v", d)
 	}
@@ -129,6 +132,37 @@ func TestNormalize(t *testing.T) {
 	r.TTL = 1500*time.Millisecond + time.Microsecond
 	if _, err := normalize("n", r); err == nil {
 		t.Fatal("normalize accepted a TTL that ttlMs cannot hold")
+	}
+}
+
+// TestSuccessionField: the succession state is one field, sent only when it
+// changed and deleted when it is cleared; normalize copies it.
+func TestSuccessionField(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	r := &backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now,
+		Priority: 2, Checkpoint: []byte(`{"a":1}`), CheckpointToken: 3, Candidates: []backend.Candidate{{ID: "w", Holder: "x", Since: now, Until: now}}}
+	got, err := normalize("n", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Checkpoint[1], got.Candidates[0].ID = 'X', "z"
+	if string(r.Checkpoint) != `{"a":1}` || r.Candidates[0].ID != "w" {
+		t.Fatal("normalize shares the caller's checkpoint or candidates")
+	}
+	with, err := toDoc(r)
+	if err != nil || !strings.Contains(with.Succession, `"checkpoint":{"a":1}`) {
+		t.Fatalf("toDoc = %+v, %v; want the succession JSON", with, err)
+	}
+	without, _ := toDoc(&backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now})
+	if u := changes(without, with); len(u) != 1 || u[0].Path != fieldSuccession || u[0].Value != with.Succession {
+		t.Fatalf("changes adding succession state = %+v, want the one field", u)
+	}
+	if u := changes(with, without); len(u) != 1 || u[0].Path != fieldSuccession || u[0].Value != gfs.Delete {
+		t.Fatalf("changes clearing succession state = %+v, want the field deleted", u)
+	}
+	r.Checkpoint = []byte(`{"a":`)
+	if _, err := normalize("n", r); err == nil {
+		t.Fatal("normalize accepted a checkpoint that is not JSON")
 	}
 }
 

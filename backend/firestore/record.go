@@ -23,6 +23,7 @@ const (
 	fieldPrincipal    = "principal"
 	fieldRevokedBy    = "revokedBy"
 	fieldRevokeReason = "revokeReason"
+	fieldSuccession   = "succession"
 )
 
 // leaseDoc is a lease document as stored.
@@ -41,11 +42,16 @@ type leaseDoc struct {
 	Principal    string `firestore:"principal,omitempty"`
 	RevokedBy    string `firestore:"revokedBy,omitempty"`
 	RevokeReason string `firestore:"revokeReason,omitempty"`
+	// Succession is the succession state of docs/contract.md §8, the JSON
+	// of backend.MarshalSuccession; absent when there is none.
+	Succession string `firestore:"succession,omitempty"`
 }
 
 // normalize returns r as Firestore stores it: times at microsecond precision
-// in UTC, metadata copied (nil for none). It refuses a TTL that is not a
-// whole number of milliseconds, which ttlMs cannot hold.
+// in UTC, metadata copied (nil for none), the succession state as it reads
+// back from its JSON (a copy). It refuses a TTL that is not a whole number
+// of milliseconds, which ttlMs cannot hold, and succession state that does
+// not encode.
 func normalize(name string, r *backend.Record) (*backend.Record, error) {
 	if r.TTL%time.Millisecond != 0 {
 		return nil, fmt.Errorf("backend/firestore: record %q: TTL %v is not a whole number of milliseconds", name, r.TTL)
@@ -59,6 +65,13 @@ func normalize(name string, r *backend.Record) (*backend.Record, error) {
 	if len(r.Metadata) > 0 {
 		out.Metadata = append([]byte(nil), r.Metadata...)
 	}
+	succ, err := backend.MarshalSuccession(&out)
+	if err == nil {
+		err = backend.UnmarshalSuccession(succ, &out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backend/firestore: %w", err)
+	}
 	return &out, nil
 }
 
@@ -66,13 +79,18 @@ func normalize(name string, r *backend.Record) (*backend.Record, error) {
 func storedTime(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
 
 // toDoc is the stored form of a normalized record.
-func toDoc(r *backend.Record) leaseDoc {
+func toDoc(r *backend.Record) (leaseDoc, error) {
+	succ, err := backend.MarshalSuccession(r)
+	if err != nil {
+		return leaseDoc{}, fmt.Errorf("backend/firestore: %w", err)
+	}
 	return leaseDoc{
 		Name: r.Name, Holder: r.Holder, FencingToken: r.FencingToken, TTLMs: r.TTL.Milliseconds(),
 		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, ExpireTime: r.ExpireTime,
 		Transitions: r.Transitions, Metadata: string(r.Metadata),
 		Principal: r.Principal, RevokedBy: r.RevokedBy, RevokeReason: r.RevokeReason,
-	}
+		Succession: string(succ),
+	}, nil
 }
 
 // changes lists the fields in which next differs from cur, for a
@@ -98,6 +116,13 @@ func changes(cur, next leaseDoc) []gfs.Update {
 	add(cur.Principal != next.Principal, fieldPrincipal, next.Principal)
 	add(cur.RevokedBy != next.RevokedBy, fieldRevokedBy, next.RevokedBy)
 	add(cur.RevokeReason != next.RevokeReason, fieldRevokeReason, next.RevokeReason)
+	if cur.Succession != next.Succession {
+		var v any = next.Succession
+		if next.Succession == "" {
+			v = gfs.Delete // absent, as in a document that never had any
+		}
+		add(true, fieldSuccession, v)
+	}
 	return u
 }
 
@@ -115,6 +140,9 @@ func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Record, error) {
 	}
 	if d.Metadata != "" {
 		r.Metadata = []byte(d.Metadata)
+	}
+	if err := backend.UnmarshalSuccession([]byte(d.Succession), r); err != nil {
+		return nil, fmt.Errorf("backend/firestore: decode lease document %q: %w", ds.Ref.ID, err)
 	}
 	return r, nil
 }

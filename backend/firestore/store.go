@@ -180,14 +180,21 @@ func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cu
 	if err != nil {
 		return nil, err
 	}
-	d := toDoc(rec)
+	d, err := toDoc(rec)
+	if err != nil {
+		return nil, err
+	}
 	var update []gfs.Update
 	if cur != nil {
 		c, err := normalize(name, cur)
 		if err != nil {
 			return nil, err
 		}
-		if update = changes(toDoc(c), d); len(update) == 0 {
+		cd, err := toDoc(c)
+		if err != nil {
+			return nil, err
+		}
+		if update = changes(cd, d); len(update) == 0 {
 			return rec, nil
 		}
 	}

@@ -70,6 +70,7 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 func (s *Store) snapshot(name string) backend.Snapshot {
 	snap := backend.Snapshot{ServerTime: s.now()}
 	if r, ok := s.recs[name]; ok {
+		r = cloneSuccession(r)
 		snap.Record = &r
 	}
 	return snap
@@ -95,9 +96,19 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	rec := *next
 	rec.Name = name
 	rec.Metadata = slices.Clone(next.Metadata)
+	rec = cloneSuccession(rec)
 	s.recs[name] = rec
+	rec = cloneSuccession(rec)
 	snap.Record = &rec
 	return snap, nil
+}
+
+// cloneSuccession gives r copies of its checkpoint and candidates, so that
+// neither the decide that wrote a record nor a reader of it shares them with
+// the stored record (no copy without succession state: nil clones to nil).
+func cloneSuccession(r backend.Record) backend.Record {
+	r.Checkpoint, r.Candidates = slices.Clone(r.Checkpoint), slices.Clone(r.Candidates)
+	return r
 }
 
 // List implements backend.Store.
@@ -118,7 +129,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 		if !strings.HasPrefix(n, prefix) {
 			break
 		}
-		out = append(out, s.recs[n])
+		out = append(out, cloneSuccession(s.recs[n]))
 	}
 	return out, s.now(), nil
 }
@@ -152,6 +163,9 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 	})
 	if len(out) > limit {
 		out = out[:limit]
+	}
+	for i := range out {
+		out[i] = cloneSuccession(out[i])
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ func init() {
 		Summary: "PostgreSQL (Cloud SQL, AlloyDB): one row per lease; clock_timestamp() after the row lock decides",
 		Settings: []backend.Setting{
 			{Env: "LEASESVC_POSTGRES_URL", Usage: "libpq connection URL, e.g. `postgres://user@host:5432/db?sslmode=require` (a password may come from `PGPASSWORD`; `pool_max_conns`, default 20, sizes the pool)"},
-			{Env: "LEASESVC_POSTGRES_MIGRATE", Default: "`false`", Usage: "`true` creates the `leasesvc_leases` table and its expiry index if missing; the columns are always checked at start-up"},
+			{Env: "LEASESVC_POSTGRES_MIGRATE", Default: "`false`", Usage: "`true` creates the `leasesvc_leases` table and its expiry index if missing, and adds the columns of a table created by an older version; the columns are always checked at start-up"},
 		},
 		Open: open,
 	})
@@ -73,7 +73,9 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 }
 
 // Migrate creates the table and its index (schema.sql) when missing, one
-// instance at a time. An existing table is never altered.
+// instance at a time. Of an existing table it only adds the columns that
+// later versions added (ADD COLUMN IF NOT EXISTS, with a default, so rows
+// written before read as they did).
 func (s *Store) Migrate(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err == nil {
@@ -86,7 +88,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		err = tx.Commit(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("LEASESVC_POSTGRES_MIGRATE=true: create table %s: %w", table, err)
+		return fmt.Errorf("LEASESVC_POSTGRES_MIGRATE=true: create or migrate table %s: %w", table, err)
 	}
 	return nil
 }

@@ -14,6 +14,11 @@ CREATE TABLE IF NOT EXISTS leasesvc_leases (
 	metadata      text NOT NULL DEFAULT '',
 	principal     text NOT NULL DEFAULT '',
 	revoked_by    text NOT NULL DEFAULT '',
-	revoke_reason text NOT NULL DEFAULT ''
+	revoke_reason text NOT NULL DEFAULT '',
+	succession    text NOT NULL DEFAULT ''
 );
+-- Columns added since the table's first version, for a table created by
+-- an older one: the succession state of docs/contract.md §8, one JSON
+-- object (text, not jsonb, so that a checkpoint reads back byte for byte).
+ALTER TABLE leasesvc_leases ADD COLUMN IF NOT EXISTS succession text NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS leasesvc_leases_by_expiry ON leasesvc_leases (expire_time, name);

@@ -20,7 +20,7 @@ const table = "leasesvc_leases"
 const Channel = "leasesvc_events"
 
 // columns are the table's columns, in the order scanRecord reads them.
-const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason"
+const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason, succession"
 
 // Store is a backend.Store, backend.ExpiryScanner and backend.Notifier
 // over the table of schema.sql. It is safe for concurrent use; the pool
@@ -48,10 +48,8 @@ func query(ctx context.Context, q batcher, what, where string, args ...any) ([]b
 	b.Queue("SELECT clock_timestamp()")
 	res := q.SendBatch(ctx, b)
 	defer res.Close()
-	var (
-		out []backend.Record
-		now time.Time
-	)
+	var out []backend.Record
+	var now time.Time
 	rows, err := res.Query()
 	for err == nil && rows.Next() {
 		var r *backend.Record
@@ -105,8 +103,12 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	}
 	rec := *next
 	rec.Name = name
+	succ, err := backend.MarshalSuccession(&rec) // docs/contract.md §8, one text column ("" for none)
 	if rec.TTL%time.Millisecond != 0 {
-		return backend.Snapshot{}, fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, rec.TTL)
+		err = fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, rec.TTL)
+	}
+	if err != nil {
+		return backend.Snapshot{}, err
 	}
 	for _, t := range []*time.Time{&rec.AcquireTime, &rec.RenewTime, &rec.ExpireTime} {
 		*t = t.Truncate(time.Microsecond).UTC()
@@ -115,9 +117,9 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	// locked row; a row created since the read is a conflict (no row
 	// affected).
 	b := &pgx.Batch{} // one round trip: the write and, when the holding ends, the wake-up sent at commit
-	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO UPDATE SET ("+
-		columns+") = ROW(EXCLUDED.*) WHERE $13", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
-		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, snap.Record != nil)
+	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (name) DO UPDATE SET ("+
+		columns+") = ROW(EXCLUDED.*) WHERE $14", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
+		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, string(succ), snap.Record != nil)
 	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
 		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
 	}
@@ -185,13 +187,11 @@ func (s *Store) Listen(ctx context.Context, got func(payload string)) error {
 
 // scanRecord reads one row of columns.
 func scanRecord(row pgx.Row) (*backend.Record, error) {
-	var (
-		r  backend.Record
-		ms int64
-		md string
-	)
+	var r backend.Record
+	var ms int64
+	var md, succ string
 	if err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
-		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason); err != nil {
+		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason, &succ); err != nil {
 		return nil, err
 	}
 	r.TTL = time.Duration(ms) * time.Millisecond
@@ -199,7 +199,7 @@ func scanRecord(row pgx.Row) (*backend.Record, error) {
 	if md != "" {
 		r.Metadata = []byte(md)
 	}
-	return &r, nil
+	return &r, backend.UnmarshalSuccession([]byte(succ), &r)
 }
 
 // classify maps a pgx error to the backend's: ctx's own error once ctx is

@@ -269,7 +269,11 @@ func readRows(ctx context.Context, tx *spanner.ReadWriteTransaction, names []str
 		if err := row.ColumnByName("UpdateTime", &u); err != nil {
 			return fmt.Errorf("decode a lease row's UpdateTime: %w", err)
 		}
-		recs[r.Name], updated[r.Name] = r.record(), u
+		rec, err := r.record()
+		if err != nil {
+			return err
+		}
+		recs[r.Name], updated[r.Name] = rec, u
 		return nil
 	})
 	if err != nil {

@@ -44,7 +44,11 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 		if err := row.ToStruct(&r); err != nil {
 			return fmt.Errorf("decode a lease row: %w", err)
 		}
-		recs = append(recs, *r.record())
+		rec, err := r.record()
+		if err != nil {
+			return err
+		}
+		recs = append(recs, *rec)
 		return nil
 	})
 	if err != nil {

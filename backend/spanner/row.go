@@ -19,12 +19,12 @@ import (
 var writeColumns = []string{
 	"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime",
 	"ExpireTime", "Transitions", "Metadata", "UpdateTime",
-	"Principal", "RevokedBy", "RevokeReason",
+	"Principal", "RevokedBy", "RevokeReason", "Succession",
 }
 
 // recordColumns are the columns a read returns for a record (UpdateTime is
 // for operators and is not read back), in the order of leaseRow's fields.
-const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata, Principal, RevokedBy, RevokeReason"
+const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata, Principal, RevokedBy, RevokeReason, Succession"
 
 // leaseRow is one row of recordColumns, decoded by column name.
 type leaseRow struct {
@@ -40,10 +40,13 @@ type leaseRow struct {
 	Principal    spanner.NullString
 	RevokedBy    spanner.NullString
 	RevokeReason spanner.NullString
+	// Succession is the succession state of docs/contract.md §8, the JSON
+	// of backend.MarshalSuccession; NULL when there is none.
+	Succession spanner.NullString
 }
 
 // record converts a row to the record it stores.
-func (r *leaseRow) record() *backend.Record {
+func (r *leaseRow) record() (*backend.Record, error) {
 	rec := &backend.Record{
 		Name:         r.Name,
 		Holder:       r.Holder,
@@ -60,7 +63,10 @@ func (r *leaseRow) record() *backend.Record {
 	if r.Metadata.Valid && r.Metadata.StringVal != "" {
 		rec.Metadata = []byte(r.Metadata.StringVal)
 	}
-	return rec
+	if err := backend.UnmarshalSuccession([]byte(r.Succession.StringVal), rec); err != nil {
+		return nil, fmt.Errorf("decode the lease row: %w", err)
+	}
+	return rec, nil
 }
 
 // readSQL reads one lease row together with the server time in one
@@ -109,7 +115,8 @@ func readRow(ctx context.Context, q querier, name string) (*backend.Record, time
 	case 0:
 		return nil, now, nil
 	case 1:
-		return rows[0].record(), now, nil
+		rec, err := rows[0].record()
+		return rec, now, err
 	}
 	return nil, time.Time{}, fmt.Errorf("%d rows under one primary key", len(rows))
 }
@@ -123,8 +130,15 @@ func writeMutation(name string, next *backend.Record) (*spanner.Mutation, *backe
 	if !utf8.Valid(next.Metadata) {
 		return nil, nil, errors.New("record metadata is not valid UTF-8 (the Metadata column is a STRING)")
 	}
+	succ, err := backend.MarshalSuccession(next)
+	if err != nil {
+		return nil, nil, err
+	}
 	rec := *next
 	rec.Name = name
+	if err := backend.UnmarshalSuccession(succ, &rec); err != nil { // as it reads back, a copy
+		return nil, nil, err
+	}
 	rec.Metadata = nil
 	md := spanner.NullString{}
 	if len(next.Metadata) > 0 {
@@ -134,7 +148,7 @@ func writeMutation(name string, next *backend.Record) (*spanner.Mutation, *backe
 	m := spanner.InsertOrUpdate(Table, writeColumns, []any{
 		rec.Name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
 		rec.ExpireTime, rec.Transitions, md, spanner.CommitTimestamp,
-		nullIfEmpty(rec.Principal), nullIfEmpty(rec.RevokedBy), nullIfEmpty(rec.RevokeReason),
+		nullIfEmpty(rec.Principal), nullIfEmpty(rec.RevokedBy), nullIfEmpty(rec.RevokeReason), nullIfEmpty(string(succ)),
 	})
 	return m, &rec, nil
 }

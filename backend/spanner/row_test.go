@@ -1,6 +1,7 @@
 package spanner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,27 @@ func TestWriteMutation(t *testing.T) {
 	if _, rec, _ := writeMutation("lease", &empty); rec.Metadata != nil {
 		t.Fatalf("empty metadata reads back as %q, want nil (NULL)", rec.Metadata)
 	}
+	if m, rec, _ := writeMutation("lease", next); rec.Candidates != nil || rec.Checkpoint != nil || !strings.Contains(fmt.Sprint(m), "Succession") {
+		t.Fatalf("a record without succession state writes %v, reads back as %+v", m, rec)
+	}
+	succ := *next
+	succ.Priority, succ.Checkpoint, succ.CheckpointToken = 4, []byte(`{"b":1}`), 2
+	succ.Candidates = []backend.Candidate{{ID: "w", Holder: "x", Since: now, Until: now.Add(time.Second)}}
+	succ.ReservedFor, succ.ReservedUntil = "x", now.In(time.FixedZone("y", 3600))
+	_, rec, err = writeMutation("lease", &succ)
+	if err != nil || rec.Priority != 4 || string(rec.Checkpoint) != `{"b":1}` || len(rec.Candidates) != 1 || rec.ReservedUntil.Location() != time.UTC || !rec.ReservedUntil.Equal(now) {
+		t.Fatalf("writeMutation of succession state = %+v, %v", rec, err)
+	}
+	rec.Checkpoint[1], rec.Candidates[0].ID = 'X', "z"
+	if string(succ.Checkpoint) != `{"b":1}` || succ.Candidates[0].ID != "w" {
+		t.Fatal("written record shares the checkpoint or candidates with decide's record")
+	}
 	bad := *next
+	bad.Checkpoint = []byte(`{"b":`)
+	if _, _, err := writeMutation("lease", &bad); err == nil {
+		t.Fatal("writeMutation accepted a checkpoint that is not JSON")
+	}
+	bad = *next
 	bad.TTL = 1500 * time.Microsecond
 	if _, _, err := writeMutation("lease", &bad); err == nil {
 		t.Fatal("writeMutation accepted a TTL the TtlMs column cannot hold")

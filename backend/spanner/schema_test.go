@@ -7,8 +7,8 @@ import (
 
 func TestSchemaParses(t *testing.T) {
 	stmts := Statements()
-	if len(stmts) != 5 || strings.Contains(schemaSQL, "--") || strings.Contains(schemaSQL, "/*") {
-		t.Fatalf("schema.sql must hold the table, its index and three added columns, without comments; got %q", stmts)
+	if len(stmts) != 6 || strings.Contains(schemaSQL, "--") || strings.Contains(schemaSQL, "/*") {
+		t.Fatalf("schema.sql must hold the table, its index and four added columns, without comments; got %q", stmts)
 	}
 	ix, err := indexesOf(stmts)
 	if err != nil || len(ix) != 1 || ix[0].Name != expiryIndex || strings.Join(ix[0].Keys, ",") != "ExpireTime" {
@@ -32,6 +32,7 @@ func TestSchemaParses(t *testing.T) {
 		{"Principal", "STRING(MAX)", false, false, 0},
 		{"RevokedBy", "STRING(MAX)", false, false, 0},
 		{"RevokeReason", "STRING(MAX)", false, false, 0},
+		{"Succession", "STRING(MAX)", false, false, 0},
 	}
 	if len(cols) != len(want) {
 		t.Fatalf("schema.sql has %d columns, want %d: %+v", len(cols), len(want), cols)
@@ -126,8 +127,8 @@ func TestColumnsOfAppendedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := cols[len(cols)-1]
-	if len(cols) != 14 || last != (column{Name: "Region", Type: "STRING(64)"}) {
-		t.Fatalf("columns = %+v, want the 13 of schema.sql and Region", cols)
+	if len(cols) != 15 || last != (column{Name: "Region", Type: "STRING(64)"}) {
+		t.Fatalf("columns = %+v, want the 14 of schema.sql and Region", cols)
 	}
 	if _, err := columnsOf([]string{"ALTER TABLE Leases ADD COLUMN Region STRING(64)"}); err == nil {
 		t.Fatal("ADD COLUMN before CREATE TABLE accepted")

@@ -267,7 +267,11 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 		if err := row.ToStruct(&r); err != nil {
 			return fmt.Errorf("decode a lease row: %w", err)
 		}
-		recs = append(recs, *r.record())
+		rec, err := r.record()
+		if err != nil {
+			return err
+		}
+		recs = append(recs, *rec)
 		return nil
 	})
 	var at time.Time
