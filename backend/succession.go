@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -30,11 +31,13 @@ func MarshalSuccession(r *Record) ([]byte, error) {
 	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // a checkpoint comes back as it was written, <, > and & included
+	if err := enc.Encode(s); err != nil {
 		return nil, fmt.Errorf("backend: marshal succession of %q: %w", r.Name, err)
 	}
-	return b, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // UnmarshalSuccession sets the succession fields of r from what

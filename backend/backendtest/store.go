@@ -24,7 +24,7 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 		Principal: "agent-7@example.com", RevokedBy: "oncall@example.com", RevokeReason: "stuck ✗ \"leader\"",
 		// The succession state of docs/contract.md §8, stored as one JSON
 		// column or field.
-		Priority: 7, Checkpoint: []byte(`{"offset":1234,"files":["a ✓","b"],"nested":{"ok":true}}`), CheckpointToken: 6,
+		Priority: 7, Checkpoint: []byte(`{"offset":1234,"files":["a ✓ <&>","b"],"nested":{"ok":true}}`), CheckpointToken: 6,
 		Candidates: []backend.Candidate{
 			{ID: "w-1", Holder: "standby ✓", Principal: "agent-8@example.com", Priority: 9, Preempt: true,
 				Since: now.Add(-250 * time.Millisecond), Until: now.Add(30 * time.Second)},
