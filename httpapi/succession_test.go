@@ -568,3 +568,54 @@ func TestTransferNeedsAcquire(t *testing.T) {
 		t.Errorf("no audit line for carol's refused transfer")
 	}
 }
+
+// TestCrashTakeoverByTheBestCandidate is the worked example of
+// docs/agents.md §12: agents of priority 10, 5 and 1; the 10 leads and
+// checkpoints, then crashes (never releases); at its expireTime the 5, the
+// best live candidate, gets the lease with the 10's last checkpoint while
+// the 1 keeps waiting (on another instance, refused by the reservation).
+// The 10 comes back preempting: the 5's renewals ask it to yield, and its
+// transfer hands the lease and its own checkpoint to the 10.
+func TestCrashTakeoverByTheBestCandidate(t *testing.T) {
+	store := memory.New()
+	c1, _ := succInstance(t, store)
+	c2, _ := succInstance(t, store)
+	name := "team-a.indexer"
+	p := "/v1/leases/" + name
+	if r := c1.Post(t, p+":acquire", `{"holder":"agent-10","ttlMs":1000,"priority":10}`); r.Status != 200 || r.Token() != 1 {
+		t.Fatalf("agent-10's acquire = %d %s", r.Status, r.Raw)
+	}
+	one := startAcquire(t, c1, name, `{"holder":"agent-1","ttlMs":30000,"waitMs":10000,"priority":1}`)
+	five := startAcquire(t, c2, name, `{"holder":"agent-5","ttlMs":30000,"waitMs":10000,"priority":5}`)
+	waitCandidates(t, c1, name, 2)
+	r := c1.Post(t, p+":renew", `{"holder":"agent-10","fencingToken":1,"checkpoint":{"batch":41}}`)
+	if r.Status != 200 || checkpointOf(r) != `{"batch":41}` || r.Body["candidates"] != 2.0 || r.Body["yieldRequested"] != nil {
+		t.Fatalf("agent-10's renew with its checkpoint = %d %s", r.Status, r.Raw)
+	}
+	// agent-10 crashes: no renew, no release. Its holding runs out at
+	// expireTime; both waiters' timers fire then.
+	got := five.answer(t, 5*time.Second)
+	if got.Status != 200 || got.Holder() != "agent-5" || got.Token() != 2 || checkpointOf(got) != `{"batch":41}` ||
+		got.Body["checkpointToken"] != 1.0 || got.Body["priority"] != 5.0 || got.Body["candidates"] != 1.0 {
+		t.Fatalf("agent-5's waiting acquire = %d %s, want token 2 with agent-10's checkpoint {\"batch\":41}", got.Status, got.Raw)
+	}
+	if !one.pendingFor(200 * time.Millisecond) {
+		t.Fatalf("agent-1's wait ended: %s", (<-one.done).Raw)
+	}
+	// agent-10 restarts and campaigns again, preempting.
+	ten := startAcquire(t, c2, name, `{"holder":"agent-10","ttlMs":30000,"waitMs":10000,"priority":10,"preempt":true}`)
+	waitCandidates(t, c1, name, 2)
+	r = c2.Post(t, p+":renew", `{"holder":"agent-5","fencingToken":2,"checkpoint":{"batch":57}}`)
+	if r.Status != 200 || r.Body["yieldRequested"] != true || r.Body["yieldTo"] != "agent-10" {
+		t.Fatalf("agent-5's renew while agent-10 preempts = %d %s, want yieldRequested, yieldTo agent-10", r.Status, r.Raw)
+	}
+	if r := c2.Post(t, p+":transfer", `{"holder":"agent-5","fencingToken":2,"to":"agent-10","checkpoint":{"batch":58}}`); r.Status != 200 || r.Body["reservedFor"] != "agent-10" {
+		t.Fatalf("agent-5's transfer = %d %s", r.Status, r.Raw)
+	}
+	got = ten.answer(t, 5*time.Second)
+	if got.Status != 200 || got.Holder() != "agent-10" || got.Token() != 3 || checkpointOf(got) != `{"batch":58}` || got.Body["checkpointToken"] != 2.0 {
+		t.Fatalf("agent-10's waiting acquire = %d %s, want token 3 with agent-5's checkpoint {\"batch\":58}", got.Status, got.Raw)
+	}
+	one.cancel()
+	waitCandidates(t, c1, name, 0)
+}
