@@ -28,8 +28,16 @@ import (
 // the other until its expiry timer or a Wake.
 func succInstance(t *testing.T, store backend.Store) (e2e.Client, *lease.Manager) {
 	t.Helper()
+	return succInstanceWith(t, store, lease.Config{})
+}
+
+// succInstanceWith is succInstance with the Manager's cfg (OnChange is set
+// here).
+func succInstanceWith(t *testing.T, store backend.Store, cfg lease.Config) (e2e.Client, *lease.Manager) {
+	t.Helper()
 	events := hub.New()
-	m, err := lease.NewManager(store, lease.Config{OnChange: events.Publish})
+	cfg.OnChange = events.Publish
+	m, err := lease.NewManager(store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,4 +626,54 @@ func TestCrashTakeoverByTheBestCandidate(t *testing.T) {
 	}
 	one.cancel()
 	waitCandidates(t, c1, name, 0)
+}
+
+// TestCandidatesAreBounded: with MaxCandidates 2 (LEASESVC_MAX_CANDIDATES),
+// a newcomer that ranks after both registered candidates waits
+// unregistered; one that ranks before the last takes its place.
+func TestCandidatesAreBounded(t *testing.T) {
+	c, _ := succInstanceWith(t, memory.New(), lease.Config{MaxCandidates: 2})
+	name := "succ-bounded"
+	p := "/v1/leases/" + name
+	if r := c.Post(t, p+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != 200 {
+		t.Fatalf("a's acquire = %d %s", r.Status, r.Raw)
+	}
+	var all []*pending
+	for _, h := range []struct {
+		holder string
+		prio   int
+	}{{"p5", 5}, {"p3", 3}} {
+		all = append(all, startAcquire(t, c, name, `{"holder":"`+h.holder+`","ttlMs":30000,"waitMs":30000,"priority":`+strconv.Itoa(h.prio)+`}`))
+	}
+	waitCandidates(t, c, name, 2)
+	all = append(all, startAcquire(t, c, name, `{"holder":"p1","ttlMs":30000,"waitMs":30000,"priority":1,"preempt":true}`))
+	time.Sleep(200 * time.Millisecond) // p1's first attempt
+	if r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1}`); r.Body["candidates"] != 2.0 || r.Body["yieldTo"] != nil {
+		t.Fatalf("renew with a full list and p1 waiting = %s, want 2 candidates and no yield to the unregistered p1", r.Raw)
+	}
+	all = append(all, startAcquire(t, c, name, `{"holder":"p9","ttlMs":30000,"waitMs":30000,"priority":9,"preempt":true}`))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1}`)
+		if r.Body["yieldTo"] == "p9" {
+			if r.Body["candidates"] != 2.0 {
+				t.Fatalf("renew once p9 registered = %s, want 2 candidates", r.Raw)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p9 never registered: %s", r.Raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := c.Post(t, p+":release", `{"holder":"a","fencingToken":1}`); r.Body["reservedFor"] != "p9" || r.Body["held"] != false {
+		t.Fatalf("a's release = %s, want the lease reserved for p9", r.Raw)
+	}
+	if got := all[3].answer(t, 5*time.Second); got.Status != 200 || got.Holder() != "p9" {
+		t.Fatalf("p9's acquire = %d %s, want the lease", got.Status, got.Raw)
+	}
+	for _, w := range all[:3] {
+		w.cancel()
+	}
+	waitCandidates(t, c, name, 0)
 }
