@@ -89,6 +89,7 @@ func leaseRequests(name string) []struct{ method, path, body string } {
 		{"POST", p + ":renew", `{"holder":"h","fencingToken":1,"ttlMs":60000}`},
 		{"POST", p + ":release", `{"holder":"h","fencingToken":1}`},
 		{"POST", p + ":revoke", `{"reason":"test"}`},
+		{"POST", p + ":transfer", `{"holder":"h","fencingToken":1,"to":"k"}`},
 		{"GET", p, ""},
 		{"GET", p + ":watch", ""},
 		{"GET", "/v1/leases?prefix=" + name, ""},
@@ -147,7 +148,7 @@ func TestAuthRefusesEveryRoute(t *testing.T) {
 		ok     map[string]bool // routes this caller may use (by custom method, "get", "list")
 	}{
 		{"carol on team-a.", carol, name, map[string]bool{"get": true, "watch": true, "list": true}},
-		{"bob on team-a.", bob, name, map[string]bool{"acquire": true, "renew": true, "release": true, "get": true, "watch": true, "list": true}},
+		{"bob on team-a.", bob, name, map[string]bool{"acquire": true, "renew": true, "release": true, "transfer": true, "get": true, "watch": true, "list": true}},
 		{"alice on team-b.", alice, "team-b.sched", nil},
 	} {
 		for _, rq := range leaseRequests(c.name) {

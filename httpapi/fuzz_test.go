@@ -42,6 +42,19 @@ func FuzzRequest(f *testing.F) {
 	f.Add("GET", "/v1/leases?pageToken=%zz&prefix=a&prefix=b", "", ``)
 	f.Add("HEAD", "/v1/leases/a:watch?x", "", ``)
 	f.Add("GET", "/v1/leases/a?%ff=1", "", ``)
+	// Succession (docs/contract.md §8): priorities, preemption, checkpoints
+	// and :transfer, good and bad.
+	f.Add("POST", "/v1/leases/a:acquire", "", `{"holder":"k","ttlMs":1000,"waitMs":5,"priority":7,"preempt":true}`)
+	f.Add("POST", "/v1/leases/b:acquire", "", `{"holder":"k","ttlMs":1000,"priority":1000}`)
+	f.Add("POST", "/v1/leases/a:acquire", "", `{"holder":"k","ttlMs":1000,"priority":1.5,"preempt":"yes"}`)
+	f.Add("POST", "/v1/leases/a:acquire", "", `{"holder":"k","ttlMs":1000,"priority":-1,"preempt":true}`)
+	f.Add("POST", "/v1/leases/a:renew", "", `{"holder":"h","fencingToken":1,"checkpoint":{"step":3,"done":["x"]}}`)
+	f.Add("POST", "/v1/leases/a:renew", "", "{\"holder\":\"h\",\"fencingToken\":1,\"checkpoint\":{\"k\":\"\xfe\",\"k\":1}}")
+	f.Add("POST", "/v1/leases/a:release", "", `{"holder":"h","fencingToken":1,"checkpoint":[]}`)
+	f.Add("POST", "/v1/leases/a:transfer", "application/json", `{"holder":"h","fencingToken":1,"to":"k","checkpoint":{"s":1},"reserveMs":100}`)
+	f.Add("POST", "/v1/leases/a:transfer", "", `{"holder":"h","fencingToken":1,"to":"h","reserveMs":0}`)
+	f.Add("POST", "/v1/leases/a:transfer", "", `{"holder":"h","fencingToken":1,"to":"k","reserveMs":60001,"x":null}`)
+	f.Add("POST", "/v1/leases/b:transfer", "", `{"holder":"h","fencingToken":1,"to":"k"}`)
 	f.Fuzz(func(t *testing.T, method, path, contentType, body string) {
 		if !validMethod(method) {
 			return
@@ -86,6 +99,9 @@ func FuzzRequest(f *testing.F) {
 		for _, rec := range after {
 			if !utf8.ValidString(rec.Holder) || rec.Metadata != nil && !jsontext.Value(rec.Metadata).IsValid() {
 				t.Fatalf("%s %s %q stored holder %q metadata %q", method, path, body, rec.Holder, rec.Metadata)
+			}
+			if rec.Checkpoint != nil && !jsontext.Value(rec.Checkpoint).IsValid() || !utf8.ValidString(rec.ReservedFor) {
+				t.Fatalf("%s %s %q stored checkpoint %q reservedFor %q", method, path, body, rec.Checkpoint, rec.ReservedFor)
 			}
 		}
 		if w.Code >= 400 {
