@@ -87,6 +87,52 @@ class WireTest(unittest.TestCase):
         self.assertFalse(isinstance(e, leasesvc.LeaseHeld))
 
 
+class ElectorFakeTest(unittest.TestCase):
+    """The Elector's succession steps against a scripted fake."""
+
+    def test_steps_down_at_once_without_a_callback_and_releases_with_the_checkpoint(self) -> None:
+        renews: List[Request] = []
+
+        def handler(req: Request) -> Any:
+            if req.path.endswith(":acquire"):
+                return (200, {}, lease_json(token=5, checkpoint={"was": 4}, checkpointToken=4))
+            if req.path.endswith(":renew"):
+                renews.append(req)
+                return (200, {}, lease_json(token=5, yieldRequested=True, yieldTo="boss"))
+            if req.path.endswith(":release"):
+                return (200, {}, lease_json(token=5, held=False))
+            return (200, {}, lease_json(token=5))
+
+        f = FakeService(handler)
+        self.addCleanup(f.close)
+        terms: List[leasesvc.Term] = []
+        returned = threading.Event()
+        e: Optional[leasesvc.Elector] = None
+
+        def lead(term: leasesvc.Term) -> None:
+            terms.append(term)
+            assert e is not None
+            e.set_checkpoint({"at": 1})
+            term.wait()
+            e.set_checkpoint({"at": 2})  # after the step-down, before returning: the release carries it
+            returned.set()
+
+        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.5, wait=-1, priority=2,
+                             on_started_leading=lead)
+        e.start()
+        self.addCleanup(e.stop, 10)
+        self.assertTrue(returned.wait(5), "the term did not end on yieldRequested")
+        self.assertIsInstance(terms[0].cause, leasesvc.Yielded)
+        self.assertEqual(terms[0].cause.to, "boss")  # type: ignore[union-attr]
+        self.assertEqual((terms[0].checkpoint, terms[0].checkpoint_token), ({"was": 4}, 4))
+        deadline = time.monotonic() + 5
+        while not f.calls(":release") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(f.calls(":release")[0].body, {"holder": "me", "fencingToken": 5, "checkpoint": {"at": 2}})
+        self.assertEqual(renews[0].body, {"holder": "me", "fencingToken": 5, "checkpoint": {"at": 1}})
+        self.assertEqual(f.calls(":acquire")[0].body, {"holder": "me", "ttlMs": 1500, "priority": 2})
+
+
 class ServiceTest(unittest.TestCase):
     """The Client's succession calls against the real service."""
 

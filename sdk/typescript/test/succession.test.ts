@@ -119,6 +119,59 @@ describe("succession on the wire (fake)", () => {
   });
 });
 
+describe("Elector succession steps (fake)", () => {
+  let fake: FakeService;
+  before(async () => {
+    fake = await FakeService.start();
+  });
+  after(async () => {
+    await fake.close();
+  });
+
+  test("without onYieldRequested it steps down at once on yieldRequested; renew and release carry the checkpoint", async () => {
+    const name = "yield.fake";
+    for (let i = 0; i < 3; i++) fake.script.push({ match: ":renew", status: 200, body: leaseJSON({ name, fencingToken: 1, yieldRequested: true, yieldTo: "boss" }) });
+    const c = new Client(fake.url);
+    const stop = new AbortController();
+    const reasons: unknown[] = [];
+    let e!: Elector;
+    let done!: () => void;
+    const returned = new Promise<void>((r) => (done = r));
+    e = new Elector(c, name, {
+      holder: "me",
+      ttlMs: 1500,
+      waitMs: -1,
+      priority: 2,
+      onStartedLeading: (signal) =>
+        new Promise<void>((resolve) => {
+          if (reasons.length > 0) return resolve();
+          e.setCheckpoint({ at: 1 });
+          signal.addEventListener(
+            "abort",
+            () => {
+              reasons.push(signal.reason);
+              e.setCheckpoint({ at: 2 }); // after the step-down, before returning: the release carries it
+              resolve();
+              done();
+            },
+            { once: true },
+          );
+        }),
+    });
+    const run = e.run(stop.signal);
+    await returned;
+    await new Promise((r) => setTimeout(r, 200));
+    stop.abort();
+    await run;
+    assert.ok(reasons[0] instanceof YieldedError, String(reasons[0]));
+    assert.equal((reasons[0] as YieldedError).to, "boss");
+    const bodies = (suffix: string) => fake.seen.filter((s) => s.path.endsWith(suffix)).map((s) => s.body);
+    assert.deepEqual(bodies(":acquire")[0], { holder: "me", ttlMs: 1500, priority: 2 });
+    assert.deepEqual(bodies(":renew")[0], { holder: "me", fencingToken: 1, checkpoint: { at: 1 } });
+    assert.deepEqual(bodies(":release")[0], { holder: "me", fencingToken: 1, checkpoint: { at: 2 } });
+  });
+});
+
 const skip = skipReason();
 let seq = 0;
 const leaseName = (what: string): string => `succ.ts.${what}.${process.pid}.${++seq}`;
