@@ -699,7 +699,9 @@ class Elector:
         clock, cond = self._clock, self._cond
         stop_at = sent + self._safe - self.cancel_before
         next_renew = sent + self._jittered(self.renew_interval)
-        in_flight, renewing, lost, graceful, yielded = False, True, False, False, False
+        in_flight, renewing, lost, graceful = False, True, False, False
+        yielded = False  # stepped down for a preempting candidate
+        yield_seen = False  # on_yield_requested returned and the loop acted on it
         failures = 0
         last_err: Optional[BaseException] = None
         while True:
@@ -710,7 +712,7 @@ class Elector:
                         break
                     if renewing and term._transferred:
                         break
-                    if term._yield_ready and not yielded:
+                    if term._yield_ready and not yield_seen:
                         break
                     if renewing and (now >= stop_at or (not in_flight and now >= next_renew)):
                         break
@@ -724,12 +726,13 @@ class Elector:
             now = clock()
             if transferred and renewing:
                 renewing = False  # the service ended the holding: nothing to renew, nothing to release
-            if yield_ready and not yielded:
-                yielded = True
-                if term.leading:
+            if yield_ready and not yield_seen:
+                yield_seen = True
+                if term.leading:  # (not when the term already ended otherwise)
+                    yielded = True
                     self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
                                    self.name, self.holder, term._yield_to, term.token)
-                end(Yielded(term._yield_to))
+                    end(Yielded(term._yield_to))
             if renewing and now >= stop_at:
                 renewing = False
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
