@@ -99,6 +99,7 @@ func TestConformance(t *testing.T) {
 			}
 			t.Run("basic", func(t *testing.T) { basicCase(t, lang, argv, base("basic")) })
 			t.Run("wait", func(t *testing.T) { waitCase(t, lang, argv, base("wait"), plain) })
+			t.Run("succession", func(t *testing.T) { successionCase(t, lang, argv, base("succession"), plain) })
 			t.Run("ratelimit", func(t *testing.T) {
 				ratelimitCase(t, lang, argv, with(base("ratelimit"), "LEASESVC_URL", limited.URL, "LEASESVC_TOKEN", agentToken(lang.name)), limited)
 			})

@@ -159,8 +159,46 @@ def case_revoke(env: Env) -> None:
     run_elector(env, on_term, lambda lease, sent: None)
 
 
+def _checkpoint_n(lease: leasesvc.Lease) -> Any:
+    """The checkpoint's "n" member, 0 without a checkpoint."""
+    return (lease.checkpoint or {}).get("n", 0)
+
+
+def case_succession(env: Env) -> None:
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    lease = c.acquire(name, a, ttl, priority=7)
+    emit(step="acquire_priority", token=lease.fencing_token, priority=lease.priority)
+    t = c.transfer(name, a, lease.fencing_token, b, checkpoint={"n": 1}, reserve=10.0)
+    emit(step="transfer", held=t.held, reservedFor=t.reserved_for)
+    try:
+        c.acquire(name, env.holder + "-c", ttl)
+        emit(step="acquire_reserved", error="none")
+        raise SystemExit(1)
+    except leasesvc.LeaseReserved as e:
+        emit(step="acquire_reserved", error=code(e), reservedFor=e.reserved_for)
+    except leasesvc.LeaseError as e:
+        emit(step="acquire_reserved", error=code(e))
+    s = c.acquire(name, b, ttl)
+    emit(step="successor", holder=s.holder, token=s.fencing_token, checkpointN=_checkpoint_n(s),
+         checkpointToken=s.checkpoint_token)
+
+    y = name + "-yield"
+    h = c.acquire(y, a, ttl, priority=1)
+    emit(step="holding", token=h.fencing_token, priority=h.priority)
+    deadline = time.monotonic() + 10
+    while True:
+        r = c.renew(y, a, h.fencing_token)
+        if r.yield_requested or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    emit(step="yield_requested", yieldRequested=r.yield_requested, yieldTo=r.yield_to, candidates=r.candidates)
+    rel = c.release(y, a, h.fencing_token, checkpoint={"n": 2})
+    emit(step="released", held=rel.held, checkpointN=_checkpoint_n(rel))
+    emit(step="done")
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
-         "freeze": case_freeze, "revoke": case_revoke}
+         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession}
 
 
 def main() -> None:

@@ -82,10 +82,11 @@ type env struct {
 func main() {
 	cases := map[string]func(context.Context, env) error{
 		"basic": basic, "wait": wait, "ratelimit": ratelimit, "freeze": freeze, "revoke": revoke,
+		"succession": succession,
 	}
 	elector := map[string]bool{"freeze": true, "revoke": true}
 	if len(os.Args) != 2 || cases[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke")
+		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession")
 		os.Exit(2)
 	}
 	ttlMs, err := strconv.Atoi(os.Getenv("LEASE_TTL_MS"))

@@ -19,11 +19,12 @@ from .errors import (
     InvalidArgument,
     LeaseError,
     LeaseHeld,
+    LeaseReserved,
     RateLimited,
     Unavailable,
     error_class,
 )
-from .lease import EVENT_STATE, Event, Lease, Page
+from .lease import EVENT_STATE, Event, Lease, Page, parse_time
 
 #: A bearer token, or a callable returning one (called for every attempt of
 #: every request, so it can refresh; cache inside it if fetching is slow).
@@ -138,9 +139,13 @@ class Client:
         *,
         metadata: Optional[Dict[str, Any]] = None,
         wait: float = 0.0,
+        priority: Optional[int] = None,
+        preempt: bool = False,
     ) -> Lease:
         """Take the lease if it is free or expired (a new fencing token), or
-        extend the caller's own live holding (same token).
+        extend the caller's own live holding (same token). The answer of a
+        new holding carries the checkpoint it inherits
+        (``lease.checkpoint``, docs/contract.md §8).
 
         Args:
             ttl: the lease duration, seconds (whole milliseconds are sent).
@@ -148,19 +153,38 @@ class Client:
                 keeps what a repeated acquire finds stored.
             wait: if positive, the service waits up to this long (≤ 60 s) for
                 a holding by another to end before answering ``lease_held``.
+            priority: 0 … 1000, recorded on the holding this acquire begins.
+                A waiting acquire that carries it (even 0) is a candidate:
+                when a holding ends, the lease is reserved for a few seconds
+                for the best waiting candidate (highest priority, then the
+                one waiting longest). ``None`` sends none: the acquire
+                behaves as before succession existed.
+            preempt: on a waiting acquire with a priority, asks a holder
+                whose holding has a strictly lower priority to step down
+                (its renewals answer ``yield_requested``). Nothing is taken
+                by force. It needs ``wait`` > 0 (the service refuses it
+                otherwise) and sends priority 0 when ``priority`` is None.
 
         Raises:
             LeaseHeld: held by another; ``err.lease`` is the current lease.
+            LeaseReserved: free but reserved for another holder
+                (``err.reserved_for``, ``err.reserved_until``).
         """
-        return Lease.from_json(self._acquire(name, holder, ttl, metadata=metadata, wait=wait))
+        return Lease.from_json(self._acquire(name, holder, ttl, metadata=metadata, wait=wait,
+                                             priority=priority, preempt=preempt))
 
     def _acquire(self, name: str, holder: str, ttl: float, *, metadata: Optional[Dict[str, Any]] = None,
-                 wait: float = 0.0, attempts: int = 0, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
+                 wait: float = 0.0, priority: Optional[int] = None, preempt: bool = False,
+                 attempts: int = 0, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         body: Dict[str, Any] = {"holder": holder, "ttlMs": _ms(ttl)}
         if metadata is not None:
             body["metadata"] = metadata
         if wait > 0:
             body["waitMs"] = _ms(wait)
+        if priority is not None or preempt:
+            body["priority"] = priority or 0
+        if preempt:
+            body["preempt"] = True
         return self._call("acquire", name, "POST", _lease_path(name, ":acquire"), body,
                           attempts=attempts, extra=max(wait, 0.0), cancel=cancel)
 
@@ -172,42 +196,84 @@ class Client:
         *,
         ttl: Optional[float] = None,
         metadata: Optional[Dict[str, Any]] = None,
+        checkpoint: Optional[Dict[str, Any]] = None,
     ) -> Lease:
         """Extend the holding named by holder and token: expireTime =
         serverTime + ttl. ``ttl`` (seconds), if given, replaces the holding's
-        duration; ``metadata``, if given, replaces the stored metadata.
+        duration; ``metadata``, if given, replaces the stored metadata;
+        ``checkpoint``, if given, a JSON object (≤ 16 KiB), replaces the
+        lease's checkpoint, which the next holder inherits
+        (docs/contract.md §8). ``lease.yield_requested`` in the answer asks
+        the holder to step down for ``lease.yield_to``.
 
         Raises:
             LeaseLost: anything but the current live holding: stop acting as
                 leader now.
         """
-        return Lease.from_json(self._renew(name, holder, fencing_token, ttl=ttl, metadata=metadata))
+        return Lease.from_json(self._renew(name, holder, fencing_token, ttl=ttl, metadata=metadata,
+                                           checkpoint=checkpoint))
 
     def _renew(self, name: str, holder: str, fencing_token: int, *, ttl: Optional[float] = None,
-               metadata: Optional[Dict[str, Any]] = None, attempts: int = 0,
-               timeout: Optional[float] = None, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
+               metadata: Optional[Dict[str, Any]] = None, checkpoint: Optional[Dict[str, Any]] = None,
+               attempts: int = 0, timeout: Optional[float] = None,
+               cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token}
         if ttl is not None and ttl > 0:
             body["ttlMs"] = _ms(ttl)
         if metadata is not None:
             body["metadata"] = metadata
+        if checkpoint is not None:
+            body["checkpoint"] = checkpoint
         return self._call("renew", name, "POST", _lease_path(name, ":renew"), body,
                           attempts=attempts, timeout=timeout, cancel=cancel)
 
-    def release(self, name: str, holder: str, fencing_token: int) -> Lease:
+    def release(self, name: str, holder: str, fencing_token: int, *,
+                checkpoint: Optional[Dict[str, Any]] = None) -> Lease:
         """End the holding named by holder and token now; the next acquire
         gets token + 1. Repeating it succeeds while nobody has acquired
-        since.
+        since. ``checkpoint``, if given, a JSON object (≤ 16 KiB), is
+        written as the lease's checkpoint: the next holder inherits it
+        (docs/contract.md §8).
 
         Raises:
             LeaseLost: anything else.
         """
-        return Lease.from_json(self._release(name, holder, fencing_token))
+        return Lease.from_json(self._release(name, holder, fencing_token, checkpoint=checkpoint))
 
-    def _release(self, name: str, holder: str, fencing_token: int, *, attempts: int = 0,
+    def _release(self, name: str, holder: str, fencing_token: int, *,
+                 checkpoint: Optional[Dict[str, Any]] = None, attempts: int = 0,
                  timeout: Optional[float] = None) -> Dict[str, Any]:
-        body = {"holder": holder, "fencingToken": fencing_token}
+        body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token}
+        if checkpoint is not None:
+            body["checkpoint"] = checkpoint
         return self._call("release", name, "POST", _lease_path(name, ":release"), body,
+                          attempts=attempts, timeout=timeout)
+
+    def transfer(self, name: str, holder: str, fencing_token: int, to: str, *,
+                 checkpoint: Optional[Dict[str, Any]] = None, reserve: Optional[float] = None) -> Lease:
+        """Hand the holding named by holder and token over to the holder
+        ``to`` (docs/contract.md §8): the holding ends now, as with
+        :meth:`release`, ``checkpoint`` (if given) is written, and the lease
+        is reserved for ``to`` for ``reserve`` seconds (1 ms … 60 s; None:
+        the service's default, 5 s). ``to``'s acquire then gets token + 1
+        and the checkpoint; anyone else's is refused with
+        :class:`~leasesvc.LeaseReserved` meanwhile. Repeating it succeeds
+        while nobody has acquired since.
+
+        Raises:
+            LeaseLost: not the current live holding (or its own ended one).
+            InvalidArgument: ``to`` is the holder itself, or a bad argument.
+        """
+        body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token, "to": to}
+        if checkpoint is not None:
+            body["checkpoint"] = checkpoint
+        if reserve is not None:
+            body["reserveMs"] = max(1, _ms(reserve))
+        return Lease.from_json(self._transfer(name, body))
+
+    def _transfer(self, name: str, body: Dict[str, Any], *, attempts: int = 0,
+                  timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._call("transfer", name, "POST", _lease_path(name, ":transfer"), body,
                           attempts=attempts, timeout=timeout)
 
     def get(self, name: str) -> Lease:
@@ -392,8 +458,13 @@ def problem_error(status: int, retry_after_header: Optional[str], raw: bytes) ->
     detail = str(p.get("detail") or "")
     if code == "lease_held" and isinstance(p.get("lease"), dict):
         return LeaseHeld(Lease.from_json(p["lease"]), retry_after=ra, status=status)
+    if code == "lease_reserved" and isinstance(p.get("lease"), dict):
+        lease = Lease.from_json(p["lease"])
+        return LeaseReserved(lease, reserved_for=str(p.get("reservedFor") or lease.reserved_for),
+                             reserved_until=parse_time(p.get("reservedUntil")) or lease.reserved_until,
+                             retry_after=ra, status=status)
     cls = error_class(status, code)
-    if cls is LeaseHeld:  # lease_held without its lease: cannot say who holds it
+    if cls in (LeaseHeld, LeaseReserved):  # lease_held without its lease: cannot say who holds it
         cls = InvalidArgument if status < 500 else InternalError
     if not code and not detail:
         detail = raw[:200].decode("utf-8", "replace").strip()

@@ -3,6 +3,7 @@ leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -14,7 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .backoff import Backoff
 from .client import Client, _Cancel
-from .errors import AccessDenied, InvalidArgument, LeaseError, LeaseHeld, LeaseLost, RateLimited, SafeDeadline, Unavailable
+from .errors import (AccessDenied, InvalidArgument, LeaseError, LeaseHeld, LeaseLost, LeaseReserved, RateLimited,
+                     SafeDeadline, Unavailable)
 from .lease import Lease
 
 #: The lease duration an Elector asks for by default, seconds.
@@ -26,6 +28,10 @@ DEFAULT_RENEW_JITTER = 0.1
 #: How long one acquire waits on the service (waitMs), seconds.
 DEFAULT_WAIT = 30.0
 _MAX_WAIT = 60.0
+#: The highest priority the service accepts (docs/contract.md §8).
+MAX_PRIORITY = 1000
+#: The largest checkpoint, as compact JSON, the service stores, bytes.
+MAX_CHECKPOINT_BYTES = 16 << 10
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -55,6 +61,40 @@ class Resigned(Exception):
     leading."""
 
 
+class Yielded(Exception):
+    """The cause of a term the Elector stepped down from for a preempting
+    candidate (``on_yield_requested``, docs/contract.md §8). ``to`` names
+    the candidate."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to
+        super().__init__(f"stepped down for the preempting candidate {to!r}")
+
+
+class Transferred(Exception):
+    """The cause of a term that :meth:`Elector.transfer` handed over to a
+    named successor. ``to`` names it."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to
+        super().__init__(f"leadership transferred to {to!r}")
+
+
+class NotLeading(Exception):
+    """Raised by :meth:`Elector.set_checkpoint`, :meth:`Elector.checkpoint`
+    and :meth:`Elector.transfer` when there is no term they could act on."""
+
+
+def _encode_checkpoint(value: Dict[str, Any]) -> Dict[str, Any]:
+    """Check that value is a JSON object of at most MAX_CHECKPOINT_BYTES."""
+    if not isinstance(value, dict):
+        raise ValueError(f"leasesvc: a checkpoint must be a JSON object (a dict), not {type(value).__name__}")
+    n = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    if n > MAX_CHECKPOINT_BYTES:
+        raise ValueError(f"leasesvc: the checkpoint is {n} bytes, more than {MAX_CHECKPOINT_BYTES}")
+    return value
+
+
 class Term:
     """One term of leadership, given to ``on_started_leading``.
 
@@ -69,6 +109,12 @@ class Term:
             while leading.
         ended_at: the Elector's monotonic clock when the term ended, ``None``
             while leading.
+        checkpoint: the checkpoint the term inherited (docs/contract.md §8):
+            the JSON object its predecessor (or an earlier term) last wrote,
+            as the acquire answered it; ``None`` when there is none. Resume
+            the work from it.
+        checkpoint_token: the fencing token of the holding that wrote
+            ``checkpoint``; 0 without one.
     """
 
     def __init__(self, lease: Lease) -> None:
@@ -77,6 +123,15 @@ class Term:
         self.ended = threading.Event()
         self.cause: Optional[BaseException] = None
         self.ended_at: Optional[float] = None
+        self.checkpoint: Optional[Dict[str, Any]] = lease.checkpoint
+        self.checkpoint_token = lease.checkpoint_token if lease.checkpoint is not None else 0
+        # Guarded by the Elector's condition.
+        self._pending: Optional[Dict[str, Any]] = None  # the latest checkpoint not yet known stored
+        self._gen = 0  # counts checkpoints set, so a renew clears only what it sent
+        self._closed: Optional[BaseException] = None  # why the holding takes no more checkpoints
+        self._transferred = False
+        self._yield_to = ""  # set once a renew asked this term to step down
+        self._yield_ready = False  # on_yield_requested returned
 
     @property
     def leading(self) -> bool:
@@ -152,6 +207,26 @@ class Elector:
             successful renew of a term, ``sent`` being the
             :func:`time.monotonic` time the renew was sent. It must not
             block.
+        priority: 0 … 1000, ranks this Elector among the candidates waiting
+            for the lease (docs/contract.md §8): when a holding ends, the
+            lease is reserved for a few seconds for the best waiting
+            candidate. With priority > 0 or ``preempt`` every acquire
+            carries it (the holding records it) and the waiting acquires
+            register this Elector as a candidate; with neither (the
+            default) the Elector waits unranked, as before.
+        preempt: the waiting acquires ask a holder whose holding has a
+            strictly lower priority to step down. Needs ``wait`` ≥ 0.
+            Nothing is taken by force.
+        on_yield_requested: ``f(term, yield_to)``, called in a thread of its
+            own, at most once per term, when a renewal answers that the
+            preempting candidate ``yield_to`` asks this leader to step down.
+            The term still lasts: it may save progress with
+            :meth:`set_checkpoint` or :meth:`checkpoint`. When it returns,
+            the Elector steps down: it ends the term (cause
+            :class:`Yielded`), waits for ``on_started_leading`` to return,
+            releases the lease with the latest checkpoint, calls
+            ``on_stopped_leading`` and campaigns again. ``None``: it steps
+            down the same way at once.
         logger: receives a line for every gain and loss of leadership and
             every failed call; default ``logging.getLogger("leasesvc")``.
         clock: the monotonic clock, seconds; default :func:`time.monotonic`.
@@ -176,6 +251,9 @@ class Elector:
         on_stopped_leading: Optional[Callable[[], None]] = None,
         on_new_leader: Optional[Callable[[str], None]] = None,
         on_renewed: Optional[Callable[[Lease, float], None]] = None,
+        priority: int = 0,
+        preempt: bool = False,
+        on_yield_requested: Optional[Callable[[Term, str], None]] = None,
         logger: Optional[logging.Logger] = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -203,6 +281,10 @@ class Elector:
                              f"{cb}, below ttl × (1 − drift_margin) = {safe}")
         if wait > _MAX_WAIT:
             raise ValueError(f"leasesvc.Elector: wait {wait} must be at most {_MAX_WAIT}")
+        if not 0 <= priority <= MAX_PRIORITY:
+            raise ValueError(f"leasesvc.Elector: priority {priority} must be within 0 … {MAX_PRIORITY}")
+        if preempt and wait < 0:
+            raise ValueError("leasesvc.Elector: preempt needs waiting acquires: wait must not be negative")
         if retry_backoff is None:
             initial = max(0.001, min(0.1, ttl / 30))
             retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
@@ -223,6 +305,9 @@ class Elector:
         self._on_stopped = on_stopped_leading
         self._on_new_leader = on_new_leader
         self._on_renewed = on_renewed
+        self.priority = priority
+        self.preempt = preempt
+        self._on_yield = on_yield_requested
         self._log = logger or logging.getLogger("leasesvc")
         self._clock = clock
 
@@ -262,6 +347,105 @@ class Elector:
         included; ``("", 0)`` before any was seen."""
         with self._cond:
             return self._leader
+
+    # --- succession (docs/contract.md §8) --------------------------------
+
+    def _open_term(self) -> Term:
+        """The term checkpoints and transfers act on (under _cond)."""
+        t = self._term
+        if t is None:
+            raise NotLeading("leasesvc.Elector: not leading")
+        if t._closed is not None:
+            raise NotLeading(f"leasesvc.Elector: the holding is over: {t._closed}")
+        return t
+
+    def set_checkpoint(self, value: Dict[str, Any]) -> None:
+        """Record ``value``, a JSON object of at most 16 KiB, as the
+        checkpoint of the current term. It is written with the next renew,
+        or with the release or transfer that ends the term if that comes
+        first, and the next holder inherits it (:attr:`Term.checkpoint`). A
+        later call replaces a checkpoint not yet written. It costs no
+        request. It may be called until ``on_started_leading`` returns, also
+        after a graceful stop or a step-down ended the term (the release
+        then carries it).
+
+        Raises:
+            ValueError: not a JSON object, or too large.
+            NotLeading: no term, or its holding is lost.
+        """
+        cp = _encode_checkpoint(value)
+        with self._cond:
+            t = self._open_term()
+            t._pending, t._gen = cp, t._gen + 1
+
+    def checkpoint(self, value: Dict[str, Any]) -> Lease:
+        """:meth:`set_checkpoint`, then write it at once with a renew of the
+        holding and return the renew's answer once the service stored it: a
+        successor inherits it even if this process dies now. When the renew
+        fails, its error is raised and the checkpoint stays pending (the
+        next renew, or the release, sends it).
+
+        Raises:
+            ValueError: not a JSON object, or too large.
+            NotLeading: no term, or its holding is lost.
+            LeaseLost: the holding is over; the term ends at its next renew.
+        """
+        cp = _encode_checkpoint(value)
+        with self._cond:
+            t = self._open_term()
+            t._pending, t._gen = cp, t._gen + 1
+            gen = t._gen
+        d = self._c._renew(self.name, self.holder, t.token, checkpoint=cp, attempts=1, timeout=self._attempt_timeout())
+        with self._cond:
+            if t._gen == gen:
+                t._pending = None
+        return Lease.from_json(d)
+
+    def transfer(self, to: str, checkpoint: Optional[Dict[str, Any]] = None, *,
+                 reserve: Optional[float] = None) -> Lease:
+        """Hand the holding over to the holder ``to`` (docs/contract.md §8):
+        the service ends the holding now, writes ``checkpoint`` (None: the
+        pending one of :meth:`set_checkpoint`, if any) and reserves the lease
+        for ``to`` for ``reserve`` seconds (None: the service's 5 s), so that
+        ``to``'s acquire gets the next fencing token and the checkpoint.
+        Stop acting as leader before calling it: ``to`` may begin as soon as
+        the service answered. On success the term ends (cause
+        :class:`Transferred`), no release follows, and once
+        ``on_started_leading`` returned the Elector campaigns again as a
+        follower. It may be called from ``on_started_leading``. On failure
+        the term goes on, unless the holding was lost.
+
+        Raises:
+            ValueError: ``to`` is empty or this Elector's own holder, or a
+                bad checkpoint.
+            NotLeading: no term, or its holding is lost.
+            LeaseError: the service refused or could not be reached.
+        """
+        if not to or to == self.holder:
+            raise ValueError(f"leasesvc.Elector.transfer: the successor {to!r} must be another holder than {self.holder!r}")
+        cp = _encode_checkpoint(checkpoint) if checkpoint is not None else None
+        with self._cond:
+            t = self._open_term()
+            if cp is None:
+                cp = t._pending
+        body: Dict[str, Any] = {"holder": self.holder, "fencingToken": t.token, "to": to}
+        if cp is not None:
+            body["checkpoint"] = cp
+        if reserve is not None:
+            body["reserveMs"] = max(1, int(round(reserve * 1000)))
+        d = self._c._transfer(self.name, body, timeout=self.release_timeout)
+        with self._cond:
+            t._transferred = True
+            t._pending = None
+            if t._closed is None:
+                t._closed = Transferred(to)
+            if t.cause is None:
+                t.cause, t.ended_at = Transferred(to), self._clock()
+            self.leading.clear()
+            t.ended.set()
+            self._cond.notify_all()
+        self._log.info("leasesvc elector %s (%s): transferred to %s, fencing token %d", self.name, self.holder, to, t.token)
+        return Lease.from_json(d)
 
     # --- life cycle -------------------------------------------------------
 
@@ -374,7 +558,9 @@ class Elector:
             w = max(self.wait_on_service, 0.0) if wait else 0.0
             sent = self._clock()
             try:
+                ranked = self.priority > 0 or self.preempt
                 d = self._c._acquire(self.name, self.holder, self.ttl, metadata=self.metadata, wait=w,
+                                     priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
                                      attempts=1, cancel=cancel)
                 err: Optional[LeaseError] = None
             except LeaseError as e:
@@ -399,12 +585,15 @@ class Elector:
                 try:
                     r = self._c._renew(self.name, self.holder, lease.fencing_token, attempts=1,
                                        timeout=self._attempt_timeout())
-                    return Lease.from_json(r), now
+                    renewed = Lease.from_json(r)
+                    if renewed.checkpoint is None:  # (it survives; keep what the acquire inherited)
+                        renewed.checkpoint, renewed.checkpoint_token = lease.checkpoint, lease.checkpoint_token
+                    return renewed, now
                 except LeaseLost:
                     continue  # it ran out meanwhile: campaign again
                 except LeaseError:
                     return lease, sent  # lead on the acquire's deadline, however short
-            if isinstance(err, LeaseHeld):
+            if isinstance(err, (LeaseHeld, LeaseReserved)):
                 failures = 0
                 self._observe(err.lease)
                 if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
@@ -475,8 +664,14 @@ class Elector:
         threading.Thread(target=callback, name=self._cb_name, daemon=True).start()
 
         def renew(at: float) -> None:
+            with cond:
+                cp, gen = term._pending, term._gen
             try:
-                r = self._c._renew(self.name, self.holder, term.token, attempts=1, timeout=self._attempt_timeout())
+                r = self._c._renew(self.name, self.holder, term.token, checkpoint=cp, attempts=1,
+                                   timeout=self._attempt_timeout())
+                with cond:
+                    if cp is not None and term._gen == gen:
+                        term._pending = None  # stored
                 res: Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float] = (r, None, at)
             except LeaseError as e:
                 res = (None, e, at)
@@ -490,6 +685,11 @@ class Elector:
             return self._lead_loop(term, sent, end, results, cb_done, renew)
         finally:
             end(Stopped("the Elector's run ended"))  # a no-op unless something raised
+            with cond:
+                if term._closed is None:
+                    term._closed = term.cause
+                if self._term is term:
+                    self._term = None
 
     def _lead_loop(self, term: Term, sent: float, end: Callable[[BaseException], None],
                    results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
@@ -500,6 +700,8 @@ class Elector:
         stop_at = sent + self._safe - self.cancel_before
         next_renew = sent + self._jittered(self.renew_interval)
         in_flight, renewing, lost, graceful = False, True, False, False
+        yielded = False  # stepped down for a preempting candidate
+        yield_seen = False  # on_yield_requested returned and the loop acted on it
         failures = 0
         last_err: Optional[BaseException] = None
         while True:
@@ -507,6 +709,10 @@ class Elector:
                 while True:
                     now = clock()
                     if (self._stopping and not graceful) or cb_done.is_set() or results:
+                        break
+                    if renewing and term._transferred:
+                        break
+                    if term._yield_ready and not yield_seen:
                         break
                     if renewing and (now >= stop_at or (not in_flight and now >= next_renew)):
                         break
@@ -516,7 +722,17 @@ class Elector:
                     cond.wait(min(waits) if waits else None)
                 got, results[:] = list(results), []
                 stopping = self._stopping
+                transferred, yield_ready = term._transferred, term._yield_ready
             now = clock()
+            if transferred and renewing:
+                renewing = False  # the service ended the holding: nothing to renew, nothing to release
+            if yield_ready and not yield_seen:
+                yield_seen = True
+                if term.leading:  # (not when the term already ended otherwise)
+                    yielded = True
+                    self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
+                                   self.name, self.holder, term._yield_to, term.token)
+                    end(Yielded(term._yield_to))
             if renewing and now >= stop_at:
                 renewing = False
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
@@ -534,10 +750,16 @@ class Elector:
                     failures = 0
                     stop_at = at + self._safe - self.cancel_before
                     next_renew = at + self._jittered(self.renew_interval)
+                    renewed = Lease.from_json(r)
                     if self._on_renewed is not None:
-                        self._hook("on_renewed", self._on_renewed, Lease.from_json(r), at)
+                        self._hook("on_renewed", self._on_renewed, renewed, at)
+                    if renewed.yield_requested and term.leading and not graceful:
+                        self._ask_yield(term, renewed.yield_to)
                 elif isinstance(err, (LeaseLost, InvalidArgument, AccessDenied)):
                     lost, renewing = isinstance(err, LeaseLost), False
+                    with cond:
+                        if term._closed is None:
+                            term._closed = err
                     self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
                                       self.name, self.holder, term.token, err)
                     end(err)
@@ -547,10 +769,12 @@ class Elector:
                     next_renew = clock() + self._retry_delay(err, failures)  # type: ignore[arg-type]
                     failures += 1
             if cb_done.is_set():
-                resigned = not graceful and term.leading
+                resigned = not graceful and not yielded and term.leading
                 end(Resigned("on_started_leading returned") if resigned else Stopped("term over"))
-                if (graceful or resigned) and not lost:
-                    self._release(term.token)
+                with cond:
+                    transferred = term._transferred
+                if (graceful or resigned or yielded) and not lost and not transferred:
+                    self._release(term)
                 self._log.info("leasesvc elector %s (%s): stopped leading, fencing token %d",
                                self.name, self.holder, term.token)
                 if self._on_stopped is not None:
@@ -570,9 +794,39 @@ class Elector:
         except Exception:
             self._log.exception("leasesvc elector %s: %s raised", self.name, what)
 
-    def _release(self, token: int) -> None:
+    def _ask_yield(self, term: Term, to: str) -> None:
+        """A renew answered that ``to`` asks this term to step down: call
+        on_yield_requested (once per term) in a thread of its own; the lead
+        loop steps down when it returned."""
+        with self._cond:
+            if term._yield_to:
+                return
+            term._yield_to = to or "?"
+        self._log.info("leasesvc elector %s (%s): %s asks to step down, fencing token %d",
+                       self.name, self.holder, to, term.token)
+
+        def ask() -> None:
+            try:
+                if self._on_yield is not None:
+                    self._on_yield(term, to)
+            except Exception:
+                self._log.exception("leasesvc elector %s: on_yield_requested raised", self.name)
+            finally:
+                with self._cond:
+                    term._yield_ready = True
+                    self._cond.notify_all()
+
+        threading.Thread(target=ask, name=f"leasesvc-yield-{self.name}", daemon=True).start()
+
+    def _release(self, term: Term) -> None:
+        with self._cond:
+            cp = term._pending
+            term._pending = None
+            if term._closed is None:
+                term._closed = Stopped("released")
+        token = term.token
         try:
-            self._c._release(self.name, self.holder, token, timeout=self.release_timeout,
+            self._c._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout,
                              attempts=self._c.max_attempts)
         except LeaseError as e:
             self._log.warning("leasesvc elector %s (%s): release failed; the lease runs out at its expiry: %s",

@@ -10,6 +10,8 @@ problem document. ``err.code`` is the API's code string, such as
 class                  codes / statuses             Go sentinel
 =====================  ===========================  =========================
 LeaseHeld              lease_held (409)             ErrHeld (*HeldError)
+LeaseReserved          lease_reserved (409)         ErrReserved
+                                                    (*ReservedError)
 LeaseLost              lease_lost (409)             ErrLost
 NotFound               not_found (404)              ErrNotFound
 InvalidArgument        invalid_argument (400), 413,  ErrInvalid
@@ -29,6 +31,7 @@ CredentialsError       the token callable failed    ErrCredentials
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, List, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,6 +117,38 @@ class LeaseHeld(LeaseError):
             detail or f"lease {lease.name!r} held by {lease.holder!r} (fencing token {lease.fencing_token})",
             status=status,
             code="lease_held",
+            retry_after=retry_after,
+        )
+
+
+class LeaseReserved(LeaseError):
+    """An acquire found the lease free but reserved for another holder
+    (409 ``lease_reserved``, docs/contract.md §8): the best waiting
+    candidate after a holding ended, or the successor a transfer named.
+
+    Attributes:
+        lease: the lease as the service saw it when it refused.
+        reserved_for: the holder the lease is reserved for.
+        reserved_until: the server time at which the reservation lapses, at
+            the latest.
+        retry_after: the ``Retry-After`` header: seconds until the
+            reservation lapses (≥ 1).
+
+    A reservation lasts seconds: a waiting acquire keeps waiting through it.
+    """
+
+    default_code = "lease_reserved"
+
+    def __init__(self, lease: "Lease", *, reserved_for: str = "", reserved_until: Optional[datetime] = None,
+                 retry_after: float = 0.0, status: int = 409, detail: str = "") -> None:
+        self.lease = lease
+        self.reserved_for = reserved_for
+        self.reserved_until = reserved_until
+        super().__init__(
+            detail or f"lease {lease.name!r} reserved for {reserved_for!r}"
+            + (f" until {reserved_until.isoformat()}" if reserved_until is not None else ""),
+            status=status,
+            code="lease_reserved",
             retry_after=retry_after,
         )
 
@@ -226,6 +261,8 @@ def error_class(status: int, code: str) -> type:
         return _BY_CODE[code]
     if code == "lease_held":
         return LeaseHeld
+    if code == "lease_reserved":
+        return LeaseReserved
     if status == 404:
         return NotFound
     if status == 401:

@@ -55,6 +55,30 @@ class Lease:
     #: The operator who revoked the holding, if it was revoked.
     revoked_by: str = ""
     revoke_reason: str = ""
+    # The succession fields (docs/contract.md §8); each is zero when the
+    # service answered none.
+    #: The priority the current (or last) holding was acquired with, 0 … 1000.
+    priority: int = 0
+    #: The JSON object a holding last wrote with a renew, release or
+    #: transfer; ``None`` when none was ever written. It survives its
+    #: holding: an acquire answers the checkpoint the new holder inherits.
+    checkpoint: Optional[Dict[str, Any]] = None
+    #: The fencing token of the holding that wrote ``checkpoint``; 0 without.
+    checkpoint_token: int = 0
+    #: The holder the free lease is reserved for (the best waiting candidate
+    #: after a holding ended, or a transfer's successor); "" when open to
+    #: anyone or held.
+    reserved_for: str = ""
+    #: When the reservation lapses at the latest (server time).
+    reserved_until: Optional[datetime] = None
+    #: A waiting candidate with a strictly higher priority asks the live
+    #: holding to step down (preempt): checkpoint and release. Nothing is
+    #: taken by force.
+    yield_requested: bool = False
+    #: The candidate the holding is asked to step down for.
+    yield_to: str = ""
+    #: How many registered candidates wait for the lease.
+    candidates: int = 0
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Lease":
@@ -75,6 +99,14 @@ class Lease:
             principal=str(d.get("principal", "")),
             revoked_by=str(d.get("revokedBy", "")),
             revoke_reason=str(d.get("revokeReason", "")),
+            priority=int(d.get("priority", 0) or 0),
+            checkpoint=dict(cp) if isinstance((cp := d.get("checkpoint")), dict) else None,
+            checkpoint_token=int(d.get("checkpointToken", 0) or 0),
+            reserved_for=str(d.get("reservedFor", "") or ""),
+            reserved_until=parse_time(d.get("reservedUntil")),
+            yield_requested=bool(d.get("yieldRequested", False)),
+            yield_to=str(d.get("yieldTo", "") or ""),
+            candidates=int(d.get("candidates", 0) or 0),
         )
 
 

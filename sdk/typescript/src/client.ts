@@ -6,11 +6,12 @@ import {
   InternalError,
   LeaseError,
   LeaseHeldError,
+  LeaseReservedError,
   RateLimitedError,
   UnavailableError,
 } from "./errors.js";
 import { type LeaseEvent, parseEvent } from "./event.js";
-import { type Lease, type Page, parseLease } from "./lease.js";
+import { type Lease, type Page, parseLease, parseTime } from "./lease.js";
 
 /**
  * Credentials: a static bearer token, or a function returning one (sync or
@@ -65,6 +66,21 @@ export interface AcquireRequest {
   metadata?: Record<string, unknown>;
   /** If positive, the service waits up to this long (≤ 60,000 ms) for a holding by another to end before answering lease_held. */
   waitMs?: number;
+  /**
+   * 0 … 1000, recorded on the holding this acquire begins (docs/contract.md
+   * §8). A waiting acquire that carries it (even 0) is a candidate: when a
+   * holding ends, the lease is reserved for a few seconds for the best
+   * waiting candidate (highest priority, then the one waiting longest).
+   * Omitted: the acquire behaves as before succession existed.
+   */
+  priority?: number;
+  /**
+   * On a waiting acquire, asks a holder whose holding has a strictly lower
+   * priority to step down (its renewals answer yieldRequested). Nothing is
+   * taken by force. Needs waitMs > 0 (the service refuses it otherwise);
+   * sends priority 0 when priority is omitted.
+   */
+  preempt?: boolean;
 }
 
 /** Extends a holding. */
@@ -77,6 +93,28 @@ export interface RenewRequest {
   ttlMs?: number;
   /** If given, replaces the stored metadata. */
   metadata?: Record<string, unknown>;
+  /** If given, a JSON object (≤ 16 KiB) that replaces the lease's checkpoint, which the next holder inherits (docs/contract.md §8). */
+  checkpoint?: Record<string, unknown>;
+}
+
+/** Options of a release: a call's options, and the checkpoint it writes. */
+export interface ReleaseOptions extends CallOptions {
+  /** If given, a JSON object (≤ 16 KiB) written as the lease's checkpoint: the next holder inherits it (docs/contract.md §8). */
+  checkpoint?: Record<string, unknown>;
+}
+
+/** Hands a holding over to a named successor (docs/contract.md §8). */
+export interface TransferRequest {
+  /** The holder of the holding. */
+  holder: string;
+  /** The fencing token of the holding. */
+  fencingToken: number;
+  /** The successor: another holder. */
+  to: string;
+  /** If given, a JSON object (≤ 16 KiB) written as the lease's checkpoint, which the successor inherits. */
+  checkpoint?: Record<string, unknown>;
+  /** How long the lease stays reserved for the successor, 1 … 60,000 ms; omitted: the service's default, 5,000. */
+  reserveMs?: number;
 }
 
 /** Asks for a page of leases. */
@@ -185,6 +223,8 @@ export class Client {
     if (req.metadata !== undefined) body["metadata"] = req.metadata;
     const waitMs = Math.max(0, req.waitMs ?? 0);
     if (waitMs > 0) body["waitMs"] = waitMs;
+    if (req.priority !== undefined || req.preempt === true) body["priority"] = req.priority ?? 0;
+    if (req.preempt === true) body["preempt"] = true;
     return parseLease(await this.#call("acquire", name, "POST", leasePath(name, ":acquire"), body, opts, { extraMs: waitMs }));
   }
 
@@ -197,16 +237,36 @@ export class Client {
     const body: Record<string, unknown> = { holder: req.holder, fencingToken: req.fencingToken };
     if (req.ttlMs !== undefined && req.ttlMs > 0) body["ttlMs"] = req.ttlMs;
     if (req.metadata !== undefined) body["metadata"] = req.metadata;
+    if (req.checkpoint !== undefined) body["checkpoint"] = req.checkpoint;
     return parseLease(await this.#call("renew", name, "POST", leasePath(name, ":renew"), body, opts));
   }
 
   /**
    * Ends the holding named by holder and token now; the next acquire gets
    * token + 1. Repeating it succeeds while nobody has acquired since.
-   * Anything else throws LeaseLostError.
+   * Anything else throws LeaseLostError. opts.checkpoint, if given, is
+   * written as the lease's checkpoint (docs/contract.md §8).
    */
-  async release(name: string, holder: string, fencingToken: number, opts: CallOptions = {}): Promise<Lease> {
-    return parseLease(await this.#call("release", name, "POST", leasePath(name, ":release"), { holder, fencingToken }, opts));
+  async release(name: string, holder: string, fencingToken: number, opts: ReleaseOptions = {}): Promise<Lease> {
+    const body: Record<string, unknown> = { holder, fencingToken };
+    if (opts.checkpoint !== undefined) body["checkpoint"] = opts.checkpoint;
+    return parseLease(await this.#call("release", name, "POST", leasePath(name, ":release"), body, opts));
+  }
+
+  /**
+   * Hands the holding named by holder and token over to req.to
+   * (docs/contract.md §8): the holding ends now, as with release, the
+   * checkpoint (if given) is written, and the lease is reserved for req.to
+   * for reserveMs (default 5,000), so that req.to's acquire gets token + 1
+   * and the checkpoint while anyone else's is refused with
+   * LeaseReservedError. Repeating it succeeds while nobody has acquired
+   * since. Not the current live holding: LeaseLostError.
+   */
+  async transfer(name: string, req: TransferRequest, opts: CallOptions = {}): Promise<Lease> {
+    const body: Record<string, unknown> = { holder: req.holder, fencingToken: req.fencingToken, to: req.to };
+    if (req.checkpoint !== undefined) body["checkpoint"] = req.checkpoint;
+    if (req.reserveMs !== undefined) body["reserveMs"] = Math.max(1, Math.round(req.reserveMs));
+    return parseLease(await this.#call("transfer", name, "POST", leasePath(name, ":transfer"), body, opts));
   }
 
   /** Returns the lease, held or not; throws NotFoundError if it never existed. */
@@ -472,6 +532,11 @@ function problemError(op: string, name: string, res: Response, text: string): Le
   let detail = typeof p["detail"] === "string" ? p["detail"] : "";
   if (code === "lease_held" && p["lease"] !== null && typeof p["lease"] === "object") {
     return new LeaseHeldError(parseLease(p["lease"]), { status: res.status, detail, retryAfterMs });
+  }
+  if (code === "lease_reserved" && p["lease"] !== null && typeof p["lease"] === "object") {
+    const l = parseLease(p["lease"]);
+    const who = typeof p["reservedFor"] === "string" && p["reservedFor"] !== "" ? p["reservedFor"] : l.reservedFor;
+    return new LeaseReservedError(l, who, parseTime(p["reservedUntil"]) ?? l.reservedUntil, { status: res.status, detail, retryAfterMs });
   }
   if (code === "" && detail === "") detail = text.slice(0, 200).trim();
   const fields: FieldError[] = Array.isArray(p["errors"])

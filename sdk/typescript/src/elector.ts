@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
 import type { Client } from "./client.js";
-import { DeniedError, InvalidArgumentError, LeaseHeldError, LeaseLostError, RateLimitedError, SafeDeadlineError } from "./errors.js";
+import { DeniedError, InvalidArgumentError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError, SafeDeadlineError } from "./errors.js";
 import { type Lease, validName } from "./lease.js";
 
 /** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
@@ -19,6 +19,80 @@ export interface RenewInfo {
   sentAt: number;
   /** performance.now() at which the leading signal is now due to be aborted if no later renew succeeds. */
   deadline: number;
+}
+
+/** What a term of leadership began with, as onStartedLeading's third argument sees it. */
+export interface TermInfo {
+  /** The lease as the acquire that began the term answered it. */
+  lease: Lease;
+  /**
+   * The checkpoint the term inherited (docs/contract.md §8): the JSON object
+   * its predecessor (or an earlier term) last wrote; null when there is
+   * none. Resume the work from it.
+   */
+  checkpoint: Record<string, unknown> | null;
+  /** The fencing token of the holding that wrote checkpoint; 0 without one. */
+  checkpointToken: number;
+}
+
+/** The reason of a leading signal aborted because the Elector stepped down for a preempting candidate (docs/contract.md §8). */
+export class YieldedError extends Error {
+  /** A stable code, for logs and the conformance agent. */
+  readonly code = "yielded";
+  /** The candidate stepped down for. */
+  readonly to: string;
+  constructor(to: string) {
+    super(`leasesvc: stepped down for the preempting candidate "${to}"`);
+    this.name = "YieldedError";
+    this.to = to;
+  }
+}
+
+/** The reason of a leading signal aborted because Elector.transfer handed the holding over to a named successor. */
+export class TransferredError extends Error {
+  /** A stable code, for logs and the conformance agent. */
+  readonly code = "transferred";
+  /** The successor. */
+  readonly to: string;
+  constructor(to: string) {
+    super(`leasesvc: leadership transferred to "${to}"`);
+    this.name = "TransferredError";
+    this.to = to;
+  }
+}
+
+/** Thrown by Elector.setCheckpoint, checkpoint and transfer when there is no term they could act on. */
+export class NotLeadingError extends Error {
+  constructor(why = "") {
+    super("leasesvc: elector is not leading" + (why ? ": " + why : ""));
+    this.name = "NotLeadingError";
+  }
+}
+
+/** The highest priority the service accepts (docs/contract.md §8). */
+export const maxPriority = 1000;
+/** The largest checkpoint, as compact JSON, the service stores, in bytes. */
+export const maxCheckpointBytes = 16 << 10;
+
+function checkCheckpoint(v: unknown): Record<string, unknown> {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new TypeError("leasesvc: a checkpoint must be a JSON object");
+  const n = Buffer.byteLength(JSON.stringify(v), "utf8");
+  if (n > maxCheckpointBytes) throw new RangeError(`leasesvc: the checkpoint is ${n} bytes, more than ${maxCheckpointBytes}`);
+  return v as Record<string, unknown>;
+}
+
+/** What setCheckpoint, checkpoint and transfer share with the lead loop of one term. */
+interface TermState {
+  token: number;
+  /** The latest checkpoint not yet known to be stored. */
+  pending: Record<string, unknown> | undefined;
+  /** Counts checkpoints set, so a renew clears only what it sent. */
+  gen: number;
+  /** Why the holding takes no more checkpoints; undefined while it can. */
+  closed: unknown;
+  transferred: boolean;
+  /** Called by transfer once the service handed the holding over. */
+  onTransferred: (to: string) => void;
 }
 
 /** Options of an Elector. Every field but onStartedLeading has a default; the constructor checks them all. */
@@ -73,13 +147,35 @@ export interface ElectorOptions {
    * (or resolve). Returning while still leading resigns: the lease is
    * released and run resolves.
    */
-  onStartedLeading: (signal: AbortSignal, token: number) => void | Promise<void>;
+  onStartedLeading: (signal: AbortSignal, token: number, term: TermInfo) => void | Promise<void>;
   /** Called after every term, whatever ended it, once onStartedLeading has returned (and, on a graceful stop, after the release). */
   onStoppedLeading?: () => void;
   /** Called whenever the holder seen leading changes, this Elector's own included. */
   onNewLeader?: (holder: string) => void;
   /** Called after each successful renew of a term. */
   onRenewed?: (info: RenewInfo) => void;
+  /**
+   * 0 … 1000, ranks this Elector among the candidates waiting for the lease
+   * (docs/contract.md §8): when a holding ends, the lease is reserved for a
+   * few seconds for the best waiting candidate. With priority > 0 or
+   * preempt every acquire carries it (the holding records it) and the
+   * waiting acquires register this Elector as a candidate; with neither
+   * (the default) it waits unranked, as before. Default 0.
+   */
+  priority?: number;
+  /** The waiting acquires ask a holder whose holding has a strictly lower priority to step down. Needs waitMs ≥ 0. Nothing is taken by force. */
+  preempt?: boolean;
+  /**
+   * Called at most once per term when a renewal answers that the preempting
+   * candidate yieldTo asks this leader to step down; signal is the leading
+   * signal, still live: it may save progress with setCheckpoint or
+   * checkpoint. When it returns (or resolves), the Elector steps down: it
+   * aborts the leading signal with a YieldedError, waits for
+   * onStartedLeading to return, releases the lease with the latest
+   * checkpoint, calls onStoppedLeading and campaigns again. Omitted: it
+   * steps down the same way at once.
+   */
+  onYieldRequested?: (signal: AbortSignal, yieldTo: string) => void | Promise<void>;
 }
 
 /** Defaults of ElectorOptions (docs/contract.md §7). */
@@ -97,8 +193,8 @@ const timerSlackFraction = 0.1;
 const maxTimerSlackMs = 500;
 
 /** The checked options, defaults filled in. */
-type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff">> &
-  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed"> & { retryBackoff: Backoff; logger: ElectorLogger };
+type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff" | "onYieldRequested">> &
+  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "onYieldRequested"> & { retryBackoff: Backoff; logger: ElectorLogger };
 
 const noLogger: ElectorLogger = { info() {}, warn() {} };
 
@@ -158,6 +254,7 @@ export class Elector {
   #lastSentAt = 0;
   #leaderHolder = "";
   #leaderToken = 0;
+  #term: TermState | undefined;
 
   /** Returns an Elector for the lease name, calling the service through client. It checks options and does not modify them. */
   constructor(client: Client, name: string, options: ElectorOptions) {
@@ -204,6 +301,73 @@ export class Elector {
   get options(): Readonly<{ ttlMs: number; renewIntervalMs: number; driftMargin: number; renewJitter: number; waitMs: number; cancelBeforeMs: number }> {
     const o = this.#o;
     return { ttlMs: o.ttlMs, renewIntervalMs: o.renewIntervalMs, driftMargin: o.driftMargin, renewJitter: o.renewJitter, waitMs: o.waitMs, cancelBeforeMs: o.cancelBeforeMs };
+  }
+
+  /** The term checkpoints and transfers act on. */
+  #openTerm(): TermState {
+    const t = this.#term;
+    if (t === undefined) throw new NotLeadingError();
+    if (t.closed !== undefined) throw new NotLeadingError("the holding is over: " + String(t.closed));
+    return t;
+  }
+
+  /**
+   * Records v, a JSON object of at most 16 KiB, as the checkpoint of the
+   * current term (docs/contract.md §8). It is written with the next renew,
+   * or with the release or transfer that ends the term if that comes first,
+   * and the next holder inherits it (TermInfo.checkpoint). A later call
+   * replaces a checkpoint not yet written. It costs no request. It may be
+   * called until onStartedLeading returns, also after a graceful stop or a
+   * step-down aborted the leading signal (the release then carries it).
+   * Without a term, or once the holding is lost: NotLeadingError.
+   */
+  setCheckpoint(v: Record<string, unknown>): void {
+    const cp = checkCheckpoint(v);
+    const t = this.#openTerm();
+    t.pending = cp;
+    t.gen++;
+  }
+
+  /**
+   * setCheckpoint, then writes the checkpoint at once with a renew of the
+   * holding; resolves to the renew's answer once the service stored it, so
+   * that a successor inherits it even if this process dies now. When the
+   * renew fails, it rejects and the checkpoint stays pending (the next
+   * renew, or the release, sends it).
+   */
+  async checkpoint(v: Record<string, unknown>, opts: { signal?: AbortSignal } = {}): Promise<Lease> {
+    this.setCheckpoint(v);
+    const t = this.#term!;
+    const gen = t.gen;
+    const l = await this.#client.renew(this.#name, { holder: this.#o.holder, fencingToken: t.token, checkpoint: t.pending }, { signal: opts.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() });
+    if (t.gen === gen) t.pending = undefined;
+    return l;
+  }
+
+  /**
+   * Hands the holding over to the holder to (docs/contract.md §8): the
+   * service ends the holding now, writes checkpoint (omitted: the pending
+   * one of setCheckpoint, if any) and reserves the lease for to for
+   * opts.reserveMs (default the service's 5,000), so that to's acquire gets
+   * the next fencing token and the checkpoint. Stop acting as leader before
+   * calling it: to may begin as soon as the service answered. On success the
+   * leading signal is aborted with a TransferredError, no release follows,
+   * and once onStartedLeading has returned the Elector campaigns again as a
+   * follower. It may be called from onStartedLeading. On failure the term
+   * goes on, unless the holding was lost.
+   */
+  async transfer(to: string, checkpoint?: Record<string, unknown>, opts: { reserveMs?: number; signal?: AbortSignal } = {}): Promise<Lease> {
+    if (to === "" || to === this.#o.holder) throw new RangeError(`leasesvc Elector.transfer: the successor ${JSON.stringify(to)} must be another holder than ${JSON.stringify(this.#o.holder)}`);
+    const cp = checkpoint === undefined ? undefined : checkCheckpoint(checkpoint);
+    const t = this.#openTerm();
+    const l = await this.#client.transfer(
+      this.#name,
+      { holder: this.#o.holder, fencingToken: t.token, to, checkpoint: cp ?? t.pending, reserveMs: opts.reserveMs },
+      { signal: opts.signal ?? AbortSignal.timeout(this.#o.releaseTimeoutMs) },
+    );
+    t.pending = undefined;
+    t.onTransferred(to);
+    return l;
   }
 
   /**
@@ -263,9 +427,11 @@ export class Elector {
       if (signal?.aborted) return undefined;
       const sent = performance.now();
       try {
+        const waitMs = wait ? Math.max(0, o.waitMs) : 0;
+        const ranked = o.priority > 0 || o.preempt;
         const l = await this.#client.acquire(
           this.#name,
-          { holder: o.holder, ttlMs: o.ttlMs, metadata: o.metadata, waitMs: wait ? Math.max(0, o.waitMs) : 0 },
+          { holder: o.holder, ttlMs: o.ttlMs, metadata: o.metadata, waitMs, priority: ranked ? o.priority : undefined, preempt: o.preempt && waitMs > 0 },
           { signal, maxAttempts: 1 },
         );
         this.#observe(l);
@@ -275,7 +441,8 @@ export class Elector {
         const now = performance.now();
         try {
           const r = await this.#client.renew(this.#name, { holder: o.holder, fencingToken: l.fencingToken }, { signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() });
-          return { lease: r, sent: now };
+          // The checkpoint survives its holding: keep what the acquire inherited.
+          return { lease: r.checkpoint === null ? { ...r, checkpoint: l.checkpoint, checkpointToken: l.checkpointToken } : r, sent: now };
         } catch (err) {
           if (signal?.aborted) {
             await this.#abandon();
@@ -289,7 +456,7 @@ export class Elector {
           await this.#abandon();
           return undefined;
         }
-        if (err instanceof LeaseHeldError) {
+        if (err instanceof LeaseHeldError || err instanceof LeaseReservedError) {
           failures = 0;
           this.#observe(err.lease);
           if (o.waitMs > 0 && (!wait || performance.now() - sent >= o.waitMs / 10)) {
@@ -321,10 +488,14 @@ export class Elector {
     }
   }
 
-  /** Gives up the holding after a graceful stop or a resignation. */
-  async #release(token: number): Promise<void> {
+  /** Gives up the holding after a graceful stop, a step-down or a resignation, with the pending checkpoint. */
+  async #release(t: TermState): Promise<void> {
+    const token = t.token;
+    const checkpoint = t.pending;
+    t.pending = undefined;
+    t.closed ??= new Error("released");
     try {
-      await this.#client.release(this.#name, this.#o.holder, token, { signal: AbortSignal.timeout(this.#o.releaseTimeoutMs) });
+      await this.#client.release(this.#name, this.#o.holder, token, { signal: AbortSignal.timeout(this.#o.releaseTimeoutMs), checkpoint });
     } catch (err) {
       this.#o.logger.warn("leasesvc elector: release failed; the lease runs out at its expiry", { lease: this.#name, holder: this.#o.holder, fencingToken: token, err: String(err) });
     }
@@ -351,6 +522,26 @@ export class Elector {
       let inFlight = false;
       let lost = false; // the service said the holding is gone: no release
       let graceful = false;
+      let yielded = false; // stepped down for a preempting candidate
+      let yieldAsked = false;
+      const ts: TermState = {
+        token,
+        pending: undefined,
+        gen: 0,
+        closed: undefined,
+        transferred: false,
+        onTransferred: (to) => {
+          ts.transferred = true;
+          ts.closed ??= new TransferredError(to);
+          renewing = false;
+          clearTimeout(stopTimer);
+          clearTimeout(renewTimer);
+          renewAbort?.abort();
+          o.logger.info("leasesvc elector: transferred", { lease: this.#name, holder: o.holder, fencingToken: token, to });
+          end(new TransferredError(to));
+        },
+      };
+      this.#term = ts;
       let failures = 0;
       let lastErr: unknown;
       let renewAbort: AbortController | undefined;
@@ -384,15 +575,35 @@ export class Elector {
         const ac = new AbortController();
         renewAbort = ac;
         const at = performance.now();
-        this.#client.renew(this.#name, { holder: o.holder, fencingToken: token }, { signal: ac.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() }).then(
-          () => onResult(undefined, at),
+        const checkpoint = ts.pending;
+        const gen = ts.gen;
+        this.#client.renew(this.#name, { holder: o.holder, fencingToken: token, checkpoint }, { signal: ac.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() }).then(
+          (l) => {
+            if (checkpoint !== undefined && ts.gen === gen) ts.pending = undefined; // stored
+            onResult(undefined, at, l);
+          },
           (err: unknown) => onResult(err ?? new Error("renew failed"), at),
         );
       };
-      const onResult = (err: unknown, at: number): void => {
+      const askYield = (to: string): void => {
+        if (yieldAsked) return;
+        yieldAsked = true;
+        o.logger.info("leasesvc elector: asked to step down", { lease: this.#name, holder: o.holder, fencingToken: token, yieldTo: to });
+        Promise.resolve()
+          .then(() => o.onYieldRequested?.(term.signal, to))
+          .catch((err: unknown) => o.logger.warn("leasesvc elector: onYieldRequested failed", { lease: this.#name, holder: o.holder, err: String(err) }))
+          .finally(() => {
+            if (yielded || term.signal.aborted) return;
+            yielded = true;
+            o.logger.info("leasesvc elector: stepping down", { lease: this.#name, holder: o.holder, fencingToken: token, yieldTo: to });
+            end(new YieldedError(to));
+          });
+      };
+      const onResult = (err: unknown, at: number, l?: Lease): void => {
         inFlight = false;
         if (!renewing) return;
         if (err === undefined) {
+          if (l?.yieldRequested && !graceful && !term.signal.aborted) askYield(l.yieldTo);
           failures = 0;
           lastErr = undefined;
           stopAt = at + this.#span;
@@ -408,6 +619,7 @@ export class Elector {
         }
         if (err instanceof LeaseLostError || permanent(err)) {
           lost = err instanceof LeaseLostError;
+          ts.closed ??= err;
           renewing = false;
           clearTimeout(stopTimer);
           o.logger.warn("leasesvc elector: leadership lost", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(err) });
@@ -425,14 +637,16 @@ export class Elector {
         end(parent?.reason);
       };
       const onCallbackDone = async (): Promise<void> => {
-        const resigned = !graceful && !term.signal.aborted;
+        const resigned = !graceful && !yielded && !term.signal.aborted;
         end(new Error("leasesvc elector: onStartedLeading returned"));
         renewing = false;
         clearTimeout(stopTimer);
         clearTimeout(renewTimer);
         renewAbort?.abort();
         parent?.removeEventListener("abort", onParentAbort);
-        if ((graceful || resigned) && !lost) await this.#release(token);
+        if ((graceful || resigned || yielded) && !lost && !ts.transferred) await this.#release(ts);
+        ts.closed ??= term.signal.reason ?? new Error("term over");
+        if (this.#term === ts) this.#term = undefined;
         o.logger.info("leasesvc elector: stopped leading", { lease: this.#name, holder: o.holder, fencingToken: token });
         try {
           o.onStoppedLeading?.();
@@ -447,7 +661,7 @@ export class Elector {
       if (parent?.aborted) onParentAbort();
       else parent?.addEventListener("abort", onParentAbort, { once: true });
       Promise.resolve()
-        .then(() => o.onStartedLeading(term.signal, token))
+        .then(() => o.onStartedLeading(term.signal, token, { lease: l, checkpoint: l.checkpoint, checkpointToken: l.checkpoint === null ? 0 : l.checkpointToken }))
         .catch((err: unknown) => o.logger.warn("leasesvc elector: onStartedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) }))
         .finally(() => void onCallbackDone());
     });
@@ -493,6 +707,10 @@ function resolve(opts: ElectorOptions): Resolved {
   });
   const releaseTimeoutMs = opts.releaseTimeoutMs ?? electorDefaults.releaseTimeoutMs;
   if (!(releaseTimeoutMs > 0)) throw new RangeError(`leasesvc Elector: releaseTimeoutMs ${releaseTimeoutMs} must be positive`);
+  const priority = opts.priority ?? 0;
+  if (!Number.isInteger(priority) || priority < 0 || priority > maxPriority) throw new RangeError(`leasesvc Elector: priority ${priority} must be an integer within 0 … ${maxPriority}`);
+  const preempt = opts.preempt ?? false;
+  if (preempt && waitMs < 0) throw new RangeError("leasesvc Elector: preempt needs waiting acquires: waitMs must not be negative");
   if (opts.metadata !== undefined && (opts.metadata === null || typeof opts.metadata !== "object" || Array.isArray(opts.metadata))) {
     throw new TypeError("leasesvc Elector: metadata must be a JSON object");
   }
@@ -512,5 +730,8 @@ function resolve(opts: ElectorOptions): Resolved {
     onStoppedLeading: opts.onStoppedLeading,
     onNewLeader: opts.onNewLeader,
     onRenewed: opts.onRenewed,
+    priority,
+    preempt,
+    onYieldRequested: opts.onYieldRequested,
   };
 }

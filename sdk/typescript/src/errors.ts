@@ -74,6 +74,31 @@ export class LeaseHeldError extends LeaseError {
   }
 }
 
+/**
+ * An acquire found the lease free but reserved for another holder (409
+ * lease_reserved, docs/contract.md §8): the best waiting candidate after a
+ * holding ended, or the successor a transfer named. A reservation lasts
+ * seconds: a waiting acquire keeps waiting through it.
+ */
+export class LeaseReservedError extends LeaseError {
+  static override readonly defaultCode: string = "lease_reserved";
+  /** The lease as the service saw it when it refused. */
+  readonly lease: Lease;
+  /** The holder the lease is reserved for. */
+  readonly reservedFor: string;
+  /** Server time at which the reservation lapses at the latest; null if the answer did not say. */
+  readonly reservedUntil: Date | null;
+  constructor(lease: Lease, reservedFor: string, reservedUntil: Date | null, init: LeaseErrorInit = {}) {
+    super(`leasesvc: lease "${lease.name}" reserved for "${reservedFor}"${reservedUntil ? " until " + reservedUntil.toISOString() : ""}`, {
+      status: 409,
+      ...init,
+    });
+    this.lease = lease;
+    this.reservedFor = reservedFor;
+    this.reservedUntil = reservedUntil;
+  }
+}
+
 /** A renew or release by someone who is not the current live holding (409 lease_lost): stop acting as leader now. */
 export class LeaseLostError extends LeaseError {
   static override readonly defaultCode: string = "lease_lost";
@@ -164,6 +189,7 @@ type ErrorClass = new (message: string, init?: LeaseErrorInit) => LeaseError;
 export function errorClassOf(status: number, code: string): ErrorClass {
   switch (code) {
     case "lease_held": // a refusal without the lease in its body (with it: LeaseHeldError)
+    case "lease_reserved": // likewise (with it: LeaseReservedError)
       return LeaseError;
     case "lease_lost":
       return LeaseLostError;

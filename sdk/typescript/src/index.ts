@@ -7,9 +7,9 @@
  * cannot be reached.
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
-export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, RenewRequest, RevokeRequest, TokenProvider, WatchOptions } from "./client.js";
-export { Elector, defaultHolder, electorDefaults } from "./elector.js";
-export type { ElectorLogger, ElectorOptions, RenewInfo } from "./elector.js";
+export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
+export { Elector, NotLeadingError, TransferredError, YieldedError, defaultHolder, electorDefaults, maxCheckpointBytes, maxPriority } from "./elector.js";
+export type { ElectorLogger, ElectorOptions, RenewInfo, TermInfo } from "./elector.js";
 export {
   CredentialsError,
   DeniedError,
@@ -18,6 +18,7 @@ export {
   LeaseError,
   LeaseHeldError,
   LeaseLostError,
+  LeaseReservedError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitedError,
@@ -28,7 +29,7 @@ export {
 export type { FieldError, LeaseErrorInit } from "./errors.js";
 export { isNewer, parseEvent } from "./event.js";
 export type { EventType, LeaseEvent } from "./event.js";
-export { parseLease, validName } from "./lease.js";
+export { parseLease, parseTime, validName } from "./lease.js";
 export type { Lease, Page } from "./lease.js";
 export { backoffDelay, defaultBackoff } from "./backoff.js";
 export type { Backoff } from "./backoff.js";

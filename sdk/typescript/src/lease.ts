@@ -35,6 +35,23 @@ export interface Lease {
   revokedBy: string;
   /** The reason the operator gave; empty unless revoked. */
   revokeReason: string;
+  // The succession fields (docs/contract.md §8): each is zero (0, "", false, null) when the service answered none.
+  /** The priority the current (or last) holding was acquired with, 0 … 1000. */
+  priority: number;
+  /** The JSON object a holding last wrote with a renew, release or transfer; null when none. It survives its holding: an acquire answers the checkpoint the new holder inherits. */
+  checkpoint: Record<string, unknown> | null;
+  /** The fencing token of the holding that wrote checkpoint; 0 without one. */
+  checkpointToken: number;
+  /** The holder the free lease is reserved for (the best waiting candidate after a holding ended, or a transfer's successor); empty when open to anyone or held. */
+  reservedFor: string;
+  /** Server time at which the reservation lapses at the latest; null without one. */
+  reservedUntil: Date | null;
+  /** A waiting candidate with a strictly higher priority asks the live holding to step down (preempt): checkpoint and release. Nothing is taken by force. */
+  yieldRequested: boolean;
+  /** The candidate the holding is asked to step down for; empty unless yieldRequested. */
+  yieldTo: string;
+  /** How many registered candidates wait for the lease. */
+  candidates: number;
 }
 
 /** One page of a list. */
@@ -57,6 +74,15 @@ function date(v: unknown): Date {
   return new Date(typeof v === "string" ? v : 0);
 }
 
+function object(v: unknown): Record<string, unknown> | null {
+  return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+}
+
+/** parseTime reads an RFC 3339 time of the API; null when absent. */
+export function parseTime(v: unknown): Date | null {
+  return typeof v === "string" && v !== "" ? new Date(v) : null;
+}
+
 /** parseLease reads the API's JSON form of a lease; missing fields get zero values. */
 export function parseLease(raw: unknown): Lease {
   const o = (raw !== null && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
@@ -77,6 +103,14 @@ export function parseLease(raw: unknown): Lease {
     principal: str(o["principal"]),
     revokedBy: str(o["revokedBy"]),
     revokeReason: str(o["revokeReason"]),
+    priority: num(o["priority"]),
+    checkpoint: object(o["checkpoint"]),
+    checkpointToken: num(o["checkpointToken"]),
+    reservedFor: str(o["reservedFor"]),
+    reservedUntil: parseTime(o["reservedUntil"]),
+    yieldRequested: o["yieldRequested"] === true,
+    yieldTo: str(o["yieldTo"]),
+    candidates: num(o["candidates"]),
   };
 }
 

@@ -8,7 +8,7 @@
  */
 import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
-import { Client, Elector, LeaseError, LeaseHeldError, SafeDeadlineError, electorDefaults } from "../index.js";
+import { Client, Elector, type Lease, LeaseError, LeaseHeldError, LeaseReservedError, SafeDeadlineError, electorDefaults } from "../index.js";
 
 /** emit writes one step line at once. */
 function emit(line: Record<string, unknown>): void {
@@ -93,6 +93,42 @@ async function ratelimit(c: Client, name: string): Promise<number> {
   return 0;
 }
 
+/** checkpointN is the checkpoint's "n" member, 0 without a checkpoint. */
+function checkpointN(l: Lease): unknown {
+  return l.checkpoint?.["n"] ?? 0;
+}
+
+async function succession(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
+  const b = a + "-b";
+  const l = await c.acquire(name, { holder: a, ttlMs, priority: 7 });
+  emit({ step: "acquire_priority", token: l.fencingToken, priority: l.priority });
+  const t = await c.transfer(name, { holder: a, fencingToken: l.fencingToken, to: b, checkpoint: { n: 1 }, reserveMs: 10_000 });
+  emit({ step: "transfer", held: t.held, reservedFor: t.reservedFor });
+  await step(
+    "acquire_reserved",
+    () => c.acquire(name, { holder: a + "-c", ttlMs }),
+    () => ({ error: "none" }),
+    (err) => (err instanceof LeaseReservedError ? { reservedFor: err.reservedFor } : {}),
+  );
+  const s = await c.acquire(name, { holder: b, ttlMs });
+  emit({ step: "successor", holder: s.holder, token: s.fencingToken, checkpointN: checkpointN(s), checkpointToken: s.checkpointToken });
+
+  const y = name + "-yield";
+  const h = await c.acquire(y, { holder: a, ttlMs, priority: 1 });
+  emit({ step: "holding", token: h.fencingToken, priority: h.priority });
+  const deadline = performance.now() + 10_000;
+  let r: Lease;
+  for (;;) {
+    r = await c.renew(y, { holder: a, fencingToken: h.fencingToken });
+    if (r.yieldRequested || performance.now() > deadline) break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  emit({ step: "yield_requested", yieldRequested: r.yieldRequested, yieldTo: r.yieldTo, candidates: r.candidates });
+  const rel = await c.release(y, a, h.fencingToken, { checkpoint: { n: 2 } });
+  emit({ step: "released", held: rel.held, checkpointN: checkpointN(rel) });
+  emit({ step: "done" });
+}
+
 /** elector runs an Elector until stdin says stop; freeze reports deadlines, revoke reports reasons. */
 async function elector(c: Client, name: string, a: string, ttlMs: number, kind: "freeze" | "revoke"): Promise<void> {
   const stop = stopSignal();
@@ -142,12 +178,15 @@ async function main(): Promise<number> {
       return 0;
     case "ratelimit":
       return ratelimit(c, name);
+    case "succession":
+      await succession(c, name, holder, ttlMs);
+      return 0;
     case "freeze":
     case "revoke":
       await elector(c, name, holder, ttlMs, kase);
       return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze or revoke)\n`);
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke or succession)\n`);
   return 2;
 }
 
