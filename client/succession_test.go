@@ -335,3 +335,65 @@ func TestElectorCheckpoint(t *testing.T) {
 		t.Fatalf("Checkpoint after Run: %v", err)
 	}
 }
+
+// TestElectorStepsDownWithoutCallback: with no OnYieldRequested, a leader
+// asked to yield steps down at once, releasing with the checkpoint it set
+// last; an Elector of the same priority that preempts asks nothing.
+func TestElectorStepsDownWithoutCallback(t *testing.T) {
+	s := newService(t, nil)
+	c := s.client(t, client.Config{})
+	const name = "succ.default"
+	var low, peer, high leadRecord
+	cfg := realConfig("low", low.lead)
+	cfg.Priority = 5
+	lowE, err := client.NewElector(c, name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElector(t, lowE)
+	waitFor(t, "low leading", func() bool { return low.terms() == 1 })
+	if err := lowE.SetCheckpoint(json.RawMessage(`{"at":"low"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A preempting peer of the same priority: registered, but no yield.
+	cfg = realConfig("peer", peer.lead)
+	cfg.Priority, cfg.Preempt = 5, true
+	peerE, err := client.NewElector(c, name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopPeer := runElector(t, peerE)
+	waitFor(t, "peer registered", func() bool {
+		l, err := c.Get(t.Context(), name)
+		return err == nil && l.Candidates == 1
+	})
+	time.Sleep(500 * time.Millisecond) // two renewals of low
+	if l, _ := c.Get(t.Context(), name); l.YieldRequested || !lowE.IsLeader() {
+		t.Fatalf("a candidate of the same priority made low yield: %+v", l)
+	}
+	if err := stopPeer(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg = realConfig("high", high.lead)
+	cfg.Priority, cfg.Preempt = 6, true
+	highE, err := client.NewElector(c, name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElector(t, highE)
+	waitFor(t, "high leading", func() bool { return high.terms() == 1 })
+	high.mu.Lock()
+	tok, cp := high.tokens[0], high.checkpoint[0]
+	high.mu.Unlock()
+	if tok != 2 || cp != `{"at":"low"}` {
+		t.Fatalf("high leads with token %d and checkpoint %s", tok, cp)
+	}
+	waitFor(t, "low's term over", func() bool { return low.ended() == 1 })
+	low.mu.Lock()
+	defer low.mu.Unlock()
+	if !errors.Is(low.causes[0], client.ErrYielded) {
+		t.Fatalf("low's term ended with %v", low.causes[0])
+	}
+}
