@@ -259,10 +259,12 @@ func (e *Elector) setPending(cp json.RawMessage) (*termState, error) {
 // renew of the holding and returns when the service has stored it: after
 // it returns nil, a successor inherits it even if this process dies now.
 // ctx bounds the wait. When the renew fails, the error is returned and the
-// checkpoint stays pending: the next renew, or the release, sends it. After
-// the leading ctx was cancelled by a graceful stop or a step-down (not a
-// loss), the release carries it. Without a term, or once the holding is
-// lost, it returns an error that matches ErrNotLeading.
+// checkpoint stays pending: the next renew, or the release, sends it. It
+// works the same after the leading ctx was cancelled by a graceful stop or
+// a step-down (not a loss), since the Elector renews until
+// OnStartedLeading returns. Without a term, or once the holding is lost,
+// it returns an error that matches ErrNotLeading. It may be called from
+// OnStartedLeading and OnYieldRequested.
 func (e *Elector) Checkpoint(ctx context.Context, v any) error {
 	cp, err := encodeCheckpoint(v)
 	if err != nil {
