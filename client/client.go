@@ -118,6 +118,21 @@ type AcquireRequest struct {
 	// Wait, if positive, makes the service wait up to this long (≤ 60s) for
 	// a holding by another to end before answering lease_held.
 	Wait time.Duration
+	// Priority, 0 … 1000, is recorded on the holding this acquire begins
+	// and ranks the caller among the waiting candidates (docs/contract.md
+	// §8): when a holding ends, the lease is reserved for the best one.
+	// It is sent when it is not 0, or when Candidate or Preempt is set.
+	Priority int
+	// Candidate sends Priority even when it is 0, so that a waiting acquire
+	// (Wait > 0) registers as a candidate, seen by every service instance,
+	// for as long as it waits. An acquire that sends no priority waits
+	// unranked, as before succession existed.
+	Candidate bool
+	// Preempt, on a waiting acquire (Wait > 0; the service refuses it
+	// otherwise) whose Priority is strictly higher than the current
+	// holding's, asks the holder to step down: the holder's renewals answer
+	// YieldRequested. Nothing is taken by force. It implies Candidate.
+	Preempt bool
 }
 
 // RenewRequest extends a holding.
@@ -129,6 +144,37 @@ type RenewRequest struct {
 	TTL time.Duration
 	// Metadata, if not nil, replaces the stored metadata.
 	Metadata json.RawMessage
+	// Checkpoint, if not nil, is a JSON object (≤ 16 KiB) that replaces the
+	// lease's checkpoint, which the next holding inherits
+	// (docs/contract.md §8); nil keeps it.
+	Checkpoint json.RawMessage
+}
+
+// ReleaseRequest ends a holding (ReleaseWith).
+type ReleaseRequest struct {
+	// Holder and FencingToken name the holding.
+	Holder       string
+	FencingToken int64
+	// Checkpoint, if not nil, is a JSON object (≤ 16 KiB) that replaces the
+	// lease's checkpoint, for the next holder to inherit; nil keeps it. A
+	// release of one's own holding that already ended (nobody acquired
+	// since) still writes it.
+	Checkpoint json.RawMessage
+}
+
+// TransferRequest hands a holding over to a named successor (Transfer).
+type TransferRequest struct {
+	// Holder and FencingToken name the caller's holding.
+	Holder       string
+	FencingToken int64
+	// To is the successor's holder identity; it must differ from Holder.
+	To string
+	// Checkpoint, if not nil, is a JSON object (≤ 16 KiB) that replaces the
+	// lease's checkpoint, for the successor to inherit; nil keeps it.
+	Checkpoint json.RawMessage
+	// Reserve is how long the lease stays reserved for To, whole
+	// milliseconds, 1ms … 60s; 0 means the service's default, 5s.
+	Reserve time.Duration
 }
 
 // ListRequest asks for a page of leases.
@@ -144,7 +190,10 @@ type ListRequest struct {
 
 // Acquire takes the lease if it is free or expired (a new fencing token),
 // or extends the caller's own live holding (same token). Held by another:
-// a *HeldError (errors.Is ErrHeld) with the current lease.
+// a *HeldError (errors.Is ErrHeld) with the current lease. Free but
+// reserved for another holder (docs/contract.md §8): a *ReservedError
+// (errors.Is ErrReserved). The answer of a new holding carries the
+// checkpoint it inherits (Lease.Checkpoint).
 func (c *Client) Acquire(ctx context.Context, name string, req AcquireRequest) (Lease, error) {
 	return c.acquire(ctx, name, req, callOpts{})
 }
@@ -155,7 +204,12 @@ func (c *Client) acquire(ctx context.Context, name string, req AcquireRequest, o
 		TTLMs    int64           `json:"ttlMs"`
 		Metadata json.RawMessage `json:"metadata,omitempty"`
 		WaitMs   int64           `json:"waitMs,omitempty"`
-	}{req.Holder, req.TTL.Milliseconds(), req.Metadata, req.Wait.Milliseconds()}
+		Priority *int            `json:"priority,omitempty"`
+		Preempt  bool            `json:"preempt,omitempty"`
+	}{Holder: req.Holder, TTLMs: req.TTL.Milliseconds(), Metadata: req.Metadata, WaitMs: req.Wait.Milliseconds(), Preempt: req.Preempt}
+	if req.Priority != 0 || req.Candidate || req.Preempt {
+		body.Priority = &req.Priority
+	}
 	o.extra = max(req.Wait, 0)
 	var l Lease
 	err := c.call(ctx, "acquire", name, http.MethodPost, leasePath(name, ":acquire"), body, &l, o)
@@ -163,8 +217,9 @@ func (c *Client) acquire(ctx context.Context, name string, req AcquireRequest, o
 }
 
 // Renew extends the holding named by holder and token: expireTime =
-// serverTime + ttl. Anything but the current live holding is ErrLost: stop
-// acting as leader now.
+// serverTime + ttl, and writes req.Checkpoint, if any. Anything but the
+// current live holding is ErrLost: stop acting as leader now. An answer with
+// YieldRequested asks the holder to step down (docs/contract.md §8).
 func (c *Client) Renew(ctx context.Context, name string, req RenewRequest) (Lease, error) {
 	return c.renew(ctx, name, req, callOpts{})
 }
@@ -175,7 +230,8 @@ func (c *Client) renew(ctx context.Context, name string, req RenewRequest, o cal
 		FencingToken int64           `json:"fencingToken"`
 		TTLMs        int64           `json:"ttlMs,omitempty"`
 		Metadata     json.RawMessage `json:"metadata,omitempty"`
-	}{req.Holder, req.FencingToken, req.TTL.Milliseconds(), req.Metadata}
+		Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+	}{req.Holder, req.FencingToken, req.TTL.Milliseconds(), req.Metadata, req.Checkpoint}
 	var l Lease
 	err := c.call(ctx, "renew", name, http.MethodPost, leasePath(name, ":renew"), body, &l, o)
 	return l, err
@@ -185,16 +241,45 @@ func (c *Client) renew(ctx context.Context, name string, req RenewRequest, o cal
 // gets token + 1. Repeating it succeeds while nobody has acquired since.
 // Anything else is ErrLost.
 func (c *Client) Release(ctx context.Context, name, holder string, token int64) (Lease, error) {
-	return c.release(ctx, name, holder, token, callOpts{})
+	return c.release(ctx, name, ReleaseRequest{Holder: holder, FencingToken: token}, callOpts{})
 }
 
-func (c *Client) release(ctx context.Context, name, holder string, token int64, o callOpts) (Lease, error) {
+// ReleaseWith is Release with the whole request: it can also write a
+// checkpoint for the next holder to inherit (docs/contract.md §8).
+func (c *Client) ReleaseWith(ctx context.Context, name string, req ReleaseRequest) (Lease, error) {
+	return c.release(ctx, name, req, callOpts{})
+}
+
+func (c *Client) release(ctx context.Context, name string, req ReleaseRequest, o callOpts) (Lease, error) {
 	body := struct {
-		Holder       string `json:"holder"`
-		FencingToken int64  `json:"fencingToken"`
-	}{holder, token}
+		Holder       string          `json:"holder"`
+		FencingToken int64           `json:"fencingToken"`
+		Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+	}{req.Holder, req.FencingToken, req.Checkpoint}
 	var l Lease
 	err := c.call(ctx, "release", name, http.MethodPost, leasePath(name, ":release"), body, &l, o)
+	return l, err
+}
+
+// Transfer ends the caller's live holding now, as Release does, and
+// reserves the lease for req.To for req.Reserve (docs/contract.md §8): To's
+// acquire within that window gets the next fencing token (and the
+// checkpoint), anyone else's is refused with a *ReservedError. Repeating it
+// succeeds while nobody has acquired since; anything else is ErrLost.
+func (c *Client) Transfer(ctx context.Context, name string, req TransferRequest) (Lease, error) {
+	return c.transfer(ctx, name, req, callOpts{})
+}
+
+func (c *Client) transfer(ctx context.Context, name string, req TransferRequest, o callOpts) (Lease, error) {
+	body := struct {
+		Holder       string          `json:"holder"`
+		FencingToken int64           `json:"fencingToken"`
+		To           string          `json:"to"`
+		Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+		ReserveMs    int64           `json:"reserveMs,omitempty"`
+	}{req.Holder, req.FencingToken, req.To, req.Checkpoint, req.Reserve.Milliseconds()}
+	var l Lease
+	err := c.call(ctx, "transfer", name, http.MethodPost, leasePath(name, ":transfer"), body, &l, o)
 	return l, err
 }
 
@@ -374,9 +459,13 @@ type problemJSON struct {
 	Detail string       `json:"detail"`
 	Errors []FieldError `json:"errors"`
 	Lease  *Lease       `json:"lease"`
+	// ReservedFor and ReservedUntil are members of lease_reserved.
+	ReservedFor   string    `json:"reservedFor"`
+	ReservedUntil time.Time `json:"reservedUntil"`
 }
 
-// problemError turns an error answer into an *Error or a *HeldError.
+// problemError turns an error answer into an *Error, a *HeldError or a
+// *ReservedError.
 func problemError(resp *http.Response, raw []byte) error {
 	var p problemJSON
 	_ = json.Unmarshal(raw, &p) // a body that is not a problem leaves p empty: the status decides
@@ -386,6 +475,13 @@ func problemError(resp *http.Response, raw []byte) error {
 	}
 	if p.Code == "lease_held" && p.Lease != nil {
 		return &HeldError{Lease: *p.Lease, RetryAfter: retryAfter}
+	}
+	if p.Code == "lease_reserved" && p.Lease != nil {
+		e := &ReservedError{Lease: *p.Lease, ReservedFor: p.ReservedFor, ReservedUntil: p.ReservedUntil, RetryAfter: retryAfter}
+		if e.ReservedFor == "" { // the lease says it too
+			e.ReservedFor, e.ReservedUntil = p.Lease.ReservedFor, p.Lease.ReservedUntil
+		}
+		return e
 	}
 	kind, sub := kindOf(resp.StatusCode, p.Code)
 	e := &Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Fields: p.Errors, RetryAfter: retryAfter,

@@ -6,9 +6,9 @@
 // an optional Wait), Renew, Release, Get, List and All (paging), Watch and
 // WatchPrefix (streams of leadership events of one lease or of every lease
 // under a prefix, which reconnect for as long as their context lives and
-// resume after the last event read) and, for operators, Revoke. Refusals come
+// resume after the last event read), Transfer and, for operators, Revoke. Refusals come
 // back as typed errors: errors.Is(err, ErrHeld) — with the current lease
-// through errors.As on a *HeldError — ErrLost, ErrNotFound, ErrInvalid,
+// through errors.As on a *HeldError — ErrReserved (a *ReservedError), ErrLost, ErrNotFound, ErrInvalid,
 // ErrUnavailable, ErrDenied (with ErrUnauthenticated and
 // ErrPermissionDenied within it), ErrInternal. Transient failures
 // (connection errors, per-attempt timeouts, 429, 502, 503, 504) are retried
@@ -25,6 +25,20 @@
 // failed acquire or renew back off, and after a 429 wait for the answer's
 // Retry-After (sooner would be refused again). TokenFromContext
 // gives the fencing token to pass with every write downstream.
+//
+// # Succession
+//
+// The succession of docs/contract.md §8 is in both layers. On the Client:
+// AcquireRequest.Priority, Candidate and Preempt rank a (waiting) acquire;
+// RenewRequest.Checkpoint and ReleaseWith write the checkpoint a successor
+// inherits; Transfer hands a holding to a named successor; an acquire
+// refused by a reservation for another is a *ReservedError (ErrReserved);
+// and Lease carries Priority, Checkpoint, CheckpointToken, ReservedFor,
+// ReservedUntil, YieldRequested, YieldTo and Candidates. On the Elector:
+// ElectorConfig.Priority and Preempt, OnYieldRequested before it steps down
+// for a preempting candidate (cause ErrYielded), Checkpoint and
+// SetCheckpoint while leading, CheckpointFromContext for what a term
+// inherited, and Transfer (cause ErrTransferred).
 //
 // Package leadercache (a subpackage, which needs the Pub/Sub client)
 // answers "who leads X" from memory, kept current by the service's events.

@@ -66,8 +66,11 @@ type ElectorConfig struct {
 	// Elector becomes leader; required. Its ctx is cancelled when
 	// leadership ends: at once on lease_lost, at the safe deadline (minus
 	// CancelBefore) when renewals fail, however the service fails, and when
-	// Run's ctx is cancelled. context.Cause(ctx) says why, and
-	// TokenFromContext(ctx) gives the fencing token of the term. Stop all
+	// Run's ctx is cancelled, and when the Elector steps down
+	// (OnYieldRequested) or transfers the lease (Transfer).
+	// context.Cause(ctx) says why, TokenFromContext(ctx) gives the fencing
+	// token of the term and CheckpointFromContext(ctx) the checkpoint it
+	// inherited (docs/contract.md §8). Stop all
 	// leader work when ctx is done, and return. Returning while still
 	// leading resigns: the lease is released and Run returns nil.
 	OnStartedLeading func(ctx context.Context)
@@ -79,6 +82,34 @@ type ElectorConfig struct {
 	// holder seen leading changes, this Elector's own holder included. It
 	// must not block.
 	OnNewLeader func(holder string)
+
+	// Priority, 0 … 1000, ranks this Elector among the candidates waiting
+	// for the lease (docs/contract.md §8): when a holding ends, the lease
+	// is reserved for a few seconds for the best waiting candidate
+	// (highest priority, then the one waiting longest). Every acquire
+	// carries it and the holding records it. With Priority > 0 or Preempt,
+	// the Elector's waiting acquires register it as a candidate with the
+	// service; with neither (the default) it sends no priority and waits
+	// unranked, as before succession existed. Default 0.
+	Priority int
+	// Preempt makes the Elector's waiting acquires ask a holder whose
+	// holding has a strictly lower priority to step down (see
+	// OnYieldRequested). It needs Wait > 0. Nothing is taken by force: the
+	// Elector leads once the holder has released, or its holding expired.
+	Preempt bool
+	// OnYieldRequested, if set, is called in a goroutine of its own, at
+	// most once per term, when a renewal answers that a preempting
+	// candidate asks this leader to step down; yieldTo names it. Its ctx
+	// is the leading ctx, still live: the callback may save progress with
+	// Checkpoint or SetCheckpoint. When it returns, the Elector steps down:
+	// it cancels the leading ctx with a cause that matches ErrYielded,
+	// waits for OnStartedLeading to return (renewing meanwhile), releases
+	// the lease with the latest checkpoint (the preempting candidate gets
+	// it, with the next fencing token), calls OnStoppedLeading and
+	// campaigns again as a follower. Left nil, the Elector steps down the
+	// same way at once. A callback that needs time to reach a safe point
+	// may take it: the term lasts until it returns, or until its ctx ends.
+	OnYieldRequested func(ctx context.Context, yieldTo string)
 }
 
 // Defaults of ElectorConfig.
@@ -95,6 +126,12 @@ const (
 	DefaultCancelBefore = 250 * time.Millisecond
 	// DefaultWait is how long one acquire waits on the service (waitMs).
 	DefaultWait = 30 * time.Second
+	// MaxPriority is the highest ElectorConfig.Priority (and
+	// AcquireRequest.Priority) the service accepts (docs/contract.md §8).
+	MaxPriority = 1000
+	// MaxCheckpointBytes is the largest checkpoint, as a compact JSON
+	// object, the service stores (docs/contract.md §8).
+	MaxCheckpointBytes = 16 << 10
 	// maxWait is the service's limit on waitMs.
 	maxWait = 60 * time.Second
 )
@@ -192,6 +229,12 @@ func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
 	}
 	if cfg.Metadata != nil && !json.Valid(cfg.Metadata) {
 		return cfg, fmt.Errorf("ElectorConfig.Metadata is not valid JSON")
+	}
+	if cfg.Priority < 0 || cfg.Priority > MaxPriority {
+		return cfg, fmt.Errorf("ElectorConfig.Priority %d must be within 0 … %d", cfg.Priority, MaxPriority)
+	}
+	if cfg.Preempt && cfg.Wait < 0 {
+		return cfg, fmt.Errorf("ElectorConfig.Preempt needs waiting acquires: ElectorConfig.Wait must not be negative")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}

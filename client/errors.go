@@ -8,12 +8,18 @@ import (
 )
 
 // Sentinel errors. Test with errors.Is; every error the Client returns for
-// an answer of the service is an *Error (or a *HeldError for lease_held)
-// that matches one of these.
+// an answer of the service is an *Error (or a *HeldError for lease_held, a
+// *ReservedError for lease_reserved) that matches one of these.
 var (
 	// ErrHeld: an acquire found the lease held by another holder. The error
 	// is a *HeldError carrying the current lease.
 	ErrHeld = errors.New("leasesvc: lease held by another holder")
+	// ErrReserved: an acquire found the lease free but reserved for
+	// another holder (docs/contract.md §8): the best waiting candidate after
+	// a holding ended, or the successor a transfer named. The error is a
+	// *ReservedError. A reservation lasts seconds: waiting acquires keep
+	// waiting through it.
+	ErrReserved = errors.New("leasesvc: lease reserved for another holder")
 	// ErrLost: a renew or release by someone who is not the current live
 	// holding. Stop acting as leader now.
 	ErrLost = errors.New("leasesvc: lease lost")
@@ -139,6 +145,32 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ReservedError is the refusal of an acquire because the free lease is
+// reserved for another holder (lease_reserved, docs/contract.md §8).
+// errors.Is(err, ErrReserved) is true for it, and errors.As gives whom it
+// is reserved for and until when.
+type ReservedError struct {
+	// Lease is the lease as the service saw it when it refused.
+	Lease Lease
+	// ReservedFor is the holder the lease is reserved for.
+	ReservedFor string
+	// ReservedUntil is the server time at which the reservation lapses, at
+	// the latest.
+	ReservedUntil time.Time
+	// RetryAfter is the Retry-After header: the time until the reservation
+	// lapses, rounded up to whole seconds (≥ 1s).
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *ReservedError) Error() string {
+	return fmt.Sprintf("leasesvc: lease %q reserved for %q until %s", e.Lease.Name, e.ReservedFor,
+		e.ReservedUntil.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
+// Is makes errors.Is(err, ErrReserved) true.
+func (e *ReservedError) Is(target error) bool { return target == ErrReserved }
+
 // kindOf maps a problem code (or, without one, an HTTP status) to its
 // sentinel and, within it, a finer one (or nil): the one place where the
 // wire's codes become errors.
@@ -146,6 +178,8 @@ func kindOf(status int, code string) (kind, sub error) {
 	switch code {
 	case "lease_held":
 		return ErrHeld, nil
+	case "lease_reserved":
+		return ErrReserved, nil
 	case "lease_lost":
 		return ErrLost, nil
 	case "not_found":

@@ -48,6 +48,10 @@ type Event struct {
 	// Operator is, on a revoked event, the principal who revoked the
 	// holding.
 	Operator string `json:"operator,omitempty"`
+	// Successor is, on a released event of a transfer (Client.Transfer),
+	// the holder the lease was handed to (docs/contract.md §8). An event's
+	// Lease never carries the checkpoint.
+	Successor string `json:"successor,omitempty"`
 	// Time is backend time: the decision's server time for acquired,
 	// released and revoked, the holding's expire time for expired.
 	Time time.Time `json:"eventTime"`

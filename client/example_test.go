@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend/memory"
@@ -141,4 +142,57 @@ func ExampleClient_Watch() {
 	// Output:
 	// lease true
 	// acquired agent-1 1
+}
+
+// ExampleElector_preemption: a standby of a higher priority asks the
+// leader to step down; the leader saves its progress first, and the
+// standby resumes from it.
+func ExampleElector_preemption() {
+	url, stop := exampleService()
+	defer stop()
+	c, err := client.New(url, client.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+
+	var primary *client.Elector
+	primary, err = client.NewElector(c, "jobs.scheduler", client.ElectorConfig{
+		Holder: "old", TTL: 3 * time.Second, Priority: 1,
+		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+		OnYieldRequested: func(ctx context.Context, to string) {
+			// Save where the work stands; the Elector then steps down.
+			if err := primary.Checkpoint(ctx, map[string]int{"offset": 812}); err != nil {
+				log.Print(err)
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	standby, err := client.NewElector(c, "jobs.scheduler", client.ElectorConfig{
+		Holder: "new", TTL: 3 * time.Second, Priority: 10, Preempt: true,
+		OnStartedLeading: func(ctx context.Context) {
+			cp, by := client.CheckpointFromContext(ctx)
+			token, _ := client.TokenFromContext(ctx)
+			fmt.Printf("new leads with token %d, resuming from %s (written by token %d)\n", token, cp, by)
+			close(done)
+			<-ctx.Done()
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = primary.Run(ctx) })
+	for !primary.IsLeader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Go(func() { _ = standby.Run(ctx) })
+	<-done
+	cancel()
+	wg.Wait()
+	// Output: new leads with token 2, resuming from {"offset":812} (written by token 1)
 }

@@ -48,6 +48,38 @@ type Lease struct {
 	// RevokeReason is the reason the operator gave; empty unless the
 	// holding was ended by a revocation.
 	RevokeReason string
+
+	// The succession fields (docs/contract.md §8). Each is zero when the
+	// service answered none.
+
+	// Priority is the priority the current (or last) holding was acquired
+	// with, 0 … 1000.
+	Priority int
+	// Checkpoint is the JSON object a holding last wrote with a renew,
+	// release or transfer; nil when none was ever written. It survives the
+	// end of its holding: an acquire answers the checkpoint the next holder
+	// inherits.
+	Checkpoint json.RawMessage
+	// CheckpointToken is the fencing token of the holding that wrote
+	// Checkpoint; 0 when there is none.
+	CheckpointToken int64
+	// ReservedFor is the holder the free lease is reserved for (the best
+	// waiting candidate after a holding ended, or a transfer's successor);
+	// anyone else's acquire is refused with a *ReservedError. Empty when
+	// the lease is open to anyone or held.
+	ReservedFor string
+	// ReservedUntil is the server time at which the reservation lapses, at
+	// the latest; zero when ReservedFor is empty.
+	ReservedUntil time.Time
+	// YieldRequested is true when a waiting candidate with a strictly
+	// higher priority asked the live holding to step down (preempt); the
+	// holder should checkpoint and release. Nothing is taken by force.
+	YieldRequested bool
+	// YieldTo is the candidate the holding is asked to step down for; empty
+	// unless YieldRequested.
+	YieldTo string
+	// Candidates is how many registered candidates wait for the lease.
+	Candidates int
 }
 
 // leaseJSON is the wire form of a Lease.
@@ -67,6 +99,15 @@ type leaseJSON struct {
 	Principal    string          `json:"principal,omitempty"`
 	RevokedBy    string          `json:"revokedBy,omitempty"`
 	RevokeReason string          `json:"revokeReason,omitempty"`
+
+	Priority        int             `json:"priority,omitempty"`
+	Checkpoint      json.RawMessage `json:"checkpoint,omitempty"`
+	CheckpointToken int64           `json:"checkpointToken,omitempty"`
+	ReservedFor     string          `json:"reservedFor,omitempty"`
+	ReservedUntil   time.Time       `json:"reservedUntil,omitzero"`
+	YieldRequested  bool            `json:"yieldRequested,omitempty"`
+	YieldTo         string          `json:"yieldTo,omitempty"`
+	Candidates      int             `json:"candidates,omitempty"`
 }
 
 // MarshalJSON renders the lease as the API does.
@@ -80,6 +121,9 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 		AcquireTime: l.AcquireTime, RenewTime: l.RenewTime, ExpireTime: l.ExpireTime, Held: l.Held,
 		RemainingMs: l.Remaining.Milliseconds(), ServerTime: l.ServerTime, Transitions: l.Transitions, Metadata: md,
 		Principal: l.Principal, RevokedBy: l.RevokedBy, RevokeReason: l.RevokeReason,
+		Priority: l.Priority, Checkpoint: l.Checkpoint, CheckpointToken: l.CheckpointToken,
+		ReservedFor: l.ReservedFor, ReservedUntil: l.ReservedUntil, YieldRequested: l.YieldRequested,
+		YieldTo: l.YieldTo, Candidates: l.Candidates,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
@@ -99,6 +143,9 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 		Remaining: time.Duration(w.RemainingMs) * time.Millisecond, ServerTime: w.ServerTime,
 		Transitions: w.Transitions, Metadata: w.Metadata,
 		Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
+		Priority: w.Priority, Checkpoint: w.Checkpoint, CheckpointToken: w.CheckpointToken,
+		ReservedFor: w.ReservedFor, ReservedUntil: w.ReservedUntil, YieldRequested: w.YieldRequested,
+		YieldTo: w.YieldTo, Candidates: w.Candidates,
 	}
 	return nil
 }

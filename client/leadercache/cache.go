@@ -89,6 +89,20 @@ type Leader struct {
 	Source string
 	// Age is how long ago (local time) that news arrived.
 	Age time.Duration
+	// ReservedFor is the holder the free lease is reserved for
+	// (docs/contract.md §8): the best waiting candidate after a holding
+	// ended, or the successor of a transfer. It comes from the last news
+	// and is cleared once the reservation has lapsed by the cache's
+	// reckoning (ReservedUntil − the news' server time has passed on the
+	// local clock since the news came) or a new holding began. Empty when
+	// the lease is held or open to anyone.
+	ReservedFor string
+	// ReservedUntil is the server time at which the reservation lapses at
+	// the latest; zero when ReservedFor is empty.
+	ReservedUntil time.Time
+	// Successor is, after a transfer, the holder the lease was handed to
+	// (the released event's successor); empty otherwise.
+	Successor string
 }
 
 // Stats counts what the cache has done.
@@ -192,6 +206,12 @@ func (c *Cache) lookup(name string) (Leader, bool) {
 	l := Leader{Name: name, Source: e.source, Age: c.cfg.Clock.Now().Sub(e.updated)}
 	if e.exists {
 		l.Holder, l.FencingToken, l.Held, l.Lease = e.last.Lease.Holder, e.last.Lease.FencingToken, held(e.last), e.last.Lease
+		if e.last.Type == client.EventReleased {
+			l.Successor = e.last.Successor
+		}
+		if r := e.last.Lease; !l.Held && r.ReservedFor != "" && l.Age < r.ReservedUntil.Sub(r.ServerTime) {
+			l.ReservedFor, l.ReservedUntil = r.ReservedFor, r.ReservedUntil
+		}
 	}
 	return l, true
 }

@@ -40,7 +40,10 @@ func commands() []command {
 			summary: "acquire a lease, or wait for another's holding to end",
 			about: "Acquires the lease NAME for the holder and prints it, with the fencing token that renew\n" +
 				"and release need. If another holder has it, prints that holding and exits 3; with --wait,\n" +
-				"first waits up to that long for it to end. Acquiring a lease you already hold renews it.",
+				"first waits up to that long for it to end. Acquiring a lease you already hold renews it.\n" +
+				"A free lease reserved for another holder (the best waiting candidate, or a transfer's\n" +
+				"successor) also exits 3. With --wait and --priority the acquire waits as a ranked candidate;\n" +
+				"--preempt also asks a holder of a lower priority to step down.",
 			example: "leasectl acquire team-a.scheduler --holder agent-1 --ttl 30s\nLEASESVC_HOLDER=agent-1 leasectl acquire team-a.scheduler --wait 20s --json",
 		},
 		{
@@ -56,6 +59,15 @@ func commands() []command {
 			about: "Releases the holding of NAME by the holder with the given fencing token, so that another\n" +
 				"holder can acquire it at once. Exits 4 if that holding is already over.",
 			example: "leasectl release team-a.scheduler --holder agent-1 --fencing-token 3",
+		},
+		{
+			name: "transfer", args: "NAME", json: true, run: cmdTransfer,
+			summary: "hand a holding over to a named successor",
+			about: "Ends the holding of NAME by the holder with the given fencing token, as release does, and\n" +
+				"reserves the lease for the holder --to for --reserve: its acquire gets the next fencing token\n" +
+				"and the checkpoint (--checkpoint, else the last one written), anyone else's exits 3 meanwhile.\n" +
+				"Repeating it succeeds while nobody has acquired since. Exits 4 if that holding is already over.",
+			example: "leasectl transfer team-a.scheduler --holder agent-1 --fencing-token 3 --to agent-2 --checkpoint '{\"offset\":812}'",
 		},
 		{
 			name: "revoke", args: "NAME", json: true, run: cmdRevoke,
@@ -98,8 +110,16 @@ func commands() []command {
 				"SIGKILL after --grace, and is gone a grace period before anyone else can hold the lease\n" +
 				"(exit 4). When CMD ends by itself, the lease is released and leasectl exits with CMD's status;\n" +
 				"on SIGINT or SIGTERM it stops CMD the same way, releases the lease and exits with CMD's status.\n" +
-				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}.",
-			example: "leasectl run --lease team-a.scheduler --ttl 30s -- ./scheduler --flag",
+				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}.\n\n" +
+				"While it waits, run is a candidate of --priority; with --preempt it asks a leader of a lower\n" +
+				"priority to step down. A leader asked to step down stops CMD the same way, releases the lease\n" +
+				"and exits 4. $LEASE_CHECKPOINT_FILE holds the checkpoint CMD's term inherited (a JSON object;\n" +
+				"empty when there is none; $LEASE_CHECKPOINT_TOKEN is the fencing token that wrote it). CMD\n" +
+				"records its progress by replacing the file with a JSON object of at most 16 KiB (write a file\n" +
+				"next to it and rename it over it); run sends each new content with its next renewal and the\n" +
+				"last with its release, so the next leader inherits it.",
+			example: "leasectl run --lease team-a.scheduler --ttl 30s -- ./scheduler --flag\n" +
+				"leasectl run --lease team-a.scheduler --priority 10 --preempt -- ./scheduler --resume-from-checkpoint",
 		},
 		{
 			name: "mcp", run: cmdMCP,
@@ -152,8 +172,8 @@ var globalFlagHelp = map[string]string{
 // writeTopHelp writes `leasectl --help`.
 func writeTopHelp(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("leasectl drives leasesvc from a shell: acquire, renew, release, get, list and watch leases,\n" +
-		"revoke a holding as an operator, and run a command only while holding a lease.\n\n" +
+	b.WriteString("leasectl drives leasesvc from a shell: acquire, renew, release, transfer, get, list and watch\n" +
+		"leases, revoke a holding as an operator, and run a command only while holding a lease.\n\n" +
 		"Usage:\n  leasectl COMMAND [ARGS] [flags]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
@@ -170,9 +190,10 @@ func writeTopHelp(w io.Writer) error {
 	b.WriteString("\nWithout --token or --token-file, an https URL gets Google ID tokens for it when Application\n" +
 		"Default Credentials can make them (on Cloud Run, GKE, GCE, or with GOOGLE_APPLICATION_CREDENTIALS).\n" +
 		"Durations take a unit: 30s, 1m30s, 500ms.\n\n" +
-		"Exit status: 0 success; 1 error; 2 usage; 3 held by another (acquire); 4 lease lost (renew,\n" +
-		"release, revoke --fencing-token, run losing leadership); 5 no such lease (get, revoke, watch);\n" +
-		"6 service unavailable or rate limited; 7 credentials missing or refused, or permission denied.\n" +
+		"Exit status: 0 success; 1 error; 2 usage; 3 held by or reserved for another (acquire); 4 lease\n" +
+		"lost (renew, release, transfer, revoke --fencing-token, run losing leadership or stepping down);\n" +
+		"5 no such lease (get, revoke, watch); 6 service unavailable or rate limited; 7 credentials\n" +
+		"missing or refused, or permission denied.\n" +
 		"run exits with CMD's status when CMD ends by itself.\n\n" +
 		"Run 'leasectl COMMAND --help' for a command's flags and an example.\n")
 	_, err := io.WriteString(w, b.String())
@@ -235,7 +256,8 @@ func writeCommandHelp(w io.Writer, c command, fs *flag.FlagSet) error {
 
 // placeholders name the values of the flags whose usage has no `quoted`
 // word, by the flag's name (other string flags get VALUE, numbers N).
-var placeholders = map[string]string{"holder": "HOLDER", "metadata": "JSON", "reason": "TEXT", "prefix": "PREFIX", "page-token": "TOKEN"}
+var placeholders = map[string]string{"holder": "HOLDER", "metadata": "JSON", "reason": "TEXT", "prefix": "PREFIX", "page-token": "TOKEN",
+	"checkpoint": "JSON", "to": "HOLDER"}
 
 // flagSynopsis is "--name VALUE" for a flag: VALUE is the `quoted` word of
 // its usage, else a placeholder for its name or type.
@@ -364,7 +386,8 @@ func seconds(d time.Duration) string {
 var requestFlags = map[string]string{
 	"name": "NAME", "holder": "--holder", "ttlMs": "--ttl", "waitMs": "--wait", "metadata": "--metadata",
 	"fencingToken": "--fencing-token", "reason": "--reason", "prefix": "--prefix", "pageSize": "--page-size",
-	"pageToken": "--page-token",
+	"pageToken": "--page-token", "priority": "--priority", "preempt": "--preempt", "checkpoint": "--checkpoint",
+	"to": "--to", "reserveMs": "--reserve",
 }
 
 // explainInvalid turns the service's refusal of an argument

@@ -48,7 +48,7 @@ func exitCode(err error) int {
 		return ex.code
 	case errors.Is(err, client.ErrDenied), errors.Is(err, client.ErrCredentials):
 		return exitDenied
-	case errors.Is(err, client.ErrHeld):
+	case errors.Is(err, client.ErrHeld), errors.Is(err, client.ErrReserved):
 		return exitHeld
 	case errors.Is(err, client.ErrLost):
 		return exitLost

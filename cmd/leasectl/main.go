@@ -1,15 +1,16 @@
 // Command leasectl drives leasesvc from a shell: acquire, renew, release,
-// get, list and watch leases, revoke a holding as an operator, and run a
-// command only while holding a lease.
+// transfer, get, list and watch leases, revoke a holding as an operator,
+// and run a command only while holding a lease.
 //
-//	leasectl acquire NAME [--holder H] [--ttl 30s] [--wait 0s] [--metadata JSON]
-//	leasectl renew   NAME [--holder H] --fencing-token N [--ttl D] [--metadata JSON]
-//	leasectl release NAME [--holder H] --fencing-token N
-//	leasectl revoke  NAME --reason R [--fencing-token N]
+//	leasectl acquire  NAME [--holder H] [--ttl 30s] [--wait 0s] [--metadata JSON] [--priority N] [--preempt]
+//	leasectl renew    NAME [--holder H] --fencing-token N [--ttl D] [--metadata JSON] [--checkpoint JSON]
+//	leasectl release  NAME [--holder H] --fencing-token N [--checkpoint JSON]
+//	leasectl transfer NAME [--holder H] --fencing-token N --to H2 [--checkpoint JSON] [--reserve 5s]
+//	leasectl revoke   NAME --reason R [--fencing-token N]
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME [--missing-ok] | --prefix P
-//	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] -- CMD ARGS...
+//	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] [--priority N] [--preempt] -- CMD ARGS...
 //	leasectl version
 //	leasectl completion bash|zsh|fish
 //	leasectl mcp     [--holder H] [--ttl 30s]  (docs/agents.md)
@@ -84,12 +85,36 @@
 // OOM killer): it is started with a parent-death signal; other platforms
 // have none (docs/agents.md).
 //
+// # Succession
+//
+// The succession of docs/contract.md §8 is in reach of the shell. acquire
+// --wait --priority N waits as a ranked candidate (the best one gets the
+// lease when the holding ends), and --preempt asks a holder of a lower
+// priority to step down. renew and release --checkpoint JSON record
+// progress for the next holder, whose acquire answer carries it. transfer
+// ends a holding and reserves the lease for --to: its acquire gets the next
+// token and the checkpoint; anyone else's acquire exits 3 meanwhile, as
+// for a lease reserved for the best waiting candidate. Tables print a line
+// under a lease that is reserved, or whose holder is asked to step down.
+//
+// run --priority N [--preempt] campaigns as such a candidate. CMD finds the
+// checkpoint its term inherited in the file $LEASE_CHECKPOINT_FILE (a JSON
+// object; empty when the lease has none; $LEASE_CHECKPOINT_TOKEN is the
+// fencing token of the holding that wrote it). CMD records its progress by
+// replacing the file with a JSON object of at most 16 KiB, best written
+// next to it and renamed over it; run reads the file about every second
+// (ttl/6 for short TTLs) and sends a new, valid content with its next
+// renewal, and the last content once CMD is gone with its release. A
+// leader asked to step down stops CMD as on any end of leadership
+// (SIGTERM, SIGKILL after the grace), releases the lease with CMD's last
+// checkpoint and exits 4.
+//
 // # Exit status
 //
 // 0 success; CMD's status for run; 1 an error; 2 bad usage; 3 the lease is
-// held by another (acquire); 4 the lease was lost (renew, release, revoke
-// of a --fencing-token that is not the live holding, or run losing
-// leadership); 5 no such lease (get, revoke, watch); 6 the service is unavailable,
+// held by another, or reserved for another (acquire); 4 the lease was lost
+// (renew, release, transfer, revoke of a --fencing-token that is not the
+// live holding, or run losing leadership or stepping down); 5 no such lease (get, revoke, watch); 6 the service is unavailable,
 // or still rate limits the caller (429) after the retries; 7 the service
 // refused the credentials (401, or none sent), the caller lacks the
 // permission (403: revoke needs the admin verb), or no token could be had

@@ -155,12 +155,21 @@ func (e *env) client(ctx context.Context) (*client.Client, error) {
 
 // metadataFlag parses --metadata: a JSON object.
 func metadataFlag(fs *flag.FlagSet, s string) (json.RawMessage, error) {
+	return objectFlag(fs, "metadata", s)
+}
+
+// objectFlag parses the flag name whose value s must be a JSON object;
+// nil when it is empty.
+func objectFlag(fs *flag.FlagSet, name, s string) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		return nil, flagError(fs, "--metadata must be a JSON object: %v", err)
+	if err := json.Unmarshal([]byte(s), &obj); err != nil || obj == nil {
+		if err == nil {
+			err = errors.New("got null")
+		}
+		return nil, flagError(fs, "--%s must be a JSON object: %v", name, err)
 	}
 	return json.RawMessage(s), nil
 }
@@ -171,12 +180,20 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration")
 	wait := duration(fs, "wait", 0, "wait up to this long, 0s … 60s, for another's holding to end")
 	md := fs.String("metadata", "", "a JSON object to attach to the lease")
+	priority := fs.Int("priority", 0, "rank among the waiting candidates, 0 … 1000; given, even 0, a waiting acquire registers as a candidate")
+	preempt := fs.Bool("preempt", false, "with --wait: ask a holder of a lower priority to step down")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
 	if err := checkTTL(fs, "ttl", *ttl); err != nil {
 		return err
+	}
+	if *priority < 0 || *priority > client.MaxPriority {
+		return flagError(fs, "--priority %d: must be between 0 and %d", *priority, client.MaxPriority)
+	}
+	if *preempt && *wait <= 0 {
+		return flagError(fs, "--preempt needs --wait: only a waiting candidate can ask the holder to step down")
 	}
 	if err := checkWait(fs, *wait); err != nil {
 		return err
@@ -193,10 +210,20 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.Acquire(ctx, pos[0], client.AcquireRequest{Holder: holder, TTL: *ttl, Wait: *wait, Metadata: meta})
+	req := client.AcquireRequest{Holder: holder, TTL: *ttl, Wait: *wait, Metadata: meta, Preempt: *preempt}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "priority" {
+			req.Priority, req.Candidate = *priority, true
+		}
+	})
+	l, err := c.Acquire(ctx, pos[0], req)
 	var held *client.HeldError
-	if errors.As(err, &held) {
+	var reserved *client.ReservedError
+	switch {
+	case errors.As(err, &held):
 		_ = e.printLeases(held.Lease) // who holds it, for the caller
+	case errors.As(err, &reserved):
+		_ = e.printLeases(reserved.Lease) // for whom it is reserved
 	}
 	if err != nil {
 		return err
@@ -210,6 +237,7 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 	token := fs.Int64("fencing-token", 0, "the holding's fencing token, as acquire printed it; required")
 	ttl := duration(fs, "ttl", 0, "new lease duration (default: keep the holding's)")
 	md := fs.String("metadata", "", "a JSON object replacing the metadata")
+	cpFlag := fs.String("checkpoint", "", "a JSON object (≤ 16 KiB) replacing the checkpoint the next holder inherits")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
@@ -231,7 +259,11 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.Renew(ctx, pos[0], client.RenewRequest{Holder: holder, FencingToken: token2, TTL: *ttl, Metadata: meta})
+	cp, err := objectFlag(fs, "checkpoint", *cpFlag)
+	if err != nil {
+		return err
+	}
+	l, err := c.Renew(ctx, pos[0], client.RenewRequest{Holder: holder, FencingToken: token2, TTL: *ttl, Metadata: meta, Checkpoint: cp})
 	if err != nil {
 		return err
 	}
@@ -242,6 +274,7 @@ func cmdRelease(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("release")
 	holderFlag := fs.String("holder", "", "the holder's identity, as acquire had it (env LEASESVC_HOLDER); required")
 	token := fs.Int64("fencing-token", 0, "the holding's fencing token, as acquire printed it; required")
+	cpFlag := fs.String("checkpoint", "", "a JSON object (≤ 16 KiB) replacing the checkpoint the next holder inherits")
 	pos, err := parse(fs, args, "NAME")
 	if err != nil {
 		return err
@@ -250,16 +283,59 @@ func cmdRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	cp, err := objectFlag(fs, "checkpoint", *cpFlag)
+	if err != nil {
+		return err
+	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	l, err := c.Release(ctx, pos[0], holder, token2)
+	l, err := c.ReleaseWith(ctx, pos[0], client.ReleaseRequest{Holder: holder, FencingToken: token2, Checkpoint: cp})
 	if err != nil {
 		return err
 	}
 	return e.printLeases(l)
 }
+
+func cmdTransfer(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("transfer")
+	holderFlag := fs.String("holder", "", "the holder's identity, as acquire had it (env LEASESVC_HOLDER); required")
+	token := fs.Int64("fencing-token", 0, "the holding's fencing token, as acquire printed it; required")
+	to := fs.String("to", "", "the successor's holder identity; required")
+	cpFlag := fs.String("checkpoint", "", "a JSON object (≤ 16 KiB) for the successor to inherit")
+	reserve := duration(fs, "reserve", 0, "how long the lease waits for the successor, 1ms … 60s (default: the service's, 5s)")
+	pos, err := parse(fs, args, "NAME")
+	if err != nil {
+		return err
+	}
+	holder, token2, err := e.holding(fs, *holderFlag, *token)
+	if err != nil {
+		return err
+	}
+	if *to == "" {
+		return flagError(fs, "--to is required: the holder identity of the successor")
+	}
+	if *reserve < 0 || *reserve > maxReserve || *reserve%time.Millisecond != 0 {
+		return flagError(fs, "--reserve %s: must be between 1ms and %s (whole milliseconds)", seconds(*reserve), seconds(maxReserve))
+	}
+	cp, err := objectFlag(fs, "checkpoint", *cpFlag)
+	if err != nil {
+		return err
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := c.Transfer(ctx, pos[0], client.TransferRequest{Holder: holder, FencingToken: token2, To: *to, Checkpoint: cp, Reserve: *reserve})
+	if err != nil {
+		return err
+	}
+	return e.printLeases(l)
+}
+
+// maxReserve is the longest --reserve of transfer (docs/contract.md §8).
+const maxReserve = time.Minute
 
 // holding returns the holder and fencing token of renew and release, or a
 // usage error naming the missing flag.

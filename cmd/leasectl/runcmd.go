@@ -22,6 +22,7 @@ type outcome struct {
 	stopped bool  // leasectl stopped it
 	cause   error // why leadership ended, when leasectl stopped it
 	err     error // CMD could not be started
+	setup   error // leasectl could not prepare CMD's term (its checkpoint file)
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
@@ -30,8 +31,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
 	holder := fs.String("holder", "", "the holder's identity (default $LEASESVC_HOLDER, else {hostname}-{pid})")
 	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
+	priority := fs.Int("priority", 0, "rank among the waiting candidates, 0 … 1000: the best one leads next")
+	preempt := fs.Bool("preempt", false, "ask a leader of a lower --priority to step down")
 	if err := runFlags(e, fs, args, name, ttl, holder, grace); err != nil {
 		return err
+	}
+	if *priority < 0 || *priority > client.MaxPriority {
+		return flagError(fs, "--priority %d: must be between 0 and %d", *priority, client.MaxPriority)
 	}
 	argv := fs.Args()
 	c, err := e.client(ctx)
@@ -53,6 +59,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		// grace later: it is gone a grace period before the deadline.
 		CancelBefore:   2 * *grace,
 		ReleaseTimeout: max(*grace, time.Second),
+		Priority:       *priority,
+		Preempt:        *preempt,
+		// Asked to yield, the Elector steps down by itself (no callback):
+		// the leading ctx ends with ErrYielded, CMD is stopped as on any
+		// end of leadership, and the release carries its checkpoint.
 		OnNewLeader: func(h string) {
 			logf("leader of %s: %s", *name, h)
 		},
@@ -63,10 +74,30 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		OnStoppedLeading: stopRun,
 		OnStartedLeading: func(lctx context.Context) {
 			token, _ := client.TokenFromContext(lctx)
+			cpf, err := newCheckpointFile(lctx, el, logf)
+			if err != nil {
+				mu.Lock()
+				out = outcome{started: true, setup: err}
+				mu.Unlock()
+				return
+			}
+			defer cpf.close()
 			logf("leading %s with fencing token %d: starting %q", *name, token, argv)
 			env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
-				"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10))
+				"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10), "LEASE_CHECKPOINT_FILE="+cpf.path)
+			if _, by := client.CheckpointFromContext(lctx); by != 0 {
+				env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
+			}
+			watchCtx, stopWatch := context.WithCancel(lctx)
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
+			}()
 			o := supervise(lctx, argv, env, *grace, e, logf)
+			stopWatch()
+			<-watched
+			cpf.send() // CMD is gone: its last word goes with the release
 			o.started = true
 			if o.stopped && ctx.Err() == nil {
 				o.cause = context.Cause(lctx)
@@ -89,8 +120,12 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
 	case !out.started:
 		return errors.New("run: stopped before leading")
+	case out.setup != nil:
+		return fmt.Errorf("run: %w; CMD was not started", out.setup)
 	case out.err != nil:
 		return &exitError{code: 127, err: fmt.Errorf("run: start %q: %w", argv[0], out.err)}
+	case errors.Is(out.cause, client.ErrYielded):
+		return &exitError{code: exitLost, err: fmt.Errorf("run: %w; CMD was stopped (status %d) and the lease released with its checkpoint", out.cause, out.status)}
 	case out.cause != nil:
 		return &exitError{code: exitLost, err: fmt.Errorf("run: leadership of %s ended (%w); CMD was stopped (status %d)", *name, out.cause, out.status)}
 	case out.status != 0:

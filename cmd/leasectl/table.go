@@ -9,8 +9,10 @@ import (
 )
 
 // writeTable prints leases as an aligned table. A PRINCIPAL column comes
-// when a lease has one (a service with authentication), and a line under
-// the table for each holding an operator revoked.
+// when a lease has one (a service with authentication), a line under the
+// table for each lease reserved for a holder or whose holder is asked to
+// step down (docs/contract.md §8), and one for each holding an operator
+// revoked.
 func writeTable(w io.Writer, ls []client.Lease) error {
 	principals := false
 	for _, l := range ls {
@@ -32,6 +34,21 @@ func writeTable(w io.Writer, ls []client.Lease) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
+	}
+	for _, l := range ls {
+		var line string
+		switch {
+		case l.ReservedFor != "":
+			line = fmt.Sprintf("%s: reserved for %s until %s\n", l.Name, l.ReservedFor, l.ReservedUntil.UTC().Format("2006-01-02T15:04:05.000Z"))
+		case l.YieldRequested:
+			line = fmt.Sprintf("%s: the holder is asked to step down for %s\n", l.Name, l.YieldTo)
+		}
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(w, line); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
 	}
 	for _, l := range ls {
 		if l.RevokedBy == "" && l.RevokeReason == "" {
