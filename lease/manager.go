@@ -251,7 +251,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 		if cp != nil {
 			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
 		}
-		next.Candidates = live(cur, now)
+		next.Candidates = kept(cur, now)
 		return &next, nil
 	})
 	if err != nil {
@@ -304,7 +304,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 		if to != "" {
 			next.ReservedFor, next.ReservedUntil = to, now.Add(reserve)
 		}
-		next.Candidates = live(cur, now)
+		next.Candidates = kept(cur, now)
 		wrote = true
 		return &next, nil
 	})

@@ -41,14 +41,29 @@ func rank(a, b backend.Candidate) int {
 	return cmp.Compare(a.Holder, b.Holder)
 }
 
+// PlaceGrace is how long a candidate's place in line outlives its
+// registration: a holder whose wait ran out and that asks again within it
+// keeps its start of waiting (an Elector waits in turns of at most
+// MaxWait). The registration itself ends at its deadline: it ranks for
+// nothing in the meantime.
+const PlaceGrace = 2 * time.Second
+
 // live returns the candidates of r whose wait has not run out at now.
-func live(r *backend.Record, now time.Time) []backend.Candidate {
+func live(r *backend.Record, now time.Time) []backend.Candidate { return since(r, now, 0) }
+
+// kept returns the candidates of r that a write keeps: the live ones and
+// those whose place is still held (PlaceGrace).
+func kept(r *backend.Record, now time.Time) []backend.Candidate { return since(r, now, PlaceGrace) }
+
+// since returns the candidates of r whose registration ended less than
+// grace before now (or has not ended).
+func since(r *backend.Record, now time.Time, grace time.Duration) []backend.Candidate {
 	if r == nil {
 		return nil
 	}
 	out := make([]backend.Candidate, 0, len(r.Candidates))
 	for _, c := range r.Candidates {
-		if now.Before(c.Until) {
+		if now.Before(c.Until.Add(grace)) {
 			out = append(out, c)
 		}
 	}
@@ -139,15 +154,16 @@ func newRegistration(req AcquireRequest) *registration {
 		deadline: time.Now().Add(req.Wait)}
 }
 
-// register returns the candidates of cur, live at now, with reg's
+// register returns the candidates of cur kept at now, with reg's
 // registration for holder in them, and whether that differs from what is
 // stored (a write is needed). A holder has one registration: a newer
-// request replaces an older one's and keeps its place in line. When the
+// request replaces an older one's and keeps its place in line, also when
+// the older one's wait ran out less than PlaceGrace ago. When the
 // lease already has max candidates, a newcomer that ranks after all of
 // them is not registered (it still waits, unranked); one that ranks before
 // the last takes its place.
 func register(cur *backend.Record, now time.Time, holder, principal string, reg *registration, max int) ([]backend.Candidate, bool) {
-	cs := live(cur, now)
+	cs := kept(cur, now)
 	changed := cur == nil || len(cs) != len(cur.Candidates)
 	me := backend.Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
 		Since: now, Until: now.Add(max0(time.Until(reg.deadline))).Truncate(time.Microsecond)}
@@ -171,10 +187,10 @@ func register(cur *backend.Record, now time.Time, holder, principal string, reg 
 	return append(cs, me), true
 }
 
-// unregister returns the candidates of cur live at now without the one of
+// unregister returns the candidates of cur kept at now without the one of
 // id, and whether anything changed.
 func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candidate, bool) {
-	cs := live(cur, now)
+	cs := kept(cur, now)
 	changed := cur != nil && len(cs) != len(cur.Candidates)
 	if i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.ID == id }); i >= 0 {
 		cs = slices.Delete(cs, i, i+1)
@@ -183,9 +199,9 @@ func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candid
 	return nilIfEmpty(cs), changed
 }
 
-// withoutHolder returns the candidates of cur live at now, except holder's.
+// withoutHolder returns the candidates of cur kept at now, except holder's.
 func withoutHolder(cur *backend.Record, now time.Time, holder string) []backend.Candidate {
-	cs := slices.DeleteFunc(live(cur, now), func(c backend.Candidate) bool { return c.Holder == holder })
+	cs := slices.DeleteFunc(kept(cur, now), func(c backend.Candidate) bool { return c.Holder == holder })
 	return slices.Clip(nilIfEmpty(cs))
 }
 

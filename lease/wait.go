@@ -141,9 +141,10 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 	}
 	me, head := m.waiters.enqueue(req.Name, req.Holder, rank)
 	defer m.waiters.remove(req.Name, me)
+	ranOut := false
 	if reg != nil {
 		defer func() {
-			if err != nil {
+			if err != nil && !ranOut { // one that ran out ends by itself, keeping its place a while
 				m.unregister(ctx, req.Name, reg.id)
 			}
 		}()
@@ -164,7 +165,13 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 			var reserved *ReservedError
 			switch {
 			case errors.As(err, &held):
-				backstop.Reset(max(held.Lease.Remaining(), time.Millisecond))
+				next := max(held.Lease.Remaining(), time.Millisecond)
+				if reg != nil {
+					// Look in on the holding often enough to take up a
+					// reservation made by an end no event announced here.
+					next = min(next, candidatePoll)
+				}
+				backstop.Reset(next)
 			case errors.As(err, &reserved):
 				// Let the chosen one know if it waits here; look again
 				// within a second in case it stops waiting elsewhere.
@@ -180,6 +187,7 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 		case <-me.wake:
 		case <-backstop.C:
 		case <-deadline.C: // a last attempt answers with the current lease
+			ranOut = true
 			return m.acquireOnce(ctx, req, md, reg)
 		case <-ctx.Done():
 			return Lease{}, ctx.Err()
@@ -192,6 +200,12 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 // looks again, so that a reservation whose candidate stopped waiting on
 // another instance moves on within it.
 const reservedPoll = time.Second
+
+// candidatePoll is how often the first candidate waiting on an instance
+// looks at a held lease: within ReserveWindow, so that it takes up a
+// reservation for it even when no event tells its instance that the
+// holding ended (a release on another instance without Pub/Sub).
+const candidatePoll = ReserveWindow - time.Second
 
 // unregisterTimeout bounds the write that takes a candidate out of the
 // lease when its wait ends without the lease.

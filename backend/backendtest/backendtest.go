@@ -88,6 +88,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Succession/PriorityWins", s.testSuccessionPriority},
 		{"Succession/EarliestWaiterBreaksTies", testSuccessionTieBreak},
 		{"Succession/GoneCandidateForgotten", testSuccessionGoneCandidate},
+		{"Succession/ReaskKeepsPlace", testSuccessionReaskKeepsPlace},
 		{"Succession/DeadCandidateReservesAtMost5s", testSuccessionDeadCandidate},
 		{"Succession/PreemptAndCheckpoint", testSuccessionPreempt},
 		{"Succession/CheckpointOutlivesACrash", testSuccessionCheckpoint},

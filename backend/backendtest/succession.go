@@ -387,3 +387,31 @@ func testSuccessionNoPriority(t *testing.T, e *env) {
 		t.Fatalf("plain acquire after the release = %+v", l)
 	}
 }
+
+// testSuccessionReaskKeepsPlace: a candidate whose wait ran out and that
+// asks again at once (as an Elector does, turn after turn) keeps its place
+// in line before an equal candidate that began waiting after it.
+func testSuccessionReaskKeepsPlace(t *testing.T, e *env) {
+	ms := e.instances(t, 2, nil)
+	name := e.name("reask")
+	h := acquire(t, ms[0], name, "holder")
+	_, err := ms[1].Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "b", TTL: live, Wait: 300 * time.Millisecond, Priority: 5, Candidate: true})
+	if !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("b's first turn = %v, want ErrHeld when its wait ran out", err)
+	}
+	e.pass(time.Millisecond)
+	a := wait(t, ms[0], name, "a", 5, false)
+	registered(t, ms[0], name, 1) // a; b's turn has ended
+	b := wait(t, ms[1], name, "b", 5, false)
+	registered(t, ms[0], name, 2)
+	if _, err := ms[0].Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "holder", FencingToken: h.FencingToken}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.answered(20*time.Second) || b.err != nil || b.l.Holder != "b" {
+		t.Fatalf("b, which began waiting first and asked again at once: %+v, %v; want the lease", b.l, b.err)
+	}
+	a.cancel()
+	if <-a.done; a.err == nil {
+		t.Fatalf("a got the lease: %+v", a.l)
+	}
+}
