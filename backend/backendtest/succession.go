@@ -399,7 +399,8 @@ func testSuccessionReaskKeepsPlace(t *testing.T, e *env) {
 	if !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("b's first turn = %v, want ErrHeld when its wait ran out", err)
 	}
-	e.pass(time.Millisecond)
+	e.pass(400 * time.Millisecond) // b's registration has ended, on every clock; its place is kept
+
 	a := wait(t, ms[0], name, "a", 5, false)
 	registered(t, ms[0], name, 1) // a; b's turn has ended
 	b := wait(t, ms[1], name, "b", 5, false)
