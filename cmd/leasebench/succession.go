@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -46,7 +47,9 @@ func succession(ctx context.Context, b *bench) ([]row, error) {
 		hctx, stopHolder := context.WithCancel(ctx)
 		done := make(chan stepDown, 1)
 		go func() { done <- b.lead(hctx, ctx, first, name, h.lease.FencingToken, every) }()
-		time.Sleep(3 * every) // the holder renews a few times first
+		// The holder renews a few times first; the join falls anywhere
+		// between two of its renewals.
+		time.Sleep(2*every + rand.N(every))
 		joined := time.Now()
 		c, err := must(b.svc.candidate(ctx, second, name, "high", time.Minute, ttl+handoffWait, successionHigh, true))
 		led := time.Now()
