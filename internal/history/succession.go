@@ -29,6 +29,8 @@ type cpWrite struct {
 //     or the same holding, and not older than the last acknowledged
 //     checkpoint write of an earlier holding decided at or before the
 //     acquisition;
+//   - no refused release: a release of the caller's own holding, which
+//     the record still was before and after it, is not answered lease_lost;
 //   - no broken reservation: the holding after one that a transfer ended,
 //     if it began while the transfer's reservation was in force, is the
 //     successor's; and the successor is not refused lease_reserved for
@@ -58,6 +60,38 @@ func checkSuccession(res *Result, name string, es []Entry, hs map[int64]*holding
 		checkInherited(res, name, "the final read", final, math.MaxInt64, final.ServerTime, writes)
 	}
 	checkReservations(res, name, es, hs)
+	checkRefusedReleases(res, name, es)
+}
+
+// checkRefusedReleases reports a release answered lease_lost although the
+// holding it named was the caller's before the release was sent (its
+// acquire had answered it) and still the lease's after the release was
+// answered (an answer sent later shows it, not revoked): the record was
+// that holding all along, and a release of one's own holding, live or
+// ended, always succeeds (docs/contract.md §3).
+func checkRefusedReleases(res *Result, name string, es []Entry) {
+	for _, r := range es {
+		if r.Op != Release || r.Outcome != Lost {
+			continue
+		}
+		owned := false
+		for _, a := range es {
+			if a.Op == Acquire && a.Outcome == OK && a.Holder == r.Holder && a.Lease.FencingToken == r.Token && a.Return.Before(r.Call) {
+				owned = true
+				break
+			}
+		}
+		if !owned {
+			continue
+		}
+		for _, e := range es {
+			if e.Lease != nil && e.Call.After(r.Return) && e.Lease.FencingToken == r.Token && e.Lease.Holder == r.Holder && e.Lease.RevokeReason == "" {
+				res.add(name, e.Lease.ServerTime, "%s was answered lease_lost, but the holding was the caller's before (its acquire answered) and still the lease's after (%s, sent after that answer, shows it)",
+					describe(r), describe(e))
+				break
+			}
+		}
+	}
 }
 
 // checkStaleCheckpoints reports acknowledged checkpoint writes of a holding

@@ -150,6 +150,11 @@ func TestSuccessionViolations(t *testing.T) {
 			es[2].Lease = withCP(mk("a", 1, 1000, 0, 300, 500, 500), `{"n":2}`, 1)
 			return es
 		}), "must show the lease reserved"},
+		{"release of one's own holding refused", succession(func(es []Entry) []Entry {
+			es[5] = Entry{Client: 2, Op: Release, Holder: "b", Token: 2, Outcome: Lost}
+			es[6] = Entry{Client: 3, Op: Get, Outcome: OK, Lease: withCP(mk("b", 2, 1000, 700, 700, 1700, 900), `{"n":2}`, 1)}
+			return es
+		}), "was answered lease_lost"},
 		{"lease_reserved of a held lease", succession(func(es []Entry) []Entry {
 			es[3].Lease = reservedFor(mk("a", 1, 1000, 0, 300, 1300, 400), "b", 5500)
 			es[2], es[3] = es[3], es[2]
