@@ -27,7 +27,7 @@ const safetyRequestTimeout = 3 * time.Second
 // contender is one of the safety run's clients: a loop that acquires its
 // lease, renews it a few times at ttl/3, then releases it, transfers it to
 // another contender of its lease or abandons it to expire, polling while
-// another holds it. A quarter of its acquires are candidates of
+// another holds it. Three acquires in twenty are candidates of
 // docs/contract.md §8: they wait, with a random priority, some asking to
 // preempt; a holding asked to yield releases at its next renewal. Every
 // renewal, release and transfer of a holding writes a checkpoint
@@ -54,7 +54,7 @@ func (c *contender) loop(ctx context.Context) {
 		switch c.rng.IntN(20) {
 		case 0, 1:
 			wait = cfg.ttl
-		case 2, 3, 4, 5, 6:
+		case 2, 3, 4:
 			wait = cfg.ttl + time.Duration(c.rng.Int64N(int64(cfg.ttl)))
 			cand = &candidacy{priority: c.rng.IntN(11), preempt: c.rng.IntN(3) == 0}
 		}
