@@ -25,8 +25,13 @@ import (
 const safetyRequestTimeout = 3 * time.Second
 
 // contender is one of the safety run's clients: a loop that acquires its
-// lease, renews it a few times at ttl/3, then releases it or abandons it to
-// expire, polling while another holds it. Every answer goes to the history.
+// lease, renews it a few times at ttl/3, then releases it, transfers it to
+// another contender of its lease or abandons it to expire, polling while
+// another holds it. Three acquires in twenty are candidates of
+// docs/contract.md §8: they wait, with a random priority, some asking to
+// preempt; a holding asked to yield releases at its next renewal. Every
+// renewal, release and transfer of a holding writes a checkpoint
+// {"token":T,"n":k}. Every answer goes to the history.
 type contender struct {
 	id     int
 	name   string // the lease it contends for
@@ -34,6 +39,9 @@ type contender struct {
 	home   int // the instance it prefers
 	rng    *rand.Rand
 	run    *safetyRun
+	n      int    // checkpoints written
+	peers  []int  // the ids of the other contenders of its lease
+	yield  string // yieldTo of the last answer classified
 }
 
 // loop runs until ctx is done; every operation it sends is bounded by
@@ -42,10 +50,15 @@ func (c *contender) loop(ctx context.Context) {
 	cfg := c.run.cfg
 	for ctx.Err() == nil {
 		var wait time.Duration
-		if c.rng.IntN(10) == 0 {
+		var cand *candidacy
+		switch c.rng.IntN(20) {
+		case 0, 1:
 			wait = cfg.ttl
+		case 2, 3, 4:
+			wait = cfg.ttl + time.Duration(c.rng.Int64N(int64(cfg.ttl)))
+			cand = &candidacy{priority: c.rng.IntN(11), preempt: c.rng.IntN(3) == 0}
 		}
-		e := c.acquire(cfg.ttl, wait)
+		e := c.acquire(cfg.ttl, wait, cand)
 		if c.rng.IntN(10) == 0 {
 			c.get()
 		}
@@ -70,11 +83,23 @@ func (c *contender) observe(ctx context.Context) {
 	}
 }
 
-// hold renews the holding l a few times, then releases or abandons it.
+// candidacy is what a candidate's acquire sends besides waitMs.
+type candidacy struct {
+	priority int
+	preempt  bool
+}
+
+// hold renews the holding l a few times, writing a checkpoint with most
+// renewals, then releases it, transfers it or abandons it. Asked to
+// yield, it releases at once.
 func (c *contender) hold(ctx context.Context, l *lease.Lease) {
 	token := l.FencingToken
 	ttl := l.TTL
+	yieldTo := c.yield
 	for range c.rng.IntN(5) {
+		if yieldTo != "" {
+			break
+		}
 		if !c.pause(ctx, ttl/3-ttl/12+time.Duration(c.rng.Int64N(int64(ttl/6)))) {
 			return
 		}
@@ -82,23 +107,47 @@ func (c *contender) hold(ctx context.Context, l *lease.Lease) {
 		if c.rng.IntN(5) == 0 {
 			newTTL = c.run.cfg.ttl * time.Duration(1+c.rng.IntN(2))
 		}
-		e := c.renew(token, newTTL)
+		var cp []byte
+		if c.rng.IntN(4) != 0 {
+			cp = c.checkpoint(token)
+		}
+		e := c.renew(token, newTTL, cp)
 		if e.Outcome == history.Lost {
 			return
 		}
 		if e.Outcome == history.OK {
 			ttl = e.Lease.TTL
+			yieldTo = c.yield
 		}
 	}
-	if c.rng.IntN(2) == 0 {
-		for range 3 { // a release is idempotent: retry one that went unanswered
-			if e := c.release(token); e.Outcome != history.Maybe {
+	cp := c.checkpoint(token)
+	switch k := c.rng.IntN(8); {
+	case yieldTo != "" || k < 3:
+		if c.rng.IntN(4) == 0 {
+			cp = nil
+		}
+		for range 3 { // a release is idempotent: retry one that went unanswered, with the same checkpoint
+			if e := c.release(token, cp); e.Outcome != history.Maybe {
 				return
 			}
 		}
-		return
+	case k < 5 && len(c.peers) > 0:
+		to := fmt.Sprintf("c%02d", c.peers[c.rng.IntN(len(c.peers))])
+		reserve := 200*time.Millisecond + time.Duration(c.rng.Int64N(int64(800*time.Millisecond)))
+		for range 3 { // repeated while nobody acquired since, a transfer is idempotent
+			if e := c.transfer(token, to, reserve, cp); e.Outcome != history.Maybe {
+				return
+			}
+		}
+	default:
+		c.pause(ctx, time.Duration(c.rng.Int64N(int64(ttl*3/2)))) // abandon: it expires, or our next acquire extends it
 	}
-	c.pause(ctx, time.Duration(c.rng.Int64N(int64(ttl*3/2)))) // abandon: it expires, or our next acquire extends it
+}
+
+// checkpoint returns the next checkpoint of the holding token.
+func (c *contender) checkpoint(token int64) []byte {
+	c.n++
+	return fmt.Appendf(nil, `{"token":%d,"n":%d,"by":%q}`, token, c.n, c.holder)
 }
 
 // pause sleeps d; false when ctx ended first.
@@ -113,25 +162,41 @@ func (c *contender) pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (c *contender) acquire(ttl, wait time.Duration) history.Entry {
+func (c *contender) acquire(ttl, wait time.Duration, cand *candidacy) history.Entry {
 	body := fmt.Sprintf(`{"holder":%q,"ttlMs":%d`, c.holder, ttl.Milliseconds())
 	if wait > 0 {
 		body += `,"waitMs":` + strconv.FormatInt(wait.Milliseconds(), 10)
 	}
-	return c.send(history.Entry{Op: history.Acquire, TTL: ttl}, http.MethodPost, ":acquire", body+"}", wait)
+	e := history.Entry{Op: history.Acquire, TTL: ttl}
+	if cand != nil {
+		body += fmt.Sprintf(`,"priority":%d,"preempt":%t`, cand.priority, cand.preempt)
+		e.Priority, e.Preempt = cand.priority, cand.preempt
+	}
+	return c.send(e, http.MethodPost, ":acquire", body+"}", wait)
 }
 
-func (c *contender) renew(token int64, ttl time.Duration) history.Entry {
+func (c *contender) renew(token int64, ttl time.Duration, cp []byte) history.Entry {
 	body := fmt.Sprintf(`{"holder":%q,"fencingToken":%d`, c.holder, token)
 	if ttl > 0 {
 		body += `,"ttlMs":` + strconv.FormatInt(ttl.Milliseconds(), 10)
 	}
-	return c.send(history.Entry{Op: history.Renew, Token: token, TTL: ttl}, http.MethodPost, ":renew", body+"}", 0)
+	if cp != nil {
+		body += `,"checkpoint":` + string(cp)
+	}
+	return c.send(history.Entry{Op: history.Renew, Token: token, TTL: ttl, Checkpoint: cp}, http.MethodPost, ":renew", body+"}", 0)
 }
 
-func (c *contender) release(token int64) history.Entry {
-	body := fmt.Sprintf(`{"holder":%q,"fencingToken":%d}`, c.holder, token)
-	return c.send(history.Entry{Op: history.Release, Token: token}, http.MethodPost, ":release", body, 0)
+func (c *contender) release(token int64, cp []byte) history.Entry {
+	body := fmt.Sprintf(`{"holder":%q,"fencingToken":%d`, c.holder, token)
+	if cp != nil {
+		body += `,"checkpoint":` + string(cp)
+	}
+	return c.send(history.Entry{Op: history.Release, Token: token, Checkpoint: cp}, http.MethodPost, ":release", body+"}", 0)
+}
+
+func (c *contender) transfer(token int64, to string, reserve time.Duration, cp []byte) history.Entry {
+	body := fmt.Sprintf(`{"holder":%q,"fencingToken":%d,"to":%q,"reserveMs":%d,"checkpoint":%s}`, c.holder, token, to, reserve.Milliseconds(), cp)
+	return c.send(history.Entry{Op: history.Transfer, Token: token, To: to, Checkpoint: cp}, http.MethodPost, ":transfer", body, 0)
 }
 
 func (c *contender) get() history.Entry {
@@ -152,6 +217,7 @@ func (c *contender) send(e history.Entry, method, verb, body string, wait time.D
 		e.Holder = c.holder
 	}
 	e.Outcome = history.Maybe
+	c.yield = ""
 	url := c.run.insts[inst].url() + "/v1/leases/" + c.name + verb
 	ctx, cancel := context.WithTimeout(context.Background(), safetyRequestTimeout+wait)
 	defer cancel()
@@ -203,6 +269,7 @@ func (c *contender) classify(e *history.Entry, status int, raw []byte) {
 		}
 		if l := parse(&w); l != nil {
 			e.Outcome, e.Lease = history.OK, l
+			c.yield = w.YieldTo
 		}
 		return
 	case status >= 500:
@@ -217,6 +284,10 @@ func (c *contender) classify(e *history.Entry, status int, raw []byte) {
 	case status == http.StatusConflict && body.Code == "lease_held" && body.Lease != nil:
 		if l := parse(body.Lease); l != nil {
 			e.Outcome, e.Lease = history.Held, l
+		}
+	case status == http.StatusConflict && body.Code == "lease_reserved" && body.Lease != nil:
+		if l := parse(body.Lease); l != nil {
+			e.Outcome, e.Lease = history.Reserved, l
 		}
 	case status == http.StatusConflict && body.Code == "lease_lost":
 		e.Outcome = history.Lost

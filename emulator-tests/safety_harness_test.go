@@ -156,8 +156,14 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }() // also when a fault fails the test
 	for i := range cfg.contenders {
+		var peers []int
+		for j := i % cfg.leases; j < cfg.contenders; j += cfg.leases {
+			if j != i {
+				peers = append(peers, j)
+			}
+		}
 		c := &contender{id: i, name: names[i%cfg.leases], holder: fmt.Sprintf("c%02d", i), home: i % cfg.instances,
-			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))), run: r}
+			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))), run: r, peers: peers}
 		wg.Go(func() { c.loop(ctx) })
 	}
 	for i, name := range names { // one observer per lease

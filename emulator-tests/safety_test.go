@@ -16,13 +16,16 @@ import (
 // The safety runs: several instances of the real binary on one backend
 // emulator, with leadership events on, and 64 contenders with short TTLs
 // spread over the instances, plus one observer per lease reading it every
-// 20–60 ms, while faults are injected: an instance killed
+// 20–60 ms; the contenders use succession (docs/contract.md §8: candidates
+// with priorities, some preempting, checkpoints, transfers), while faults
+// are injected: an instance killed
 // with SIGKILL and restarted; an instance's connection to the emulator
 // delayed, cut and restored, blackholed (through an in-process toxiproxy
 // per instance); the Pub/Sub emulator stopped and restarted. Every answer
 // is recorded with its server times and the history is checked exactly
 // (internal/history.Check: no overlap, token order, every answer by the
-// rules, nothing acknowledged lost) and by porcupine as a second opinion.
+// rules, nothing acknowledged lost, no stale or lost checkpoint, no broken
+// transfer reservation) and by porcupine as a second opinion.
 //
 // Each run lasts LEASESVC_SAFETY_DURATION (default 60s):
 //

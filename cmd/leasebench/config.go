@@ -15,7 +15,7 @@ import (
 )
 
 // allScenarios lists the scenarios in the order they run.
-var allScenarios = []string{"latency", "contention", "handoff", "takeover", "events", "throughput"}
+var allScenarios = []string{"latency", "contention", "handoff", "takeover", "succession", "events", "throughput"}
 
 // config is leasebench's configuration: flags, and the backend settings
 // from the environment for the direct comparison.
@@ -33,10 +33,12 @@ type config struct {
 	pauses      []time.Duration // contention: a contender's pause between attempts, one run each
 	renewEvery  time.Duration   // contention: the holder's pause between renewals
 	takeoverTTL time.Duration   // takeover: the crashed holder's TTL (≥ the service's minimum)
-	topic       string          // events: a Pub/Sub topic to subscribe to; "" uses a watch stream
-	timeout     time.Duration   // one request's limit
-	json        bool            // JSON output instead of a table
-	prefix      string          // lease name prefix, unique per run by default
+	// succession: the holder's TTL and its pause between renewals.
+	successionTTL, successionRenew time.Duration
+	topic                          string        // events: a Pub/Sub topic to subscribe to; "" uses a watch stream
+	timeout                        time.Duration // one request's limit
+	json                           bool          // JSON output instead of a table
+	prefix                         string        // lease name prefix, unique per run by default
 
 	// From the environment, as leasesvc reads them, for the direct path.
 	project           string // LEASESVC_PROJECT or GOOGLE_CLOUD_PROJECT
@@ -51,6 +53,7 @@ type config struct {
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	c := config{backend: "memory", n: 200, samples: 30, ttl: 30 * time.Second, duration: 30 * time.Second,
 		concurrency: 64, contenders: 64, renewEvery: 10 * time.Millisecond, takeoverTTL: time.Second, timeout: 30 * time.Second,
+		successionTTL: 3 * time.Second, successionRenew: 100 * time.Millisecond,
 		firestoreDatabase: "(default)", directCollection: "leasebench-direct"}
 	if v := getenv("LEASESVC_BACKEND"); v != "" {
 		c.backend = v
@@ -81,6 +84,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's mean pause between attempts (jittered ±50%), comma-separated, one run each (0: flat out)")
 	fs.DurationVar(&c.renewEvery, "renew-every", c.renewEvery, "contention: the holder's pause between renewals")
 	fs.DurationVar(&c.takeoverTTL, "takeover-ttl", c.takeoverTTL, "takeover: the crashed holder's TTL (at least the service's LEASESVC_MIN_TTL)")
+	fs.DurationVar(&c.successionTTL, "succession-ttl", c.successionTTL, "succession: the holder's TTL")
+	fs.DurationVar(&c.successionRenew, "succession-renew", c.successionRenew, "succession: the holder's pause between renewals (it sees a yield request at the next one)")
 	fs.StringVar(&c.topic, "pubsub-topic", "", "events: the service's Pub/Sub topic (ID in LEASESVC_PROJECT, or projects/P/topics/T); unset uses a watch stream")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")
 	fs.BoolVar(&c.json, "json", false, "write JSON instead of a table")
@@ -152,6 +157,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-renew-every %v: must not be negative", c.renewEvery)
 	case c.takeoverTTL < time.Millisecond || c.takeoverTTL%time.Millisecond != 0:
 		return c, fmt.Errorf("-takeover-ttl %v: must be a whole number of milliseconds", c.takeoverTTL)
+	case c.successionTTL < time.Millisecond || c.successionTTL%time.Millisecond != 0:
+		return c, fmt.Errorf("-succession-ttl %v: must be a whole number of milliseconds", c.successionTTL)
+	case c.successionRenew <= 0 || c.successionRenew >= c.successionTTL:
+		return c, fmt.Errorf("-succession-renew %v: must be positive and below -succession-ttl %v", c.successionRenew, c.successionTTL)
 	case c.timeout <= 0:
 		return c, fmt.Errorf("-timeout %v: must be positive", c.timeout)
 	case c.backend == "firestore" && c.project == "":

@@ -13,6 +13,11 @@
 //	            second URL (waitMs) holds
 //	takeover    a holder that stops renewing (a crash): from its expireTime until
 //	            the waiting acquire on the second URL holds, in server time
+//	succession  a holder of priority 1 on the first URL renewing with a
+//	            checkpoint every -succession-renew; a candidate of priority 10
+//	            joins on the second URL with a waiting acquire asking to
+//	            preempt; the holder, asked to yield, releases with a
+//	            checkpoint: join → the candidate leads, and its steps
 //	events      a change on the first URL until a watch stream on the second URL
 //	            (or, with -pubsub-topic, a Pub/Sub subscriber) sees its event
 //	throughput  N agents (-agents 1000,10000) each holding its own lease,

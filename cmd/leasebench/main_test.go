@@ -111,3 +111,54 @@ func TestScenariosOnMemory(t *testing.T) {
 		t.Errorf("no progress on stderr:\n%s", stderr.String())
 	}
 }
+
+// TestSuccessionOnMemory runs the succession scenario briefly against the
+// real binary on the memory backend and checks its rows: every figure is
+// there, from every round, and the steps fit inside the whole.
+func TestSuccessionOnMemory(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_MIN_TTL": "100ms", "LEASESVC_LOG_LEVEL": "warn"})
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-url", svc.URL, "-json", "-scenarios", "succession", "-samples", "3", "-succession-renew", "50ms", "-succession-ttl", "1s"},
+		func(string) string { return "" }, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, stdout.String())
+	}
+	got := map[string]row{}
+	for _, r := range rep.Results {
+		if r.Scenario != "succession" {
+			t.Errorf("row of scenario %q", r.Scenario)
+		}
+		got[r.Metric] = r
+	}
+	for _, m := range []string{
+		"join → the candidate leads p50", "join → the candidate leads p99",
+		"step: join → the holder sees yieldRequested p50", "step: join → the holder sees yieldRequested p99",
+		"step: release sent → the reserved candidate leads p50", "step: release sent → the reserved candidate leads p99",
+		"step: server time: release → the candidate's acquireTime p50", "step: server time: release → the candidate's acquireTime p99",
+	} {
+		r, ok := got[m]
+		switch {
+		case !ok:
+			t.Errorf("no row %q in %s", m, stdout.String())
+		case r.N != 3 || r.Unit != "ms" || r.Service < 0:
+			t.Errorf("row %q: %+v, want 3 samples in ms", m, r)
+		}
+	}
+	if len(got) != 8 {
+		t.Errorf("%d rows, want 8", len(got))
+	}
+	whole, release := got["join → the candidate leads p99"].Service, got["step: release sent → the reserved candidate leads p99"].Service
+	if release > whole {
+		t.Errorf("release → leads p99 %vms exceeds join → leads p99 %vms", release, whole)
+	}
+	// The holder renews every 50 ms: it is asked to yield at its next renewal.
+	if y := got["step: join → the holder sees yieldRequested p99"].Service; y > 1000 {
+		t.Errorf("the holder saw yieldRequested %vms after the join", y)
+	}
+}

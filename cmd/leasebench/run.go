@@ -46,6 +46,7 @@ var scenarios = map[string]scenario{
 	"contention": contention,
 	"handoff":    handoff,
 	"takeover":   takeover,
+	"succession": succession,
 	"events":     events,
 }
 
@@ -84,7 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	rep := report{Started: time.Now(), Machine: thisMachine(), Settings: map[string]any{
 		"urls": cfg.urls, "backend": cfg.backend, "scenarios": cfg.scenarios, "n": cfg.n, "samples": cfg.samples,
 		"agents": cfg.agents, "ttl": cfg.ttl.String(), "duration": cfg.duration.String(), "contenders": cfg.contenders,
-		"contenderPauses": fmtDurations(cfg.pauses), "renewEvery": cfg.renewEvery.String(), "takeoverTTL": cfg.takeoverTTL.String(), "pubsubTopic": cfg.topic, "prefix": cfg.prefix,
+		"contenderPauses": fmtDurations(cfg.pauses), "renewEvery": cfg.renewEvery.String(), "takeoverTTL": cfg.takeoverTTL.String(),
+		"successionTTL": cfg.successionTTL.String(), "successionRenew": cfg.successionRenew.String(), "pubsubTopic": cfg.topic, "prefix": cfg.prefix,
 	}}
 	var failed []error
 	for _, name := range cfg.scenarios {

@@ -32,6 +32,9 @@ type answer struct {
 	status int
 	code   string      // the problem code of an error answer
 	lease  lease.Lease // the lease of a 200, or of a lease_held problem
+	// yieldTo is the candidate a live holding is asked to step down for
+	// (docs/contract.md §8), "" when none.
+	yieldTo string
 }
 
 // ok reports a 200.
@@ -74,6 +77,7 @@ func (s *service) post(ctx context.Context, base, name, verb, body string, extra
 		a.code, w = p.Code, p.Lease
 	}
 	if w != nil {
+		a.yieldTo = w.YieldTo
 		if a.lease, err = w.ToLease(); err != nil {
 			return a, fmt.Errorf("%s %s: %w", verb, name, err)
 		}
@@ -95,6 +99,27 @@ func (s *service) renew(ctx context.Context, base, name, holder string, token in
 
 func (s *service) release(ctx context.Context, base, name, holder string, token int64) (answer, error) {
 	return s.post(ctx, base, name, "release", fmt.Sprintf(`{"holder":%q,"fencingToken":%d}`, holder, token), 0)
+}
+
+// candidate sends a waiting acquire as a candidate of docs/contract.md §8,
+// with priority and preempt; wait 0 sends a plain acquire carrying the
+// priority the holding records.
+func (s *service) candidate(ctx context.Context, base, name, holder string, ttl, wait time.Duration, priority int, preempt bool) (answer, error) {
+	body := fmt.Sprintf(`{"holder":%q,"ttlMs":%d,"priority":%d`, holder, ttl.Milliseconds(), priority)
+	if wait > 0 {
+		body += fmt.Sprintf(`,"waitMs":%d,"preempt":%t`, wait.Milliseconds(), preempt)
+	}
+	return s.post(ctx, base, name, "acquire", body+"}", wait)
+}
+
+// renewCheckpoint renews with a checkpoint (a JSON object).
+func (s *service) renewCheckpoint(ctx context.Context, base, name, holder string, token int64, checkpoint string) (answer, error) {
+	return s.post(ctx, base, name, "renew", fmt.Sprintf(`{"holder":%q,"fencingToken":%d,"checkpoint":%s}`, holder, token, checkpoint), 0)
+}
+
+// releaseCheckpoint releases with a checkpoint (a JSON object).
+func (s *service) releaseCheckpoint(ctx context.Context, base, name, holder string, token int64, checkpoint string) (answer, error) {
+	return s.post(ctx, base, name, "release", fmt.Sprintf(`{"holder":%q,"fencingToken":%d,"checkpoint":%s}`, holder, token, checkpoint), 0)
 }
 
 // must turns an answer other than 200 into an error.

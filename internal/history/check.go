@@ -127,7 +127,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			res.add(name, l.ServerTime, "token %d reused: %s shows holder %q acquired %s (transitions %d), %s shows holder %q acquired %s (transitions %d)",
 				r.token, h.where, h.holder, fmtTime(h.acquire), h.transitions, where, r.holder, fmtTime(r.acquire), r.transitions)
 		}
-		isRead := e != nil && (e.Op == Get || e.Outcome == Held)
+		isRead := e != nil && (e.Op == Get || e.Outcome == Held || e.Outcome == Reserved)
 		if s := l.ServerTime; s.Before(l.ExpireTime) {
 			switch {
 			case isRead && (!h.readSeenLive || s.After(h.readLive)):
@@ -147,7 +147,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			totalMaybeAcquires++
 		}
 		if e.Lease == nil {
-			if e.Outcome == OK || e.Outcome == Held {
+			if e.Outcome == OK || e.Outcome == Held || e.Outcome == Reserved {
 				res.add(name, e.Call, "%s answered %s without a lease", describe(e), e.Outcome)
 			}
 			continue
@@ -207,6 +207,7 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 	if hasFinal {
 		checkFinal(res, name, es, final, maxAck)
 	}
+	checkSuccession(res, name, es, hs, final)
 	return len(tokens)
 }
 
@@ -221,7 +222,7 @@ func acknowledgedEnd(es []Entry, h *holding) (time.Time, bool) {
 		if e.Holder != h.holder {
 			continue
 		}
-		if e.Outcome == Maybe && e.Op == Release && e.Token == h.token {
+		if e.Outcome == Maybe && (e.Op == Release || e.Op == Transfer) && e.Token == h.token {
 			return time.Time{}, false
 		}
 		if e.Outcome == OK && e.Op != Get && e.Lease.FencingToken == h.token {
@@ -308,9 +309,29 @@ func checkAnswer(res *Result, e Entry) {
 		if l.Holder != e.Holder || l.FencingToken != e.Token || held {
 			bad("a release must answer the caller's holding, ended")
 		}
+	case e.Outcome == OK && e.Op == Transfer:
+		if l.Holder != e.Holder || l.FencingToken != e.Token || held {
+			bad("a transfer must answer the caller's holding, ended")
+		}
+		if l.ReservedFor != "" && l.ReservedFor != e.To {
+			bad("a transfer to %q answered a reservation for %q", e.To, l.ReservedFor)
+		}
+		if l.ExpireTime.Equal(s) && (l.ReservedFor != e.To || !l.ReservedUntil.After(s)) {
+			bad("a transfer that ended the holding at serverTime must show the lease reserved for %q", e.To)
+		}
 	case e.Outcome == Held:
 		if e.Op != Acquire || l.Holder == e.Holder || !held {
 			bad("lease_held must show a live holding of another holder")
+		}
+	case e.Outcome == Reserved:
+		if e.Op != Acquire || held || l.ReservedFor == "" || l.ReservedFor == e.Holder || !s.Before(l.ReservedUntil) {
+			bad("lease_reserved must show a free lease reserved for another holder until after serverTime")
+		}
+	}
+	if e.Outcome == OK && e.Checkpoint != nil && (e.Op == Renew || e.Op == Release || e.Op == Transfer) {
+		if l.CheckpointToken != e.Token || !sameJSON(l.Checkpoint, e.Checkpoint) {
+			bad("an acknowledged checkpoint write must answer its checkpoint %s with checkpointToken %d, not %s with %d",
+				e.Checkpoint, e.Token, l.Checkpoint, l.CheckpointToken)
 		}
 	}
 }
@@ -321,10 +342,18 @@ func describe(e Entry) string {
 	switch e.Op {
 	case Acquire:
 		s = fmt.Sprintf("client %d acquire by %q ttl %v", e.Client, e.Holder, e.TTL)
+		if e.Priority != 0 || e.Preempt {
+			s += fmt.Sprintf(" priority %d preempt %v", e.Priority, e.Preempt)
+		}
 	case Renew, Release:
 		s = fmt.Sprintf("client %d %s by %q token %d", e.Client, e.Op, e.Holder, e.Token)
+	case Transfer:
+		s = fmt.Sprintf("client %d transfer by %q token %d to %q", e.Client, e.Holder, e.Token, e.To)
 	default:
 		s = fmt.Sprintf("client %d %s", e.Client, e.Op)
+	}
+	if e.Checkpoint != nil {
+		s += " checkpoint " + string(e.Checkpoint)
 	}
 	if e.Note != "" {
 		s += " (" + e.Note + ")"
@@ -371,6 +400,13 @@ func fmtRecord(r record) string {
 }
 
 func fmtLease(l *lease.Lease) string {
-	return fmt.Sprintf("{holder %q token %d ttl %v acquire %s renew %s expire %s server %s transitions %d}",
+	s := fmt.Sprintf("{holder %q token %d ttl %v acquire %s renew %s expire %s server %s transitions %d",
 		l.Holder, l.FencingToken, l.TTL, fmtTime(l.AcquireTime), fmtTime(l.RenewTime), fmtTime(l.ExpireTime), fmtTime(l.ServerTime), l.Transitions)
+	if l.Checkpoint != nil {
+		s += fmt.Sprintf(" checkpoint %s (token %d)", l.Checkpoint, l.CheckpointToken)
+	}
+	if l.ReservedFor != "" {
+		s += fmt.Sprintf(" reserved for %q until %s", l.ReservedFor, fmtTime(l.ReservedUntil))
+	}
+	return s + "}"
 }

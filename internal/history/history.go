@@ -17,9 +17,17 @@
 // runs the porcupine checker with a model of one lease over the same
 // history, interval by interval, so it also catches a stale read or a lost
 // write that no holding shows.
+//
+// The succession operations of docs/contract.md §8 are recorded too: a
+// transfer, a refusal lease_reserved, and the checkpoint a renew, release
+// or transfer wrote. Check also tests that no checkpoint is accepted from a
+// stale holding, that every acquire inherits the last acknowledged
+// checkpoint, and that nobody but its successor takes a lease a transfer
+// reserved.
 package history
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -35,6 +43,9 @@ const (
 	Renew   Op = "renew"
 	Release Op = "release"
 	Get     Op = "get"
+	// Transfer is the transfer of docs/contract.md §8: it ends the holding
+	// and reserves the lease for Entry.To.
+	Transfer Op = "transfer"
 )
 
 // Outcome is what an operation was answered.
@@ -54,6 +65,9 @@ const (
 	// was sent, or a 5xx. The operation may have taken effect, at any
 	// moment after it was sent.
 	Maybe
+	// Reserved is a 409 lease_reserved of an acquire carrying the free
+	// lease, reserved for another holder (docs/contract.md §8).
+	Reserved
 )
 
 // String names the outcome.
@@ -69,6 +83,8 @@ func (o Outcome) String() string {
 		return "not_found"
 	case Maybe:
 		return "maybe"
+	case Reserved:
+		return "lease_reserved"
 	}
 	return "outcome?"
 }
@@ -84,7 +100,7 @@ type Entry struct {
 	Op Op
 	// Holder is the caller's holder identity (acquire, renew, release).
 	Holder string
-	// Token is the fencing token sent (renew, release).
+	// Token is the fencing token sent (renew, release, transfer).
 	Token int64
 	// TTL is the TTL sent (acquire; renew, where 0 keeps the holding's).
 	TTL time.Duration
@@ -98,6 +114,15 @@ type Entry struct {
 	Lease *lease.Lease
 	// Note is free text for messages, such as the instance asked.
 	Note string
+	// Checkpoint is the checkpoint sent (renew, release, transfer); nil
+	// when none was.
+	Checkpoint json.RawMessage
+	// To is the successor named by a transfer.
+	To string
+	// Priority and Preempt are what an acquire sent as a candidate; they
+	// only appear in messages.
+	Priority int
+	Preempt  bool
 }
 
 // Recorder collects entries from many goroutines.

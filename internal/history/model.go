@@ -192,7 +192,7 @@ var leaseModel = func() porcupine.Model {
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(input), out.(output)
 			s := fmt.Sprintf("%s(%s", i.op, i.holder)
-			if i.op == Renew || i.op == Release {
+			if i.op == Renew || i.op == Release || i.op == Transfer {
 				s += fmt.Sprintf(", %d", i.token)
 			}
 			s += ") → " + o.outcome.String()
@@ -253,9 +253,12 @@ func step(s state, in input, out output) []any {
 	if r.lastWrite().After(out.server) {
 		return nil
 	}
-	if out.outcome == Held || in.op == Get {
+	if out.outcome == Held || out.outcome == Reserved || in.op == Get {
 		if out.outcome == Held && (r.holder == in.holder || !out.server.Before(r.expire)) {
 			return nil
+		}
+		if out.outcome == Reserved && (in.op != Acquire || out.server.Before(r.expire)) {
+			return nil // a reservation holds only a free lease
 		}
 		if shows(s, r) {
 			return []any{state{kind: known, rec: r}}
@@ -285,11 +288,12 @@ func step(s state, in input, out output) []any {
 	return nil
 }
 
-// lost returns the states from which a renew or release may be answered
-// lease_lost. A release of the caller's own holding always succeeds; a
-// renew of it fails once it has expired, at a server time nobody saw.
+// lost returns the states from which a renew, release or transfer may be
+// answered lease_lost. A release of the caller's own holding always
+// succeeds; a renew of it fails once it has expired, at a server time
+// nobody saw; a transfer of it fails once it has ended otherwise.
 func lost(s state, in input) []any {
-	if in.op != Renew && in.op != Release {
+	if in.op != Renew && in.op != Release && in.op != Transfer {
 		return nil
 	}
 	if s.kind == known && in.op == Release && s.rec.holder == in.holder && s.rec.token == in.token {
@@ -304,7 +308,7 @@ func mayApply(r record, in input) bool {
 	switch in.op {
 	case Acquire:
 		return true
-	case Renew, Release:
+	case Renew, Release, Transfer:
 		return r.holder == in.holder && r.token == in.token && r.lastWrite().Before(r.expire)
 	}
 	return false
@@ -369,7 +373,10 @@ func apply(cur *record, in input, now time.Time) (record, bool) {
 		}
 		next.renew, next.expire = now, now.Add(next.ttl)
 		return next, true
-	case Release:
+	case Release, Transfer:
+		// A transfer ends the holding as a release does; repeated on the
+		// holding it ended, it changes nothing (or is refused lease_lost,
+		// which lost allows).
 		if cur == nil || cur.holder != in.holder || cur.token != in.token {
 			return record{}, false
 		}
