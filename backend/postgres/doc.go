@@ -11,8 +11,9 @@
 // rule that keeps holdings ordered (docs/contract.md §2). A missing row is
 // inserted with ON CONFLICT DO NOTHING: an insert that finds a row another
 // transaction committed since is a lost race (backend.ErrConflict), which
-// backend.Loop retries. Get and List read without a lock; their time is
-// clock_timestamp() after the statement's snapshot.
+// backend.Loop retries. Get and List share-lock the rows they read (FOR
+// SHARE) and take clock_timestamp() in the same implicit transaction, so
+// nothing they show can change before their time is read.
 //
 // # Events between instances
 //

@@ -66,11 +66,14 @@ func query(ctx context.Context, q batcher, what, where string, args ...any) ([]b
 	return out, now, classify(ctx, what, err)
 }
 
-// read reads the row under name (locking it with lock) at a time after it.
+// read reads the row under name at a time after it, locking it for an
+// update with lock, else sharing it: the batch is one implicit transaction,
+// so no write commits between the row read and the clock read (a time
+// after an unlocked snapshot could show a holding that has since ended).
 func read(ctx context.Context, q batcher, name string, lock bool) (backend.Snapshot, error) {
-	where := "name = $1"
+	where := "name = $1 FOR SHARE"
 	if lock {
-		where += " FOR UPDATE"
+		where = "name = $1 FOR UPDATE"
 	}
 	recs, now, err := query(ctx, q, "read "+name, where, name)
 	snap := backend.Snapshot{ServerTime: now}
@@ -144,7 +147,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 // List implements backend.Store with one query on the primary key, ordered
 // by name in the "C" collation (byte order).
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
-	return query(ctx, s.pool, "list", "name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3", prefix, after, limit)
+	return query(ctx, s.pool, "list", "name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3 FOR SHARE", prefix, after, limit)
 }
 
 // ScanExpiry implements backend.ExpiryScanner on the (expire_time, name)
