@@ -40,6 +40,8 @@ func (s *Server) addTools() {
 			p["name"].Pattern = namePattern
 			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(0.001), ptr(3600.0)
 			p["waitSeconds"].Minimum, p["waitSeconds"].Maximum = ptr(0.0), ptr(60.0)
+			// An integer, or absent: no priority (a *int only to tell 0 from none).
+			p["priority"].Type, p["priority"].Types = "integer", nil
 			p["priority"].Minimum, p["priority"].Maximum = ptr(0.0), ptr(float64(client.MaxPriority))
 		}),
 	}, s.acquireTool)
