@@ -258,3 +258,38 @@ func TestPriorityWaitIsCandidate(t *testing.T) {
 		t.Fatal("the waiting candidate did not get the lease")
 	}
 }
+
+// TestClaimSkipsReservedTask: lease_claim_next does not hand out a free
+// task reserved for another holder; it counts it with heldByOthers, and
+// claims it once the reservation has lapsed.
+func TestClaimSkipsReservedTask(t *testing.T) {
+	svc := startService(t)
+	sdk := sdkClient(t, svc)
+	ctx := context.Background()
+	prefix := e2e.UniqueName("mcp.rtask") + "."
+	task := prefix + "t1"
+	l, err := sdk.Acquire(ctx, task, client.AcquireRequest{Holder: "orch", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.Transfer(ctx, task, client.TransferRequest{Holder: "orch", FencingToken: l.FencingToken, To: "heir",
+		Reserve: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	a := startInProcess(t, svc.URL, "agent-claim", 3*time.Second)
+	for _, args := range []map[string]any{{"prefix": prefix}, {"prefix": prefix, "names": []string{task}}} {
+		var c leasemcp.ClaimOutput
+		a.mustCall("lease_claim_next", args, &c)
+		if c.Claimed || c.HeldByOthers != 1 || len(c.Held) != 0 {
+			t.Fatalf("claim %v of a reserved task: %+v", args, c)
+		}
+	}
+	var c leasemcp.ClaimOutput
+	waitFor(t, 10*time.Second, func() bool {
+		a.mustCall("lease_claim_next", map[string]any{"prefix": prefix}, &c)
+		return c.Claimed
+	})
+	if c.Name != task || c.FencingToken != 2 {
+		t.Fatalf("claim after the reservation: %+v", c)
+	}
+}
