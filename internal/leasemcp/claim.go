@@ -74,6 +74,10 @@ func (s *Server) claimTool(ctx context.Context, _ *mcp.CallToolRequest, in Claim
 			}
 			continue // another's, or already this session's
 		}
+		if l, ok := known[name]; ok && l.ReservedFor != "" && l.ReservedFor != s.cfg.Holder {
+			out.HeldByOthers++ // reserved for another for a few seconds (docs/contract.md §8)
+			continue
+		}
 		if len(name) > maxTaskName {
 			continue // cannot be marked done, so not a task
 		}
@@ -116,7 +120,7 @@ func (s *Server) tryClaim(ctx context.Context, name string, ttl time.Duration) (
 		return false, false, nil
 	}
 	if _, err := s.acquire(ctx, name, client.AcquireRequest{Holder: s.cfg.Holder, TTL: ttl}); err != nil {
-		if errors.Is(err, client.ErrHeld) {
+		if errors.Is(err, client.ErrHeld) || errors.Is(err, client.ErrReserved) {
 			return false, false, nil
 		}
 		return false, false, err

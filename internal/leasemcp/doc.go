@@ -36,6 +36,24 @@
 //     deadline: downstream systems must refuse fencing tokens lower than
 //     the highest they have seen.
 //
+// # Succession
+//
+// The tools expose the succession of docs/contract.md §8 without taking a
+// decision for the agent. lease_acquire takes a priority (recorded on the
+// holding; with waitSeconds the acquire waits as a registered candidate)
+// and preempt; an acquire refused with lease_reserved is answered like one
+// refused with lease_held (acquired=false, reservedFor, retryAfterSeconds);
+// a new holding's result carries the checkpoint it inherits.
+// lease_checkpoint writes a checkpoint at once with a renew of the
+// holding, and lease_release can carry one (written by a renew before the
+// release, so that a candidate taking the lease at the release cannot miss
+// it). A yield request — a preempting candidate of higher priority — is
+// listed in every result's yieldRequests (with a warning and a logging
+// notification, level "warning") while the session holds the lease: the
+// background renewal never steps down by itself. The renewal notes the
+// first request of a holding; lease_checkpoint and lease_get refresh it
+// from the service's answer.
+//
 // # Tasks
 //
 // lease_claim_next is the "claim a task" pattern of a swarm: the tasks are

@@ -22,6 +22,11 @@ type holding struct {
 	ttl   time.Duration
 	lease client.Lease // the acquire's answer
 
+	// yieldTo is the preempting candidate that asks for the lease
+	// (docs/contract.md §8), as the last renewal or read answered; "" when
+	// none.
+	yieldTo string
+
 	// safeUntil is the local monotonic deadline of the acquire: it bounds
 	// the holding until the renewer has confirmed it (term != nil).
 	safeUntil time.Time
@@ -77,6 +82,13 @@ func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*hold
 			s.lead(h, term)
 		},
 		OnStoppedLeading: stop, // a term that ended is never campaigned for again
+		// A yield request is the agent's to act on (lease_checkpoint,
+		// lease_release): the term lasts until the agent releases the lease
+		// or it is lost, never stepped down by itself.
+		OnYieldRequested: func(term context.Context, to string) {
+			s.noteYield(h, to)
+			<-term.Done()
+		},
 		OnNewLeader: func(holder string) {
 			if holder != s.cfg.Holder {
 				s.lose(h, fmt.Sprintf("the service says %q holds it now", holder))
@@ -142,6 +154,22 @@ func (s *Server) lead(h *holding, term context.Context) {
 	s.mu.Unlock()
 	<-term.Done()
 	s.sweep()
+}
+
+// noteYield records that the candidate to asks for the lease of h (""
+// when nobody does any more), if h is still held, and notifies the client
+// of a new request.
+func (s *Server) noteYield(h *holding, to string) {
+	s.mu.Lock()
+	changed := s.held[h.name] == h && h.yieldTo != to
+	if changed {
+		h.yieldTo = to
+	}
+	s.mu.Unlock()
+	if changed && to != "" {
+		s.cfg.Logger.Info("leasectl mcp: yield requested", "lease", h.name, "fencingToken", h.token, "yieldTo", to)
+		go s.notifyYield(YieldRequest{Name: h.name, FencingToken: h.token, YieldTo: to})
+	}
 }
 
 // lose records h as lost for reason, if it is still held.

@@ -86,6 +86,26 @@ func (s *Server) notifyLost(l LostLease) {
 	}
 }
 
+// notifyYield tells the client that a candidate of higher priority asks
+// for a holding of the session: a logging message (level warning) and an
+// update of the holding's resource.
+func (s *Server) notifyYield(y YieldRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ss := s.session(); ss != nil {
+		//lint:ignore SA1019 logging is how clients of protocols before 2026-07-28 hear of it (see notifyLost)
+		_ = ss.Log(ctx, &mcp.LoggingMessageParams{
+			Level:  "warning",
+			Logger: "leasectl",
+			Data: map[string]any{
+				"event": "yield_requested", "name": y.Name, "fencingToken": y.FencingToken, "yieldTo": y.YieldTo,
+				"message": yieldMessage(y),
+			},
+		})
+	}
+	_ = s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: heldURI + y.Name})
+}
+
 func jsonResource(uri string, v any) (*mcp.ReadResourceResult, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

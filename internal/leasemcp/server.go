@@ -175,6 +175,8 @@ func instructions(holder string) string {
 		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this server renews it in the background " +
 		"for as long as the session lives, so you never renew. Pass the fencingToken with every write you make as the " +
 		"holder. Every tool result lists what you hold under \"held\"; if a result lists a lease under \"lostLeases\", " +
-		"stop acting as its holder at once: someone else may hold it now. Call lease_release when you are done " +
-		"(done=true for a finished task). Ending the session releases everything."
+		"stop acting as its holder at once: someone else may hold it now. Record your progress on a lease with " +
+		"lease_checkpoint: its next holder receives it with lease_acquire. If a result lists a lease under " +
+		"\"yieldRequests\", an agent of higher priority waits for it: checkpoint and release it at a safe point. " +
+		"Call lease_release when you are done (done=true for a finished task). Ending the session releases everything."
 }

@@ -47,7 +47,7 @@ func TestSession(t *testing.T) {
 		outSchemas[tl.Name] = resolve(t, tl.Name, "output", tl.OutputSchema)
 	}
 	slices.Sort(names)
-	want := []string{"lease_acquire", "lease_claim_next", "lease_get", "lease_held", "lease_list", "lease_release"}
+	want := []string{"lease_acquire", "lease_checkpoint", "lease_claim_next", "lease_get", "lease_held", "lease_list", "lease_release"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

@@ -31,11 +31,18 @@ func (s *Server) addTools() {
 			"On success you get a fencingToken: pass it with every write you make as the holder, so that systems can " +
 			"refuse a stale holder. The server renews the lease in the background until you call lease_release or the " +
 			"session ends; never try to renew it yourself. If another holder has it, acquired is false and holder names " +
-			"them (retry later, or pass waitSeconds to wait for it). Acquiring a lease you already hold returns the same token.",
+			"them (retry later, or pass waitSeconds to wait for it); if it is free but reserved for a few seconds for " +
+			"another (reservedFor), acquired is false too. A priority (0–1000) with waitSeconds makes you a candidate: " +
+			"the lease is reserved for the waiting candidate of highest priority when it falls free; preempt also asks " +
+			"a holder of lower priority to step down. If a previous holder recorded its progress, the result carries " +
+			"it as checkpoint: resume from it. Acquiring a lease you already hold returns the same token.",
 		InputSchema: schema[AcquireInput](func(p map[string]*jsonschema.Schema) {
 			p["name"].Pattern = namePattern
 			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(0.001), ptr(3600.0)
 			p["waitSeconds"].Minimum, p["waitSeconds"].Maximum = ptr(0.0), ptr(60.0)
+			// An integer, or absent: no priority (a *int only to tell 0 from none).
+			p["priority"].Type, p["priority"].Types = "integer", nil
+			p["priority"].Minimum, p["priority"].Maximum = ptr(0.0), ptr(float64(client.MaxPriority))
 		}),
 	}, s.acquireTool)
 	mcp.AddTool(s.srv, &mcp.Tool{
@@ -43,9 +50,20 @@ func (s *Server) addTools() {
 		Title: "Release a lease",
 		Description: "Give up a lease this session holds: its fencing token stops being valid and the next holder gets a " +
 			"higher one. For a task from lease_claim_next, pass done=true once the work is finished so that nobody claims " +
-			"it again; done=false hands the unfinished task back. Stop acting as the holder before you call it.",
+			"it again; done=false hands the unfinished task back. Pass checkpoint to leave your last progress to the next " +
+			"holder. Stop acting as the holder before you call it.",
 		InputSchema: schema[ReleaseInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
 	}, s.releaseTool)
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:  "lease_checkpoint",
+		Title: "Record progress on a lease",
+		Description: "Record your progress on a lease this session holds as a small JSON object (at most 16 KiB), such " +
+			"as the last step done. It is stored by the lease service at once, with a renewal of your holding, and " +
+			"whoever holds the lease next receives it in lease_acquire's result (checkpoint), even if this session " +
+			"crashes, so it can resume where you stopped. Each call replaces the previous checkpoint. Call it after each " +
+			"step whose result is durable, and before lease_release when another agent asks for the lease (yieldRequests).",
+		InputSchema: schema[CheckpointInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
+	}, s.checkpointTool)
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "lease_get",
 		Title: "Look at a lease",
@@ -113,22 +131,39 @@ func (s *Server) status(drain bool) Status {
 		st.Held = append(st.Held, HeldToken{Name: h.name, FencingToken: h.token})
 	}
 	slices.SortFunc(st.Held, func(a, b HeldToken) int { return strings.Compare(a.Name, b.Name) })
+	for _, t := range st.Held {
+		if h := s.held[t.Name]; h.yieldTo != "" {
+			st.YieldRequests = append(st.YieldRequests, YieldRequest{Name: h.name, FencingToken: h.token, YieldTo: h.yieldTo})
+		}
+	}
 	st.LostLeases = slices.Clone(s.lost)
 	if drain {
 		s.lost = nil
 	}
+	var warn []string
 	if len(st.LostLeases) > 0 {
 		names := make([]string, len(st.LostLeases))
 		for i, l := range st.LostLeases {
 			names[i] = fmt.Sprintf("%s (token %d)", l.Name, l.FencingToken)
 		}
-		st.Warning = "LOST: " + strings.Join(names, ", ") + ". Stop acting as the holder of these leases now and do not use their tokens again."
+		warn = append(warn, "LOST: "+strings.Join(names, ", ")+". Stop acting as the holder of these leases now and do not use their tokens again.")
 	}
+	for _, y := range st.YieldRequests {
+		warn = append(warn, yieldMessage(y))
+	}
+	st.Warning = strings.Join(warn, " ")
 	return st
 }
 
-// fail returns err for a tool result, with the pending losses, which it
-// reports.
+// yieldMessage tells the agent what a yield request asks of it.
+func yieldMessage(y YieldRequest) string {
+	return fmt.Sprintf("YIELD REQUESTED: %q, waiting with a higher priority, asks for %s, which you hold with fencing token %d. "+
+		"Reach a safe point, record your progress with lease_checkpoint (or pass checkpoint to lease_release), then call "+
+		"lease_release so that it takes over. You remain the holder until you release it.", y.YieldTo, y.Name, y.FencingToken)
+}
+
+// fail returns err for a tool result, with the pending losses (which it
+// reports) and the yield requests.
 func (s *Server) fail(err error) error {
 	if st := s.status(true); st.Warning != "" {
 		return fmt.Errorf("%w\n%s", err, st.Warning)
@@ -192,6 +227,16 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 	if err != nil {
 		return nil, AcquireOutput{}, s.fail(err)
 	}
+	req := client.AcquireRequest{Holder: s.cfg.Holder, TTL: ttl, Wait: wait, Preempt: in.Preempt}
+	if in.Priority != nil {
+		if *in.Priority < 0 || *in.Priority > client.MaxPriority {
+			return nil, AcquireOutput{}, s.fail(fmt.Errorf("priority %d is out of range: give 0 … %d", *in.Priority, client.MaxPriority))
+		}
+		req.Priority, req.Candidate = *in.Priority, true
+	}
+	if in.Preempt && wait == 0 {
+		return nil, AcquireOutput{}, s.fail(errors.New("preempt needs waitSeconds > 0: a holder is asked to step down only while you wait for it"))
+	}
 	var md json.RawMessage
 	if in.Metadata != nil {
 		if md, err = json.Marshal(in.Metadata); err != nil {
@@ -209,9 +254,22 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 			ExpireTime: stamp(h.lease.ExpireTime), Instructions: holdingInstructions(h.name, h.token), Status: s.status(true),
 		}, nil
 	}
-	l, err := s.acquire(ctx, in.Name, client.AcquireRequest{Holder: s.cfg.Holder, TTL: ttl, Wait: wait, Metadata: md})
+	req.Metadata = md
+	l, err := s.acquire(ctx, in.Name, req)
 	var held *client.HeldError
-	if errors.As(err, &held) {
+	var reserved *client.ReservedError
+	switch {
+	case errors.As(err, &reserved):
+		return nil, AcquireOutput{
+			Name: in.Name, ExpireTime: stamp(reserved.Lease.ExpireTime), ReservedFor: reserved.ReservedFor,
+			ReservedUntil: stamp(reserved.ReservedUntil), RetryAfterSeconds: reserved.RetryAfter.Seconds(),
+			Instructions: fmt.Sprintf("%s is free but reserved for %q until %s (the successor a holder handed it to, or the "+
+				"waiting candidate of highest priority): do not act on it. Try again in %.0f seconds, pass waitSeconds (with a "+
+				"priority to wait as a candidate), or pick other work.", in.Name, reserved.ReservedFor,
+				stamp(reserved.ReservedUntil), math.Ceil(reserved.RetryAfter.Seconds())),
+			Status: s.status(true),
+		}, nil
+	case errors.As(err, &held):
 		return nil, AcquireOutput{
 			Name: in.Name, Holder: held.Lease.Holder, ExpireTime: stamp(held.Lease.ExpireTime),
 			RetryAfterSeconds: held.Lease.Remaining.Seconds(),
@@ -219,14 +277,24 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 				"to wait for it, or pick other work.", in.Name, held.Lease.Holder, held.Lease.FencingToken),
 			Status: s.status(true),
 		}, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, AcquireOutput{}, s.fail(err)
 	}
-	return nil, AcquireOutput{
+	out := AcquireOutput{
 		Acquired: true, Name: l.Name, FencingToken: l.FencingToken, Holder: l.Holder, ExpireTime: stamp(l.ExpireTime),
-		Instructions: holdingInstructions(l.Name, l.FencingToken), Status: s.status(true),
-	}, nil
+		Priority: l.Priority, Instructions: holdingInstructions(l.Name, l.FencingToken),
+	}
+	if len(l.Checkpoint) > 0 {
+		if err := json.Unmarshal(l.Checkpoint, &out.Checkpoint); err != nil {
+			s.cfg.Logger.Warn("leasectl mcp: the inherited checkpoint is no JSON object", "lease", l.Name, "err", err)
+		} else {
+			out.CheckpointToken = l.CheckpointToken
+			out.Instructions += fmt.Sprintf(" checkpoint is the last progress recorded by a previous holder (the holding with "+
+				"fencing token %d): resume from it rather than starting over, and record your own with lease_checkpoint.", l.CheckpointToken)
+		}
+	}
+	out.Status = s.status(true)
+	return nil, out, nil
 }
 
 // acquire acquires name for the session and starts renewing it. A lost
@@ -245,6 +313,9 @@ func (s *Server) acquire(ctx context.Context, name string, req client.AcquireReq
 		// deadline that is not mostly spent already.
 		now := time.Now()
 		if r, err := s.c.Renew(ctx, name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: l.FencingToken}); err == nil {
+			if len(r.Checkpoint) == 0 { // keep what the holding inherited
+				r.Checkpoint, r.CheckpointToken = l.Checkpoint, l.CheckpointToken
+			}
 			l, sent = r, now
 		}
 	}
@@ -264,6 +335,14 @@ func (s *Server) releaseTool(ctx context.Context, _ *mcp.CallToolRequest, in Rel
 	if h == nil {
 		return nil, ReleaseOutput{}, s.fail(fmt.Errorf("this session does not hold %q (never acquired, released, or lost)", in.Name))
 	}
+	if in.Checkpoint != nil {
+		// Written while the holding lasts, before anything can end it: a
+		// candidate waiting for the lease may take it the moment it is
+		// released.
+		if _, err := s.writeCheckpoint(ctx, h, in.Checkpoint); err != nil {
+			return nil, ReleaseOutput{}, s.fail(fmt.Errorf("%q is not released: %w", in.Name, err))
+		}
+	}
 	if in.Done {
 		if err := s.markDone(ctx, h); err != nil {
 			return nil, ReleaseOutput{}, s.fail(fmt.Errorf("%q is still held and not marked done: %w", in.Name, err))
@@ -279,7 +358,72 @@ func (s *Server) releaseTool(ctx context.Context, _ *mcp.CallToolRequest, in Rel
 	if err := s.release(h); err != nil {
 		return nil, ReleaseOutput{}, s.fail(fmt.Errorf("%w; the lease runs out at its TTL", err))
 	}
-	return nil, ReleaseOutput{Released: true, Name: h.name, FencingToken: h.token, MarkedDone: in.Done, Status: s.status(true)}, nil
+	return nil, ReleaseOutput{Released: true, Name: h.name, FencingToken: h.token, MarkedDone: in.Done,
+		CheckpointWritten: in.Checkpoint != nil, Status: s.status(true)}, nil
+}
+
+func (s *Server) checkpointTool(ctx context.Context, _ *mcp.CallToolRequest, in CheckpointInput) (*mcp.CallToolResult, CheckpointOutput, error) {
+	if in.Checkpoint == nil {
+		return nil, CheckpointOutput{}, s.fail(errors.New("checkpoint is required: give your progress as a JSON object"))
+	}
+	done, err := s.begin(in.Name)
+	if err != nil {
+		return nil, CheckpointOutput{}, s.fail(err)
+	}
+	defer done()
+	h := s.get(in.Name)
+	if h == nil {
+		return nil, CheckpointOutput{}, s.fail(fmt.Errorf("this session does not hold %q (never acquired, released, or lost): only the holder records a checkpoint", in.Name))
+	}
+	l, err := s.writeCheckpoint(ctx, h, in.Checkpoint)
+	if err != nil {
+		return nil, CheckpointOutput{}, s.fail(err)
+	}
+	out := CheckpointOutput{
+		Written: true, Name: h.name, FencingToken: h.token, CheckpointToken: l.CheckpointToken,
+		YieldRequested: l.YieldRequested, YieldTo: l.YieldTo,
+		Instructions: fmt.Sprintf("The checkpoint of %s is stored: the next holder receives it with its lease_acquire. You "+
+			"still hold %s with fencing token %d; it is renewed in the background.", h.name, h.name, h.token),
+	}
+	if l.YieldRequested {
+		out.Instructions += fmt.Sprintf(" %q asks for the lease: once you have stopped, call lease_release.", l.YieldTo)
+	}
+	out.Status = s.status(true)
+	return nil, out, nil
+}
+
+// writeCheckpoint stores cp as the checkpoint of the holding h with a renew
+// of it (docs/contract.md §8) and notes the yield request the answer
+// carries. A renew answered lease_lost loses the holding.
+func (s *Server) writeCheckpoint(ctx context.Context, h *holding, cp map[string]any) (client.Lease, error) {
+	raw, err := json.Marshal(cp)
+	if err != nil {
+		return client.Lease{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	if len(raw) > client.MaxCheckpointBytes {
+		return client.Lease{}, fmt.Errorf("checkpoint is %d bytes as JSON, more than %d: record less (where you are, not what you did)",
+			len(raw), client.MaxCheckpointBytes)
+	}
+	l, err := s.c.Renew(ctx, h.name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: h.token, Checkpoint: raw})
+	if errors.Is(err, client.ErrLost) {
+		s.lose(h, "the service answered lease_lost to the renew that carried a checkpoint (the holding expired, was "+
+			"revoked or was taken over): "+err.Error())
+		return client.Lease{}, fmt.Errorf("checkpoint not written: the holding of %q (fencing token %d) is lost: %w", h.name, h.token, err)
+	}
+	if err != nil {
+		return client.Lease{}, fmt.Errorf("checkpoint of %q not written (you still hold it; try again): %w", h.name, err)
+	}
+	s.noteYield(h, yieldOf(l))
+	return l, nil
+}
+
+// yieldOf is the candidate a lease's answer says asks the holder to step
+// down, "" when none.
+func yieldOf(l client.Lease) string {
+	if !l.YieldRequested {
+		return ""
+	}
+	return l.YieldTo
 }
 
 func (s *Server) getTool(ctx context.Context, _ *mcp.CallToolRequest, in GetInput) (*mcp.CallToolResult, GetOutput, error) {
@@ -293,7 +437,16 @@ func (s *Server) getTool(ctx context.Context, _ *mcp.CallToolRequest, in GetInpu
 	if err != nil {
 		return nil, GetOutput{}, s.fail(err)
 	}
-	v := leaseView(l, s.mine(l))
+	mine := s.mine(l)
+	if mine {
+		s.mu.Lock()
+		h := s.held[l.Name]
+		s.mu.Unlock()
+		if h != nil {
+			s.noteYield(h, yieldOf(l))
+		}
+	}
+	v := leaseView(l, mine)
 	return nil, GetOutput{Exists: true, Lease: &v, Status: s.status(true)}, nil
 }
 

@@ -10,13 +10,25 @@ import (
 // Status is part of every tool result: what the session holds now, and the
 // holdings it lost since the previous result.
 type Status struct {
-	// Warning is set when LostLeases is not empty.
-	Warning string `json:"warning,omitempty" jsonschema:"set when a lease was lost since the previous result: read lostLeases and stop acting as their holder"`
+	// Warning is set when LostLeases or YieldRequests is not empty.
+	Warning string `json:"warning,omitempty" jsonschema:"set when a lease was lost since the previous result (read lostLeases and stop acting as their holder) or when another agent asks for a lease you hold (read yieldRequests)"`
 	// LostLeases are the holdings lost in the background since the
 	// previous tool result; each is reported once.
 	LostLeases []LostLease `json:"lostLeases,omitempty" jsonschema:"holdings lost since the previous tool result; stop acting as their holder at once, and do not use their fencing tokens again"`
+	// YieldRequests are the holdings of the session that a waiting
+	// candidate of higher priority asks for (docs/contract.md §8); each is
+	// listed while the session holds it. Nothing is released by itself.
+	YieldRequests []YieldRequest `json:"yieldRequests,omitempty" jsonschema:"leases you hold that another agent of higher priority asks for: reach a safe point, record your progress with lease_checkpoint, then call lease_release so that it takes over; you keep the lease until you release it"`
 	// Held lists every lease the session holds now, with its token.
 	Held []HeldToken `json:"held" jsonschema:"every lease this session holds now, with the fencing token to pass on"`
+}
+
+// YieldRequest is a holding of the session that a preempting candidate
+// asks for.
+type YieldRequest struct {
+	Name         string `json:"name" jsonschema:"the lease name"`
+	FencingToken int64  `json:"fencingToken" jsonschema:"the token of your holding, still valid until you release it"`
+	YieldTo      string `json:"yieldTo" jsonschema:"the holder that asks for the lease"`
 }
 
 // HeldToken names one holding of the session.
@@ -40,6 +52,8 @@ type HeldLease struct {
 	TTLSeconds   float64 `json:"ttlSeconds" jsonschema:"the lease duration; renewed in the background every third of it"`
 	AcquireTime  string  `json:"acquireTime" jsonschema:"server time (RFC 3339) when the holding began"`
 	Renewing     bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
+	Priority     int     `json:"priority,omitempty" jsonschema:"the priority the holding was acquired with"`
+	YieldTo      string  `json:"yieldTo,omitempty" jsonschema:"set when a waiting agent of higher priority asks for the lease: checkpoint your progress and release it"`
 }
 
 // LeaseView is a lease as the service reports it.
@@ -54,12 +68,24 @@ type LeaseView struct {
 	Transitions      int64          `json:"transitions" jsonschema:"how many holdings the lease has had"`
 	Metadata         map[string]any `json:"metadata,omitempty" jsonschema:"the JSON object the holder attached"`
 	HeldByMe         bool           `json:"heldByMe" jsonschema:"true when this session holds it (with the token in fencingToken)"`
+	Priority         int            `json:"priority,omitempty" jsonschema:"the priority of the current (or last) holding, 0–1000"`
+	CheckpointToken  int64          `json:"checkpointToken,omitempty" jsonschema:"when the lease has a checkpoint (recorded progress, inherited by the next holder): the fencing token of the holding that wrote it"`
+	ReservedFor      string         `json:"reservedFor,omitempty" jsonschema:"when the free lease is reserved for a few seconds: the holder it is reserved for (a transfer's successor or the best waiting candidate); anyone else's acquire is refused meanwhile"`
+	ReservedUntil    string         `json:"reservedUntil,omitempty" jsonschema:"server time (RFC 3339) at which the reservation lapses, at the latest"`
+	YieldRequested   bool           `json:"yieldRequested,omitempty" jsonschema:"true when a waiting candidate of higher priority asks the holder to step down"`
+	YieldTo          string         `json:"yieldTo,omitempty" jsonschema:"the candidate that asks the holder to step down"`
+	Candidates       int            `json:"candidates,omitempty" jsonschema:"how many candidates (acquires with a priority) wait for the lease"`
 }
 
 func leaseView(l client.Lease, mine bool) LeaseView {
 	v := LeaseView{
 		Name: l.Name, Holder: l.Holder, Held: l.Held, FencingToken: l.FencingToken, TTLSeconds: l.TTL.Seconds(),
 		ExpireTime: stamp(l.ExpireTime), RemainingSeconds: l.Remaining.Seconds(), Transitions: l.Transitions, HeldByMe: mine,
+		Priority: l.Priority, CheckpointToken: l.CheckpointToken, ReservedFor: l.ReservedFor,
+		YieldRequested: l.YieldRequested, YieldTo: l.YieldTo, Candidates: l.Candidates,
+	}
+	if l.ReservedFor != "" {
+		v.ReservedUntil = stamp(l.ReservedUntil)
 	}
 	if len(l.Metadata) > 0 {
 		var md map[string]any
@@ -73,7 +99,7 @@ func leaseView(l client.Lease, mine bool) LeaseView {
 func heldView(h *holding) HeldLease {
 	return HeldLease{
 		Name: h.name, FencingToken: h.token, Holder: h.lease.Holder, TTLSeconds: h.ttl.Seconds(),
-		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil,
+		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil, Priority: h.lease.Priority, YieldTo: h.yieldTo,
 	}
 }
 
@@ -85,6 +111,8 @@ type AcquireInput struct {
 	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds (default: the server's --ttl, 30 s); the server renews it in the background, so this only bounds how long the lease outlives a crashed session"`
 	WaitSeconds float64        `json:"waitSeconds,omitempty" jsonschema:"if another holder holds the lease, wait up to this many seconds (0–60) for it to be free; default 0: answer at once"`
 	Metadata    map[string]any `json:"metadata,omitempty" jsonschema:"a small JSON object to attach to the lease, visible to everyone (what you are doing, where to reach you)"`
+	Priority    *int           `json:"priority,omitempty" jsonschema:"your priority for this lease, 0–1000 (higher goes first), recorded on your holding; with waitSeconds you wait as a candidate: when the lease falls free it is reserved for a few seconds for the waiting candidate of highest priority"`
+	Preempt     bool           `json:"preempt,omitempty" jsonschema:"with waitSeconds and a priority higher than the current holding's: ask the holder to step down for you while you wait (it is asked, never forced)"`
 }
 
 // AcquireOutput is the result of lease_acquire.
@@ -92,11 +120,18 @@ type AcquireOutput struct {
 	Acquired          bool    `json:"acquired" jsonschema:"true when this session holds the lease now"`
 	Name              string  `json:"name" jsonschema:"the lease name"`
 	FencingToken      int64   `json:"fencingToken,omitempty" jsonschema:"when acquired: the holding's fencing token, to pass with every write you make as the holder"`
-	Holder            string  `json:"holder" jsonschema:"who holds the lease: this session's holder when acquired, else the other holder"`
+	Holder            string  `json:"holder" jsonschema:"who holds the lease: this session's holder when acquired, else the other holder; empty when nobody holds it but it is reserved for another (reservedFor)"`
 	ExpireTime        string  `json:"expireTime" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; the server renews yours in the background"`
 	AlreadyHeld       bool    `json:"alreadyHeld,omitempty" jsonschema:"true when this session held it already (same token)"`
-	RetryAfterSeconds float64 `json:"retryAfterSeconds,omitempty" jsonschema:"when not acquired: seconds until the other holding expires unless renewed"`
-	Instructions      string  `json:"instructions" jsonschema:"what to do now"`
+	Priority          int     `json:"priority,omitempty" jsonschema:"when acquired: the priority recorded on your holding"`
+	ReservedFor       string  `json:"reservedFor,omitempty" jsonschema:"when not acquired because the free lease is reserved for a few seconds: the holder it is reserved for (a transfer's successor, or the waiting candidate of highest priority)"`
+	ReservedUntil     string  `json:"reservedUntil,omitempty" jsonschema:"server time (RFC 3339) at which the reservation lapses, at the latest"`
+	RetryAfterSeconds float64 `json:"retryAfterSeconds,omitempty" jsonschema:"when not acquired: seconds until the other holding expires unless renewed, or until the reservation lapses"`
+	// Checkpoint is the checkpoint the new holding inherits, if the lease
+	// has one.
+	Checkpoint      map[string]any `json:"checkpoint,omitempty" jsonschema:"when acquired: the last progress a previous holder recorded (lease_checkpoint or a release with a checkpoint); resume from it instead of starting over"`
+	CheckpointToken int64          `json:"checkpointToken,omitempty" jsonschema:"the fencing token of the holding that wrote checkpoint"`
+	Instructions    string         `json:"instructions" jsonschema:"what to do now"`
 	Status
 }
 
@@ -104,6 +139,8 @@ type AcquireOutput struct {
 type ReleaseInput struct {
 	Name string `json:"name" jsonschema:"a lease this session holds"`
 	Done bool   `json:"done,omitempty" jsonschema:"true when the lease is a task you finished: it is marked done (lease {name}.done) so that lease_claim_next never hands it out again; false gives the task back for another to claim"`
+	// Checkpoint, if not nil, is written before the holding ends.
+	Checkpoint map[string]any `json:"checkpoint,omitempty" jsonschema:"your last progress as a JSON object (at most 16 KiB), written before the lease is released: the next holder receives it with its lease_acquire; it replaces the previous checkpoint"`
 }
 
 // ReleaseOutput is the result of lease_release.
@@ -112,6 +149,26 @@ type ReleaseOutput struct {
 	Name         string `json:"name" jsonschema:"the lease name"`
 	FencingToken int64  `json:"fencingToken" jsonschema:"the token of the holding that ended"`
 	MarkedDone   bool   `json:"markedDone,omitempty" jsonschema:"true when the task was marked done"`
+	// CheckpointWritten says the release's checkpoint was stored.
+	CheckpointWritten bool `json:"checkpointWritten,omitempty" jsonschema:"true when the checkpoint was stored for the next holder"`
+	Status
+}
+
+// CheckpointInput is the input of lease_checkpoint.
+type CheckpointInput struct {
+	Name       string         `json:"name" jsonschema:"a lease this session holds"`
+	Checkpoint map[string]any `json:"checkpoint" jsonschema:"your progress as a JSON object (at most 16 KiB), such as {\"step\":3,\"lastFile\":\"b.txt\"}; it replaces the previous checkpoint of the lease"`
+}
+
+// CheckpointOutput is the result of lease_checkpoint.
+type CheckpointOutput struct {
+	Written         bool   `json:"written" jsonschema:"true: the service stored the checkpoint; the next holder of the lease receives it, even if this session crashes"`
+	Name            string `json:"name" jsonschema:"the lease name"`
+	FencingToken    int64  `json:"fencingToken" jsonschema:"the token of your holding, still valid"`
+	CheckpointToken int64  `json:"checkpointToken" jsonschema:"the fencing token the checkpoint is recorded under (your holding's)"`
+	YieldRequested  bool   `json:"yieldRequested,omitempty" jsonschema:"true when a waiting agent of higher priority asks for the lease: call lease_release once you stopped"`
+	YieldTo         string `json:"yieldTo,omitempty" jsonschema:"the agent that asks for the lease"`
+	Instructions    string `json:"instructions" jsonschema:"what to do now"`
 	Status
 }
 
@@ -155,7 +212,7 @@ type ClaimOutput struct {
 	FencingToken int64  `json:"fencingToken,omitempty" jsonschema:"the holding's fencing token, to pass with every write you make for the task"`
 	ExpireTime   string `json:"expireTime,omitempty" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
 	Done         int    `json:"done" jsonschema:"how many candidate tasks are done"`
-	HeldByOthers int    `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now"`
+	HeldByOthers int    `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now, or are reserved for for a few seconds"`
 	Instructions string `json:"instructions" jsonschema:"what to do now"`
 	Status
 }

@@ -52,6 +52,8 @@ func codeOf(err error) string {
 	switch {
 	case errors.Is(err, client.ErrHeld):
 		return "lease_held"
+	case errors.Is(err, client.ErrReserved):
+		return "lease_reserved"
 	case errors.As(err, &ce) && ce.Code != "":
 		return ce.Code
 	case errors.Is(err, client.ErrLost):

@@ -62,7 +62,7 @@ assert.equal(a.client.getServerVersion()?.name, "leasectl");
 assert.match(a.client.getInstructions() ?? "", /fencingToken/);
 const { tools } = await a.client.listTools();
 assert.deepEqual(tools.map((t) => t.name).sort(), [
-  "lease_acquire", "lease_claim_next", "lease_get", "lease_held", "lease_list", "lease_release",
+  "lease_acquire", "lease_checkpoint", "lease_claim_next", "lease_get", "lease_held", "lease_list", "lease_release",
 ]);
 for (const t of tools) {
   assert.equal(t.inputSchema.type, "object", `${t.name} input schema`);
