@@ -35,12 +35,16 @@ type agentState struct {
 
 func throughputRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	ttl := b.cfg.ttl
+	urls := b.cfg.urls
+	if b.cfg.agentURLs > 0 {
+		urls = urls[:b.cfg.agentURLs]
+	}
 	agents := make([]*agentState, n)
 	for i := range agents {
 		agents[i] = &agentState{
 			name:   fmt.Sprintf("%s.agents%d.%d", b.cfg.prefix, n, i),
 			holder: fmt.Sprintf("agent-%d", i),
-			url:    b.cfg.urls[i%len(b.cfg.urls)],
+			url:    urls[i%len(urls)],
 		}
 	}
 	var acquired atomic.Int64
