@@ -29,6 +29,7 @@ type config struct {
 	ttl         time.Duration   // throughput: the agents' TTL; they renew every ttl/3
 	duration    time.Duration   // throughput: how long the agents renew
 	concurrency int             // throughput: acquires and releases in flight at set-up and clean-up
+	agentURLs   int             // throughput: the agents use the first agentURLs of urls (0: all)
 	contenders  int             // contention: goroutines hammering acquire
 	pauses      []time.Duration // contention: a contender's pause between attempts, one run each
 	renewEvery  time.Duration   // contention: the holder's pause between renewals
@@ -80,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.ttl, "ttl", c.ttl, "throughput: the agents' TTL; they renew every ttl/3")
 	fs.DurationVar(&c.duration, "duration", c.duration, "throughput: how long the agents renew")
 	fs.IntVar(&c.concurrency, "concurrency", c.concurrency, "throughput: requests in flight while acquiring and releasing the agents' leases")
+	fs.IntVar(&c.agentURLs, "agent-instances", 0, "throughput: the agents use only the first n service URLs (0: all, in turn); 1 keeps the Spanner emulator to one client")
 	fs.IntVar(&c.contenders, "contenders", c.contenders, "contention: goroutines hammering acquire on the held lease")
 	fs.StringVar(&pauses, "contender-pauses", "0,50ms", "contention: a contender's mean pause between attempts (jittered ±50%), comma-separated, one run each (0: flat out)")
 	fs.DurationVar(&c.renewEvery, "renew-every", c.renewEvery, "contention: the holder's pause between renewals")
@@ -151,6 +153,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("-duration %v: must be positive", c.duration)
 	case c.concurrency < 1:
 		return c, fmt.Errorf("-concurrency %d: must be at least 1", c.concurrency)
+	case c.agentURLs < 0 || c.agentURLs > len(c.urls):
+		return c, fmt.Errorf("-agent-instances %d: must be within 0–%d (the service URLs given)", c.agentURLs, len(c.urls))
 	case c.contenders < 1:
 		return c, fmt.Errorf("-contenders %d: must be at least 1", c.contenders)
 	case c.renewEvery < 0:

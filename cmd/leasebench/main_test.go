@@ -48,6 +48,13 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("env: %+v", c)
 				}
 			}},
+		{name: "agent instances", args: []string{"-url", "http://a:1,http://b:2", "-agent-instances", "1"}, getenv: env(),
+			check: func(t *testing.T, c config) {
+				if c.agentURLs != 1 || len(c.urls) != 2 {
+					t.Errorf("agent instances: %+v", c)
+				}
+			}},
+		{name: "more agent instances than urls", args: []string{"-url", "http://a:1,http://b:2", "-agent-instances", "3"}, getenv: env(), wantErr: "-agent-instances"},
 		{name: "bad url", args: []string{"-url", "localhost:8080"}, getenv: env(), wantErr: "-url"},
 		{name: "unknown scenario", args: []string{"-scenarios", "latency,speed"}, getenv: env(), wantErr: "speed"},
 		{name: "bad agents", args: []string{"-agents", "ten"}, getenv: env(), wantErr: "-agents"},

@@ -35,85 +35,106 @@ type agentState struct {
 
 func throughputRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	ttl := b.cfg.ttl
+	urls := b.cfg.urls
+	if b.cfg.agentURLs > 0 {
+		urls = urls[:b.cfg.agentURLs]
+	}
 	agents := make([]*agentState, n)
 	for i := range agents {
 		agents[i] = &agentState{
 			name:   fmt.Sprintf("%s.agents%d.%d", b.cfg.prefix, n, i),
 			holder: fmt.Sprintf("agent-%d", i),
-			url:    b.cfg.urls[i%len(b.cfg.urls)],
+			url:    urls[i%len(urls)],
 		}
 	}
+	var (
+		mu                       sync.Mutex
+		lat, lag                 series
+		renewals, lost, failures atomic.Int64
+		firstErr                 atomic.Pointer[error]
+		period                   = ttl / 3
+		runCtx, stop             = context.WithCancel(ctx)
+		wg                       sync.WaitGroup
+		measuring                atomic.Bool // set-up is over: renewals count
+		measureStart             time.Time
+	)
+	defer stop()
+	fail := func(err error) {
+		failures.Add(1)
+		firstErr.CompareAndSwap(nil, &err)
+	}
+	// renewLoop renews agent i's lease every ttl/3 (±10%) from its
+	// acquire at acquired, from the moment its lease is set up, so that a
+	// set-up longer than the TTL does not let the first holdings expire;
+	// only renewals sent after the set-up count towards the rate and the
+	// latencies, while lost holdings and failures count throughout.
+	renewLoop := func(i int, a *agentState, acquired time.Time) {
+		rng := rand.New(rand.NewPCG(uint64(i), uint64(n)))
+		next := acquired.Add(time.Duration(rng.Int64N(int64(period))))
+		t := time.NewTimer(time.Until(next))
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+			sent := time.Now()
+			counted := measuring.Load()
+			ans, err := b.svc.renew(ctx, a.url, a.name, a.holder, a.token)
+			took := time.Since(sent)
+			switch {
+			case err != nil:
+				fail(err)
+			case ans.status == http.StatusConflict && ans.code == "lease_lost":
+				lost.Add(1)
+				if re, err := must(b.svc.acquire(ctx, a.url, a.name, a.holder, ttl, 0)); err == nil {
+					a.token = re.lease.FencingToken
+				}
+			case !ans.ok():
+				fail(fmt.Errorf("renew %s: %d %s", a.name, ans.status, ans.code))
+			case counted:
+				renewals.Add(1)
+				mu.Lock()
+				lat = append(lat, took)
+				lag = append(lag, sent.Sub(next))
+				mu.Unlock()
+			}
+			jitter := time.Duration(rng.Int64N(int64(period/5))) - period/10
+			next = next.Add(period + jitter)
+			if now := time.Now(); next.Before(now) {
+				next = now // behind schedule: do not burst to catch up
+			}
+			t.Reset(time.Until(next))
+		}
+	}
+
 	var acquired atomic.Int64
 	start := time.Now()
 	err := parallel(ctx, n, b.cfg.concurrency, func(i int) error {
 		a := agents[i]
+		sent := time.Now()
 		ans, err := must(b.svc.acquire(ctx, a.url, a.name, a.holder, ttl, 0))
 		if err != nil {
 			return err
 		}
 		a.token = ans.lease.FencingToken
+		wg.Go(func() { renewLoop(i, a, sent) })
 		b.progress(false, "throughput %d agents: %d acquired", n, acquired.Add(1))
 		return nil
 	})
 	if err != nil {
+		stop()
+		wg.Wait()
 		return nil, fmt.Errorf("acquire the agents' leases: %w", err)
 	}
 	acquireRate := float64(n) / time.Since(start).Seconds()
-
-	var (
-		mu                       sync.Mutex
-		lat, lag                 series
-		renewals, lost, failures atomic.Int64
-		firstErr                 atomic.Value
-		period                   = ttl / 3
-		runCtx, stop             = context.WithTimeout(ctx, b.cfg.duration)
-		wg                       sync.WaitGroup
-		measureStart             = time.Now()
-	)
-	defer stop()
-	for i, a := range agents {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(n)))
-			next := time.Now().Add(time.Duration(rng.Int64N(int64(period))))
-			t := time.NewTimer(time.Until(next))
-			defer t.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-t.C:
-				}
-				sent := time.Now()
-				ans, err := b.svc.renew(ctx, a.url, a.name, a.holder, a.token)
-				took := time.Since(sent)
-				switch {
-				case err != nil:
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				case ans.status == http.StatusConflict && ans.code == "lease_lost":
-					lost.Add(1)
-					if re, err := must(b.svc.acquire(ctx, a.url, a.name, a.holder, ttl, 0)); err == nil {
-						a.token = re.lease.FencingToken
-					}
-				case !ans.ok():
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Errorf("renew %s: %d %s", a.name, ans.status, ans.code))
-				default:
-					renewals.Add(1)
-					mu.Lock()
-					lat = append(lat, took)
-					lag = append(lag, sent.Sub(next))
-					mu.Unlock()
-				}
-				jitter := time.Duration(rng.Int64N(int64(period/5))) - period/10
-				next = next.Add(period + jitter)
-				if now := time.Now(); next.Before(now) {
-					next = now // behind schedule: do not burst to catch up
-				}
-				t.Reset(time.Until(next))
-			}
-		})
+	if l := lost.Load(); l > 0 {
+		b.progress(true, "throughput %d agents: %d holdings lost during set-up", n, l)
 	}
+	measureStart = time.Now()
+	measuring.Store(true)
+	time.AfterFunc(b.cfg.duration, stop)
 	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(5 * time.Second)
@@ -141,8 +162,7 @@ func throughputRun(ctx context.Context, b *bench, n int) ([]row, error) {
 		return nil, fmt.Errorf("release the agents' leases: %w", err)
 	}
 	if failures.Load() > 0 {
-		err, _ := firstErr.Load().(error)
-		b.progress(true, "throughput %d agents: %d renewals failed; first: %v", n, failures.Load(), err)
+		b.progress(true, "throughput %d agents: %d renewals failed; first: %v", n, failures.Load(), *firstErr.Load())
 	}
 	sc := fmt.Sprintf("throughput %d agents", n)
 	note := fmt.Sprintf("ttl %v, renew every %v, for %v", ttl, period.Round(time.Millisecond), elapsed.Round(time.Second))
