@@ -58,6 +58,14 @@ func TestInProcess(t *testing.T) {
 					t.Errorf("release %s: %+v %v", name, rel, err)
 				}
 			}
+		})
+	}
+	wg.Wait()
+	// Claims scan every name under the prefix, so they start once the
+	// loops above are done with theirs (a claim beside a loop's call on
+	// the same lease is refused as busy, by design).
+	for range 4 {
+		wg.Go(func() {
 			var c leasemcp.ClaimOutput
 			if err := s.call("lease_claim_next", map[string]any{"prefix": prefix}, &c); err != nil {
 				t.Error(err)
