@@ -66,18 +66,16 @@ func (w *waitQueues) remove(name string, me *waiter) {
 }
 
 // pick wakes the waiters of name acquiring as holder and lets them compete
-// even when they are not the head; it reports whether there were any.
-func (w *waitQueues) pick(name, holder string) bool {
+// even when they are not the head.
+func (w *waitQueues) pick(name, holder string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	found := false
 	for _, x := range w.q[name] {
 		if x.holder == holder {
-			x.picked, found = true, true
+			x.picked = true
 			signal(x)
 		}
 	}
-	return found
 }
 
 // shouldTry reports whether me competes now (it is the head, or it was
@@ -132,7 +130,9 @@ func (m *Manager) Waiting() int { return m.waiters.waiting() }
 // ctx is done. The expiry timer only schedules the next attempt; the
 // backend's clock still decides. A candidate (req.Candidate) registers in
 // the lease on its first attempt, whether it is the head or not, so every
-// instance sees it, and unregisters when it stops waiting without the lease.
+// instance sees it. When it stops waiting without the lease it unregisters,
+// unless its wait ran out: then its registration ends by itself at that
+// moment and keeps its place in line for PlaceGrace.
 func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []byte) (l Lease, err error) {
 	reg := newRegistration(req)
 	rank := -1
