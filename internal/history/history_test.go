@@ -39,32 +39,8 @@ func run(t *testing.T, contenders int, d time.Duration, dropAnswers float64) ([]
 			holder := fmt.Sprintf("c%d", c)
 			const ttl = 5 * time.Millisecond
 			do := func(e Entry, f func() (lease.Lease, error)) (lease.Lease, bool) {
-				e.Client, e.Name, e.Holder, e.Call = c, name, holder, time.Now()
-				if rng.Float64() < dropAnswers/2 { // sent, never arrived
-					e.Outcome = Maybe
-					rec.Add(e)
-					return lease.Lease{}, false
-				}
-				l, err := f()
-				e.Return = time.Now()
-				var held *lease.HeldError
-				switch {
-				case err == nil:
-					e.Outcome, e.Lease = OK, &l
-				case errors.As(err, &held):
-					e.Outcome, e.Lease = Held, &held.Lease
-				case errors.Is(err, lease.ErrLost):
-					e.Outcome = Lost
-				case errors.Is(err, lease.ErrNotFound):
-					e.Outcome = NotFound
-				default:
-					e.Outcome = Maybe
-				}
-				if rng.Float64() < dropAnswers/2 {
-					e.Outcome, e.Lease = Maybe, nil
-				}
-				rec.Add(e)
-				return l, err == nil && e.Outcome == OK
+				e.Client, e.Name, e.Holder = c, name, holder
+				return attempt(t, &rec, rng, dropAnswers, e, nil, f)
 			}
 			for ctx.Err() == nil {
 				l, ok := do(Entry{Op: Acquire, TTL: ttl}, func() (lease.Lease, error) {
@@ -327,4 +303,49 @@ func TestMaybeAcquireMakesAHolding(t *testing.T) {
 	if lin := Linearizable(entries, 10*time.Second); lin.Result != porcupine.Ok {
 		t.Fatalf("porcupine: %v, want Ok", lin.Result)
 	}
+}
+
+// attempt makes one call f of a contender and records what it was
+// answered in rec. dropAnswers is the share of calls recorded as Maybe:
+// half of them never reach the Manager, half lose their answer. view, if
+// set, maps an answered lease to the lease the HTTP API shows. An error no
+// client can be answered fails the test. It reports whether the call
+// succeeded and its answer was kept.
+func attempt(t *testing.T, rec *Recorder, rng *rand.Rand, dropAnswers float64, e Entry, view func(*testing.T, lease.Lease) lease.Lease, f func() (lease.Lease, error)) (lease.Lease, bool) {
+	e.Call = time.Now()
+	if rng.Float64() < dropAnswers/2 { // sent, never arrived
+		e.Outcome = Maybe
+		rec.Add(e)
+		return lease.Lease{}, false
+	}
+	l, err := f()
+	e.Return = time.Now()
+	var held *lease.HeldError
+	var reserved *lease.ReservedError
+	if view != nil && errors.As(err, &reserved) {
+		reserved.Lease = view(t, reserved.Lease)
+	}
+	if view != nil && err == nil {
+		l = view(t, l)
+	}
+	switch {
+	case err == nil:
+		e.Outcome, e.Lease = OK, &l
+	case errors.As(err, &held):
+		e.Outcome, e.Lease = Held, &held.Lease
+	case errors.As(err, &reserved):
+		e.Outcome, e.Lease = Reserved, &reserved.Lease
+	case errors.Is(err, lease.ErrLost):
+		e.Outcome = Lost
+	case errors.Is(err, lease.ErrNotFound):
+		e.Outcome = NotFound
+	default:
+		t.Errorf("%s: %v", describe(e), err)
+		e.Outcome = Maybe
+	}
+	if rng.Float64() < dropAnswers/2 {
+		e.Outcome, e.Lease = Maybe, nil
+	}
+	rec.Add(e)
+	return l, err == nil && e.Outcome == OK
 }

@@ -3,7 +3,6 @@ package history
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -199,45 +198,8 @@ func runSuccession(t *testing.T, contenders int, d time.Duration, dropAnswers fl
 			const ttl = 20 * time.Millisecond
 			n := 0
 			do := func(e Entry, f func() (lease.Lease, error)) (lease.Lease, bool) {
-				e.Client, e.Name, e.Holder, e.Call = c, name, holder, time.Now()
-				if rng.Float64() < dropAnswers/2 { // sent, never arrived
-					e.Outcome = Maybe
-					rec.Add(e)
-					return lease.Lease{}, false
-				}
-				l, err := f()
-				e.Return = time.Now()
-				var held *lease.HeldError
-				var reserved *lease.ReservedError
-				if errors.As(err, &reserved) { // the lease as the HTTP API shows it, with its reservation
-					reserved.Lease = viaWire(t, reserved.Lease)
-				}
-				if err == nil {
-					l = viaWire(t, l)
-				}
-				switch {
-				case err == nil:
-					e.Outcome, e.Lease = OK, &l
-				case errors.As(err, &held):
-					e.Outcome, e.Lease = Held, &held.Lease
-				case errors.As(err, &reserved):
-					e.Outcome, e.Lease = Reserved, &reserved.Lease
-				case errors.Is(err, lease.ErrLost):
-					e.Outcome = Lost
-				case errors.Is(err, lease.ErrNotFound):
-					e.Outcome = NotFound
-				case errors.Is(err, context.DeadlineExceeded):
-					t.Errorf("%s: %v", describe(e), err)
-					e.Outcome = Maybe
-				default:
-					t.Errorf("%s: %v", describe(e), err)
-					e.Outcome = Maybe
-				}
-				if rng.Float64() < dropAnswers/2 {
-					e.Outcome, e.Lease = Maybe, nil
-				}
-				rec.Add(e)
-				return l, err == nil && e.Outcome == OK
+				e.Client, e.Name, e.Holder = c, name, holder
+				return attempt(t, &rec, rng, dropAnswers, e, viaWire, f)
 			}
 			checkpoint := func(token int64) json.RawMessage {
 				n++
