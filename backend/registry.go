@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ type OpenOptions struct {
 	// with the reason, for a metric (see Hints.OnRetry). A backend whose
 	// Store has no retry reasons of its own may ignore it.
 	OnRetry func(reason string)
+	// Logger, if set, is where the backend logs (the service's logger, so
+	// its lines have the service's format); nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Opener is a registered backend, as gocloud.dev's URL openers: the

@@ -1,11 +1,14 @@
 package emulatortests
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -521,6 +524,40 @@ func TestSpannerSchema(t *testing.T) {
 		got, err = s.Get(t.Context(), "old")
 		if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || r.CheckpointToken != 3 {
 			t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
+		}
+	})
+	t.Run("BatchCountsGoToTheServiceLogger", func(t *testing.T) {
+		// The batcher's counts, logged when the Store closes, are a line of
+		// the logger the service passes (JSON on stdout), not of the
+		// process's default logger.
+		_, client := spannerScratchDatabase(t, spannerstore.Statements()...)
+		o, _ := backend.Lookup("spanner")
+		var buf bytes.Buffer
+		s, closeFn, err := o.Open(t.Context(), func(k string) string {
+			if k == "LEASESVC_SPANNER_DATABASE" {
+				return client.DatabaseName()
+			}
+			return os.Getenv(k) // SPANNER_EMULATOR_HOST
+		}, backend.OpenOptions{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"a", "b"} {
+			if _, err := backend.NewLoop(s).Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) {
+				return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := closeFn(); err != nil {
+			t.Fatal(err)
+		}
+		var line struct {
+			Msg      string `json:"msg"`
+			Attempts int    `json:"attempts"`
+		}
+		if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Msg != "spanner: batched attempts" || line.Attempts != 2 {
+			t.Fatalf("the logger passed to Open got %q (%v); want one JSON line \"spanner: batched attempts\" with attempts 2", buf.String(), err)
 		}
 	})
 	t.Run("MissingIndexRefused", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package spanner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 	}
 	return store, func() error {
 		if attempts, txns, splits := store.BatchStats(); attempts > 0 {
-			slog.Info("spanner: batched attempts", "attempts", attempts, "transactions", txns, "splits", splits,
+			cmp.Or(o.Logger, slog.Default()).Info("spanner: batched attempts", "attempts", attempts, "transactions", txns, "splits", splits,
 				"attempts_per_transaction", float64(attempts)/float64(txns))
 		}
 		client.Close()

@@ -20,6 +20,11 @@
 # Logs of the emulators and instances are kept in $BENCH_DIR (default a new
 # temporary directory), printed at the end. $BENCH_SERVICE_ENV adds settings
 # to the instances, e.g. BENCH_SERVICE_ENV="LEASESVC_SPANNER_FAST_PATH=always".
+# BENCH_PUBSUB=off runs firestore and spanner without the Pub/Sub emulator
+# (no leadership events, so no scenario that needs them): the emulator
+# starts a thread for every ordering key of an ordered subscription and
+# keeps it, one per lease name and instance, which at 10,000 leases takes
+# the machine's cores (docs/performance.md).
 set -euo pipefail
 backend=${1:?usage: bench.sh memory|firestore|spanner|postgres [leasebench flags]}
 shift
@@ -75,7 +80,7 @@ echo "bench.sh: building into $dir" >&2
 env_common=(LEASESVC_BACKEND="$backend" LEASESVC_PROJECT=$project)
 bench_env=(LEASESVC_BACKEND="$backend" LEASESVC_PROJECT=$project)
 topic_flag=()
-if [[ $backend != memory && $backend != postgres ]]; then
+if [[ $backend != memory && $backend != postgres && ${BENCH_PUBSUB:-on} != off ]]; then
 	ps_port=$(freeport)
 	start pubsub gcloud beta emulators pubsub start --project=$project --host-port=127.0.0.1:"$ps_port"
 	wait_for "the Pub/Sub emulator" curl -sf "http://127.0.0.1:$ps_port/"

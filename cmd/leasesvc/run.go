@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			obs.metrics.BackendRetry(context.Background(), cfg.backend, reason)
 		}
 	}
-	store, closeStore, err := openStore(ctx, cfg.backend, getenv, onRetry)
+	store, closeStore, err := openStore(ctx, cfg.backend, getenv, backend.OpenOptions{OnRetry: onRetry, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open backend %s: %w", cfg.backend, err)
 	}
@@ -167,12 +167,11 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// openStore opens the backend registered under name; onRetry counts the
-// retries of its updates.
-func openStore(ctx context.Context, name string, getenv func(string) string, onRetry func(reason string)) (backend.Store, func() error, error) {
-	o, ok := backend.Lookup(name)
+// openStore opens the backend registered under name with the options o.
+func openStore(ctx context.Context, name string, getenv func(string) string, o backend.OpenOptions) (backend.Store, func() error, error) {
+	opener, ok := backend.Lookup(name)
 	if !ok {
 		return nil, nil, fmt.Errorf("no backend %q registered: want one of %s", name, strings.Join(backend.Names(), ", "))
 	}
-	return o.Open(ctx, getenv, backend.OpenOptions{OnRetry: onRetry})
+	return opener.Open(ctx, getenv, o)
 }
