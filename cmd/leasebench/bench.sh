@@ -42,7 +42,17 @@ cleanup() {
 	for pid in "${pids[@]}"; do
 		kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
 	done
-	sleep 1
+	# Up to 10 s for them to end: an instance drains and logs its counts
+	# (the Spanner batcher's attempts per transaction) within its 9 s
+	# shutdown budget.
+	for _ in $(seq 100); do
+		alive=0
+		for pid in "${pids[@]}"; do
+			if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+		done
+		[[ $alive == 0 ]] && break
+		sleep 0.1
+	done
 	for pid in "${pids[@]}"; do
 		kill -KILL -- "-$pid" 2>/dev/null || true
 	done
