@@ -17,31 +17,61 @@ import (
 	"github.com/leasesvc/leasesvc/lease"
 )
 
-// run drives contenders against a Manager over the memory backend and
-// records what they were answered. dropAnswers is the share of answers
-// recorded as Maybe: half of them the operation happened and the answer
-// was lost, half it never reached the Manager.
-func run(t *testing.T, contenders int, d time.Duration, dropAnswers float64) ([]Entry, map[string]*lease.Lease) {
+// contender is one contender's loop in a run: it acts on name as holder
+// until ctx ends, recording each call through do.
+type contender func(ctx context.Context, m *lease.Manager, c int, rng *rand.Rand, name, holder string, do func(Entry, func() (lease.Lease, error)) (lease.Lease, bool))
+
+// drive runs contenders loops of body against one Manager over the memory
+// backend for d, contender c on names[c%len(names)] as holder "c<c>" with
+// its own random source (seeded by c and seed), and records what they were
+// answered; view, if set, is how a client sees an answer (see attempt).
+// dropAnswers is the share of answers recorded as Maybe: half of them the
+// operation happened and the answer was lost, half it never reached the
+// Manager. It returns the entries, ending with a final get of every name,
+// and those finals.
+func drive(t *testing.T, names []string, seed uint64, contenders int, d time.Duration, dropAnswers float64,
+	view func(*testing.T, lease.Lease) lease.Lease, body contender) ([]Entry, map[string]*lease.Lease) {
 	t.Helper()
 	m, err := lease.NewManager(memory.New(), lease.Config{MinTTL: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"a.one", "a.two"}
 	var rec Recorder
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
 	var wg sync.WaitGroup
 	for c := range contenders {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			rng := rand.New(rand.NewPCG(uint64(c), seed))
 			name := names[c%len(names)]
 			holder := fmt.Sprintf("c%d", c)
-			const ttl = 5 * time.Millisecond
-			do := func(e Entry, f func() (lease.Lease, error)) (lease.Lease, bool) {
+			body(ctx, m, c, rng, name, holder, func(e Entry, f func() (lease.Lease, error)) (lease.Lease, bool) {
 				e.Client, e.Name, e.Holder = c, name, holder
-				return attempt(t, &rec, rng, dropAnswers, e, nil, f)
-			}
+				return attempt(t, &rec, rng, dropAnswers, e, view, f)
+			})
+		})
+	}
+	wg.Wait()
+	entries := rec.Entries()
+	finals := map[string]*lease.Lease{}
+	for _, n := range names {
+		call := time.Now()
+		l, err := m.Get(context.Background(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finals[n] = &l
+		entries = append(entries, Entry{Client: -1, Name: n, Op: Get, Call: call, Return: time.Now(), Outcome: OK, Lease: &l})
+	}
+	return entries, finals
+}
+
+// run drives contenders that acquire, get, renew and release (see drive).
+func run(t *testing.T, contenders int, d time.Duration, dropAnswers float64) ([]Entry, map[string]*lease.Lease) {
+	t.Helper()
+	return drive(t, []string{"a.one", "a.two"}, 7, contenders, d, dropAnswers, nil,
+		func(ctx context.Context, m *lease.Manager, _ int, rng *rand.Rand, name, holder string, do func(Entry, func() (lease.Lease, error)) (lease.Lease, bool)) {
+			const ttl = 5 * time.Millisecond
 			for ctx.Err() == nil {
 				l, ok := do(Entry{Op: Acquire, TTL: ttl}, func() (lease.Lease, error) {
 					return m.Acquire(context.Background(), lease.AcquireRequest{Name: name, Holder: holder, TTL: ttl})
@@ -66,20 +96,24 @@ func run(t *testing.T, contenders int, d time.Duration, dropAnswers float64) ([]
 				}
 			}
 		})
+}
+
+// checkValid checks a history of a correct backend: no violation, at least
+// 10 holdings (so the run exercised something), and porcupine agrees.
+func checkValid(t *testing.T, entries []Entry, finals map[string]*lease.Lease) Result {
+	t.Helper()
+	res := Check(entries, finals)
+	if res.Count != 0 {
+		t.Fatalf("%d violations in a valid history: %v", res.Count, res.Violations)
 	}
-	wg.Wait()
-	entries := rec.Entries()
-	finals := map[string]*lease.Lease{}
-	for _, n := range names {
-		call := time.Now()
-		l, err := m.Get(context.Background(), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		finals[n] = &l
-		entries = append(entries, Entry{Client: -1, Name: n, Op: Get, Call: call, Return: time.Now(), Outcome: OK, Lease: &l})
+	if res.Holdings < 10 {
+		t.Fatalf("only %d holdings: the run exercised too little", res.Holdings)
 	}
-	return entries, finals
+	lin := Linearizable(entries, 30*time.Second)
+	if lin.Result != porcupine.Ok {
+		t.Fatalf("porcupine: %v (illegal %v, unknown %v) on a valid history", lin.Result, lin.Illegal, lin.Unknown)
+	}
+	return res
 }
 
 func TestValidHistories(t *testing.T) {
@@ -89,17 +123,7 @@ func TestValidHistories(t *testing.T) {
 	}{{"all answered", 0}, {"some answers lost", 0.05}} {
 		t.Run(tc.name, func(t *testing.T) {
 			entries, finals := run(t, 8, 300*time.Millisecond, tc.drop)
-			res := Check(entries, finals)
-			if res.Count != 0 {
-				t.Fatalf("%d violations in a valid history: %v", res.Count, res.Violations)
-			}
-			if res.Holdings < 10 {
-				t.Fatalf("only %d holdings: the run exercised too little", res.Holdings)
-			}
-			lin := Linearizable(entries, 30*time.Second)
-			if lin.Result != porcupine.Ok {
-				t.Fatalf("porcupine: %v (illegal %v, unknown %v) on a valid history", lin.Result, lin.Illegal, lin.Unknown)
-			}
+			res := checkValid(t, entries, finals)
 			t.Logf("%d ops %v, %d holdings", len(entries), res.Ops, res.Holdings)
 		})
 	}

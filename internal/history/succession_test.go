@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -181,26 +179,11 @@ func TestSuccessionViolations(t *testing.T) {
 // by expiring. dropAnswers is as at run.
 func runSuccession(t *testing.T, contenders int, d time.Duration, dropAnswers float64) ([]Entry, map[string]*lease.Lease) {
 	t.Helper()
-	m, err := lease.NewManager(memory.New(), lease.Config{MinTTL: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := []string{"s.one", "s.two"}
-	var rec Recorder
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	for c := range contenders {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 11))
-			name := names[c%len(names)]
-			holder := fmt.Sprintf("c%d", c)
+	return drive(t, names, 11, contenders, d, dropAnswers, viaWire,
+		func(ctx context.Context, m *lease.Manager, c int, rng *rand.Rand, name, holder string, do func(Entry, func() (lease.Lease, error)) (lease.Lease, bool)) {
 			const ttl = 20 * time.Millisecond
 			n := 0
-			do := func(e Entry, f func() (lease.Lease, error)) (lease.Lease, bool) {
-				e.Client, e.Name, e.Holder = c, name, holder
-				return attempt(t, &rec, rng, dropAnswers, e, viaWire, f)
-			}
 			checkpoint := func(token int64) json.RawMessage {
 				n++
 				return fmt.Appendf(nil, `{"token":%d,"n":%d}`, token, n)
@@ -246,20 +229,6 @@ func runSuccession(t *testing.T, contenders int, d time.Duration, dropAnswers fl
 				}
 			}
 		})
-	}
-	wg.Wait()
-	entries := rec.Entries()
-	finals := map[string]*lease.Lease{}
-	for _, n := range names {
-		call := time.Now()
-		l, err := m.Get(context.Background(), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		finals[n] = &l
-		entries = append(entries, Entry{Client: -1, Name: n, Op: Get, Call: call, Return: time.Now(), Outcome: OK, Lease: &l})
-	}
-	return entries, finals
 }
 
 // viaWire returns l as a client of the HTTP API reads it: the reservation
@@ -281,13 +250,7 @@ func TestValidSuccessionHistories(t *testing.T) {
 	}{{"all answered", 0}, {"some answers lost", 0.05}} {
 		t.Run(tc.name, func(t *testing.T) {
 			entries, finals := runSuccession(t, 8, 500*time.Millisecond, tc.drop)
-			res := Check(entries, finals)
-			if res.Count != 0 {
-				t.Fatalf("%d violations in a valid history: %v", res.Count, res.Violations)
-			}
-			if res.Holdings < 10 {
-				t.Fatalf("only %d holdings: the run exercised too little", res.Holdings)
-			}
+			res := checkValid(t, entries, finals)
 			counts := map[string]int{}
 			for _, e := range entries {
 				if e.Outcome != OK && e.Outcome != Reserved {
@@ -310,10 +273,6 @@ func TestValidSuccessionHistories(t *testing.T) {
 				if counts[k] == 0 {
 					t.Errorf("no %s: the run exercised too little (%v)", k, counts)
 				}
-			}
-			lin := Linearizable(entries, 30*time.Second)
-			if lin.Result != porcupine.Ok {
-				t.Fatalf("porcupine: %v (illegal %v, unknown %v) on a valid history", lin.Result, lin.Illegal, lin.Unknown)
 			}
 			t.Logf("%d ops %v, %d holdings, %v", len(entries), res.Ops, res.Holdings, counts)
 		})
