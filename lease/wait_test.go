@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,17 +131,31 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 	}
 }
 
+// triedStore counts the attempts that have returned, so a test can tell
+// a waiter that was refused from one that has not tried yet (a waiter is
+// counted by Waiting from just before its first attempt).
+type triedStore struct {
+	backend.Store
+	tried atomic.Int64
+}
+
+func (s *triedStore) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	defer s.tried.Add(1)
+	return s.Store.Try(ctx, name, decide)
+}
+
 func TestWakeFromElsewhere(t *testing.T) {
 	store := memory.New()
 	a, _ := lease.NewManager(store, lease.Config{})
-	b, _ := lease.NewManager(store, lease.Config{}) // another instance over the same backend
+	bStore := &triedStore{Store: store}
+	b, _ := lease.NewManager(bStore, lease.Config{}) // another instance over the same backend
 	h := mustAcquire(t, a, lease.AcquireRequest{Name: "e", Holder: "a", TTL: time.Minute})
 	got := make(chan error, 1)
 	go func() {
 		_, err := b.Acquire(t.Context(), lease.AcquireRequest{Name: "e", Holder: "b", TTL: time.Second, Wait: 30 * time.Second})
 		got <- err
 	}()
-	waitFor(t, func() bool { return b.Waiting() == 1 })
+	waitFor(t, func() bool { return b.Waiting() == 1 && bStore.tried.Load() >= 1 }) // waiting, and refused once
 	if _, err := a.Release(t.Context(), lease.ReleaseRequest{Name: "e", Holder: "a", FencingToken: h.FencingToken}); err != nil {
 		t.Fatal(err)
 	}
