@@ -572,6 +572,13 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 	var lastErr error
 	graceful, steppedDown, cbReturned, resigned := false, false, false, false
 	parentDone := ctx.Done()
+	// stopping begins a graceful stop: Run's ctx is done.
+	stopping := func() {
+		parentDone = nil
+		graceful = true
+		end(context.Cause(ctx), nil)
+		e.cfg.Logger.Info("leasesvc elector: stopping", "lease", e.name, "holder", e.cfg.Holder)
+	}
 
 	// Checkpoint writes waiting for a renew: queued ones for the next,
 	// covered ones for the one in flight.
@@ -622,14 +629,17 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 		}
 		select {
 		case <-parentDone:
-			parentDone = nil
-			graceful = true
-			end(context.Cause(ctx), nil)
-			e.cfg.Logger.Info("leasesvc elector: stopping", "lease", e.name, "holder", e.cfg.Holder)
+			stopping()
 
 		case <-cbDone:
 			cbDone = nil
 			cbReturned = true
+			if parentDone != nil && ctx.Err() != nil {
+				// Run's ctx ended and the callback returned before this
+				// loop saw it (a callback that cancels it itself): a
+				// graceful stop all the same, so the lease is released.
+				stopping()
+			}
 			// Returning while still leading resigns.
 			resigned = !graceful && !steppedDown && termCtx.Err() == nil
 

@@ -358,3 +358,27 @@ func TestRateLimitedRetriesAfterRetryAfter(t *testing.T) {
 		t.Fatalf("leading ctx ended: %v", context.Cause(ctx))
 	}
 }
+
+// A ctx cancelled from inside OnStartedLeading is a graceful stop even
+// when the callback returns before Run's loop has seen the cancellation:
+// the lease is released either way (ExampleElector once kept it).
+func TestStopFromTheCallbackReleases(t *testing.T) {
+	s := newService(t, nil)
+	c := s.client(t, client.Config{MaxAttempts: 1})
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(t.Context())
+		e, err := client.NewElector(c, "svc.stop", client.ElectorConfig{
+			Holder: "a", Wait: -1,
+			OnStartedLeading: func(context.Context) { cancel() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Run(ctx); err != nil {
+			t.Fatalf("run %d: Run = %v", i, err)
+		}
+		if l, err := c.Get(t.Context(), "svc.stop"); err != nil || l.Held {
+			t.Fatalf("run %d: after a stop from the callback the lease is %+v, %v; want released", i, l, err)
+		}
+	}
+}
