@@ -264,29 +264,18 @@ func BenchmarkFirestoreBatchPaced(b *testing.B) {
 	const leases = 1000
 	name := func(i int) string { return fmt.Sprintf("lease-%04d", i%leases) }
 	// Set up the leases, and warm the emulator, with both paths.
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 32 {
-		wg.Go(func() {
-			for i := range work {
-				if _, err := loop.Update(b.Context(), name(i), func(snap backend.Snapshot) (*backend.Record, error) {
-					now := snap.ServerTime
-					return &backend.Record{Holder: "h", FencingToken: 1, TTL: 30 * time.Second, AcquireTime: now,
-						RenewTime: now, ExpireTime: now.Add(30 * time.Second), Transitions: 1}, nil
-				}); err != nil {
-					b.Errorf("set up %s: %v", name(i), err)
-				}
-				if err := batchRenew(b.Context(), bw, c.Collection(coll).Doc(name(i))); err != nil {
-					b.Errorf("warm-up: %v", err)
-				}
-			}
-		})
-	}
-	for i := range leases {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	pooled(b, leases, 32, func(i int) {
+		if _, err := loop.Update(b.Context(), name(i), func(snap backend.Snapshot) (*backend.Record, error) {
+			now := snap.ServerTime
+			return &backend.Record{Holder: "h", FencingToken: 1, TTL: 30 * time.Second, AcquireTime: now,
+				RenewTime: now, ExpireTime: now.Add(30 * time.Second), Transitions: 1}, nil
+		}); err != nil {
+			b.Errorf("set up %s: %v", name(i), err)
+		}
+		if err := batchRenew(b.Context(), bw, c.Collection(coll).Doc(name(i))); err != nil {
+			b.Errorf("warm-up: %v", err)
+		}
+	})
 	if b.Failed() {
 		return
 	}
@@ -309,34 +298,17 @@ func BenchmarkFirestoreBatchPaced(b *testing.B) {
 				if rate == 1 {
 					n = min(n, 10) // ten seconds
 				}
-				var (
-					wg  sync.WaitGroup
-					mu  sync.Mutex
-					lat []time.Duration
-				)
 				c0 := cnt.snapshot()
-				start := time.Now()
-				b.ResetTimer()
-				for i := range n {
-					time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
-					wg.Go(func() {
-						t0 := time.Now()
-						if err := p.renew(b.Context(), i); err != nil {
-							b.Errorf("renew %s: %v", name(i), err)
-						}
-						mu.Lock()
-						lat = append(lat, time.Since(t0))
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
-				b.StopTimer()
+				elapsed, lat := paced(b, n, rate, func(i int) {
+					if err := p.renew(b.Context(), i); err != nil {
+						b.Errorf("renew %s: %v", name(i), err)
+					}
+				})
 				c1 := cnt.snapshot()
 				per := func(k int) float64 { return float64(c1[k]-c0[k]) / float64(n) }
-				slices.Sort(lat)
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "renewals/s")
-				b.ReportMetric(latencies(lat).pct(0.50), "p50-ms")
-				b.ReportMetric(latencies(lat).pct(0.99), "p99-ms")
+				b.ReportMetric(float64(n)/elapsed.Seconds(), "renewals/s")
+				b.ReportMetric(lat.pct(0.50), "p50-ms")
+				b.ReportMetric(lat.pct(0.99), "p99-ms")
 				b.ReportMetric(per(0), "rpcs/renewal")
 				b.ReportMetric(per(1), "reads/renewal")
 				b.ReportMetric(per(2), "writes/renewal")

@@ -2,10 +2,7 @@ package emulatortests
 
 import (
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
 	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
@@ -24,31 +21,14 @@ func BenchmarkSpannerBatch(b *testing.B) {
 				spannerstore.WithFastPath(spannerstore.FastPathNever))
 			loop := backend.NewLoop(s)
 			prefix := spannerID("bench.batch.")
-			const workers = 64
-			work := make(chan int)
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Go(func() {
-					for i := range work {
-						name := fmt.Sprintf("%s%04d", prefix, i%1000)
-						if _, err := loop.Update(b.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
-							return counterRecord(snap), nil
-						}); err != nil {
-							b.Errorf("Update(%s): %v", name, err)
-						}
-					}
-				})
-			}
 			attempts0, txns0, _ := s.BatchStats()
-			start := time.Now()
-			b.ResetTimer()
-			for i := range b.N {
-				work <- i
-			}
-			close(work)
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "updates/s")
+			elapsed := pooled(b, b.N, 64, func(i int) {
+				name := fmt.Sprintf("%s%04d", prefix, i%1000)
+				if err := increment(b.Context(), loop, name); err != nil {
+					b.Errorf("Update(%s): %v", name, err)
+				}
+			})
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "updates/s")
 			if attempts, txns, _ := s.BatchStats(); txns > txns0 {
 				b.ReportMetric(float64(attempts-attempts0)/float64(txns-txns0), "attempts/txn")
 			}
@@ -72,34 +52,15 @@ func BenchmarkSpannerBatchPaced(b *testing.B) {
 			if rate == 1 {
 				n = min(n, 10) // ten seconds
 			}
-			var (
-				wg  sync.WaitGroup
-				mu  sync.Mutex
-				lat []time.Duration
-			)
 			attempts0, txns0, _ := s.BatchStats()
-			start := time.Now()
-			b.ResetTimer()
-			for i := range n {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
-				wg.Go(func() {
-					t0 := time.Now()
-					name := fmt.Sprintf("%s%05d", prefix, i%1000)
-					if _, err := loop.Update(b.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
-						return counterRecord(snap), nil
-					}); err != nil {
-						b.Errorf("Update(%s): %v", name, err)
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "updates/s")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			elapsed, lat := paced(b, n, rate, func(i int) {
+				name := fmt.Sprintf("%s%05d", prefix, i%1000)
+				if err := increment(b.Context(), loop, name); err != nil {
+					b.Errorf("Update(%s): %v", name, err)
+				}
+			})
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "updates/s")
+			b.ReportMetric(lat.pct(0.50), "p50-ms")
 			if attempts, txns, _ := s.BatchStats(); attempts > attempts0 {
 				b.ReportMetric(float64(txns-txns0)/float64(attempts-attempts0), "txn/update")
 			}

@@ -1,6 +1,7 @@
 package emulatortests
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,6 +24,15 @@ func counterRecord(snap backend.Snapshot) *backend.Record {
 		r.FencingToken = snap.Record.FencingToken + 1
 	}
 	return r
+}
+
+// increment adds one to the counter record of lease name through loop
+// (counterRecord), as a renewal writes its lease.
+func increment(ctx context.Context, loop *backend.Loop, name string) error {
+	_, err := loop.Update(ctx, name, func(snap backend.Snapshot) (*backend.Record, error) {
+		return counterRecord(snap), nil
+	})
+	return err
 }
 
 // holdBatch starts a Try on its own lease whose decide blocks until the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,30 +34,13 @@ func BenchmarkSpannerCeiling(b *testing.B) {
 			loop := backend.NewLoop(s)
 			prefix := spannerID(fmt.Sprintf("bench.ceiling%d.", batch))
 			n := b.N * batch
-			work := make(chan int)
-			var wg sync.WaitGroup
-			for range max(64, 2*batch) {
-				wg.Go(func() {
-					for i := range work {
-						name := fmt.Sprintf("%s%06d", prefix, i)
-						if _, err := loop.Update(b.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
-							return counterRecord(snap), nil
-						}); err != nil {
-							b.Errorf("Update(%s): %v", name, err)
-						}
-					}
-				})
-			}
 			attempts0, txns0, _ := s.BatchStats()
-			start := time.Now()
-			b.ResetTimer()
-			for i := range n {
-				work <- i
-			}
-			close(work)
-			wg.Wait()
-			b.StopTimer()
-			elapsed := time.Since(start)
+			elapsed := pooled(b, n, max(64, 2*batch), func(i int) {
+				name := fmt.Sprintf("%s%06d", prefix, i)
+				if err := increment(b.Context(), loop, name); err != nil {
+					b.Errorf("Update(%s): %v", name, err)
+				}
+			})
 			attempts, txns := int64(n), int64(n) // batching off: the batcher counts nothing
 			if a, t, _ := s.BatchStats(); t > txns0 {
 				attempts, txns = a-attempts0, t-txns0
@@ -104,53 +86,37 @@ func BenchmarkSpannerSetup10k(b *testing.B) {
 			const leases, workers = 10_000, 64
 			prefix := spannerID(fmt.Sprintf("bench.setup%d.", clients))
 			var (
-				wg       sync.WaitGroup
 				mu       sync.Mutex
-				lat      []time.Duration
+				lat      latencies
 				failed   atomic.Int64
 				errs     []error
 				timeouts atomic.Int64
 				done     atomic.Int64
 			)
-			work := make(chan int)
-			b.ResetTimer()
 			start := time.Now()
-			for range workers {
-				wg.Go(func() {
-					for i := range work {
-						name := fmt.Sprintf("%s%05d", prefix, i)
-						ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
-						t0 := time.Now()
-						_, err := loops[i%len(loops)].Update(ctx, name, func(snap backend.Snapshot) (*backend.Record, error) {
-							return counterRecord(snap), nil
-						})
-						took := time.Since(t0)
-						cancel()
-						mu.Lock()
-						if err != nil {
-							failed.Add(1)
-							if errors.Is(err, context.DeadlineExceeded) {
-								timeouts.Add(1)
-							}
-							if len(errs) < 5 {
-								errs = append(errs, fmt.Errorf("acquire %d after %v (%d set up, %v in): %w", i, took.Round(time.Millisecond),
-									done.Load(), time.Since(start).Round(time.Second), err))
-							}
-						} else {
-							lat = append(lat, took)
-							done.Add(1)
-						}
-						mu.Unlock()
+			elapsed := pooled(b, leases, workers, func(i int) {
+				name := fmt.Sprintf("%s%05d", prefix, i)
+				ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
+				t0 := time.Now()
+				err := increment(ctx, loops[i%len(loops)], name)
+				took := time.Since(t0)
+				cancel()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed.Add(1)
+					if errors.Is(err, context.DeadlineExceeded) {
+						timeouts.Add(1)
 					}
-				})
-			}
-			for i := range leases {
-				work <- i
-			}
-			close(work)
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
+					if len(errs) < 5 {
+						errs = append(errs, fmt.Errorf("acquire %d after %v (%d set up, %v in): %w", i, took.Round(time.Millisecond),
+							done.Load(), time.Since(start).Round(time.Second), err))
+					}
+					return
+				}
+				lat = append(lat, took)
+				done.Add(1)
+			})
 			for _, err := range errs {
 				b.Logf("first failures: %v", err)
 			}
@@ -160,14 +126,13 @@ func BenchmarkSpannerSetup10k(b *testing.B) {
 				attempts, txns = attempts+a, txns+t
 				b.Logf("store: %d retried transactions", s.Retries())
 			}
-			slices.Sort(lat)
 			b.ReportMetric(float64(done.Load())/elapsed.Seconds(), "leases/s")
 			b.ReportMetric(elapsed.Seconds(), "s")
 			b.ReportMetric(float64(failed.Load()), "failed")
 			b.ReportMetric(float64(timeouts.Load()), "timeouts")
 			if len(lat) > 0 {
-				b.ReportMetric(latencies(lat).pct(0.5), "p50-ms")
-				b.ReportMetric(latencies(lat).pct(0.99), "p99-ms")
+				b.ReportMetric(lat.pct(0.5), "p50-ms")
+				b.ReportMetric(lat.pct(0.99), "p99-ms")
 			}
 			if txns > 0 {
 				b.ReportMetric(float64(attempts)/float64(txns), "attempts/txn")

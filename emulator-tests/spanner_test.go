@@ -232,7 +232,7 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, l := range loops {
 		for range perStore {
-			wg.Go(func() { increment(t, l, counter, each) })
+			wg.Go(func() { incrementN(t, l, counter, each) })
 		}
 	}
 	wg.Wait()
@@ -298,7 +298,7 @@ func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 	var wg sync.WaitGroup
 	loop := backend.NewLoop(s)
 	for i := range workers {
-		wg.Go(func() { increment(t, loop, fmt.Sprintf("%s%02d", prefix, i), each) })
+		wg.Go(func() { incrementN(t, loop, fmt.Sprintf("%s%02d", prefix, i), each) })
 	}
 	wg.Wait()
 	for i := range workers {
@@ -319,20 +319,11 @@ func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 	}
 }
 
-// increment adds one to the fencing token stored under name, n times, with
-// read-modify-write Updates.
-func increment(t *testing.T, s *backend.Loop, name string, n int) {
+// incrementN increments the counter record under name n times
+// (increment), one read-modify-write Update after another.
+func incrementN(t *testing.T, s *backend.Loop, name string, n int) {
 	for range n {
-		_, err := s.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
-			now := snap.ServerTime
-			r := &backend.Record{Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
-				RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}
-			if snap.Record != nil {
-				r.FencingToken = snap.Record.FencingToken + 1
-			}
-			return r, nil
-		})
-		if err != nil {
+		if err := increment(t.Context(), s, name); err != nil {
 			t.Errorf("Update(%s): %v", name, err)
 			return
 		}
