@@ -44,6 +44,21 @@ func (r *term) config(clock *fakeclock.Clock, holder string) client.ElectorConfi
 	}
 }
 
+// cancelledAt waits until the leading callback has seen its ctx cancelled
+// (which it records just after ctx.Done, so ctx.Err alone can come first)
+// and returns the fake time it saw it at.
+func (r *term) cancelledAt(t testing.TB) time.Time {
+	t.Helper()
+	var at time.Time
+	waitFor(t, "the leading callback to see its ctx cancelled", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		at = r.cancelAt
+		return !at.IsZero()
+	})
+	return at
+}
+
 func (r *term) get() (started, stopped int, ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,7 +214,13 @@ func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 			deadline := renewedAt.Add(27*time.Second - tc.want)
 			for clock.Now().Before(deadline.Add(-time.Second)) {
 				clock.Advance(time.Second)
-				time.Sleep(2 * time.Millisecond) // let failed renews come back
+				if tc.f == hang {
+					time.Sleep(2 * time.Millisecond) // a hanging renew does not come back
+					continue
+				}
+				// A renew the second fired is back and its retry armed once the
+				// safe deadline's timer has the retry's beside it again.
+				waitFor(t, "the failed renew back and its retry armed", func() bool { return clock.Timers() == 2 })
 			}
 			clock.Advance(deadline.Sub(clock.Now()) - time.Millisecond)
 			_, _, ctx := rec.get()
@@ -216,10 +237,7 @@ func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 			if !errors.Is(cause, client.ErrSafeDeadline) || !errors.Is(cause, tc.cause) {
 				t.Fatalf("cause %v, want ErrSafeDeadline and %v", cause, tc.cause)
 			}
-			rec.mu.Lock()
-			at := rec.cancelAt
-			rec.mu.Unlock()
-			if !at.Equal(deadline) {
+			if at := rec.cancelledAt(t); !at.Equal(deadline) {
 				t.Fatalf("cancelled at +%v, want +%v", at.Sub(epoch), deadline.Sub(epoch))
 			}
 			waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })
@@ -246,10 +264,7 @@ func TestLeaseLostCancelsAtOnce(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, client.ErrLost) {
 		t.Fatalf("cause %v, want ErrLost", cause)
 	}
-	rec.mu.Lock()
-	at := rec.cancelAt
-	rec.mu.Unlock()
-	if at.Sub(epoch) > 10*time.Second {
+	if at := rec.cancelledAt(t); at.Sub(epoch) > 10*time.Second {
 		t.Fatalf("cancelled at +%v, want at the renew (+10s at most)", at.Sub(epoch))
 	}
 	waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })

@@ -227,10 +227,7 @@ func TestElectorStopsAtOnceWhenRevoked(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, client.ErrLost) {
 		t.Fatalf("cause %v, want ErrLost", cause)
 	}
-	rec.mu.Lock()
-	at := rec.cancelAt
-	rec.mu.Unlock()
-	if at.After(epoch.Add(10 * time.Second)) {
+	if at := rec.cancelledAt(t); at.After(epoch.Add(10 * time.Second)) {
 		t.Fatalf("cancelled at +%v, want at the renew (+10s at most), not the safe deadline (+27s)", at.Sub(epoch))
 	}
 	waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })
