@@ -349,22 +349,34 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 			if err := increment(t.Context(), loop, prefix+".alone"); err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			errs := make(chan error, 20)
-			for i := range 20 {
-				wg.Go(func() { errs <- increment(t.Context(), loop, fmt.Sprintf("%s.%d", prefix, i)) })
+			// With batching on, the increments queue behind a held
+			// transaction and share the next one, so a batch's commit is
+			// among those checked; with it off, each is its own.
+			release := func() {}
+			if tc.batchMax > 1 {
+				release = holdBatch(t, s, prefix+".blocker")
 			}
+			attempts0, txns0, _ := s.BatchStats()
+			var started, wg sync.WaitGroup
+			for i := range 20 {
+				started.Add(1)
+				wg.Go(func() {
+					started.Done()
+					if err := increment(t.Context(), loop, fmt.Sprintf("%s.%d", prefix, i)); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			waitQueued(&started)
+			release()
 			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatal(err)
-				}
+			if attempts, txns, _ := s.BatchStats(); tc.batchMax > 1 && attempts-attempts0 <= txns-txns0 {
+				t.Fatalf("%d attempts in %d transactions after the blocker: no batch was formed", attempts-attempts0, txns-txns0)
 			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			if len(rec.delays) < 2 {
-				t.Fatalf("%d commits recorded for 21 increments, want at least 2", len(rec.delays))
+				t.Fatalf("%d commits recorded, want at least 2", len(rec.delays))
 			}
 			for i, d := range rec.delays {
 				switch {
@@ -374,7 +386,7 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 					t.Errorf("commit %d carried max_commit_delay %v, want %v", i, d, tc.delay)
 				}
 			}
-			t.Logf("%d commits for 21 increments, each with max_commit_delay %v", len(rec.delays), tc.delay)
+			t.Logf("%d commits, each with max_commit_delay %v", len(rec.delays), tc.delay)
 		})
 	}
 }
