@@ -382,8 +382,10 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 				switch {
 				case tc.delay == 0 && d != nil:
 					t.Errorf("commit %d carried max_commit_delay %v, want none", i, *d)
-				case tc.delay > 0 && (d == nil || *d != tc.delay):
-					t.Errorf("commit %d carried max_commit_delay %v, want %v", i, d, tc.delay)
+				case tc.delay > 0 && d == nil:
+					t.Errorf("commit %d carried no max_commit_delay, want %v", i, tc.delay)
+				case tc.delay > 0 && *d != tc.delay:
+					t.Errorf("commit %d carried max_commit_delay %v, want %v", i, *d, tc.delay)
 				}
 			}
 			t.Logf("%d commits, each with max_commit_delay %v", len(rec.delays), tc.delay)
