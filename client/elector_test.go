@@ -349,15 +349,13 @@ func TestRateLimitedRetriesAfterRetryAfter(t *testing.T) {
 	_, _, ctx := rec.get()
 
 	// Leading: the next renew is refused with 429.
+	// The term arms the safe deadline's timer, then the renew's, after
+	// OnStartedLeading has been called; the renew's is the earlier.
 	s.set(limited)
-	for s.renews.Load() == 0 {
-		next, ok := clock.Next()
-		if !ok {
-			t.Fatal("no renew scheduled")
-		}
-		clock.Advance(next.Sub(clock.Now()))
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the renew timer armed beside the safe deadline's", func() bool { return clock.Timers() == 2 })
+	next, _ := clock.Next()
+	clock.Advance(next.Sub(clock.Now()))
+	waitFor(t, "the renew refused", func() bool { return s.renews.Load() == 1 })
 	refused := clock.Now()
 	waitFor(t, "a retry of the renew scheduled", func() bool {
 		next, ok := clock.Next()
