@@ -275,7 +275,6 @@ class WebSocket:
         self._read_lock = threading.Lock()  # one receiver at a time
         self._write_lock = threading.Lock()  # one frame at a time; guards _close_sent
         self._state = threading.Lock()  # guards _closed
-        self._closed_event = threading.Event()
         self._closed: Optional[ConnectionClosedError] = None
         self._close_sent: Optional[Tuple[int, str]] = None  # the close frame this side sent
         self._buf = bytearray(buffered)
@@ -465,7 +464,7 @@ class WebSocket:
             want_read = True
             with self._io:
                 try:
-                    data: Optional[bytes] = self._sock.recv(max(_READ_CHUNK, n - len(self._buf)))
+                    data: Optional[bytes] = self._sock.recv(_READ_CHUNK)
                 except (BlockingIOError, ssl.SSLWantReadError):
                     data = None
                 except ssl.SSLWantWriteError:
@@ -542,7 +541,9 @@ class WebSocket:
                     self._write(encode_frame(OP_CLOSE, _close_payload(code, reason)))
                 except ConnectionClosedError:
                     return
-        if self._read_lock.acquire(blocking=False):
+        # Another thread receiving sees the server's close frame and ends the
+        # connection; else (or once it stops receiving) read it here.
+        if self._read_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             try:
                 while self._closed is None:
                     try:
@@ -551,8 +552,6 @@ class WebSocket:
                         break
             finally:
                 self._read_lock.release()
-        else:  # another thread is receiving: it will see the server's close frame
-            self._closed_event.wait(max(0.0, deadline - time.monotonic()))
         sent = self._close_sent or (code, reason)
         self._finish(ConnectionClosedError(sent[0], sent[1], by_peer=False, clean=False))
 
@@ -570,7 +569,8 @@ class WebSocket:
 
     def _finish(self, err: ConnectionClosedError) -> ConnectionClosedError:
         """Record how the connection ended (the first caller wins), close the
-        socket (waking a thread waiting on it), and return the record."""
+        socket (the shutdown wakes a thread waiting on it), and return the
+        record."""
         with self._state:
             if self._closed is None:
                 self._closed = err
@@ -580,7 +580,6 @@ class WebSocket:
                     except OSError:
                         pass
                     self._sock.close()
-                self._closed_event.set()
             return self._closed
 
 
