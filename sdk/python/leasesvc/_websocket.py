@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "WebSocket",
@@ -244,6 +244,7 @@ def _wait(sock: socket.socket, write: bool, timeout: Optional[float]) -> bool:
 
 
 def _remaining(deadline: Optional[float]) -> Optional[float]:
+    """Seconds until ``deadline`` (a monotonic time), None for none."""
     return None if deadline is None else deadline - time.monotonic()
 
 
@@ -281,13 +282,15 @@ class WebSocket:
         # the message being received
         self._msg_op: Optional[int] = None
         self._msg_size = 0
-        self._msg_parts: List[str] = []
+        self._msg_buf = bytearray()  # a fragmented message's bytes so far
         self._decoder: Optional[codecs.IncrementalDecoder] = None
 
     def __enter__(self) -> "WebSocket":
+        """The connection itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the connection (code 1000)."""
         self.close()
 
     @property
@@ -301,6 +304,8 @@ class WebSocket:
         """Send one text message (a single frame).
 
         Raises:
+            UnicodeEncodeError: ``text`` holds a lone surrogate (nothing is
+                sent).
             ConnectionClosedError: the connection is closed or closing, or
                 the frame could not be written within ``write_timeout``
                 (the connection is then closed: half a frame cannot be
@@ -310,10 +315,11 @@ class WebSocket:
         self._send_frame(OP_TEXT, data)
 
     def _send_frame(self, opcode: int, payload: bytes) -> None:
+        """Send a data frame unless the connection is closed or closing."""
         frame = encode_frame(opcode, payload)
         with self._write_lock:
             if self._closed is not None:
-                raise self._closed
+                raise self._closed.with_traceback(None)
             if self._close_sent is not None:
                 raise ConnectionClosedError(self._close_sent[0], "the client has sent its close frame")
             self._write(frame)
@@ -370,7 +376,7 @@ class WebSocket:
         """One message (the read lock held), turning failures into the
         connection's end."""
         if self._closed is not None:
-            raise self._closed
+            raise self._closed.with_traceback(None)
         try:
             return self._message(deadline)
         except ReceiveTimeoutError:  # a TimeoutError, hence an OSError: not a failure
@@ -383,6 +389,8 @@ class WebSocket:
             raise self._finish(ConnectionClosedError(CLOSE_ABNORMAL, f"receive: {e}", by_peer=True)) from e
 
     def _message(self, deadline: Optional[float]) -> str:
+        """Read frames until a text message is whole, handling control
+        frames on the way."""
         while True:
             fin, opcode, payload = self._frame(deadline)
             if opcode == OP_PING:
@@ -403,22 +411,29 @@ class WebSocket:
                 if opcode == OP_BINARY:
                     raise _Fail(CLOSE_UNSUPPORTED_DATA, "binary messages are not accepted")
                 self._msg_op = opcode
-                self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+                self._decoder = None if fin else codecs.getincrementaldecoder("utf-8")("strict")
                 text = self._text(payload, fin)
                 if text is not None:
                     return text
 
     def _text(self, payload: bytes, fin: bool) -> Optional[str]:
-        """Add a fragment of a text message; the message once whole."""
-        assert self._decoder is not None
+        """Add a fragment of a text message; the message once whole.
+
+        A fragmented message is checked as UTF-8 fragment by fragment (so
+        bad bytes fail at once) and kept as bytes (so a message of many
+        tiny fragments takes no more memory than its size)."""
         try:
-            self._msg_parts.append(self._decoder.decode(payload, final=fin))
+            if self._decoder is None:  # a message in one frame
+                text = payload.decode("utf-8")
+            else:
+                self._decoder.decode(payload, final=fin)
+                self._msg_buf += payload
+                if not fin:
+                    return None
+                text = self._msg_buf.decode("utf-8")
         except UnicodeDecodeError:
             raise _Fail(CLOSE_INVALID_DATA, "text message is not valid UTF-8") from None
-        if not fin:
-            return None
-        text = "".join(self._msg_parts)
-        self._msg_op, self._msg_size, self._msg_parts, self._decoder = None, 0, [], None
+        self._msg_op, self._msg_size, self._msg_buf, self._decoder = None, 0, bytearray(), None
         return text
 
     def _frame(self, deadline: Optional[float]) -> Tuple[bool, int, bytes]:
@@ -580,7 +595,7 @@ class WebSocket:
                     except OSError:
                         pass
                     self._sock.close()
-            return self._closed
+            return self._closed.with_traceback(None)  # raised again and again: keep no old frames
 
 
 # --- the opening handshake ------------------------------------------------
@@ -676,6 +691,8 @@ def connect(url: str, *, subprotocols: Sequence[str] = (), headers: Optional[Map
 
 
 def _left(deadline: float) -> float:
+    """Seconds until ``deadline``, at least a little; socket.timeout once
+    it has passed."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise socket.timeout("timed out")

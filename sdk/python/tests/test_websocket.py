@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import socket
 import struct
 import threading
@@ -272,6 +271,22 @@ class FramingTest(FakeServerTest):
         self.assertEqual(c.recv(timeout=5), word.decode())
         c.close(timeout=0.2)
         self.assertEqual(srv.result(), [b"p1", b""])
+
+    def test_many_tiny_fragments(self) -> None:
+        word = ("ü€😀" * 500).encode()  # 4,500 bytes, characters split everywhere
+
+        def handler(conn: ServerConn) -> None:
+            frames = [server_frame(TEXT, word[:1], fin=False)]
+            frames += [server_frame(CONT, word[i:i + 1], fin=False) for i in range(1, len(word))]
+            frames += [server_frame(CONT, b"", fin=False)] * 100 + [server_frame(CONT, b"")]
+            conn.send(b"".join(frames))
+            conn.recv_close()
+
+        srv = self.serve(handler)
+        c = self.connect(srv, max_message_size=len(word))
+        self.assertEqual(c.recv(timeout=5), word.decode())
+        c.close(timeout=0.2)
+        srv.result()
 
     def test_ping_is_answered_while_nobody_receives_a_message(self) -> None:
         def handler(conn: ServerConn) -> bytes:
