@@ -298,12 +298,27 @@ class Cert:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _installed_ws() -> Optional[str]:
+    """The version of ws in wsserver/node_modules, None when absent."""
+    try:
+        with open(os.path.join(WS_SERVER_DIR, "node_modules", "ws", "package.json")) as f:
+            return str(json.load(f)["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _locked_ws() -> str:
+    """The version of ws that wsserver/package-lock.json pins."""
+    with open(os.path.join(WS_SERVER_DIR, "package-lock.json")) as f:
+        return str(json.load(f)["packages"]["node_modules/ws"]["version"])
+
+
 def ensure_ws_package() -> str:
     """The node binary, with wsserver/'s `ws` installed (npm ci when
-    node_modules lacks it). Missing node or npm, or a failing npm ci, fail
+    node_modules lacks the version package-lock.json pins). Missing node or npm, or a failing npm ci, fail
     the test under CI=true and skip it elsewhere."""
     node = need_tool("node", "install Node.js ≥ 18 with npm (apt-get install -y nodejs npm) to test against the ws package")
-    if not os.path.exists(os.path.join(WS_SERVER_DIR, "node_modules", "ws", "package.json")):
+    if _installed_ws() != _locked_ws():
         npm = need_tool("npm", "install npm (apt-get install -y npm) to test against the ws package")
         try:
             out = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=WS_SERVER_DIR,
