@@ -111,6 +111,11 @@ func TestAlertQueriesSelectExportedMetricsOfThisDeployment(t *testing.T) {
 					}
 					for _, loc := range sels {
 						sel := query[loc[0]:loc[1]]
+						if before, ok := strings.CutSuffix(query[:loc[0]], runRequestCount); ok {
+							checkRunSelector(t, p.addr, name, sel, strings.HasSuffix(strings.TrimSpace(before), "increase("))
+							seen[runRequestCount] = true
+							continue
+						}
 						sm := exactSelector.FindStringSubmatch(sel)
 						if sm == nil {
 							t.Errorf("%s: selector %s: want {\"<instrument name>\", job=\"<name>\"}", p.addr, sel)
@@ -133,10 +138,78 @@ func TestAlertQueriesSelectExportedMetricsOfThisDeployment(t *testing.T) {
 					}
 				}
 			}
-			if len(seen) < 3 {
-				t.Errorf("the alerts query %v; want the transitions, unheld_seconds and publish failures instruments", sortedKeys(seen))
+			for _, want := range []string{"leasesvc.lease.transitions", "leasesvc.lease.unheld_seconds", "leasesvc.events.publish.failures", "leasesvc.lease.waiters", runRequestCount} {
+				if !seen[want] {
+					t.Errorf("the alerts query %v; want the transitions, unheld_seconds, publish failures and waiters instruments, and Cloud Run's %s", sortedKeys(seen), runRequestCount)
+				}
 			}
 		})
+	}
+}
+
+// runRequestCount is Cloud Run's request count (run.googleapis.com/request_count,
+// a delta counter) in Cloud Monitoring's PromQL spelling of system metrics.
+const runRequestCount = "run_googleapis_com:request_count"
+
+// runSelector is the only selector of runRequestCount the alerts may use:
+// this deployment's Cloud Run service, 5xx answers.
+var runSelector = regexp.MustCompile(`^\{monitored_resource="cloud_run_revision", service_name="([^"]*)", response_code_class="5xx"\}$`)
+
+// checkRunSelector checks a selector of Cloud Run's request count: this
+// deployment's service (service_name = var.name), 5xx answers, inside
+// increase(…) as every counter.
+func checkRunSelector(t *testing.T, addr, name, sel string, inIncrease bool) {
+	t.Helper()
+	sm := runSelector.FindStringSubmatch(sel)
+	switch {
+	case sm == nil:
+		t.Errorf("%s: selector %s%s: want {monitored_resource=\"cloud_run_revision\", service_name=\"<name>\", response_code_class=\"5xx\"}", addr, runRequestCount, sel)
+	case sm[1] != name:
+		t.Errorf("%s: selector %s%s filters service_name=%q, want this deployment's %q", addr, runRequestCount, sel, sm[1], name)
+	}
+	if !inIncrease {
+		t.Errorf("%s: %s is a counter; it goes inside increase(…)", addr, runRequestCount)
+	}
+}
+
+// TestAlertsCoverSilenceAndServerErrors checks the two alerts that do not
+// depend on leasesvc's own series being there: one on their absence, on a
+// gauge every instance reports at each export (absent(…) over
+// telemetry_absent_minutes), and one on Cloud Run's 5xx answers, which
+// count the requests no instance could take (failed starts) too.
+func TestAlertsCoverSilenceAndServerErrors(t *testing.T) {
+	m := loadModule(t, moduleDir)
+	instruments := instrumentNames(t)
+	e := m.evaluate(t, inputs("firestore", map[string]cty.Value{"telemetry_absent_minutes": cty.NumberIntVal(15)}))
+	var absent, errors5xx int
+	for _, p := range instancesOf(t, e, "google_monitoring_alert_policy") {
+		for _, c := range e.nested(t, p.block, "conditions") {
+			for _, pq := range e.nested(t, c, "condition_prometheus_query_language") {
+				q, _ := e.attr(t, pq, "query")
+				query := str(t, p.addr+" query", q)
+				if sm := regexp.MustCompile(`^absent\(\{"([a-z.]+)", job="leasesvc"\}\)$`).FindStringSubmatch(query); sm != nil {
+					absent++
+					if kind := instruments[sm[1]]; !strings.HasSuffix(kind, "ObservableGauge") {
+						t.Errorf("%s: absent() of %s (%s): want an observable gauge, which every instance reports at every export", p.addr, sm[1], kind)
+					}
+					if d, _ := e.attr(t, pq, "duration"); !d.RawEquals(cty.StringVal("900s")) {
+						t.Errorf("%s: duration = %#v with telemetry_absent_minutes = 15, want \"900s\"", p.addr, d)
+					}
+				}
+				if strings.Contains(query, runRequestCount) && strings.Contains(query, `response_code_class="5xx"`) {
+					errors5xx++
+				}
+			}
+		}
+	}
+	if absent != 1 || errors5xx != 1 {
+		t.Errorf("found %d alerts on absent metrics and %d on Cloud Run 5xx answers, want one of each", absent, errors5xx)
+	}
+	if v := m.variables["min_instances"]; v == nil {
+		t.Fatal("no variable min_instances")
+	}
+	if ok, err := validates(t, m, "min_instances", cty.NumberIntVal(0)); err != nil || ok {
+		t.Errorf("min_instances = 0 passes validation (err %v): with no instance, the absence alert would fire whenever the service scales to zero", err)
 	}
 }
 
@@ -315,14 +388,16 @@ func TestSubscriptionRoleMatchesCode(t *testing.T) {
 	}
 	m := loadModule(t, moduleDir)
 	e := m.evaluate(t, inputs("firestore", nil))
-	for name, perms := range customRoles(t, e) {
-		got := map[string]bool{}
-		for _, p := range perms {
-			got[p] = true
-		}
-		if !slices.Equal(sortedKeys(got), sortedKeys(want)) {
-			t.Errorf("custom role %s holds %v; notify/ calls need exactly %v", name, sortedKeys(got), sortedKeys(want))
-		}
+	perms, ok := customRoles(t, e)["event_subscriptions"]
+	if !ok {
+		t.Fatal("no custom role event_subscriptions")
+	}
+	got := map[string]bool{}
+	for _, p := range perms {
+		got[p] = true
+	}
+	if !slices.Equal(sortedKeys(got), sortedKeys(want)) {
+		t.Errorf("custom role event_subscriptions holds %v; notify/ calls need exactly %v", sortedKeys(got), sortedKeys(want))
 	}
 }
 
