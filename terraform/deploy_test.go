@@ -547,8 +547,8 @@ func TestDeployWalkthrough(t *testing.T) {
 		}
 	}
 
-	example := loadModule(t, filepath.Join(moduleDir, "examples", "firestore"))
-	defined := map[string]bool{"PATH": true, "HOME": true}
+	example := loadModule(t, exampleDir)
+	defined := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true}
 	for _, blk := range shBlock.FindAllStringSubmatch(doc, -1) {
 		for line := range strings.SplitSeq(blk[1], "\n") {
 			code, _, _ := strings.Cut(line, " #") // comments
@@ -562,7 +562,7 @@ func TestDeployWalkthrough(t *testing.T) {
 			}
 			for _, v := range tfVarArg.FindAllStringSubmatch(code, -1) {
 				if _, ok := example.variables[v[1]]; !ok {
-					t.Errorf("docs/deploy.md passes -var %s, which examples/firestore does not declare", v[1])
+					t.Errorf("docs/deploy.md passes -var %s, which examples/cloudrun does not declare", v[1])
 				}
 			}
 		}

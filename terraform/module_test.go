@@ -687,9 +687,8 @@ func TestNoPublicAccessByDefault(t *testing.T) {
 // of the module and its examples.
 func TestProviderPinned(t *testing.T) {
 	dirs := map[string]string{
-		"module":             moduleDir,
-		"examples/firestore": filepath.Join(moduleDir, "examples", "firestore"),
-		"examples/spanner":   filepath.Join(moduleDir, "examples", "spanner"),
+		"module":           moduleDir,
+		"examples/cloudrun": exampleDir,
 	}
 	for _, name := range sortedKeys(dirs) {
 		dir := dirs[name]
@@ -863,11 +862,17 @@ func TestVariables(t *testing.T) {
 // validates evaluates every validation condition of a variable for value.
 func validates(t *testing.T, m *module, name string, value cty.Value) (bool, error) {
 	t.Helper()
+	return validatesWith(t, m, inputs("firestore", nil), name, value)
+}
+
+// validatesWith is validates for a module whose other variables take base.
+func validatesWith(t *testing.T, m *module, base map[string]cty.Value, name string, value cty.Value) (bool, error) {
+	t.Helper()
 	b, ok := m.variables[name]
 	if !ok {
 		t.Fatalf("no variable %q", name)
 	}
-	e := m.evaluate(t, inputs("firestore", nil))
+	e := m.evaluate(t, base)
 	e.vars[name] = value
 	for _, vb := range b.Body.Blocks {
 		if vb.Type != "validation" {
@@ -945,35 +950,74 @@ func TestAlertPolicies(t *testing.T) {
 	}
 }
 
-// TestExamples checks that each example calls the module from the repository
-// for its backend, with arguments the module declares.
+// exampleDir is the example configuration docs/deploy.md walks through: one
+// for both backends, the backend a variable.
+var exampleDir = filepath.Join(moduleDir, "examples", "cloudrun")
+
+// exampleInputs are the example's required variables, for one backend.
+func exampleInputs(backend string) map[string]cty.Value {
+	return map[string]cty.Value{
+		"project_id": cty.StringVal(testProject),
+		"image":      cty.StringVal("europe-west1-docker.pkg.dev/test-project/leasesvc/leasesvc:test"),
+		"backend":    cty.StringVal(backend),
+	}
+}
+
+// TestExamples checks that the examples directory holds one configuration
+// (not a copy per backend), that it calls the module from the repository
+// with arguments the module declares and its backend variable, and that for
+// each backend its arguments pass every validation of the module.
 func TestExamples(t *testing.T) {
 	m := loadModule(t, moduleDir)
+	dirs, err := filepath.Glob(filepath.Join(moduleDir, "examples", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 1 || dirs[0] != exampleDir {
+		t.Errorf("terraform/examples holds %v, want only %s: one configuration serves both backends, so that no copy can drift", dirs, exampleDir)
+	}
+	ex := loadModule(t, exampleDir)
+	calls := ex.blocksOf("module", "")
+	if len(calls) != 1 {
+		t.Fatalf("%s: want one module block, got %d", exampleDir, len(calls))
+	}
+	call := calls[0]
+	if a, ok := call.Body.Attributes["source"]; !ok || literalString(t, a) != "../.." {
+		t.Errorf("%s: module source must be \"../..\"", exampleDir)
+	}
+	meta := map[string]bool{"source": true, "version": true, "providers": true, "depends_on": true, "count": true, "for_each": true}
+	for name, a := range call.Body.Attributes {
+		if _, ok := m.variables[name]; !ok && !meta[name] {
+			t.Errorf("%s: the module has no variable %q", a.SrcRange, name)
+		}
+	}
+	for name, v := range m.variables {
+		if _, hasDefault := v.Body.Attributes["default"]; !hasDefault {
+			if _, set := call.Body.Attributes[name]; !set {
+				t.Errorf("%s: the module call does not set the required variable %q", exampleDir, name)
+			}
+		}
+	}
+	for _, bad := range []string{"memory", "Firestore", ""} {
+		if ok, err := validatesWith(t, ex, exampleInputs("firestore"), "backend", cty.StringVal(bad)); err != nil || ok {
+			t.Errorf("%s: backend = %q passes validation (err %v), want it refused", exampleDir, bad, err)
+		}
+	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			ex := loadModule(t, filepath.Join(moduleDir, "examples", backend))
-			calls := ex.blocksOf("module", "")
-			if len(calls) != 1 {
-				t.Fatalf("examples/%s: want one module block, got %d", backend, len(calls))
-			}
-			call := calls[0]
-			if a, ok := call.Body.Attributes["source"]; !ok || literalString(t, a) != "../.." {
-				t.Errorf("examples/%s: module source must be \"../..\"", backend)
-			}
-			if a, ok := call.Body.Attributes["backend"]; !ok || literalString(t, a) != backend {
-				t.Errorf("examples/%s: module must set backend = %q", backend, backend)
-			}
-			meta := map[string]bool{"source": true, "version": true, "providers": true, "depends_on": true, "count": true, "for_each": true}
+			e := ex.evaluate(t, exampleInputs(backend))
+			args := map[string]cty.Value{}
 			for name, a := range call.Body.Attributes {
-				if _, ok := m.variables[name]; !ok && !meta[name] {
-					t.Errorf("%s: the module has no variable %q", a.SrcRange, name)
+				if !meta[name] {
+					args[name] = e.value(t, a.Expr, nil)
 				}
 			}
-			for name, v := range m.variables {
-				if _, hasDefault := v.Body.Attributes["default"]; !hasDefault {
-					if _, set := call.Body.Attributes[name]; !set {
-						t.Errorf("examples/%s: the module call does not set the required variable %q", backend, name)
-					}
+			if !args["backend"].RawEquals(cty.StringVal(backend)) {
+				t.Errorf("%s with backend = %q passes the module backend = %#v", exampleDir, backend, args["backend"])
+			}
+			for _, name := range sortedKeys(args) {
+				if ok, err := validates(t, m, name, args[name]); err != nil || !ok {
+					t.Errorf("%s with backend = %q: the module refuses %s = %.200s (err %v)", exampleDir, backend, name, args[name].GoString(), err)
 				}
 			}
 		})
