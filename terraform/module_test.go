@@ -687,7 +687,7 @@ func TestNoPublicAccessByDefault(t *testing.T) {
 // of the module and its examples.
 func TestProviderPinned(t *testing.T) {
 	dirs := map[string]string{
-		"module":           moduleDir,
+		"module":            moduleDir,
 		"examples/cloudrun": exampleDir,
 	}
 	for _, name := range sortedKeys(dirs) {

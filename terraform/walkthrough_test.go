@@ -186,7 +186,7 @@ func TestDeployWalkthroughRuns(t *testing.T) {
 	if !slices.ContainsFunc(curls[0].args, func(a string) bool { return strings.HasPrefix(a, url+"/v1/leases/") }) {
 		t.Errorf("the first curl call does not go to the service URL %s: %s", url, curls[0])
 	}
-	if tok := find("gcloud", "auth", "print-identity-token"); len(tok) == 0 || !tok[0].has("--audiences=" + url) {
+	if tok := find("gcloud", "auth", "print-identity-token"); len(tok) == 0 || !tok[0].has("--audiences="+url) {
 		t.Errorf("the ID token is not minted for the service URL %s: %v", url, tok)
 	}
 
