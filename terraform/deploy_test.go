@@ -401,17 +401,24 @@ func TestSubscriptionRoleMatchesCode(t *testing.T) {
 	}
 }
 
-// TestLeasectlImage checks that the Dockerfile builds a leasectl image
-// besides the service's (which stays the default, last stage), and that
-// docs/agents.md shows how to copy leasectl into an agent's image.
-func TestLeasectlImage(t *testing.T) {
+// dockerStage is one stage of the Dockerfile: its name, its FROM flags
+// (--platform=…), and its instructions after FROM, one a line with
+// continuations joined.
+type dockerStage struct {
+	name  string
+	flags []string
+	body  string
+}
+
+// dockerStages parses the repository's Dockerfile into its stages.
+func dockerStages(t *testing.T) []dockerStage {
+	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	type stage struct{ name, body string }
-	var stages []stage
+	var stages []dockerStage
 	var line strings.Builder
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -427,11 +434,16 @@ func TestLeasectlImage(t *testing.T) {
 		full := line.String()
 		line.Reset()
 		if fields := strings.Fields(full); strings.EqualFold(fields[0], "FROM") {
-			name := ""
-			if len(fields) == 4 && strings.EqualFold(fields[2], "AS") {
-				name = fields[3]
+			st := dockerStage{}
+			args := fields[1:]
+			for len(args) > 0 && strings.HasPrefix(args[0], "--") {
+				st.flags = append(st.flags, args[0])
+				args = args[1:]
 			}
-			stages = append(stages, stage{name: name})
+			if len(args) == 3 && strings.EqualFold(args[1], "AS") {
+				st.name = args[2]
+			}
+			stages = append(stages, st)
 			continue
 		}
 		if len(stages) > 0 {
@@ -441,6 +453,68 @@ func TestLeasectlImage(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+	if len(stages) == 0 {
+		t.Fatal("the Dockerfile has no FROM: the parse is broken")
+	}
+	return stages
+}
+
+// TestDockerfileCrossCompiles checks that the build stage runs on the
+// builder's platform and cross-compiles to the image's: FROM
+// --platform=$BUILDPLATFORM, ARG TARGETOS and TARGETARCH declared, and
+// every go build given GOOS and GOARCH from them; while the runtime stages
+// take the target platform (no --platform), so that `docker build
+// --platform linux/amd64` on an ARM machine compiles natively instead of
+// under emulation, and yields an amd64 image.
+func TestDockerfileCrossCompiles(t *testing.T) {
+	var build *dockerStage
+	stages := dockerStages(t)
+	for i, st := range stages {
+		if st.name == "build" {
+			build = &stages[i]
+			continue
+		}
+		if len(st.flags) > 0 {
+			t.Errorf("stage %q has FROM flags %v: a runtime stage must take the target platform", st.name, st.flags)
+		}
+	}
+	if build == nil {
+		t.Fatal("no stage named build")
+	}
+	if !slices.Equal(build.flags, []string{"--platform=$BUILDPLATFORM"}) {
+		t.Errorf("the build stage's FROM flags are %v, want [--platform=$BUILDPLATFORM]: it would run under emulation when the target differs from the builder", build.flags)
+	}
+	lines := strings.Split(build.body, "\n")
+	argAt := func(name string) int {
+		return slices.IndexFunc(lines, func(l string) bool { return l == "ARG "+name })
+	}
+	builds := 0
+	for i, l := range lines {
+		for cmd := range strings.SplitSeq(l, "&&") {
+			if !strings.Contains(cmd, "go build") {
+				continue
+			}
+			builds++
+			if !strings.Contains(cmd, "GOOS=${TARGETOS") || !strings.Contains(cmd, "GOARCH=${TARGETARCH}") {
+				t.Errorf("the build stage runs go build without GOOS=${TARGETOS…} GOARCH=${TARGETARCH}: %s", strings.TrimSpace(cmd))
+			}
+			for _, a := range []string{"TARGETOS", "TARGETARCH"} {
+				if at := argAt(a); at < 0 || at > i {
+					t.Errorf("the build stage does not declare ARG %s before its go build: the variable would be empty", a)
+				}
+			}
+		}
+	}
+	if builds < 2 {
+		t.Errorf("found %d go build commands in the build stage, want leasesvc's and leasectl's: the parse is broken", builds)
+	}
+}
+
+// TestLeasectlImage checks that the Dockerfile builds a leasectl image
+// besides the service's (which stays the default, last stage), and that
+// docs/agents.md shows how to copy leasectl into an agent's image.
+func TestLeasectlImage(t *testing.T) {
+	stages := dockerStages(t)
 	byName := map[string]string{}
 	for _, s := range stages {
 		byName[s.name] = s.body

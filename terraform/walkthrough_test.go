@@ -230,6 +230,7 @@ func TestDeployWalkthroughRuns(t *testing.T) {
 	var cb struct {
 		Steps []struct {
 			Name string   `yaml:"name"`
+			Env  []string `yaml:"env"`
 			Args []string `yaml:"args"`
 		} `yaml:"steps"`
 		Images  []string          `yaml:"images"`
@@ -237,6 +238,11 @@ func TestDeployWalkthroughRuns(t *testing.T) {
 	}
 	if err := yaml.Unmarshal(raw, &cb); err != nil {
 		t.Fatalf("the Cloud Build config is not YAML: %v\n%s", err, raw)
+	}
+	for i, st := range cb.Steps {
+		if !slices.Contains(st.Env, "DOCKER_BUILDKIT=1") {
+			t.Errorf("Cloud Build step %d does not set DOCKER_BUILDKIT=1: the Dockerfile's platform arguments ($BUILDPLATFORM, $TARGETARCH) need BuildKit", i)
+		}
 	}
 	if len(cb.Steps) != 2 || len(cb.Images) != 2 || cb.Options["logging"] != "CLOUD_LOGGING_ONLY" {
 		t.Errorf("the Cloud Build config has %d steps, images %v, options %v; want the two images and logging CLOUD_LOGGING_ONLY (the build's service account writes logs to Cloud Logging only)", len(cb.Steps), cb.Images, cb.Options)
