@@ -28,6 +28,7 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_RECENT_EVENTS", Default: "`2048`", Usage: "how many recent changes of holding (all leases) each instance keeps in memory (each about 1 KiB plus its lease's metadata), 0 … 1,000,000: what a resumed prefix stream replays and the dashboard's timelines show ([docs/contract.md §10](docs/contract.md#10-watching-many-leases))"},
 	{Env: "LEASESVC_INSTANCE_ID", Default: "host name + random", Usage: "this instance's name: its Pub/Sub subscription and sweeper identity (`[a-z][a-z0-9-]{0,59}`)"},
 	{Env: "LEASESVC_TELEMETRY", Default: "`none`", Usage: "`none`, `stdout` or `otlp` (OpenTelemetry traces and metrics; `otlp` honours `OTEL_EXPORTER_OTLP_*`, and on Cloud Run defaults to Google Cloud's telemetry endpoint)"},
+	{Env: "LEASESVC_METRICS_LEASES", Default: "`100`", Usage: "how many lease names get metric series of their own on each instance, 0 … 10,000; the others share `lease=\"_other\"` ([docs/operations.md](docs/operations.md#metrics))"},
 	{Env: "LEASESVC_AUTH", Default: "`none`", Usage: "`none` (anyone may do anything; logs a warning), `google` (Google-signed ID tokens; the principal is the verified email) or `static` (a tokens file)"},
 	{Env: "LEASESVC_AUTH_AUDIENCES", Default: "on Cloud Run `https://$K_SERVICE-PROJECT_NUMBER.REGION.run.app`; elsewhere required", Usage: "`google`: accepted ID-token audiences, comma-separated; never taken from the request"},
 	{Env: "LEASESVC_AUTH_TOKENS", Usage: "`static`: path of the tokens file (bearer token → principal)"},
