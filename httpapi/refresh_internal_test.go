@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// countingStore counts the backend's List calls.
+type countingStore struct {
+	backend.Store
+	lists atomic.Int64
+}
+
+func (s *countingStore) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+	s.lists.Add(1)
+	return s.Store.List(ctx, prefix, after, limit)
+}
+
+func refreshHandler(t *testing.T, store backend.Store, every time.Duration) *Handler {
+	t.Helper()
+	m, err := lease.NewManager(store, lease.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(m, Config{Logger: slog.New(slog.DiscardHandler), Limits: Limits{StreamRefresh: every}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.CloseStreams)
+	return h
+}
+
+// TestRefreshScanIsSharedPerPrefix: every stream of a prefix shares one
+// paced read of it (one List per scan, however many streams), another
+// prefix has its own, and the read stops with the prefix's last stream.
+func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
+	store := &countingStore{Store: memory.New()}
+	h := refreshHandler(t, store, 20*time.Millisecond)
+	rs := h.api.refresh
+	var subs []*refreshSub
+	for range 5 {
+		subs = append(subs, rs.subscribe("p."))
+	}
+	other := rs.subscribe("q.")
+	r := subs[0].r
+	for _, s := range subs {
+		if s.r != r {
+			t.Fatal("two streams of one prefix got different refreshers")
+		}
+	}
+	if other.r == r {
+		t.Fatal("two prefixes share a refresher")
+	}
+	other.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		gen := r.gen
+		r.mu.Unlock()
+		if gen >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scans in 10 s", gen)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, s := range subs {
+		s.close()
+	}
+	rs.mu.Lock()
+	left := len(rs.by)
+	rs.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d refreshers left after their streams closed", left)
+	}
+	r.mu.Lock()
+	gen := r.gen
+	r.mu.Unlock()
+	// One List per scan of p. (each fits a page), at most one more in
+	// flight, and q.'s few: not one per stream.
+	n := store.lists.Load()
+	if n > int64(gen)+4 {
+		t.Fatalf("%d List calls for %d scans of p. with 5 streams: the streams do not share the scan", n, gen)
+	}
+	time.Sleep(100 * time.Millisecond) // five intervals: a scan still running would list again
+	if m := store.lists.Load(); m > n+1 {
+		t.Fatalf("the scans went on after the last stream closed: %d → %d List calls", n, m)
+	}
+}
+
+// TestRefreshOff: a negative StreamRefresh turns refresh off: a stream
+// that asks for it gets no refresher.
+func TestRefreshOff(t *testing.T) {
+	h := refreshHandler(t, memory.New(), StreamRefreshOff)
+	if s := h.api.refresh.subscribe("p."); s != nil {
+		t.Fatal("refresh off, but subscribe started a refresher")
+	}
+	if h := refreshHandler(t, memory.New(), 0); h.api.refresh.interval != DefaultStreamRefresh {
+		t.Fatalf("zero StreamRefresh: interval %v, want the default %v", h.api.refresh.interval, DefaultStreamRefresh)
+	}
+}
