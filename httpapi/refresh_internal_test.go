@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -105,5 +106,48 @@ func TestRefreshOff(t *testing.T) {
 	}
 	if h := refreshHandler(t, memory.New(), 0); h.api.refresh.interval != DefaultStreamRefresh {
 		t.Fatalf("zero StreamRefresh: interval %v, want the default %v", h.api.refresh.interval, DefaultStreamRefresh)
+	}
+}
+
+// TestRefreshEventMatchesOpenAPI: every member a refresh event's lease can
+// carry is in the OpenAPI document's RefreshedLease, and its required ones
+// are always there.
+func TestRefreshEventMatchesOpenAPI(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string                   `json:"required"`
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, ok := doc.Components.Schemas["RefreshedLease"]
+	if !ok {
+		t.Fatal("no RefreshedLease schema")
+	}
+	best := 3
+	full, _ := json.Marshal(refreshLease{Name: "a", FencingToken: 1, Holder: "h", Held: true, RemainingMs: 1, TTLMs: 1000, Priority: 1,
+		ReservedFor: "b", ReservedUntil: "2026-01-01T00:00:00Z", YieldRequested: true, YieldTo: "c", Candidates: 1, BestCandidatePriority: &best})
+	empty, _ := json.Marshal(refreshLease{})
+	var fm, em map[string]any
+	_ = json.Unmarshal(full, &fm)
+	_ = json.Unmarshal(empty, &em)
+	for k := range fm {
+		if _, ok := schema.Properties[k]; !ok {
+			t.Errorf("refresh member %q is not in the OpenAPI RefreshedLease", k)
+		}
+	}
+	for k := range schema.Properties {
+		if _, ok := fm[k]; !ok {
+			t.Errorf("OpenAPI RefreshedLease has %q, which a refresh never carries", k)
+		}
+	}
+	for _, k := range schema.Required {
+		if _, ok := em[k]; !ok {
+			t.Errorf("required member %q is absent from an empty refresh entry", k)
+		}
 	}
 }

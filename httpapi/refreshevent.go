@@ -15,7 +15,9 @@ import (
 // refreshLease is one lease in a refresh event: its holding and succession
 // members as the instance's last read of it showed them, and remainingMs as
 // of the moment the event is sent (the read's remaining time less the time
-// since, on this instance's monotonic clock).
+// since, on this instance's monotonic clock). Whatever the dashboard shows
+// of a holding beside its time left belongs here and in refreshKey (a
+// session-held holding's `session` and window, once sessions exist).
 type refreshLease struct {
 	Name                  string `json:"name"`
 	FencingToken          int64  `json:"fencingToken"`

@@ -91,7 +91,7 @@
 
   // The succession members a lease shows while they apply (each absent
   // otherwise); a refresh event carries all of them that apply.
-  const SUCCESSION = ['priority', 'reservedFor', 'reservedUntil', 'yieldRequested', 'yieldTo', 'candidates', 'bestCandidatePriority', 'session', 'sessionWindowMs'];
+  const SUCCESSION = ['priority', 'reservedFor', 'reservedUntil', 'yieldRequested', 'yieldTo', 'candidates', 'bestCandidatePriority', 'session', 'sessionWindowMs', 'windowMs'];
 
   // refresh takes a refresh event's leases: the time left and succession
   // of holdings the page already has (same token and state). A lease whose
@@ -390,8 +390,9 @@
     const out = [];
     if (l.priority) out.push(['prio', 'priority ' + l.priority, 'acquired with priority ' + l.priority]);
     if (l.session && isHeld) {
-      out.push(['sess', 'session' + (l.sessionWindowMs ? ' · ' + dur(l.sessionWindowMs) : ''),
-        'held through a session: freed within its heartbeat window' + (l.sessionWindowMs ? ' (' + dur(l.sessionWindowMs) + ')' : '') + ' if the agent stops']);
+      const w = l.sessionWindowMs ?? l.windowMs;
+      out.push(['sess', 'session' + (w ? ' · ' + dur(w) : ''),
+        'held through a session: freed within its heartbeat window' + (w ? ' (' + dur(w) + ')' : '') + ' if the agent stops']);
     }
     if (l.yieldRequested && isHeld) {
       out.push(['yield', 'yield → ' + (l.yieldTo || '?'), 'a candidate of higher priority (' + (l.yieldTo || '?') + ') asks this holding to step down']);
