@@ -97,6 +97,11 @@ type Limits struct {
 	// the prefix per interval, shared by its streams). Default 1s; negative
 	// turns refresh events off.
 	StreamRefresh time.Duration
+	// RefreshPrefixes caps the prefixes the instance re-reads for refresh
+	// events at once (each costs a read of every lease under it per
+	// StreamRefresh); a stream asking for refresh of another prefix is
+	// answered 429. Default 64.
+	RefreshPrefixes int
 }
 
 // Defaults of Limits.
@@ -108,6 +113,7 @@ const (
 	DefaultWaitingPerCaller = 100
 	DefaultWaiting          = 10000
 	DefaultReadyCache       = time.Second
+	DefaultRefreshPrefixes  = 64
 )
 
 // StreamRefreshOff, as Limits.StreamRefresh, turns refresh events off.
@@ -138,7 +144,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		v    *int
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
-		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting}} {
+		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
+		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
@@ -238,7 +245,7 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 		streams: newSlots(cfg.Limits.StreamsPerCaller, cfg.Limits.Streams),
 		waiting: newSlots(cfg.Limits.WaitingPerCaller, cfg.Limits.Waiting)}
 	a.stopCtx, a.stopNow = context.WithCancelCause(context.Background())
-	a.refresh = &refreshers{m: m, interval: max(cfg.Limits.StreamRefresh, 0), timeout: cfg.RequestTimeout, stopCtx: a.stopCtx,
+	a.refresh = &refreshers{m: m, interval: max(cfg.Limits.StreamRefresh, 0), max: cfg.Limits.RefreshPrefixes, timeout: cfg.RequestTimeout, stopCtx: a.stopCtx,
 		by: map[string]*refresher{}, onError: func(prefix string, err error) {
 			a.log.Warn("refresh events: reading the leases failed", "prefix", prefix, "err", err)
 		}}

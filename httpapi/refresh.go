@@ -20,6 +20,7 @@ const DefaultStreamRefresh = time.Second
 type refreshers struct {
 	m        *lease.Manager
 	interval time.Duration // 0: off
+	max      int           // refreshed prefixes at once
 	timeout  time.Duration // bounds each page's read
 	stopCtx  context.Context
 	onError  func(prefix string, err error)
@@ -87,14 +88,18 @@ type refreshSub struct {
 }
 
 // subscribe joins (or starts) the refresher of prefix; nil when refresh is
-// off. The stream must call close when it ends.
-func (rs *refreshers) subscribe(prefix string) *refreshSub {
+// off. ok is false when the instance already re-reads its most prefixes
+// and prefix is not one of them. The stream must call close when it ends.
+func (rs *refreshers) subscribe(prefix string) (s *refreshSub, ok bool) {
 	if rs.interval <= 0 {
-		return nil
+		return nil, true
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r := rs.by[prefix]
+	if r == nil && len(rs.by) >= rs.max {
+		return nil, false
+	}
 	if r == nil {
 		ctx, cancel := context.WithCancel(rs.stopCtx)
 		r = &refresher{rs: rs, prefix: prefix, cancel: cancel, users: map[*refreshSub]struct{}{}, leases: map[string]*refreshed{}}
@@ -103,9 +108,9 @@ func (rs *refreshers) subscribe(prefix string) *refreshSub {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &refreshSub{r: r, C: make(chan struct{}, 1), gen: r.gen}
+	s = &refreshSub{r: r, C: make(chan struct{}, 1), gen: r.gen}
 	r.users[s] = struct{}{}
-	return s
+	return s, true
 }
 
 // close leaves the refresher, and stops it when it was the last stream.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,9 +50,10 @@ func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
 	rs := h.api.refresh
 	var subs []*refreshSub
 	for range 5 {
-		subs = append(subs, rs.subscribe("p."))
+		s, _ := rs.subscribe("p.")
+		subs = append(subs, s)
 	}
-	other := rs.subscribe("q.")
+	other, _ := rs.subscribe("q.")
 	r := subs[0].r
 	for _, s := range subs {
 		if s.r != r {
@@ -101,7 +105,7 @@ func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
 // that asks for it gets no refresher.
 func TestRefreshOff(t *testing.T) {
 	h := refreshHandler(t, memory.New(), StreamRefreshOff)
-	if s := h.api.refresh.subscribe("p."); s != nil {
+	if s, ok := h.api.refresh.subscribe("p."); s != nil || !ok {
 		t.Fatal("refresh off, but subscribe started a refresher")
 	}
 	if h := refreshHandler(t, memory.New(), 0); h.api.refresh.interval != DefaultStreamRefresh {
@@ -150,4 +154,46 @@ func TestRefreshEventMatchesOpenAPI(t *testing.T) {
 			t.Errorf("required member %q is absent from an empty refresh entry", k)
 		}
 	}
+}
+
+// TestRefreshPrefixesCap: the instance re-reads at most RefreshPrefixes
+// prefixes at once; a stream asking for refresh of another is 429
+// resource_exhausted with Retry-After, a stream of a prefix already
+// re-read joins it, and a closed prefix frees its place.
+func TestRefreshPrefixesCap(t *testing.T) {
+	m, err := lease.NewManager(memory.New(), lease.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(m, Config{Logger: slog.New(slog.DiscardHandler), Limits: Limits{StreamRefresh: time.Hour, RefreshPrefixes: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.CloseStreams)
+	rs := h.api.refresh
+	a, okA := rs.subscribe("a.")
+	b, okB := rs.subscribe("b.")
+	if !okA || !okB {
+		t.Fatal("the first two prefixes were refused")
+	}
+	if _, ok := rs.subscribe("c."); ok {
+		t.Fatal("a third prefix was refreshed beyond RefreshPrefixes 2")
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/leases:watch?prefix=c.&refresh=true", nil))
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "resource_exhausted") || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("refresh of a third prefix = %d %s (Retry-After %q), want 429 resource_exhausted", w.Code, w.Body, w.Header().Get("Retry-After"))
+	}
+	a2, ok := rs.subscribe("a.")
+	if !ok || a2.r != a.r {
+		t.Fatal("a second stream of a refreshed prefix did not join it")
+	}
+	a.close()
+	a2.close()
+	c, ok := rs.subscribe("c.")
+	if !ok {
+		t.Fatal("a prefix closed, but another still cannot be refreshed")
+	}
+	b.close()
+	c.close()
 }

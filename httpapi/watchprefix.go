@@ -107,7 +107,12 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	var rsub *refreshSub
 	var refreshed <-chan struct{} // nil without refresh: never ready
 	if refresh {
-		if rsub = a.refresh.subscribe(prefix); rsub != nil {
+		var ok bool
+		if rsub, ok = a.refresh.subscribe(prefix); !ok {
+			a.fail(w, r, exhausted("refreshed prefixes", 5))
+			return
+		}
+		if rsub != nil {
 			defer rsub.close()
 			refreshed = rsub.C
 		}

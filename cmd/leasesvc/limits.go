@@ -44,7 +44,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, maxCandidates: lease.DefaultMaxCandidates, api: httpapi.Limits{
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
-		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh,
+		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh, RefreshPrefixes: httpapi.DefaultRefreshPrefixes,
 	}}
 	durs := []struct {
 		key string
@@ -79,7 +79,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	}{
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
-		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates},
+		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_MAX_REFRESH_PREFIXES", &l.api.RefreshPrefixes},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -114,7 +114,7 @@ func (l limits) logAttrs() []any {
 	return []any{slog.Group("limits",
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
-		"streamRefresh", max(l.api.StreamRefresh, 0).String(),
+		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
 }
