@@ -42,6 +42,8 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_MAX_STREAMS_PER_CALLER", Default: "`100`", Usage: "open `:watch` streams per caller (principal; client address with `none`); beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_STREAMS", Default: "`10000`", Usage: "open `:watch` streams per instance; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_STREAM_LIFETIME", Default: "`1h`", Usage: "a `:watch` stream then ends cleanly; clients reconnect"},
+	{Env: "LEASESVC_STREAM_REFRESH", Default: "`1s`", Usage: "while a prefix stream asks for `refresh` events (the dashboard does), how often the instance re-reads the leases under its prefix, once for all such streams of the prefix; `0` turns refresh events off, at least `100ms` otherwise. Each re-read reads every lease under the prefix: on Firestore, billed reads ([docs/contract.md §10](docs/contract.md#10-watching-many-leases))"},
+	{Env: "LEASESVC_MAX_REFRESH_PREFIXES", Default: "`64`", Usage: "prefixes an instance re-reads for `refresh` events at once (each a read of every lease under it per `LEASESVC_STREAM_REFRESH`); a stream asking for refresh of another is `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_WAITING_PER_CALLER", Default: "`100`", Usage: "waiting acquires (`waitMs` > 0) per caller; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_WAITING", Default: "`10000`", Usage: "waiting acquires per instance; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_CANDIDATES", Default: "`64`", Usage: "registered candidates (waiting acquires with a `priority`) per lease; a newcomer ranking below all of a full list waits unregistered"},
