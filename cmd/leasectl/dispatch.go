@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"golang.org/x/oauth2"
@@ -40,10 +41,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return e.run(ctx, args)
 }
 
-// run runs the command of args.
+// run runs the command of args. The global flags may come before the
+// command's name (leasectl --url U get X) as well as after it.
 func (e *env) run(ctx context.Context, args []string) error {
+	pre, args, err := leadingFlags(args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 && len(pre) > 0 {
+		return usageError("missing COMMAND after %s (run 'leasectl --help' for the commands)", strings.Join(pre, " "))
+	}
 	if len(args) == 0 {
-		_, _ = io.WriteString(e.stderr, "usage: leasectl COMMAND [ARGS] [flags]; run 'leasectl --help' for the commands\n")
+		_, _ = io.WriteString(e.stderr, "usage: leasectl [global flags] COMMAND [ARGS] [flags]; run 'leasectl --help' for the commands\n")
 		return &exitError{code: exitUsage, quiet: true}
 	}
 	switch args[0] {
@@ -62,11 +71,56 @@ func (e *env) run(ctx context.Context, args []string) error {
 		return usageError("unknown command %q (run 'leasectl --help' for the commands)", args[0])
 	}
 	e.cmd = &cmd
-	err := cmd.run(ctx, e, args[1:])
+	err = cmd.run(ctx, e, append(cmd.takes(pre), args[1:]...))
 	if errors.Is(err, flag.ErrHelp) && e.fs != nil {
 		return writeCommandHelp(e.stdout, cmd, e.fs)
 	}
 	return e.creds.explain(explainInvalid(cmd.name, err))
+}
+
+// leadingFlags splits the global flags (and their values) that come before
+// the command's name off args. --help, -h and --version are not among them:
+// they are commands of their own there.
+func leadingFlags(args []string) (pre, rest []string, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		switch args[0] {
+		case "-h", "-help", "--help", "--version":
+			return pre, args, nil
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		if !slices.Contains(globalFlags, name) {
+			return nil, nil, usageError("unknown flag %s before the command: only the global flags (--%s) may come before it (run 'leasectl --help')",
+				args[0], strings.Join(globalFlags, ", --"))
+		}
+		n := 1
+		if !hasValue && name != "json" { // json is the only bool among them
+			if len(args) < 2 {
+				return nil, nil, usageError("%s needs a value", args[0])
+			}
+			n = 2
+		}
+		pre, args = append(pre, args[:n]...), args[n:]
+	}
+	return pre, args, nil
+}
+
+// takes returns the leading global flags that c takes: an alias such as
+// leasectl --url U --json works with every command, and a command that
+// does not call the service (or print leases) ignores them.
+func (c command) takes(pre []string) []string {
+	var out []string
+	for i := 0; i < len(pre); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(pre[i], "-"), "=")
+		n := 1
+		if !hasValue && name != "json" {
+			n = 2
+		}
+		if !c.offline && (name != "json" || c.json) {
+			out = append(out, pre[i:i+n]...)
+		}
+		i += n - 1
+	}
+	return out
 }
 
 // flags returns the FlagSet of the command name with the flags every
