@@ -97,6 +97,9 @@ func guardMain(args []string) int {
 	}
 	syscall.CloseOnExec(3) // CMD must not hold leasectl's pipes
 	syscall.CloseOnExec(4)
+	// What leasectl wrote before the guard got here (a guard slow to start
+	// may find renewals waiting), to be read before its deadline is acted on.
+	pending := readPending(3)
 	ctl, status := os.NewFile(3, "control"), os.NewFile(4, "status")
 	if *dir != "" {
 		defer func() { _ = os.RemoveAll(*dir) }()
@@ -114,7 +117,10 @@ func guardMain(args []string) int {
 	signal.Notify(sigchld, syscall.SIGCHLD)
 
 	g := &guard{grace: *grace, deadline: *deadline, self: os.Getpid(), logf: logf}
-	lines := make(chan string)
+	lines := make(chan string, 64+len(pending))
+	for _, l := range pending {
+		lines <- l
+	}
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(ctl)
@@ -164,31 +170,53 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 		g.signalTree(syscall.SIGTERM)
 		timer.Reset(min(g.grace, g.until(g.deadline-int64(g.grace))))
 	}
+	// handle acts on one message of leasectl's (ok false: the pipe closed).
+	handle := func(line string, ok bool) {
+		switch {
+		case !ok:
+			lines = nil
+			stop(whyOrphaned)
+		case strings.HasPrefix(line, "deadline "):
+			d, err := strconv.ParseInt(strings.TrimPrefix(line, "deadline "), 10, 64)
+			if err == nil && phase == running && d > g.deadline {
+				g.deadline = d
+				timer.Reset(g.until(d - 2*int64(g.grace)))
+			}
+		case line == "stop":
+			stop(whyStopped)
+		}
+	}
+	// extended reports whether messages already read extend the deadline
+	// past now: the timer and a message can be ready at once.
+	extended := func() bool {
+		for lines != nil {
+			select {
+			case line, ok := <-lines:
+				handle(line, ok)
+				continue
+			default:
+			}
+			break
+		}
+		return phase == running && g.until(g.deadline-2*int64(g.grace)) > 0
+	}
 	for !g.gone {
 		select {
 		case line, ok := <-lines:
-			switch {
-			case !ok:
-				lines = nil
-				stop(whyOrphaned)
-			case strings.HasPrefix(line, "deadline "):
-				d, err := strconv.ParseInt(strings.TrimPrefix(line, "deadline "), 10, 64)
-				if err == nil && phase == running && d > g.deadline {
-					g.deadline = d
-					timer.Reset(g.until(d - 2*int64(g.grace)))
-				}
-			case line == "stop":
-				stop(whyStopped)
-			}
+			handle(line, ok)
 		case <-term:
 			stop(whyStopped)
 		case <-quiet:
 		case <-timer.C:
-			switch phase {
-			case running:
+			was := phase
+			switch {
+			case was == running && (extended() || phase != running):
+				// A message came first: an extension, or a stop (or the
+				// pipe closed); either reset the timer.
+			case was == running:
 				g.logf("the safe deadline is near and leasectl renewed nothing: SIGTERM to CMD's tree, SIGKILL in %v", g.grace)
 				stop(whyDeadline)
-			case terminating:
+			case was == terminating:
 				g.logf("CMD's tree still running after SIGTERM: SIGKILL")
 				phase = killing
 				g.signalTree(syscall.SIGKILL)
@@ -205,6 +233,38 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 			}
 		}
 	}
+}
+
+// readPending returns the whole lines that can be read from fd without
+// waiting.
+func readPending(fd int) []string {
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return nil
+	}
+	defer func() { _ = syscall.SetNonblock(fd, false) }()
+	var data []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if n <= 0 || err != nil {
+			break
+		}
+		data = append(data, buf[:n]...)
+	}
+	// Each line is one write, shorter than PIPE_BUF: none comes in parts.
+	text := string(data)
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		text = text[:i]
+	} else {
+		text = ""
+	}
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
 }
 
 // until is how long until the CLOCK_MONOTONIC instant at, 0 if past.

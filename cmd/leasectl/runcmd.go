@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	e.stdout, e.stderr = lockedWriters(e.stdout, e.stderr)
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
@@ -204,3 +206,30 @@ func runArgs(fs *flag.FlagSet, args []string, name *string) error {
 var electorFlags = strings.NewReplacer("ElectorConfig.Holder", "--holder", "ElectorConfig.TTL", "--ttl",
 	"ElectorConfig.CancelBefore", "2×--grace", "ElectorConfig.RenewInterval", "the renewal interval (--ttl/3)",
 	"CancelBefore", "2×--grace", "ElectorConfig.ReleaseTimeout", "--grace")
+
+// lockedWriters returns stdout and stderr such that leasectl's own lines
+// and the copies of CMD's output do not write to them at once. A file is
+// returned as it is: CMD (and its guard) write to it directly, with no copy
+// in leasectl, and keep it when leasectl dies.
+func lockedWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	wrap := func(w io.Writer) io.Writer {
+		if _, ok := w.(*os.File); ok {
+			return w
+		}
+		return &lockedWriter{mu: mu, w: w}
+	}
+	return wrap(stdout), wrap(stderr)
+}
+
+// lockedWriter is a writer used by more than one goroutine.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
