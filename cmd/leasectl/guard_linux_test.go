@@ -122,6 +122,12 @@ func TestRunGuardHoldsDeadlineWhenLeasectlIsFrozen(t *testing.T) {
 	bin := e2e.Build(t, "./cmd/leasectl")
 	name := e2e.UniqueName("guard-stop")
 	leasectl, pids, _, out := startTree(t, bin, svc.URL, name, "3s")
+	// Renewals extend the guard's deadline: the tree outlives the first.
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if l := living(pids); len(l) != len(pids) {
+			t.Fatalf("only %v running while leasectl renews; output:\n%s", l, out.String())
+		}
+	}
 	if err := leasectl.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +168,28 @@ func TestRunGuardHoldsDeadlineWhenLeasectlIsFrozen(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "safe deadline") {
 		t.Errorf("leasectl's output names no safe deadline:\n%s", out.String())
+	}
+}
+
+// TestRunStopsWhatCmdLeftRunning: when CMD ends by itself, what it started
+// in the background is stopped before the lease is released and leasectl
+// exits with CMD's status: it would lead without a lease.
+func TestRunStopsWhatCmdLeftRunning(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_LOG_LEVEL": "warn", "LEASESVC_MIN_TTL": "200ms"})
+	dir := t.TempDir()
+	bg := filepath.Join(dir, "bg")
+	script := `sleep 60 & echo $! > ` + bg + `; exit 3`
+	_, errOut, code := ctl(t, svc.URL, "run", e2e.UniqueName("leftover"), "--ttl", "2s", "--", "sh", "-c", script)
+	if code != 3 {
+		t.Fatalf("run: exit %d, want CMD's 3; stderr:\n%s", code, errOut)
+	}
+	b, err := os.ReadFile(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if pid <= 0 || alive(pid) {
+		t.Fatalf("CMD's background process %d still running after leasectl exited", pid)
 	}
 }
