@@ -130,12 +130,25 @@ func supervise(lctx context.Context, argv, env []string, grace time.Duration, di
 		_ = stR.Close()
 	}
 	pid, stopping, done := 0, false, lctx.Done()
+	var kill <-chan time.Time
 	for {
 		select {
 		case <-done:
 			done, stopping = nil, true
 			logf("leadership ending (%v): SIGTERM to CMD, SIGKILL in %v", context.Cause(lctx), grace)
 			feed.send("stop")
+			// And CMD's process group from here, in case the guard cannot
+			// act (stopped): CMD's pid stays its until the guard reports.
+			if pid > 0 {
+				_ = syscall.Kill(-pid, syscall.SIGTERM)
+			}
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			if pid > 0 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
 		case m, ok := <-msgs:
 			if !ok {
 				// Killed: CMD died with it (a parent-death signal); its
