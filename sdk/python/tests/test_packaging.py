@@ -84,7 +84,7 @@ class SdistTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="leasesvc-sdist-")
         self.addCleanup(shutil.rmtree, tmp, True)
         src = os.path.join(tmp, "src")
-        shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist"))
+        shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", "node_modules"))
         out = subprocess.run(
             [sys.executable, "-c", "from setuptools import build_meta as b; print(b.build_sdist('dist'))"],
             cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
