@@ -32,16 +32,7 @@ func (notifyingStore) Listen(ctx context.Context, _ func(string)) error {
 func TestTransportChoice(t *testing.T) {
 	t.Setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1") // never dialled: nothing is published
 	log := slog.New(slog.DiscardHandler)
-	env := func(kv ...string) func(string) string {
-		return func(k string) string {
-			for i := 0; i+1 < len(kv); i += 2 {
-				if kv[i] == k {
-					return kv[i+1]
-				}
-			}
-			return ""
-		}
-	}
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	var _ backend.Notifier = notifyingStore{}
 	for _, c := range []struct {
 		name  string
@@ -49,10 +40,10 @@ func TestTransportChoice(t *testing.T) {
 		store backend.Store
 		want  string // the transport's type; "" for none
 	}{
-		{"memory, no topic", env(), memory.New(), ""},
-		{"notifier, no topic", env(), notifyingStore{memory.New()}, "*notify.Notifier"},
-		{"notifier and topic", env("LEASESVC_PUBSUB_TOPIC", "leasesvc-events", "LEASESVC_PROJECT", "p-1234"), notifyingStore{memory.New()}, "*notify.PubSub"},
-		{"memory, full topic name", env("LEASESVC_PUBSUB_TOPIC", "projects/p-1234/topics/leasesvc-events"), memory.New(), "*notify.PubSub"},
+		{"memory, no topic", env(nil), memory.New(), ""},
+		{"notifier, no topic", env(nil), notifyingStore{memory.New()}, "*notify.Notifier"},
+		{"notifier and topic", env(map[string]string{"LEASESVC_PUBSUB_TOPIC": "leasesvc-events", "LEASESVC_PROJECT": "p-1234"}), notifyingStore{memory.New()}, "*notify.PubSub"},
+		{"memory, full topic name", env(map[string]string{"LEASESVC_PUBSUB_TOPIC": "projects/p-1234/topics/leasesvc-events"}), memory.New(), "*notify.PubSub"},
 	} {
 		tr, err := newTransport(t.Context(), c.env, c.store, "i-1", log, nil)
 		if err != nil {
@@ -72,8 +63,8 @@ func TestTransportChoice(t *testing.T) {
 		}
 	}
 	for _, bad := range []func(string) string{
-		env("LEASESVC_PUBSUB_TOPIC", "x", "LEASESVC_PROJECT", "p-1234"),
-		env("LEASESVC_PUBSUB_TOPIC", "leasesvc-events"),
+		env(map[string]string{"LEASESVC_PUBSUB_TOPIC": "x", "LEASESVC_PROJECT": "p-1234"}),
+		env(map[string]string{"LEASESVC_PUBSUB_TOPIC": "leasesvc-events"}),
 	} {
 		if tr, err := newTransport(t.Context(), bad, notifyingStore{memory.New()}, "i-1", log, nil); err == nil || !strings.Contains(err.Error(), "LEASESVC_") || tr != nil {
 			t.Errorf("newTransport(topic %q) = %v, %v; want an error naming the setting", bad("LEASESVC_PUBSUB_TOPIC"), tr, err)
