@@ -66,10 +66,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.drain >= lim.shutdown {
 		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
 	}
-	ev, err := newEvents(ctx, getenv, log)
+	ev, err := newEvents(ctx, getenv, store, instance, log)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
+	defer func() {
+		// Normally stopped after the drain below; this covers early returns.
+		_ = ev.stop(context.Background())
+	}()
 	// Audit lines are written whatever LEASESVC_LOG_LEVEL says.
 	ev.audit = audit.New(slog.New(cloudlog.NewHandler(stdout, slog.LevelInfo, project(getenv))))
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, MaxCandidates: lim.maxCandidates, OnChange: func(e lease.Event) {
@@ -96,13 +100,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
-	if err := ev.start(context.WithoutCancel(ctx), m, store, instance, getenv("LEASESVC_PUBSUB_TOPIC")); err != nil {
+	if err := ev.start(context.WithoutCancel(ctx), m, store, instance); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	defer func() {
-		// Normally stopped after the drain below; this covers early returns.
-		_ = ev.stop(context.Background())
-	}()
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(lim.listenHost, strconv.Itoa(cfg.port)))
 	if err != nil {
