@@ -64,6 +64,7 @@ from .errors import (
 )
 from .lease import (
     EVENT_ACQUIRED,
+    EVENT_DELETED,
     EVENT_EXPIRED,
     EVENT_RELEASED,
     EVENT_REVOKED,
@@ -82,7 +83,7 @@ _logging.getLogger("leasesvc").addHandler(_logging.NullHandler())
 __all__ = [
     "AccessDenied", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",
     "DEFAULT_DRIFT_MARGIN", "DEFAULT_RENEW_JITTER", "DEFAULT_TTL", "DEFAULT_WAIT", "EVENT_ACQUIRED",
-    "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
+    "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
     "InternalError", "InvalidArgument", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeading", "Lease", "LeaseError", "LeaseHeld", "LeaseLost", "LeaseReserved", "NotFound",
     "Page", "PermissionDenied", "RateLimited", "Resigned", "SafeDeadline", "Stopped", "Term", "Transferred",
     "Unauthenticated", "Unavailable", "WATCH_IDLE", "Watch", "Yielded", "default_cancel_before", "default_holder",
