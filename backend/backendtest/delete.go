@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -47,6 +48,22 @@ func testDeleteKeepsTheToken(t *testing.T, e *env) {
 	if r := snap.Record; !lease.Tombstone(r) || r.FencingToken != 1 || r.Transitions != 1 || r.Holder != "" ||
 		r.Metadata != nil || r.Checkpoint != nil || !r.DeleteTime.Equal(d.ServerTime) {
 		t.Fatalf("stored after Delete: %+v, want a tombstone of token 1 deleted at %v", r, d.ServerTime)
+	}
+	if sc, ok := e.Store.(backend.ExpiryScanner); ok { // the sweepers tell tombstones apart
+		exp := snap.Record.ExpireTime
+		recs, err := sc.ScanExpiry(t.Context(), backend.Cursor{ExpireTime: exp.Add(-time.Millisecond)}, exp, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for i := range recs {
+			if recs[i].Name == name {
+				found = lease.Tombstone(&recs[i])
+			}
+		}
+		if !found {
+			t.Errorf("ScanExpiry around the deleted lease's expire time: no tombstone of %s among %d records", name, len(recs))
+		}
 	}
 	if _, err := m.Get(t.Context(), name); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("Get after Delete = %v, want ErrNotFound", err)
