@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/sweeper"
@@ -51,8 +52,11 @@ func TestRetainFreeDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: store, Holder: "sw", Emit: func(lease.Event) {},
-		TTL: 600 * time.Millisecond, Interval: 20 * time.Millisecond, RetainFree: time.Hour})
+	scans := &countingScanner{ExpiryScanner: store, before: func() time.Time {
+		return time.Now().Add(time.Duration(offset.Load()) - 30*time.Minute)
+	}}
+	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scans, Holder: "sw", Emit: func(lease.Event) {},
+		TTL: 5 * time.Second, Interval: 20 * time.Millisecond, RetainFree: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,4 +90,25 @@ func TestRetainFreeDeletes(t *testing.T) {
 	if err != nil || l.FencingToken != 2 {
 		t.Fatalf("Acquire of the retained-away lease = %+v, %v; want token 2", l, err)
 	}
+	// Caught up, the retention scan waits RetainEvery (10 s) before it
+	// looks again, while the expiry scan runs every 20 ms.
+	time.Sleep(300 * time.Millisecond)
+	if n := scans.retention.Load(); n != 1 {
+		t.Fatalf("%d retention scans, want 1 within RetainEvery", n)
+	}
+}
+
+// countingScanner counts the scans whose window ends before before(): the
+// retention scans.
+type countingScanner struct {
+	backend.ExpiryScanner
+	before    func() time.Time
+	retention atomic.Int32
+}
+
+func (c *countingScanner) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+	if until.Before(c.before()) {
+		c.retention.Add(1)
+	}
+	return c.ExpiryScanner.ScanExpiry(ctx, after, until, limit)
 }

@@ -13,7 +13,8 @@
 // free that long (docs/contract.md §15), through lease.Manager.Delete like
 // any caller, so each leaves a tombstone that keeps its fencing token and
 // reports a deleted event. It deletes at most Config.Batch a scan, in
-// expire-time order; a new sweeper starts that scan from the beginning,
+// expire-time order, and once caught up scans again every RetainEvery; a
+// new sweeper starts that scan from the beginning,
 // so it reads every tombstone once (they are small: a name, two integers
 // and four times). Names ending in KeepSuffix, leasectl mcp's task
 // markers, and the sweeper's own lease are never deleted by retention.
@@ -77,8 +78,10 @@ const RetentionReason = "retention"
 type Sweeper struct {
 	cfg    Config
 	cursor backend.Cursor
-	// retained is where the retention scan goes on from.
-	retained backend.Cursor
+	// retained is where the retention scan goes on from; retainedAt is
+	// when (local monotonic time) it last reached the end of what was due.
+	retained   backend.Cursor
+	retainedAt time.Time
 	// announced holds the holdings announced within the last lag, by
 	// "name/token", with their expire time; the scan looks back that far
 	// each time, for writes that commit a little after their decision.
@@ -162,7 +165,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				held, lastRenew = l, sent
 				// Start one TTL back, so a predecessor's last gap is covered.
 				s.cursor = backend.Cursor{ExpireTime: l.ServerTime.Add(-s.cfg.TTL - time.Second)}
-				s.retained = backend.Cursor{} // retention scans from the start
+				s.retained, s.retainedAt = backend.Cursor{}, time.Time{} // retention scans from the start
 				log.Info("sweeper: leading", "token", l.FencingToken)
 			case errors.Is(err, lease.ErrHeld):
 				var h *lease.HeldError
@@ -242,11 +245,16 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 	}
 }
 
+// RetainEvery is how often the retention scan looks for newly due leases
+// once it has caught up; while a scan returns a full batch, the next sweep
+// scans on.
+const RetainEvery = 10 * time.Second
+
 // retain deletes, with one scan of at most Batch records, the leases that
 // have been free for RetainFree at now. Delete checks again in its write:
 // a lease taken since the scan stays.
 func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
-	if s.cfg.RetainFree == 0 {
+	if s.cfg.RetainFree == 0 || !s.retainedAt.IsZero() && time.Since(s.retainedAt) < RetainEvery {
 		return nil
 	}
 	recs, err := s.cfg.Scanner.ScanExpiry(ctx, s.retained, now.Add(-s.cfg.RetainFree), s.cfg.Batch)
@@ -267,6 +275,9 @@ func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 			}
 		}
 		s.retained = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
+	}
+	if len(recs) < s.cfg.Batch {
+		s.retainedAt = time.Now() // caught up: look again in RetainEvery
 	}
 	return nil
 }
