@@ -66,7 +66,7 @@ def expect_error(step: str, f: Callable[[], Any], **extra: Any) -> None:
         f()
     except leasesvc.LeaseError as e:
         out: Dict[str, Any] = {"step": step, "error": code(e)}
-        if isinstance(e, leasesvc.LeaseHeld):
+        if isinstance(e, leasesvc.LeaseHeldError):
             out["holder"] = e.lease.holder
         out.update(extra)
         emit(**out)
@@ -174,7 +174,7 @@ def case_succession(env: Env) -> None:
         c.acquire(name, env.holder + "-c", ttl)
         emit(step="acquire_reserved", error="none")
         raise SystemExit(1)
-    except leasesvc.LeaseReserved as e:
+    except leasesvc.LeaseReservedError as e:
         emit(step="acquire_reserved", error=code(e), reservedFor=e.reserved_for)
     except leasesvc.LeaseError as e:
         emit(step="acquire_reserved", error=code(e))

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .backoff import DEFAULT_BACKOFF, Backoff
@@ -16,12 +17,12 @@ from .errors import (
     CredentialsError,
     FieldError,
     InternalError,
-    InvalidArgument,
+    InvalidArgumentError,
     LeaseError,
-    LeaseHeld,
-    LeaseReserved,
-    RateLimited,
-    Unavailable,
+    LeaseHeldError,
+    LeaseReservedError,
+    RateLimitedError,
+    UnavailableError,
     error_class,
 )
 from .lease import EVENT_STATE, Event, Lease, Page, parse_time
@@ -75,6 +76,9 @@ def _ms(seconds: float) -> int:
 class Client:
     """Calls the leasesvc HTTP API. Safe for use by many threads.
 
+    A context manager: ``with Client(url) as client:`` closes it at the end
+    of the block (:meth:`close`).
+
     Transient failures (connection errors, timeouts, 429, 502, 503, 504) are
     retried up to ``max_attempts`` sends in all, spaced by ``backoff``; a
     503's ``Retry-After`` lengthens a delay up to ``backoff.max``, a 429's
@@ -123,6 +127,35 @@ class Client:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.user_agent = user_agent
+        self._closed = False
+        self._watches: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # open watch streams
+        self._watches_mu = threading.Lock()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client: end the watch streams it opened that are still
+        open, and refuse further requests (``RuntimeError``). Requests in
+        flight finish. An :class:`~leasesvc.Elector` using the client loses
+        its renewals, so stop it first. Closing twice is harmless."""
+        with self._watches_mu:
+            self._closed = True
+            watches = list(self._watches)
+        for w in watches:
+            w.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("leasesvc.Client: the client is closed")
 
     @property
     def base_url(self) -> str:
@@ -166,8 +199,8 @@ class Client:
                 otherwise) and sends priority 0 when ``priority`` is None.
 
         Raises:
-            LeaseHeld: held by another; ``err.lease`` is the current lease.
-            LeaseReserved: free but reserved for another holder
+            LeaseHeldError: held by another; ``err.lease`` is the current lease.
+            LeaseReservedError: free but reserved for another holder
                 (``err.reserved_for``, ``err.reserved_until``).
         """
         return Lease.from_json(self._acquire(name, holder, ttl, metadata=metadata, wait=wait,
@@ -207,7 +240,7 @@ class Client:
         the holder to step down for ``lease.yield_to``.
 
         Raises:
-            LeaseLost: anything but the current live holding: stop acting as
+            LeaseLostError: anything but the current live holding: stop acting as
                 leader now.
         """
         return Lease.from_json(self._renew(name, holder, fencing_token, ttl=ttl, metadata=metadata,
@@ -236,7 +269,7 @@ class Client:
         (docs/contract.md §8).
 
         Raises:
-            LeaseLost: anything else.
+            LeaseLostError: anything else.
         """
         return Lease.from_json(self._release(name, holder, fencing_token, checkpoint=checkpoint))
 
@@ -257,12 +290,12 @@ class Client:
         is reserved for ``to`` for ``reserve`` seconds (1 ms … 60 s; None:
         the service's default, 5 s). ``to``'s acquire then gets token + 1
         and the checkpoint; anyone else's is refused with
-        :class:`~leasesvc.LeaseReserved` meanwhile. Repeating it succeeds
+        :class:`~leasesvc.LeaseReservedError` meanwhile. Repeating it succeeds
         while nobody has acquired since.
 
         Raises:
-            LeaseLost: not the current live holding (or its own ended one).
-            InvalidArgument: ``to`` is the holder itself, or a bad argument.
+            LeaseLostError: not the current live holding (or its own ended one).
+            InvalidArgumentError: ``to`` is the holder itself, or a bad argument.
         """
         body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token, "to": to}
         if checkpoint is not None:
@@ -280,7 +313,7 @@ class Client:
         """Return the lease, held or not.
 
         Raises:
-            NotFound: the lease never existed.
+            NotFoundError: the lease never existed.
         """
         return Lease.from_json(self._call("get", name, "GET", _lease_path(name, ""), None))
 
@@ -315,7 +348,7 @@ class Client:
         """End the live holding of the lease now, as an operator (the admin
         verb): the holder's next renew is ``lease_lost`` and the next acquire
         gets token + 1. ``fencing_token``, if positive, revokes only that
-        holding (``LeaseLost`` when it is not the live one). A lease that is
+        holding (``LeaseLostError`` when it is not the live one). A lease that is
         not held is answered unchanged.
 
         A revoke is not idempotent (sent again after its answer was lost it
@@ -353,6 +386,9 @@ class Client:
         service cannot be reached (after retries) or refuses; once open, a
         dropped stream is reconnected until :meth:`Watch.close`."""
         w = Watch(self, name)
+        with self._watches_mu:
+            self._check_open()
+            self._watches.add(w)
         w._connect(first=True)
         return w
 
@@ -383,6 +419,7 @@ class Client:
               not_idempotent: bool = False, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         """Send a request, retrying transient failures, and return the
         decoded 200 answer; errors name the operation and the lease."""
+        self._check_open()
         raw = json.dumps(body).encode() if body is not None else None
         attempts = attempts or self.max_attempts
         t = (timeout or self.request_timeout) + extra
@@ -394,12 +431,12 @@ class Client:
                 err = e
             if cancel is not None and cancel.cancelled:
                 raise err._named(op, name)
-            if not isinstance(err, Unavailable) or (not_idempotent and not _not_acted_on(err)):
+            if not isinstance(err, UnavailableError) or (not_idempotent and not _not_acted_on(err)):
                 raise err._named(op, name)
             if n + 1 >= attempts:
                 raise err._named(op, name)
             d = self.backoff.delay(n)
-            if isinstance(err, RateLimited) and err.retry_after > d:
+            if isinstance(err, RateLimitedError) and err.retry_after > d:
                 d = err.retry_after  # the caller's rate limit: sooner is refused again
             elif err.retry_after > d:
                 d = min(err.retry_after, self.backoff.max)
@@ -416,7 +453,7 @@ class Client:
             try:
                 conn.connect()
             except (OSError, http.client.HTTPException) as e:
-                raise Unavailable(f"connect: {e}", cause=e, code="unavailable") from e
+                raise UnavailableError(f"connect: {e}", cause=e, code="unavailable") from e
             if cancel is not None:
                 cancel.attach(conn)  # now with its socket
             try:
@@ -424,7 +461,7 @@ class Client:
                 resp = conn.getresponse()
                 data = resp.read(_MAX_BODY)
             except (OSError, http.client.HTTPException) as e:
-                err = Unavailable(f"{type(e).__name__}: {e}", cause=e)
+                err = UnavailableError(f"{type(e).__name__}: {e}", cause=e)
                 err.sent = True  # type: ignore[attr-defined]
                 raise err from e
             if resp.status == 200:
@@ -445,7 +482,7 @@ class Client:
 def _not_acted_on(e: LeaseError) -> bool:
     """Whether a transient failure shows the service did not act: a rate
     limit refusal, or a connection never made."""
-    if isinstance(e, RateLimited):
+    if isinstance(e, RateLimitedError):
         return True
     return e.status == 0 and not getattr(e, "sent", False)
 
@@ -476,15 +513,15 @@ def problem_error(status: int, retry_after_header: Optional[str], raw: bytes) ->
     code = str(p.get("code") or "")
     detail = str(p.get("detail") or "")
     if code == "lease_held" and isinstance(p.get("lease"), dict):
-        return LeaseHeld(Lease.from_json(p["lease"]), retry_after=ra, status=status)
+        return LeaseHeldError(Lease.from_json(p["lease"]), retry_after=ra, status=status)
     if code == "lease_reserved" and isinstance(p.get("lease"), dict):
         lease = Lease.from_json(p["lease"])
-        return LeaseReserved(lease, reserved_for=str(p.get("reservedFor") or lease.reserved_for),
+        return LeaseReservedError(lease, reserved_for=str(p.get("reservedFor") or lease.reserved_for),
                              reserved_until=parse_time(p.get("reservedUntil")) or lease.reserved_until,
                              retry_after=ra, status=status)
     cls = error_class(status, code)
-    if cls in (LeaseHeld, LeaseReserved):  # lease_held without its lease: cannot say who holds it
-        cls = InvalidArgument if status < 500 else InternalError
+    if cls in (LeaseHeldError, LeaseReservedError):  # lease_held without its lease: cannot say who holds it
+        cls = InvalidArgumentError if status < 500 else InternalError
     if not code and not detail:
         detail = raw[:200].decode("utf-8", "replace").strip()
     fields = [FieldError(str(f.get("field", "")), str(f.get("detail", "")))
@@ -541,7 +578,7 @@ class Watch:
                     self._open()
                     failures = 0
                     self.reconnects += 1
-                except Unavailable:
+                except UnavailableError:
                     if self._closed.wait(self._c.backoff.delay(min(failures, 16))):
                         break
                     failures += 1
@@ -571,7 +608,7 @@ class Watch:
             try:
                 self._open()
                 return
-            except Unavailable as e:
+            except UnavailableError as e:
                 if n + 1 >= self._c.max_attempts or self._closed.is_set():
                     raise e._named("watch", self._name)
             except LeaseError as e:
@@ -591,12 +628,12 @@ class Watch:
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise Unavailable(f"{type(e).__name__}: {e}", cause=e) from e
+            raise UnavailableError(f"{type(e).__name__}: {e}", cause=e) from e
         if resp.status != 200:
             data = resp.read(4096)
             conn.close()
             err = problem_error(resp.status, resp.getheader("Retry-After"), data)
-            if not isinstance(err, Unavailable):
+            if not isinstance(err, UnavailableError):
                 with self._mu:
                     self._closed.set()
             raise err

@@ -35,12 +35,12 @@ class FlowsTest(unittest.TestCase):
         c, name = self.c, unique("flow")
         a = c.acquire(name, "a", 5.0, metadata={"addr": "10.0.0.1"})
         self.assertEqual((a.holder, a.fencing_token, a.held, a.transitions, a.metadata), ("a", 1, True, 1, {"addr": "10.0.0.1"}))
-        with self.assertRaises(leasesvc.LeaseHeld) as cm:
+        with self.assertRaises(leasesvc.LeaseHeldError) as cm:
             c.acquire(name, "b", 5.0)
         self.assertEqual((cm.exception.lease.holder, cm.exception.lease.fencing_token), ("a", 1))
         self.assertGreaterEqual(cm.exception.retry_after, 1)
         self.assertEqual(c.renew(name, "a", 1, ttl=6.0).ttl_ms, 6000)
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.renew(name, "a", 2)
         r = c.release(name, "a", 1)
         self.assertFalse(r.held)
@@ -51,18 +51,18 @@ class FlowsTest(unittest.TestCase):
         revoked = c.revoke(name, "test", 2)
         self.assertFalse(revoked.held)
         self.assertEqual(revoked.revoke_reason, "test")
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.renew(name, "b", 2)
 
     def test_errors(self) -> None:
-        with self.assertRaises(leasesvc.NotFound):
+        with self.assertRaises(leasesvc.NotFoundError):
             self.c.get(unique("missing"))
-        with self.assertRaises(leasesvc.InvalidArgument) as cm:
+        with self.assertRaises(leasesvc.InvalidArgumentError) as cm:
             self.c.acquire(unique("bad"), "a", 0.01)
         self.assertIn("ttlMs", [f.field for f in cm.exception.fields])
-        with self.assertRaises(leasesvc.InvalidArgument):
+        with self.assertRaises(leasesvc.InvalidArgumentError):
             self.c.get("-bad-name")
-        with self.assertRaises(leasesvc.InvalidArgument):
+        with self.assertRaises(leasesvc.InvalidArgumentError):
             self.c.list(page_token="garbage!")
 
     def test_list_pages(self) -> None:
@@ -168,15 +168,15 @@ class AuthTest(unittest.TestCase):
                            "LEASESVC_POLICY": os.path.join(d, "policy.yaml")})
         self.addCleanup(svc.close)
         name = unique("auth")
-        with self.assertRaises(leasesvc.Unauthenticated):
+        with self.assertRaises(leasesvc.UnauthenticatedError):
             leasesvc.Client(svc.url).get(name)
-        with self.assertRaises(leasesvc.Unauthenticated):
+        with self.assertRaises(leasesvc.UnauthenticatedError):
             leasesvc.Client(svc.url, token="wrong-token-0123456789").get(name)
-        with self.assertRaises(leasesvc.PermissionDenied):
+        with self.assertRaises(leasesvc.PermissionDeniedError):
             leasesvc.Client(svc.url, token="reader-token-0123456789").acquire(name, "r", 5.0)
         lease = leasesvc.Client(svc.url, token=lambda: "writer-token-0123456789").acquire(name, "w", 5.0)
         self.assertEqual(lease.principal, "writer")
-        with self.assertRaises(leasesvc.PermissionDenied):
+        with self.assertRaises(leasesvc.PermissionDeniedError):
             leasesvc.Client(svc.url, token="writer-token-0123456789").revoke(name, "no admin")
 
 

@@ -62,29 +62,31 @@ class WireTest(unittest.TestCase):
     def test_succession_fields(self) -> None:
         f = self.serve(lambda req: (200, {}, lease_json(
             priority=5, checkpoint={"k": [1]}, checkpointToken=4, reservedFor="b",
-            reservedUntil="2026-01-01T00:00:05Z", yieldRequested=True, yieldTo="c", candidates=2)))
+            reservedUntil="2026-01-01T00:00:05Z", yieldRequested=True, yieldTo="c", candidates=2,
+            bestCandidatePriority=0)))
         lease = leasesvc.Client(f.url).get("a")
         self.assertEqual((lease.priority, lease.checkpoint, lease.checkpoint_token, lease.reserved_for,
-                          lease.yield_requested, lease.yield_to, lease.candidates),
-                         (5, {"k": [1]}, 4, "b", True, "c", 2))
+                          lease.yield_requested, lease.yield_to, lease.candidates, lease.best_candidate_priority),
+                         (5, {"k": [1]}, 4, "b", True, "c", 2, 0))
         self.assertEqual(lease.reserved_until.second, 5)  # type: ignore[union-attr]
         plain = leasesvc.Lease.from_json(lease_json())
         self.assertEqual((plain.priority, plain.checkpoint, plain.reserved_for, plain.reserved_until,
-                          plain.yield_requested, plain.candidates), (0, None, "", None, False, 0))
+                          plain.yield_requested, plain.candidates, plain.best_candidate_priority),
+                         (0, None, "", None, False, 0, None))
 
     def test_lease_reserved_carries_whom_and_until(self) -> None:
         f = self.serve(lambda req: problem(409, "lease_reserved", retry_after=4, reservedFor="heir",
                                            reservedUntil="2026-01-01T00:00:04Z",
                                            lease=lease_json(holder="old", token=3, held=False)))
         c = leasesvc.Client(f.url, max_attempts=3)
-        with self.assertRaises(leasesvc.LeaseReserved) as cm:
+        with self.assertRaises(leasesvc.LeaseReservedError) as cm:
             c.acquire("a", "me", 1.0)
         e = cm.exception
         self.assertEqual((e.code, e.status, e.reserved_for, e.retry_after, e.lease.holder, e.lease.fencing_token),
                          ("lease_reserved", 409, "heir", 4.0, "old", 3))
         self.assertEqual(e.reserved_until.second, 4)  # type: ignore[union-attr]
         self.assertEqual(len(f.requests), 1, "a reservation is a refusal, not retried")
-        self.assertFalse(isinstance(e, leasesvc.LeaseHeld))
+        self.assertFalse(isinstance(e, leasesvc.LeaseHeldError))
 
 
 class ElectorFakeTest(unittest.TestCase):
@@ -122,7 +124,7 @@ class ElectorFakeTest(unittest.TestCase):
         e.start()
         self.addCleanup(e.stop, 10)
         self.assertTrue(returned.wait(5), "the term did not end on yieldRequested")
-        self.assertIsInstance(terms[0].cause, leasesvc.Yielded)
+        self.assertIsInstance(terms[0].cause, leasesvc.YieldedError)
         self.assertEqual(terms[0].cause.to, "boss")  # type: ignore[union-attr]
         self.assertEqual((terms[0].checkpoint, terms[0].checkpoint_token), ({"was": 4}, 4))
         deadline = time.monotonic() + 5
@@ -150,14 +152,14 @@ class ServiceTest(unittest.TestCase):
         t = c.transfer(name, "a", a.fencing_token, "b", checkpoint={"step": 2}, reserve=5.0)
         self.assertFalse(t.held)
         self.assertEqual((t.reserved_for, t.checkpoint, t.checkpoint_token), ("b", {"step": 2}, 1))
-        with self.assertRaises(leasesvc.LeaseReserved) as cm:
+        with self.assertRaises(leasesvc.LeaseReservedError) as cm:
             c.acquire(name, "c", 5.0)
         self.assertEqual(cm.exception.reserved_for, "b")
         self.assertIsNotNone(cm.exception.reserved_until)
         self.assertGreaterEqual(cm.exception.retry_after, 1.0)
         b = c.acquire(name, "b", 5.0)
         self.assertEqual((b.holder, b.fencing_token, b.checkpoint, b.checkpoint_token), ("b", 2, {"step": 2}, 1))
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.transfer(name, "a", a.fencing_token, "c")
 
     def test_preempting_candidate_asks_the_holder_to_yield(self) -> None:
@@ -210,9 +212,9 @@ class ElectorSuccessionTest(unittest.TestCase):
 
     def test_not_leading(self) -> None:
         e = leasesvc.Elector(self.c, "a", holder="me")
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.set_checkpoint({"x": 1})
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.transfer("other")
         with self.assertRaises(ValueError):
             e.set_checkpoint([1])  # type: ignore[arg-type]
@@ -234,7 +236,7 @@ class ElectorSuccessionTest(unittest.TestCase):
                          ("high", 2, {"progress": 10}, 1))
         self.assertEqual(asked, ["high"])
         self.assertTrue(terms[0].wait(5))
-        self.assertIsInstance(terms[0].cause, leasesvc.Yielded)
+        self.assertIsInstance(terms[0].cause, leasesvc.YieldedError)
         self.assertEqual(self.c.get(name).priority, 9)
 
     def test_inherits_the_checkpoint_and_transfers(self) -> None:
@@ -250,9 +252,9 @@ class ElectorSuccessionTest(unittest.TestCase):
         t = e.transfer("two", {"from": "one", "n": 2})
         self.assertEqual((t.held, t.reserved_for), (False, "two"))
         self.assertTrue(terms[0].wait(1))
-        self.assertIsInstance(terms[0].cause, leasesvc.Transferred)
+        self.assertIsInstance(terms[0].cause, leasesvc.TransferredError)
         self.assertFalse(e.is_leader())
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.set_checkpoint({"late": True})
         two = self.c.acquire(name, "two", 5.0)
         self.assertEqual((two.fencing_token, two.checkpoint, two.checkpoint_token), (3, {"from": "one", "n": 2}, 2))
