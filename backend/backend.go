@@ -83,6 +83,12 @@ type Record struct {
 	// ReservedUntil is the server time at which a transfer's reservation
 	// lapses.
 	ReservedUntil time.Time
+	// DeleteTime is the server time at which the lease was deleted
+	// (docs/contract.md §15); not zero marks a tombstone: a record that
+	// only keeps the name's fencing token and transitions, so that a later
+	// acquire continues from them. Package lease decides what a tombstone
+	// holds; a backend stores it like any record.
+	DeleteTime time.Time
 }
 
 // Candidate is one registered waiting acquire of a lease (docs/contract.md §8).

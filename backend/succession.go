@@ -15,10 +15,11 @@ type succession struct {
 	Candidates      []Candidate     `json:"candidates,omitempty"`
 	ReservedFor     string          `json:"reservedFor,omitempty"`
 	ReservedUntil   *time.Time      `json:"reservedUntil,omitempty"`
+	DeleteTime      *time.Time      `json:"deleteTime,omitempty"`
 }
 
-// MarshalSuccession returns the succession fields of r (docs/contract.md §8)
-// as one JSON object, for a backend to store in a single column or field;
+// MarshalSuccession returns the succession fields of r (docs/contract.md §8),
+// and its DeleteTime (§15), as one JSON object, for a backend to store in a single column or field;
 // nil when they are all zero, so records that never used succession store
 // nothing new.
 func MarshalSuccession(r *Record) ([]byte, error) {
@@ -28,7 +29,11 @@ func MarshalSuccession(r *Record) ([]byte, error) {
 		t := r.ReservedUntil.UTC()
 		s.ReservedUntil = &t
 	}
-	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil {
+	if !r.DeleteTime.IsZero() {
+		t := r.DeleteTime.UTC()
+		s.DeleteTime = &t
+	}
+	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil && s.DeleteTime == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
@@ -53,6 +58,10 @@ func UnmarshalSuccession(data []byte, r *Record) error {
 	r.ReservedUntil = time.Time{}
 	if s.ReservedUntil != nil {
 		r.ReservedUntil = *s.ReservedUntil
+	}
+	r.DeleteTime = time.Time{}
+	if s.DeleteTime != nil {
+		r.DeleteTime = *s.DeleteTime
 	}
 	return nil
 }

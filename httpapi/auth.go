@@ -20,7 +20,7 @@ const (
 var verbOf = map[string]auth.Verb{
 	"get": auth.Read, "list": auth.Read, "watch": auth.Read,
 	"acquire": auth.Acquire, "renew": auth.Acquire, "release": auth.Acquire, "transfer": auth.Acquire,
-	"revoke": auth.Admin,
+	"revoke": auth.Admin, "delete": auth.Delete,
 }
 
 // admit authenticates the request, applies the caller's rate limit and, for

@@ -66,6 +66,11 @@ type Config struct {
 	// Limits bound what one caller and this instance may hold open
 	// (docs/contract.md §9); zero fields mean their defaults.
 	Limits Limits
+	// Internal names the service's own leases (its sweeper's election,
+	// docs/contract.md §15): list and the prefix stream leave them out; get
+	// and the single-lease stream still show them to a caller who may read
+	// them.
+	Internal []string
 	// PageTokenKey seals list page tokens (AES-256-GCM): 32 bytes. Nil
 	// means a random key made by New, so a token is good only on the
 	// instance that made it; instances behind one load balancer must share

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/leasesvc/leasesvc/auth"
@@ -239,13 +240,17 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	a.observeOp(r, "ok")
 	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
 	for _, l := range res.Leases {
-		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) {
+		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) || a.internal(l.Name) {
 			continue // a page may come out shorter than pageSize; nextPageToken still continues it
 		}
 		out.Leases = append(out.Leases, wire.FromLease(l))
 	}
 	writeJSON(w, http.StatusOK, "application/json", out)
 }
+
+// internal reports whether name is one of the service's own leases, which
+// list and the prefix stream leave out (docs/contract.md §15).
+func (a *api) internal(name string) bool { return slices.Contains(a.cfg.Internal, name) }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ok"})

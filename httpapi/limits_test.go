@@ -465,7 +465,7 @@ func TestHeadAndAllow(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ method, path, allow string }{
-		{"FOO", "/v1/leases/head", "GET, HEAD"},
+		{"FOO", "/v1/leases/head", "DELETE, GET, HEAD"},
 		{"FOO", "/v1/leases/head:acquire", "POST"},
 		{"PURGE", "/v1/leases", "GET, HEAD"},
 		{"DELETE", "/healthz", "GET, HEAD"},

@@ -71,6 +71,7 @@ const watchPrefixPath = leasesPrefix + ":watch"
 
 var leaseRoutes = []leaseRoute{
 	{method: http.MethodGet, verb: "", handler: (*api).get},
+	{method: http.MethodDelete, verb: "", handler: (*api).deleteLease},
 	{method: http.MethodPost, verb: "acquire", handler: (*api).acquire},
 	{method: http.MethodPost, verb: "renew", handler: (*api).renew},
 	{method: http.MethodPost, verb: "release", handler: (*api).release},
@@ -158,6 +159,8 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			route, op := leasesPrefix+"/{name}", "get"
 			if verb != "" {
 				route, op = route+":"+verb, verb
+			} else if rt.method == http.MethodDelete {
+				op = "delete"
 			}
 			// The name is checked before anything logs it, so that a
 			// huge or hostile path never reaches a log line.

@@ -68,6 +68,9 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 			res.NextPageToken = encodePageToken(req.Prefix, recs[i-1].Name)
 			break
 		}
+		if existing(&recs[i]) == nil {
+			continue // a tombstone (docs/contract.md §15); the page may come out short
+		}
 		res.Leases = append(res.Leases, view(&recs[i], now))
 	}
 	return res, nil

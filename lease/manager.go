@@ -164,7 +164,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 	var refusal error
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
-		cur := s.Record
+		cur, tomb := existing(s.Record), s.Record // a tombstone's token lives on (docs/contract.md §15)
 		prev, refusal = cur, nil
 		held := cur != nil && now.Before(cur.ExpireTime)
 		if held && cur.Holder == req.Holder && cur.Principal == req.Principal {
@@ -200,9 +200,11 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
 			Transitions: 1, Metadata: md, Principal: req.Principal, Priority: req.Priority,
 		}
+		if tomb != nil {
+			next.FencingToken = tomb.FencingToken + 1
+			next.Transitions = tomb.Transitions + 1
+		}
 		if cur != nil {
-			next.FencingToken = cur.FencingToken + 1
-			next.Transitions = cur.Transitions + 1
 			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
 			next.Candidates = withoutHolder(cur, now, req.Holder)
 		}
@@ -215,7 +217,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		return Lease{}, opError("acquire", req.Name, err)
 	}
 	l := view(snap.Record, decisionTime(snap))
-	if prev == nil || prev.FencingToken != l.FencingToken {
+	if prev == nil || prev.FencingToken != l.FencingToken { // a new holding
 		ev := Event{Type: EventAcquired, Lease: l, Time: l.ServerTime}
 		if prev != nil {
 			ev.PreviousHolder = prev.Holder
@@ -335,7 +337,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
 	if err != nil {
 		return Lease{}, opError("get", name, err)
 	}
-	if snap.Record == nil {
+	if existing(snap.Record) == nil { // never existed, or deleted
 		return Lease{}, fmt.Errorf("lease: get %q: %w", name, ErrNotFound)
 	}
 	return view(snap.Record, decisionTime(snap)), nil

@@ -20,10 +20,14 @@ type limits struct {
 	idleTimeout   time.Duration // LEASESVC_IDLE_TIMEOUT: idle keep-alive connections close after it
 	shutdown      time.Duration // LEASESVC_SHUTDOWN_TIMEOUT: SIGTERM to exit
 	api           httpapi.Limits
-	pageTokenKey  []byte // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
-	listenHost    string // the host part of the listen address
-	maxCandidates int    // LEASESVC_MAX_CANDIDATES: registered candidates per lease
+	pageTokenKey  []byte        // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
+	listenHost    string        // the host part of the listen address
+	maxCandidates int           // LEASESVC_MAX_CANDIDATES: registered candidates per lease
+	retainFree    time.Duration // LEASESVC_RETAIN_FREE: the sweeper deletes leases free this long; 0 off
 }
+
+// minRetainFree is the shortest LEASESVC_RETAIN_FREE.
+const minRetainFree = time.Minute
 
 // Defaults of limits.
 const (
@@ -90,6 +94,13 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 			*n.dst = x
 		}
 	}
+	if v := getenv("LEASESVC_RETAIN_FREE"); v != "" && v != "off" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x < minRetainFree {
+			return l, fmt.Errorf("LEASESVC_RETAIN_FREE=%q: want off or a duration of at least %v, such as 720h", v, minRetainFree)
+		}
+		l.retainFree = x
+	}
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(key) != httpapi.PageTokenKeySize {
@@ -116,5 +127,5 @@ func (l limits) logAttrs() []any {
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
 		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
-		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
+		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String())}
 }

@@ -135,3 +135,19 @@ func TestCloudRunAudience(t *testing.T) {
 		t.Fatalf("google auth without audiences off Cloud Run: run = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
 	}
 }
+
+// TestRetainFree: LEASESVC_RETAIN_FREE is off by default and with "off",
+// takes a duration of at least a minute, and refuses anything else.
+func TestRetainFree(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "off": 0, "720h": 720 * time.Hour, "1m": time.Minute} {
+		l, err := parseLimits(envOf(map[string]string{"LEASESVC_RETAIN_FREE": v}), "static")
+		if err != nil || l.retainFree != want {
+			t.Errorf("LEASESVC_RETAIN_FREE=%q: %v, %v; want %v", v, l.retainFree, err, want)
+		}
+	}
+	for _, v := range []string{"59s", "0", "-1h", "forever"} {
+		if _, err := parseLimits(envOf(map[string]string{"LEASESVC_RETAIN_FREE": v}), "static"); err == nil || !strings.Contains(err.Error(), "LEASESVC_RETAIN_FREE") {
+			t.Errorf("LEASESVC_RETAIN_FREE=%q: %v, want an error naming it", v, err)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/cloudlog"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/sweeper"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
 
@@ -96,10 +97,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
-		Limits: lim.api, PageTokenKey: lim.pageTokenKey})
+		Limits: lim.api, PageTokenKey: lim.pageTokenKey, Internal: []string{sweeper.DefaultLeaseName}})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
+	ev.retainFree = lim.retainFree
 	if err := ev.start(context.WithoutCancel(ctx), m, store, instance); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}

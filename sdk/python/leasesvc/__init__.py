@@ -79,6 +79,7 @@ from .errors import (
 )
 from .lease import (
     EVENT_ACQUIRED,
+    EVENT_DELETED,
     EVENT_EXPIRED,
     EVENT_RELEASED,
     EVENT_REVOKED,
@@ -97,7 +98,7 @@ _logging.getLogger("leasesvc").addHandler(_logging.NullHandler())
 __all__ = [
     "AccessDeniedError", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",
     "DEFAULT_DRIFT_MARGIN", "DEFAULT_RENEW_JITTER", "DEFAULT_TTL", "DEFAULT_WAIT", "EVENT_ACQUIRED",
-    "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
+    "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
     "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
     "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
     "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "StoppedError", "Term",

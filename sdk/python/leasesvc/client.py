@@ -361,6 +361,25 @@ class Client:
         return Lease.from_json(self._call("revoke", name, "POST", _lease_path(name, ":revoke"), body,
                                           not_idempotent=True))
 
+    def delete(self, name: str) -> Lease:
+        """Delete the lease, which nobody may hold or have reserved
+        (``DELETE /v1/leases/{name}``, docs/contract.md §15), and return it as
+        it was. It is then not found to get, list and watch, but its fencing
+        token is kept: the next acquire gets the deleted token + 1. Needs the
+        ``delete`` verb (or ``admin``) with authentication on.
+
+        A delete is not idempotent (sent again it answers ``NotFound``), so
+        only failures that show the service did not act are retried: 429, and
+        connections never made.
+
+        Raises:
+            LeaseHeld: the lease is held (``.lease`` is the holding).
+            LeaseReserved: the free lease is reserved for a successor.
+            NotFound: the lease never existed, or is already deleted.
+        """
+        return Lease.from_json(self._call("delete", name, "DELETE", _lease_path(name, ""), None,
+                                          not_idempotent=True))
+
     def watch(self, name: str) -> "Watch":
         """Open a watch stream of the lease (``GET …:watch``): the lease now,
         then each change of holding. It fails like :meth:`get` when the

@@ -260,6 +260,10 @@ class WatchTest(FakeTestCase):
         self.assertFalse(leasesvc.newer(r1, a1))
         self.assertTrue(leasesvc.newer(r1, a2))
         self.assertFalse(leasesvc.newer(a2, a2))
+        d1 = leasesvc.Event(leasesvc.EVENT_DELETED, leasesvc.Lease(name="a", fencing_token=1))
+        self.assertTrue(leasesvc.newer(r1, d1))  # a deletion follows the end of its holding
+        self.assertFalse(leasesvc.newer(d1, r1))
+        self.assertTrue(leasesvc.newer(d1, a2))
 
 
 class ContextManagerTest(FakeTestCase):

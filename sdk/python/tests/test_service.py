@@ -106,6 +106,30 @@ class FlowsTest(unittest.TestCase):
         self.assertEqual(events[0].id, f"{name}/1/acquired")
         self.assertEqual(w.last_event_id, f"{name}/1/released")
 
+    def test_delete(self) -> None:
+        """delete removes a free lease and returns it as it was; a held one is
+        LeaseHeld, a missing one NotFound; a watch sees the deleted event and
+        the next acquire gets the next token (docs/contract.md §15)."""
+        c, name = self.c, unique("delete")
+        with self.assertRaises(leasesvc.NotFound):
+            c.delete(name)
+        a = c.acquire(name, "a", 30.0)
+        with self.assertRaises(leasesvc.LeaseHeld) as cm:
+            c.delete(name)
+        self.assertEqual(cm.exception.lease.holder, "a")
+        w = c.watch(name)
+        self.addCleanup(w.close)
+        self.assertEqual(next(w).type, leasesvc.EVENT_STATE)
+        c.release(name, "a", a.fencing_token)
+        d = c.delete(name)
+        self.assertEqual((d.name, d.holder, d.fencing_token, d.held), (name, "a", 1, False))
+        self.assertEqual([next(w).type, next(w).type], [leasesvc.EVENT_RELEASED, leasesvc.EVENT_DELETED])
+        with self.assertRaises(leasesvc.NotFound):
+            c.get(name)
+        with self.assertRaises(leasesvc.NotFound):
+            c.delete(name)
+        self.assertEqual(c.acquire(name, "b", 5.0).fencing_token, 2)
+
 
 class ElectorServiceTest(unittest.TestCase):
     def test_two_electors_hand_over_on_stop(self) -> None:

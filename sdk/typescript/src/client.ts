@@ -318,6 +318,20 @@ export class Client {
   }
 
   /**
+   * Deletes a lease that nobody holds or has reserved (DELETE
+   * /v1/leases/{name}, docs/contract.md §15) and returns it as it was. It is
+   * then not found to get, list and watch, but its fencing token is kept:
+   * the next acquire gets the deleted token + 1. A held lease throws
+   * LeaseHeldError, a reserved one LeaseReservedError, a missing or already
+   * deleted one NotFoundError. Needs the delete verb (or admin) with
+   * authentication on. Not idempotent (sent again it is NotFoundError), so
+   * it is retried only when the service did not act (429, no connection).
+   */
+  async delete(name: string, opts: CallOptions = {}): Promise<Lease> {
+    return parseLease(await this.#call("delete", name, "DELETE", leasePath(name, ""), undefined, opts, { notIdempotent: true }));
+  }
+
+  /**
    * Watches one lease (GET /v1/leases/{name}:watch): the lease now (a
    * "lease" event), then each change of holding. The first connection is
    * retried like any call and its failure is thrown; after it, a dropped
