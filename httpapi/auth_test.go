@@ -383,3 +383,50 @@ func TestFlowsWithAuth(t *testing.T) {
 	srv, _, _ := authServer(t, nil)
 	e2e.FlowsWith(t, e2e.Client{URL: srv.URL, Token: flowTok})
 }
+
+// TestAuthenticatesBeforeValidating checks the order of the checks on every
+// route: a caller without credentials gets 401 whatever else is wrong with
+// its request (a bad name, query parameter or page token), and a caller the
+// policy refuses gets 403 rather than the 400 its bad request would earn.
+func TestAuthenticatesBeforeValidating(t *testing.T) {
+	srv, _, _ := authServer(t, nil)
+	bad := []struct{ method, path string }{
+		{"GET", "/v1/leases?pageToken=not-a-token"},
+		{"GET", "/v1/leases?pageSize=x"},
+		{"GET", "/v1/leases?prefix=%2Fbad"},
+		{"GET", "/v1/leases?bogus=1"},
+		{"GET", "/v1/leases:watch?bogus=1"},
+		{"GET", "/v1/leases:watch?history=maybe"},
+		{"GET", "/v1/leases/-bad-name"},
+		{"POST", "/v1/leases/-bad-name:acquire"},
+	}
+	for _, rq := range leaseRequests("team-b.x") {
+		sep := "?"
+		if strings.Contains(rq.path, "?") {
+			sep = "&"
+		}
+		bad = append(bad, struct{ method, path string }{rq.method, rq.path + sep + "bogus=1"})
+	}
+	anon := e2e.Client{URL: srv.URL}
+	for _, rq := range bad {
+		if r := anon.Do(t, rq.method, rq.path, "application/json", `{}`); r.Status != 401 || r.Code() != "unauthenticated" {
+			t.Errorf("unauthenticated %s %s = %d %s, want 401 unauthenticated", rq.method, rq.path, r.Status, r.Raw)
+		}
+	}
+	carol := e2e.Client{URL: srv.URL, Token: carolTok} // read on team-a. only
+	for _, rq := range []struct{ method, path string }{
+		{"GET", "/v1/leases?prefix=team-b.&pageToken=not-a-token"},
+		{"GET", "/v1/leases?prefix=team-b.&pageSize=x"},
+		{"GET", "/v1/leases/team-b.x?bogus=1"},
+		{"GET", "/v1/leases/team-b.x:watch?bogus=1"},
+		{"POST", "/v1/leases/team-a.x:acquire?bogus=1"},
+	} {
+		if r := carol.Do(t, rq.method, rq.path, "application/json", `{}`); r.Status != 403 || r.Code() != "permission_denied" {
+			t.Errorf("carol's %s %s = %d %s, want 403 permission_denied", rq.method, rq.path, r.Status, r.Raw)
+		}
+	}
+	// Allowed, the same bad requests are 400.
+	if r := carol.Get(t, "/v1/leases?prefix=team-a.&pageToken=not-a-token"); r.Status != 400 || !strings.Contains(r.Raw, `"field":"pageToken"`) {
+		t.Errorf("carol's bad page token on her prefix = %d %s, want 400 naming pageToken", r.Status, r.Raw)
+	}
+}

@@ -187,6 +187,12 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	// Authenticate first, then check what needs no lease name, the policy
+	// on the prefix, and only then the page token: an unauthenticated
+	// caller gets 401 and one the policy refuses 403, whatever they sent.
+	if !a.authenticate(w, r, "list", "") {
+		return
+	}
 	q, p := checkQuery(r, "prefix", "pageSize", "pageToken")
 	if p != nil {
 		a.fail(w, r, *p)
@@ -198,17 +204,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			violations: []lease.FieldViolation{{Field: "prefix", Description: "must be empty or 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 		return
 	}
-	if !a.admit(w, r, "list", "") {
-		return
-	}
 	principal := principalOf(r)
-	inner, ok := a.openPageToken(q.Get("pageToken"), req.Prefix, principal)
-	if !ok {
-		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
-			violations: []lease.FieldViolation{{Field: "pageToken", Description: "is not a token this service gave for this list and caller; start the list again without it"}}})
-		return
-	}
-	req.PageToken = inner
 	// With a policy, list what the caller may read: everything under the
 	// prefix, or the readable names among them, or nothing (403).
 	filter := false
@@ -220,6 +216,13 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		filter = !all
 	}
+	inner, ok := a.openPageToken(q.Get("pageToken"), req.Prefix, principal)
+	if !ok {
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "pageToken", Description: "is not a token this service gave for this list and caller; start the list again without it"}}})
+		return
+	}
+	req.PageToken = inner
 	if s := q.Get("pageSize"); q.Has("pageSize") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
