@@ -104,3 +104,12 @@ func (l limits) logAttrs() []any {
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
 }
+
+// loopbackListen reports whether the service listens on loopback only.
+func loopbackListen(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

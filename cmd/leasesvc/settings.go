@@ -34,6 +34,8 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_POLICY", Usage: "path of the policy file (YAML or JSON) granting principals `read`, `acquire` or `admin` on lease-name prefixes; required with `google` and `static`, refused with `none`"},
 	{Env: "LEASESVC_RATE_LIMIT", Default: "`100` with auth, `0` (off) with `none`", Usage: "requests per second per principal (per client address with `none`); over it `429` + `Retry-After`"},
 	{Env: "LEASESVC_RATE_BURST", Default: "2 × the rate", Usage: "requests at once per principal"},
+	{Env: "LEASESVC_ALLOWED_HOSTS", Default: "loopback names only", Usage: "with `LEASESVC_AUTH=none`: the `Host` names besides `localhost`, `*.localhost`, `127.0.0.0/8` and `[::1]` that the API answers (comma-separated; `*`: any); another is `403 host_not_allowed`, so DNS rebinding reaches nothing. Set it when clients reach the service by another name (Cloud Run URL, container name) ([docs/security.md](docs/security.md#cross-site-requests))"},
+	{Env: "LEASESVC_ALLOWED_ORIGINS", Default: "the service's own origin", Usage: "other origins (`https://tools.example.com`, comma-separated) whose requests, by their `Origin` header, are served; any other is `403 origin_not_allowed`. No CORS preflight is answered"},
 	{Env: "LEASESVC_LISTEN", Default: "`127.0.0.1` with `LEASESVC_AUTH=none` off Cloud Run; every interface otherwise", Usage: "IP address to listen on (`0.0.0.0`, `::`, `127.0.0.1`)"},
 	{Env: "LEASESVC_HEADER_TIMEOUT", Default: "`10s`", Usage: "a request's headers must arrive within it"},
 	{Env: "LEASESVC_BODY_TIMEOUT", Default: "`10s`", Usage: "a request's body must arrive within it of its headers; else `408` and the connection is closed"},
