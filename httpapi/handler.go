@@ -105,6 +105,10 @@ type Limits struct {
 	WaitingPerCaller, Waiting int
 	// ReadyCache is how long a /readyz answer is reused. Default 1s.
 	ReadyCache time.Duration
+	// ListScanBudget is how many leases the caller may not read one list
+	// page passes over, at most, before it ends early with a next-page
+	// token (docs/security.md). Default lease.DefaultScanBudget.
+	ListScanBudget int
 }
 
 // Defaults of Limits.
@@ -137,7 +141,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		v    *int
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
-		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting}} {
+		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
+		{"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}

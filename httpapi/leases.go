@@ -206,15 +206,20 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	principal := principalOf(r)
 	// With a policy, list what the caller may read: everything under the
-	// prefix, or the readable names among them, or nothing (403).
-	filter := false
+	// prefix, or the readable names among them, or nothing (403). A page
+	// passes over the others (up to the scan budget) rather than coming
+	// back short or empty for them, so paging does not show how many
+	// there are or where they sort.
 	if p := a.cfg.Policy; p != nil {
 		all, some := p.ListScope(principal, auth.Read, req.Prefix)
 		if !all && !some {
 			a.deny(w, r, "list", principal, req.Prefix, auth.Read)
 			return
 		}
-		filter = !all
+		if !all {
+			req.Keep = func(name string) bool { return p.Allowed(principal, auth.Read, name) }
+			req.ScanBudget = a.cfg.Limits.ListScanBudget
+		}
 	}
 	inner, ok := a.openPageToken(q.Get("pageToken"), req.Prefix, principal)
 	if !ok {
@@ -242,9 +247,6 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	a.observeOp(r, "ok")
 	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
 	for _, l := range res.Leases {
-		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) {
-			continue // a page may come out shorter than pageSize; nextPageToken still continues it
-		}
 		out.Leases = append(out.Leases, wire.FromLease(l))
 	}
 	writeJSON(w, http.StatusOK, "application/json", out)

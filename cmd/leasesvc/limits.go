@@ -41,7 +41,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, maxCandidates: lease.DefaultMaxCandidates, api: httpapi.Limits{
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
-		ReadyCache: httpapi.DefaultReadyCache,
+		ReadyCache: httpapi.DefaultReadyCache, ListScanBudget: lease.DefaultScanBudget,
 	}}
 	durs := []struct {
 		key string
@@ -66,7 +66,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	}{
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
-		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates},
+		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_LIST_SCAN_BUDGET", &l.api.ListScanBudget},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -101,7 +101,7 @@ func (l limits) logAttrs() []any {
 	return []any{slog.Group("limits",
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
-		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
+		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
 }
 

@@ -47,6 +47,7 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_MAX_WAITING", Default: "`10000`", Usage: "waiting acquires per instance; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_CANDIDATES", Default: "`64`", Usage: "registered candidates (waiting acquires with a `priority`) per lease; a newcomer ranking below all of a full list waits unregistered"},
 	{Env: "LEASESVC_READY_CACHE", Default: "`1s`", Usage: "how long a `/readyz` answer is reused"},
+	{Env: "LEASESVC_LIST_SCAN_BUDGET", Default: "`10000`", Usage: "with a policy: unreadable leases one list page passes over, at most; beyond, the page ends early (short, even empty) with a `nextPageToken`"},
 	{Env: "LEASESVC_PAGE_TOKEN_KEY", Default: "random per process", Usage: "32 bytes, standard base64 (`openssl rand -base64 32`): the key that seals list page tokens; give every instance behind one load balancer the same key, or a next page served by another instance is `400`"},
 	{Env: "LEASESVC_SHUTDOWN_TIMEOUT", Default: "`9s`", Usage: "SIGTERM to exit: waits and streams end, in-flight requests drain, events are flushed, the subscription deleted, telemetry flushed"},
 }
