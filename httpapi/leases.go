@@ -136,9 +136,15 @@ func (a *api) transfer(w http.ResponseWriter, r *http.Request, name string) {
 		req.Checkpoint = b.object("checkpoint")
 		ms, hasMs := b.integer("reserveMs", false)
 		req.Reserve = millis(ms)
-		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs")
+		req.ToPrincipal = b.str("toPrincipal", false)
+		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs", "toPrincipal")
 		if hasMs && ms < 1 { // 0 would mean the default to the Manager: refuse it here
 			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
+		}
+		if _, has := b.fields["toPrincipal"]; has && (req.ToPrincipal == "" || a.cfg.Authenticator == nil) {
+			// "" would mean the caller's own; without authentication every
+			// caller is the anonymous principal and there is none to name.
+			b.fail("toPrincipal", "must name an authenticated principal; it needs authentication on (LEASESVC_AUTH)")
 		}
 	}, func() error { return lease.ValidateTransfer(req) }) {
 		return
