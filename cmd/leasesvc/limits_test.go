@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,52 @@ func TestCloudRunAudience(t *testing.T) {
 	err = run(t.Context(), nil, envOf(map[string]string{"LEASESVC_AUTH": "google", "LEASESVC_POLICY": "/nonexistent"}), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "LEASESVC_AUTH_AUDIENCES") {
 		t.Fatalf("google auth without audiences off Cloud Run: run = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
+	}
+}
+
+// TestAllowedHostsWithoutAuth: with LEASESVC_AUTH=none and listening
+// beyond loopback, the service warns that only loopback names are served
+// until LEASESVC_ALLOWED_HOSTS lists the names clients use, and serves a
+// request addressed to such a name only once it is listed.
+func TestAllowedHostsWithoutAuth(t *testing.T) {
+	for _, tc := range []struct {
+		env    map[string]string
+		warn   bool
+		status int
+	}{
+		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0"}, true, http.StatusForbidden},
+		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0", "LEASESVC_ALLOWED_HOSTS": "leasesvc.internal"}, false, http.StatusOK},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout syncWriter
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"-port", "0"}, envOf(tc.env), &stdout, io.Discard) }()
+		addr := regexp.MustCompile(`"addr":"[^"]*:([0-9]+)"`)
+		deadline := time.Now().Add(10 * time.Second)
+		for addr.FindStringSubmatch(stdout.String()) == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polls for the start-up line
+		}
+		m := addr.FindStringSubmatch(stdout.String())
+		if m == nil {
+			cancel()
+			<-done
+			t.Fatalf("env %v: no start-up line with the address:\n%s", tc.env, stdout.String())
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+m[1]+"/v1/leases", nil)
+		req.Host = "leasesvc.internal"
+		resp, err := http.DefaultClient.Do(req)
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+			_ = resp.Body.Close()
+		}
+		cancel()
+		<-done
+		if status != tc.status {
+			t.Errorf("env %v: list with Host leasesvc.internal = %d (%v), want %d", tc.env, status, err, tc.status)
+		}
+		if got := strings.Contains(stdout.String(), "LEASESVC_ALLOWED_HOSTS"); got != tc.warn {
+			t.Errorf("env %v: warning about LEASESVC_ALLOWED_HOSTS logged %v, want %v:\n%s", tc.env, got, tc.warn, stdout.String())
+		}
 	}
 }
