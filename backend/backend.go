@@ -20,8 +20,6 @@ import (
 // Context errors (context.Canceled, context.DeadlineExceeded) are returned
 // as they are, never wrapped in one of these.
 var (
-	// ErrNotFound reports that no record exists under a name.
-	ErrNotFound = errors.New("backend: not found")
 	// ErrConflict reports that a record changed between the read a decision
 	// was made on and the write of that decision. Loop retries conflicts; it
 	// surfaces only when Loop gives up (ctx still live).

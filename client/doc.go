@@ -34,7 +34,7 @@
 // inherits; Transfer hands a holding to a named successor; an acquire
 // refused by a reservation for another is a *ReservedError (ErrReserved);
 // and Lease carries Priority, Checkpoint, CheckpointToken, ReservedFor,
-// ReservedUntil, YieldRequested, YieldTo and Candidates. On the Elector:
+// ReservedUntil, YieldRequested, YieldTo, Candidates and BestCandidatePriority. On the Elector:
 // ElectorConfig.Priority and Preempt, OnYieldRequested before it steps down
 // for a preempting candidate (cause ErrYielded), Checkpoint and
 // SetCheckpoint while leading, CheckpointFromContext for what a term

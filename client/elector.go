@@ -541,6 +541,9 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 	}()
 	e.cfg.Logger.Info("leasesvc elector: leading", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken)
 
+	if e.cfg.OnSafeDeadline != nil {
+		e.cfg.OnSafeDeadline(sent.Add(e.safe))
+	}
 	cbDone := make(chan struct{})
 	go func() {
 		defer close(cbDone)
@@ -727,6 +730,9 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 				failures = 0
 				stopAt = r.sent.Add(e.safe - e.cfg.CancelBefore)
 				stop.Reset(stopAt.Sub(clock.Now()))
+				if e.cfg.OnSafeDeadline != nil {
+					e.cfg.OnSafeDeadline(r.sent.Add(e.safe))
+				}
 				renewT.Reset(r.sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
 				if r.l.YieldRequested && !yieldAsked && !graceful && termCtx.Err() == nil {
 					yieldAsked = true

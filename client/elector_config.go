@@ -78,6 +78,15 @@ type ElectorConfig struct {
 	// whatever ended it, once OnStartedLeading has returned (and, on a
 	// graceful stop, after the release).
 	OnStoppedLeading func()
+	// OnSafeDeadline, if set, is called from Run's goroutine when a term
+	// begins, before OnStartedLeading, and after every successful renew,
+	// with the term's safe deadline: the local time (with its monotonic
+	// reading) when the acquire or renew that succeeded was sent, plus
+	// TTL × (1 − DriftMargin). Nothing may act on the leadership after it.
+	// A watchdog outside the process can enforce it when the process
+	// cannot (leasectl run's guard kills its command's process tree then,
+	// even when leasectl is frozen). It must not block.
+	OnSafeDeadline func(deadline time.Time)
 	// OnNewLeader, if set, is called from Run's goroutine whenever the
 	// holder seen leading changes, this Elector's own holder included. It
 	// must not block.

@@ -80,6 +80,9 @@ type Lease struct {
 	YieldTo string
 	// Candidates is how many registered candidates wait for the lease.
 	Candidates int
+	// BestCandidatePriority is the priority of the best of them (the one a
+	// reservation would name); meaningful when Candidates > 0.
+	BestCandidatePriority int
 }
 
 // leaseJSON is the wire form of a Lease.
@@ -108,6 +111,7 @@ type leaseJSON struct {
 	YieldRequested  bool            `json:"yieldRequested,omitempty"`
 	YieldTo         string          `json:"yieldTo,omitempty"`
 	Candidates      int             `json:"candidates,omitempty"`
+	BestCandidate   *int            `json:"bestCandidatePriority,omitempty"`
 }
 
 // MarshalJSON renders the lease as the API does.
@@ -123,7 +127,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 		Principal: l.Principal, RevokedBy: l.RevokedBy, RevokeReason: l.RevokeReason,
 		Priority: l.Priority, Checkpoint: l.Checkpoint, CheckpointToken: l.CheckpointToken,
 		ReservedFor: l.ReservedFor, ReservedUntil: l.ReservedUntil, YieldRequested: l.YieldRequested,
-		YieldTo: l.YieldTo, Candidates: l.Candidates,
+		YieldTo: l.YieldTo, Candidates: l.Candidates, BestCandidate: bestCandidate(l),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
@@ -147,7 +151,20 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 		ReservedFor: w.ReservedFor, ReservedUntil: w.ReservedUntil, YieldRequested: w.YieldRequested,
 		YieldTo: w.YieldTo, Candidates: w.Candidates,
 	}
+	if w.BestCandidate != nil {
+		l.BestCandidatePriority = *w.BestCandidate
+	}
 	return nil
+}
+
+// bestCandidate is the lease's bestCandidatePriority member: present
+// exactly when candidates wait.
+func bestCandidate(l Lease) *int {
+	if l.Candidates == 0 {
+		return nil
+	}
+	p := l.BestCandidatePriority
+	return &p
 }
 
 // Page is one page of a List.

@@ -44,8 +44,8 @@ func TestSuccessionFields(t *testing.T) {
 		r, err = c.Renew(ctx, name, client.RenewRequest{Holder: "a", FencingToken: 1})
 		return err == nil && r.YieldRequested
 	})
-	if r.YieldTo != "b" || r.Candidates != 1 {
-		t.Fatalf("renew while b preempts: yieldTo %q, candidates %d", r.YieldTo, r.Candidates)
+	if r.YieldTo != "b" || r.Candidates != 1 || r.BestCandidatePriority != 7 {
+		t.Fatalf("renew while b preempts: yieldTo %q, candidates %d (best priority %d)", r.YieldTo, r.Candidates, r.BestCandidatePriority)
 	}
 	// A stepping down with a checkpoint: b gets the lease and the checkpoint.
 	rel, err := c.ReleaseWith(ctx, name, client.ReleaseRequest{Holder: "a", FencingToken: 1, Checkpoint: json.RawMessage(`{"step":2}`)})

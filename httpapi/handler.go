@@ -109,6 +109,16 @@ type Limits struct {
 	// page passes over, at most, before it ends early with a next-page
 	// token (docs/security.md). Default lease.DefaultScanBudget.
 	ListScanBudget int
+	// StreamRefresh is how often the instance re-reads the leases under a
+	// prefix while a prefix stream asked for refresh events (one read of
+	// the prefix per interval, shared by its streams). Default 1s; negative
+	// turns refresh events off.
+	StreamRefresh time.Duration
+	// RefreshPrefixes caps the prefixes the instance re-reads for refresh
+	// events at once (each costs a read of every lease under it per
+	// StreamRefresh); a stream asking for refresh of another prefix is
+	// answered 429. Default 64.
+	RefreshPrefixes int
 }
 
 // Defaults of Limits.
@@ -120,10 +130,20 @@ const (
 	DefaultWaitingPerCaller = 100
 	DefaultWaiting          = 10000
 	DefaultReadyCache       = time.Second
+	DefaultRefreshPrefixes  = 64
 )
+
+// StreamRefreshOff, as Limits.StreamRefresh, turns refresh events off.
+const StreamRefreshOff time.Duration = -1
 
 // withDefaults fills in the zero fields and checks the others.
 func (l Limits) withDefaults() (Limits, error) {
+	switch {
+	case l.StreamRefresh == 0:
+		l.StreamRefresh = DefaultStreamRefresh
+	case l.StreamRefresh < 0:
+		l.StreamRefresh = StreamRefreshOff
+	}
 	for _, f := range []struct {
 		name string
 		v    *time.Duration
@@ -142,7 +162,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
 		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
-		{"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget}} {
+		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}, {"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
@@ -175,6 +195,7 @@ type api struct {
 	tokens  cipher.AEAD             // seals page tokens
 	sources *sources                // which origins and hosts the API serves
 	ready   readyCache
+	refresh *refreshers // the paced re-reads behind refresh events
 }
 
 // errShuttingDown ends the waiting acquires of a handler whose streams are
@@ -246,6 +267,10 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 		streams: newSlots(cfg.Limits.StreamsPerCaller, cfg.Limits.Streams),
 		waiting: newSlots(cfg.Limits.WaitingPerCaller, cfg.Limits.Waiting)}
 	a.stopCtx, a.stopNow = context.WithCancelCause(context.Background())
+	a.refresh = &refreshers{m: m, interval: max(cfg.Limits.StreamRefresh, 0), max: cfg.Limits.RefreshPrefixes, timeout: cfg.RequestTimeout, stopCtx: a.stopCtx,
+		by: map[string]*refresher{}, onError: func(prefix string, err error) {
+			a.log.Warn("refresh events: reading the leases failed", "prefix", prefix, "err", err)
+		}}
 	r := chi.NewRouter()
 	a.routes(r)
 	return &Handler{Handler: a.observe(a.guardSources(r)), api: a}, nil

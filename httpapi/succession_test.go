@@ -235,8 +235,8 @@ func TestLeaseReservedForTheBestCandidate(t *testing.T) {
 	b := startAcquire(t, c2, name, `{"holder":"b","ttlMs":30000,"waitMs":30000,"priority":5}`)
 	waitCandidates(t, c1, name, 1)
 	if r := c1.Post(t, p+":release", `{"holder":"a","fencingToken":1}`); r.Status != 200 || r.Body["held"] != false ||
-		r.Body["reservedFor"] != "b" || r.Body["reservedUntil"] == nil || r.Body["candidates"] != 1.0 {
-		t.Fatalf("a's release = %d %s, want not held, reserved for b, one candidate", r.Status, r.Raw)
+		r.Body["reservedFor"] != "b" || r.Body["reservedUntil"] == nil || r.Body["candidates"] != 1.0 || r.Body["bestCandidatePriority"] != 5.0 {
+		t.Fatalf("a's release = %d %s, want not held, reserved for b, one candidate of priority 5", r.Status, r.Raw)
 	}
 	r := c1.Post(t, p+":acquire", `{"holder":"c","ttlMs":30000}`)
 	if r.Status != 409 || r.Code() != "lease_reserved" || r.Body["type"] != "urn:leasesvc:problem:lease_reserved" ||
@@ -272,7 +272,7 @@ func TestLeaseReservedForTheBestCandidate(t *testing.T) {
 	m2.Wake(name) // as the event relay would
 	got := b.answer(t, 5*time.Second)
 	if got.Status != 200 || got.Holder() != "b" || got.Token() != 2 || got.Body["priority"] != 5.0 ||
-		got.Body["reservedFor"] != nil || got.Body["candidates"] != nil {
+		got.Body["reservedFor"] != nil || got.Body["candidates"] != nil || got.Body["bestCandidatePriority"] != nil {
 		t.Fatalf("b's waiting acquire = %d %s, want 200, token 2, priority 5, no reservation or candidate left", got.Status, got.Raw)
 	}
 }

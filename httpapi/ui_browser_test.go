@@ -124,7 +124,11 @@ func openDashboardService(t *testing.T) *httptest.Server {
 // from npm, testdata/browser): the page lists the leases under a prefix
 // with their recent terms, a new lease within 1 s of its acquire, the new
 // holder within 1 s of a hand-over, a released lease as free; the time
-// left counts down; at 390 px nothing overflows; with authentication on the
+// left counts down; a lease renewed every 0.6 s with a 2 s TTL stays led
+// with time left through 60 s of samples every 200 ms (renewals are not
+// events: the stream's refresh events bring them) and turns free within
+// 1 s of its release; a waiting candidate (count, best priority, the yield
+// it asks) and a transfer's successor are shown; at 390 px nothing overflows; with authentication on the
 // token field gates the page, the token stays in sessionStorage, and only
 // readable leases are shown. Screenshots at 1280 and 390 px, light and
 // dark, go to $LEASESVC_SCREENSHOT_DIR (default a new directory under the

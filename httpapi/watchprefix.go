@@ -37,11 +37,15 @@ const (
 // ResumeLookback before the cursor and then the snapshot of every lease
 // whose state is newer than what was replayed (for a lease the replay
 // covered, only once the events between have not come within ReorderWait).
+// With refresh=true the stream also carries `refresh` events: the time
+// left and succession of the leases whose holding it told, as this
+// instance's paced re-read of the prefix finds them changed (renewals are
+// not events), and a snapshot of a state no event brought (refresh.go).
 func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !a.admit(w, r, "watch", "") {
 		return
 	}
-	q, p := checkQuery(r, "prefix", "history")
+	q, p := checkQuery(r, "prefix", "history", "refresh")
 	if p != nil {
 		a.fail(w, r, *p)
 		return
@@ -58,6 +62,14 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, lease.FieldViolation{Field: "history", Description: "must be true or false, once"})
 		}
 		history = b
+	}
+	refresh := false
+	if h := q["refresh"]; len(h) > 0 {
+		b, err := strconv.ParseBool(h[0])
+		if err != nil || len(h) > 1 {
+			bad = append(bad, lease.FieldViolation{Field: "refresh", Description: "must be true or false, once"})
+		}
+		refresh = b
 	}
 	var cursor int64
 	resume := false
@@ -92,6 +104,19 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 
 	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
+	var rsub *refreshSub
+	var refreshed <-chan struct{} // nil without refresh: never ready
+	if refresh {
+		var ok bool
+		if rsub, ok = a.refresh.subscribe(prefix); !ok {
+			a.fail(w, r, exhausted("refreshed prefixes", 5))
+			return
+		}
+		if rsub != nil {
+			defer rsub.close()
+			refreshed = rsub.C
+		}
+	}
 	leases, err := a.listAll(r, prefix, readable)
 	if err != nil {
 		a.fail(w, r, a.errorProblem(r, err))
@@ -179,6 +204,8 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			ps.offer(ev, time.Now())
 		case <-hold.C:
 			ps.flushAll(time.Now())
+		case <-refreshed:
+			ps.refresh(rsub.take(), time.Now())
 		}
 		if d, ok := ps.nextDeadline(); ok {
 			hold.Reset(max(time.Until(d), time.Millisecond))
@@ -235,6 +262,10 @@ type heldBack struct {
 type heldItem struct {
 	ev   lease.Event
 	snap *lease.Lease
+	// at, when set, is the local time the snapshot was read (a refresh
+	// scan): it goes out with serverTime moved on by the time since, so
+	// that its remainingMs is the time left when it is sent.
+	at time.Time
 }
 
 // offer sends ev now, or holds it back (with what follows it) while its
@@ -324,7 +355,11 @@ func (p *prefixStream) flush(n string, now time.Time) {
 			return
 		}
 		if it.snap != nil {
-			p.snapshot(*it.snap)
+			l := *it.snap
+			if !it.at.IsZero() {
+				l.ServerTime = l.ServerTime.Add(max(time.Since(it.at), 0))
+			}
+			p.snapshot(l)
 		} else {
 			p.send(it.ev)
 		}

@@ -243,6 +243,8 @@ func TestWatchPrefixRequests(t *testing.T) {
 		{"?prefix=-bad", "", "prefix"},
 		{"?prefix=a&prefix=b", "", "prefix"},
 		{"?history=maybe", "", "history"},
+		{"?refresh=often", "", "refresh"},
+		{"?refresh=true&refresh=true", "", "refresh"},
 		{"?prefix=a", "jobs/1/acquired", "Last-Event-ID"},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.URL+"/v1/leases:watch"+tc.query, nil)

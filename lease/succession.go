@@ -140,6 +140,17 @@ func (l Lease) YieldTo() string {
 // ServerTime.
 func (l Lease) CandidateCount() int { return len(live(&l.Record, l.ServerTime)) }
 
+// BestCandidatePriority returns the priority of the best registered
+// candidate waiting for the lease at ServerTime (docs/contract.md §8: the
+// one a reservation would name), and false when none waits.
+func (l Lease) BestCandidatePriority() (int, bool) {
+	b := best(live(&l.Record, l.ServerTime), func(backend.Candidate) bool { return true })
+	if b == nil {
+		return 0, false
+	}
+	return b.Priority, true
+}
+
 // registration is the candidate a waiting acquire registers.
 type registration struct {
 	id       string

@@ -65,3 +65,24 @@ func TestReservationWindow(t *testing.T) {
 		t.Errorf("YieldTo with an equal priority = %q, want none", got)
 	}
 }
+
+// TestBestCandidatePriority: the priority of the best live candidate, 0
+// included, and none when no registration is live.
+func TestBestCandidatePriority(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &backend.Record{Name: "x", Holder: "h", FencingToken: 1, TTL: time.Minute, ExpireTime: t0.Add(time.Minute),
+		Candidates: []backend.Candidate{
+			{ID: "1", Holder: "zero", Priority: 0, Since: t0, Until: t0.Add(time.Minute)},
+			{ID: "2", Holder: "best", Priority: 7, Since: t0, Until: t0.Add(10 * time.Second)},
+		}}
+	for _, tc := range []struct {
+		at   time.Duration
+		prio int
+		ok   bool
+	}{{0, 7, true}, {10 * time.Second, 0, true}, {time.Minute, 0, false}} {
+		p, ok := ViewAt(r, t0.Add(tc.at)).BestCandidatePriority()
+		if p != tc.prio || ok != tc.ok {
+			t.Errorf("at %v: BestCandidatePriority = %d, %v; want %d, %v", tc.at, p, ok, tc.prio, tc.ok)
+		}
+	}
+}

@@ -29,6 +29,7 @@ type Metrics struct {
 	pubFailures metric.Int64Counter
 	retries     metric.Int64Counter
 
+	leases   *leaseSeries // the lease attribute of each lease name (leases.go)
 	mu       sync.Mutex
 	unheld   map[string]time.Time // lease → end of its last holding, while unheld
 	report   func() bool          // whether this instance reports unheld_seconds
@@ -48,9 +49,12 @@ type Gauges struct {
 }
 
 // NewMetrics creates the instruments on mp.
-func NewMetrics(mp metric.MeterProvider, g Gauges) (*Metrics, error) {
+func NewMetrics(mp metric.MeterProvider, g Gauges, opts ...Option) (*Metrics, error) {
 	meter := mp.Meter("github.com/leasesvc/leasesvc")
-	m := &Metrics{unheld: map[string]time.Time{}, report: g.ReportUnheld, now: time.Now}
+	m := &Metrics{unheld: map[string]time.Time{}, report: g.ReportUnheld, now: time.Now, leases: newLeaseSeries(DefaultMaxLeaseSeries)}
+	for _, o := range opts {
+		o(m)
+	}
 	if m.report == nil {
 		m.report = func() bool { return true }
 	}
@@ -101,8 +105,17 @@ func NewMetrics(mp metric.MeterProvider, g Gauges) (*Metrics, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		now := m.now()
+		other, others := 0.0, false // the longest unheld of the leases without a series
 		for name, ended := range m.unheld {
-			o.ObserveFloat64(unheld, max(now.Sub(ended).Seconds(), 0), metric.WithAttributes(attribute.String("lease", name)))
+			secs := max(now.Sub(ended).Seconds(), 0)
+			if label := m.leases.label(name); label != OtherLeases {
+				o.ObserveFloat64(unheld, secs, metric.WithAttributes(attribute.String("lease", label)))
+				continue
+			}
+			other, others = max(other, secs), true
+		}
+		if others {
+			o.ObserveFloat64(unheld, other, metric.WithAttributes(attribute.String("lease", OtherLeases)))
 		}
 		return nil
 	}, waiters, watchers, unheld)
@@ -119,26 +132,26 @@ func (m *Metrics) Operation(ctx context.Context, op, result, name string, d time
 	m.ops.Add(ctx, 1, attrs)
 	m.opDuration.Record(ctx, d.Seconds(), attrs)
 	if result == "lease_held" && name != "" {
-		m.contention.Add(ctx, 1, metric.WithAttributes(attribute.String("lease", name)))
+		m.contention.Add(ctx, 1, metric.WithAttributes(attribute.String("lease", m.leases.label(name))))
 	}
 }
 
 // Decided records a change of holding this instance decided.
 func (m *Metrics) Decided(ctx context.Context, ev lease.Event) {
 	if ev.Type == lease.EventAcquired {
-		m.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("lease", ev.Lease.Name)))
+		m.transitions.Add(ctx, 1, metric.WithAttributes(attribute.String("lease", m.leases.label(ev.Lease.Name))))
 		if p := ev.Previous; p.FencingToken != 0 && !p.Released() {
 			m.leadership.Record(ctx, p.ExpireTime.Sub(p.AcquireTime).Seconds(),
-				metric.WithAttributes(attribute.String("lease", p.Name), attribute.String("end", "taken_over")))
+				metric.WithAttributes(attribute.String("lease", m.leases.label(p.Name)), attribute.String("end", "taken_over")))
 		}
 	}
 	if ev.Type == lease.EventReleased || ev.Type == lease.EventRevoked {
 		m.leadership.Record(ctx, ev.Lease.ExpireTime.Sub(ev.Lease.AcquireTime).Seconds(),
-			metric.WithAttributes(attribute.String("lease", ev.Lease.Name), attribute.String("end", string(ev.Type))))
+			metric.WithAttributes(attribute.String("lease", m.leases.label(ev.Lease.Name)), attribute.String("end", string(ev.Type))))
 	}
 	if ev.Type == lease.EventExpired {
 		m.leadership.Record(ctx, ev.Lease.ExpireTime.Sub(ev.Lease.AcquireTime).Seconds(),
-			metric.WithAttributes(attribute.String("lease", ev.Lease.Name), attribute.String("end", "expired")))
+			metric.WithAttributes(attribute.String("lease", m.leases.label(ev.Lease.Name)), attribute.String("end", "expired")))
 	}
 }
 

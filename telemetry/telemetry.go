@@ -99,7 +99,7 @@ func Setup(ctx context.Context, cfg Config) (Providers, error) {
 			return Providers{}, fmt.Errorf("telemetry: stdout metric exporter: %w", err)
 		}
 		topts = append(topts, sdktrace.WithBatcher(te))
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(time.Minute))))
+		mopts = append(mopts, sdkmetric.WithReader(newPeriodicReader(me, time.Minute)))
 	case "otlp":
 		topt, mopt, err := otlpOptions(ctx, cfg)
 		if err != nil {
@@ -114,7 +114,7 @@ func Setup(ctx context.Context, cfg Config) (Providers, error) {
 			return Providers{}, fmt.Errorf("telemetry: otlp metric exporter: %w", err)
 		}
 		topts = append(topts, sdktrace.WithBatcher(te))
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me, sdkmetric.WithInterval(30*time.Second))))
+		mopts = append(mopts, sdkmetric.WithReader(newPeriodicReader(me, 30*time.Second)))
 	default:
 		return Providers{}, fmt.Errorf("LEASESVC_TELEMETRY=%q: must be none, stdout or otlp", cfg.Exporter)
 	}
@@ -123,6 +123,21 @@ func Setup(ctx context.Context, cfg Config) (Providers, error) {
 	otel.SetMeterProvider(p.Meter)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return p, nil
+}
+
+// MaxExportBatchSize is the most data points one metric export request
+// carries: the Telemetry API (telemetry.googleapis.com) refuses a request
+// with more than 200 ("Maximum number of data points per request: 200",
+// https://cloud.google.com/stackdriver/quotas#telemetry-api-limits), and a
+// refused export loses the whole interval's points, alert metrics
+// included. The periodic reader splits a larger collection into several
+// requests.
+const MaxExportBatchSize = 200
+
+// newPeriodicReader exports exp's metrics every interval, in requests of at
+// most MaxExportBatchSize points.
+func newPeriodicReader(exp sdkmetric.Exporter, interval time.Duration) *sdkmetric.PeriodicReader {
+	return sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(interval), sdkmetric.WithMaxExportBatchSize(MaxExportBatchSize))
 }
 
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {

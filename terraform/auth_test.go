@@ -1,7 +1,6 @@
 package terraform_test
 
 import (
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -310,11 +309,8 @@ func TestExamplePolicies(t *testing.T) {
 	m := loadModule(t, moduleDir)
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			ex := loadModule(t, filepath.Join(moduleDir, "examples", backend))
-			e := ex.evaluate(t, map[string]cty.Value{
-				"project_id": cty.StringVal(testProject),
-				"image":      cty.StringVal("europe-west1-docker.pkg.dev/test-project/leasesvc/leasesvc:test"),
-			})
+			ex := loadModule(t, exampleDir)
+			e := ex.evaluate(t, exampleInputs(backend))
 			calls := ex.blocksOf("module", "")
 			if len(calls) != 1 {
 				t.Fatalf("examples/%s: want one module block, got %d", backend, len(calls))

@@ -111,6 +111,11 @@ func TestAlertQueriesSelectExportedMetricsOfThisDeployment(t *testing.T) {
 					}
 					for _, loc := range sels {
 						sel := query[loc[0]:loc[1]]
+						if before, ok := strings.CutSuffix(query[:loc[0]], runRequestCount); ok {
+							checkRunSelector(t, p.addr, name, sel, strings.HasSuffix(strings.TrimSpace(before), "increase("))
+							seen[runRequestCount] = true
+							continue
+						}
 						sm := exactSelector.FindStringSubmatch(sel)
 						if sm == nil {
 							t.Errorf("%s: selector %s: want {\"<instrument name>\", job=\"<name>\"}", p.addr, sel)
@@ -133,10 +138,78 @@ func TestAlertQueriesSelectExportedMetricsOfThisDeployment(t *testing.T) {
 					}
 				}
 			}
-			if len(seen) < 3 {
-				t.Errorf("the alerts query %v; want the transitions, unheld_seconds and publish failures instruments", sortedKeys(seen))
+			for _, want := range []string{"leasesvc.lease.transitions", "leasesvc.lease.unheld_seconds", "leasesvc.events.publish.failures", "leasesvc.lease.waiters", runRequestCount} {
+				if !seen[want] {
+					t.Errorf("the alerts query %v; want the transitions, unheld_seconds, publish failures and waiters instruments, and Cloud Run's %s", sortedKeys(seen), runRequestCount)
+				}
 			}
 		})
+	}
+}
+
+// runRequestCount is Cloud Run's request count (run.googleapis.com/request_count,
+// a delta counter) in Cloud Monitoring's PromQL spelling of system metrics.
+const runRequestCount = "run_googleapis_com:request_count"
+
+// runSelector is the only selector of runRequestCount the alerts may use:
+// this deployment's Cloud Run service, 5xx answers.
+var runSelector = regexp.MustCompile(`^\{monitored_resource="cloud_run_revision", service_name="([^"]*)", response_code_class="5xx"\}$`)
+
+// checkRunSelector checks a selector of Cloud Run's request count: this
+// deployment's service (service_name = var.name), 5xx answers, inside
+// increase(…) as every counter.
+func checkRunSelector(t *testing.T, addr, name, sel string, inIncrease bool) {
+	t.Helper()
+	sm := runSelector.FindStringSubmatch(sel)
+	switch {
+	case sm == nil:
+		t.Errorf("%s: selector %s%s: want {monitored_resource=\"cloud_run_revision\", service_name=\"<name>\", response_code_class=\"5xx\"}", addr, runRequestCount, sel)
+	case sm[1] != name:
+		t.Errorf("%s: selector %s%s filters service_name=%q, want this deployment's %q", addr, runRequestCount, sel, sm[1], name)
+	}
+	if !inIncrease {
+		t.Errorf("%s: %s is a counter; it goes inside increase(…)", addr, runRequestCount)
+	}
+}
+
+// TestAlertsCoverSilenceAndServerErrors checks the two alerts that do not
+// depend on leasesvc's own series being there: one on their absence, on a
+// gauge every instance reports at each export (absent(…) over
+// telemetry_absent_minutes), and one on Cloud Run's 5xx answers, which
+// count the requests no instance could take (failed starts) too.
+func TestAlertsCoverSilenceAndServerErrors(t *testing.T) {
+	m := loadModule(t, moduleDir)
+	instruments := instrumentNames(t)
+	e := m.evaluate(t, inputs("firestore", map[string]cty.Value{"telemetry_absent_minutes": cty.NumberIntVal(15)}))
+	var absent, errors5xx int
+	for _, p := range instancesOf(t, e, "google_monitoring_alert_policy") {
+		for _, c := range e.nested(t, p.block, "conditions") {
+			for _, pq := range e.nested(t, c, "condition_prometheus_query_language") {
+				q, _ := e.attr(t, pq, "query")
+				query := str(t, p.addr+" query", q)
+				if sm := regexp.MustCompile(`^absent\(\{"([a-z.]+)", job="leasesvc"\}\)$`).FindStringSubmatch(query); sm != nil {
+					absent++
+					if kind := instruments[sm[1]]; !strings.HasSuffix(kind, "ObservableGauge") {
+						t.Errorf("%s: absent() of %s (%s): want an observable gauge, which every instance reports at every export", p.addr, sm[1], kind)
+					}
+					if d, _ := e.attr(t, pq, "duration"); !d.RawEquals(cty.StringVal("900s")) {
+						t.Errorf("%s: duration = %#v with telemetry_absent_minutes = 15, want \"900s\"", p.addr, d)
+					}
+				}
+				if strings.Contains(query, runRequestCount) && strings.Contains(query, `response_code_class="5xx"`) {
+					errors5xx++
+				}
+			}
+		}
+	}
+	if absent != 1 || errors5xx != 1 {
+		t.Errorf("found %d alerts on absent metrics and %d on Cloud Run 5xx answers, want one of each", absent, errors5xx)
+	}
+	if v := m.variables["min_instances"]; v == nil {
+		t.Fatal("no variable min_instances")
+	}
+	if ok, err := validates(t, m, "min_instances", cty.NumberIntVal(0)); err != nil || ok {
+		t.Errorf("min_instances = 0 passes validation (err %v): with no instance, the absence alert would fire whenever the service scales to zero", err)
 	}
 }
 
@@ -315,28 +388,37 @@ func TestSubscriptionRoleMatchesCode(t *testing.T) {
 	}
 	m := loadModule(t, moduleDir)
 	e := m.evaluate(t, inputs("firestore", nil))
-	for name, perms := range customRoles(t, e) {
-		got := map[string]bool{}
-		for _, p := range perms {
-			got[p] = true
-		}
-		if !slices.Equal(sortedKeys(got), sortedKeys(want)) {
-			t.Errorf("custom role %s holds %v; notify/ calls need exactly %v", name, sortedKeys(got), sortedKeys(want))
-		}
+	perms, ok := customRoles(t, e)["event_subscriptions"]
+	if !ok {
+		t.Fatal("no custom role event_subscriptions")
+	}
+	got := map[string]bool{}
+	for _, p := range perms {
+		got[p] = true
+	}
+	if !slices.Equal(sortedKeys(got), sortedKeys(want)) {
+		t.Errorf("custom role event_subscriptions holds %v; notify/ calls need exactly %v", sortedKeys(got), sortedKeys(want))
 	}
 }
 
-// TestLeasectlImage checks that the Dockerfile builds a leasectl image
-// besides the service's (which stays the default, last stage), and that
-// docs/agents.md shows how to copy leasectl into an agent's image.
-func TestLeasectlImage(t *testing.T) {
+// dockerStage is one stage of the Dockerfile: its name, its FROM flags
+// (--platform=…), and its instructions after FROM, one a line with
+// continuations joined.
+type dockerStage struct {
+	name  string
+	flags []string
+	body  string
+}
+
+// dockerStages parses the repository's Dockerfile into its stages.
+func dockerStages(t *testing.T) []dockerStage {
+	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	type stage struct{ name, body string }
-	var stages []stage
+	var stages []dockerStage
 	var line strings.Builder
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -352,11 +434,16 @@ func TestLeasectlImage(t *testing.T) {
 		full := line.String()
 		line.Reset()
 		if fields := strings.Fields(full); strings.EqualFold(fields[0], "FROM") {
-			name := ""
-			if len(fields) == 4 && strings.EqualFold(fields[2], "AS") {
-				name = fields[3]
+			st := dockerStage{}
+			args := fields[1:]
+			for len(args) > 0 && strings.HasPrefix(args[0], "--") {
+				st.flags = append(st.flags, args[0])
+				args = args[1:]
 			}
-			stages = append(stages, stage{name: name})
+			if len(args) == 3 && strings.EqualFold(args[1], "AS") {
+				st.name = args[2]
+			}
+			stages = append(stages, st)
 			continue
 		}
 		if len(stages) > 0 {
@@ -366,6 +453,68 @@ func TestLeasectlImage(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+	if len(stages) == 0 {
+		t.Fatal("the Dockerfile has no FROM: the parse is broken")
+	}
+	return stages
+}
+
+// TestDockerfileCrossCompiles checks that the build stage runs on the
+// builder's platform and cross-compiles to the image's: FROM
+// --platform=$BUILDPLATFORM, ARG TARGETOS and TARGETARCH declared, and
+// every go build given GOOS and GOARCH from them; while the runtime stages
+// take the target platform (no --platform), so that `docker build
+// --platform linux/amd64` on an ARM machine compiles natively instead of
+// under emulation, and yields an amd64 image.
+func TestDockerfileCrossCompiles(t *testing.T) {
+	var build *dockerStage
+	stages := dockerStages(t)
+	for i, st := range stages {
+		if st.name == "build" {
+			build = &stages[i]
+			continue
+		}
+		if len(st.flags) > 0 {
+			t.Errorf("stage %q has FROM flags %v: a runtime stage must take the target platform", st.name, st.flags)
+		}
+	}
+	if build == nil {
+		t.Fatal("no stage named build")
+	}
+	if !slices.Equal(build.flags, []string{"--platform=$BUILDPLATFORM"}) {
+		t.Errorf("the build stage's FROM flags are %v, want [--platform=$BUILDPLATFORM]: it would run under emulation when the target differs from the builder", build.flags)
+	}
+	lines := strings.Split(build.body, "\n")
+	argAt := func(name string) int {
+		return slices.IndexFunc(lines, func(l string) bool { return l == "ARG "+name })
+	}
+	builds := 0
+	for i, l := range lines {
+		for cmd := range strings.SplitSeq(l, "&&") {
+			if !strings.Contains(cmd, "go build") {
+				continue
+			}
+			builds++
+			if !strings.Contains(cmd, "GOOS=${TARGETOS") || !strings.Contains(cmd, "GOARCH=${TARGETARCH}") {
+				t.Errorf("the build stage runs go build without GOOS=${TARGETOS…} GOARCH=${TARGETARCH}: %s", strings.TrimSpace(cmd))
+			}
+			for _, a := range []string{"TARGETOS", "TARGETARCH"} {
+				if at := argAt(a); at < 0 || at > i {
+					t.Errorf("the build stage does not declare ARG %s before its go build: the variable would be empty", a)
+				}
+			}
+		}
+	}
+	if builds < 2 {
+		t.Errorf("found %d go build commands in the build stage, want leasesvc's and leasectl's: the parse is broken", builds)
+	}
+}
+
+// TestLeasectlImage checks that the Dockerfile builds a leasectl image
+// besides the service's (which stays the default, last stage), and that
+// docs/agents.md shows how to copy leasectl into an agent's image.
+func TestLeasectlImage(t *testing.T) {
+	stages := dockerStages(t)
 	byName := map[string]string{}
 	for _, s := range stages {
 		byName[s.name] = s.body
@@ -472,8 +621,8 @@ func TestDeployWalkthrough(t *testing.T) {
 		}
 	}
 
-	example := loadModule(t, filepath.Join(moduleDir, "examples", "firestore"))
-	defined := map[string]bool{"PATH": true, "HOME": true}
+	example := loadModule(t, exampleDir)
+	defined := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true}
 	for _, blk := range shBlock.FindAllStringSubmatch(doc, -1) {
 		for line := range strings.SplitSeq(blk[1], "\n") {
 			code, _, _ := strings.Cut(line, " #") // comments
@@ -487,7 +636,7 @@ func TestDeployWalkthrough(t *testing.T) {
 			}
 			for _, v := range tfVarArg.FindAllStringSubmatch(code, -1) {
 				if _, ok := example.variables[v[1]]; !ok {
-					t.Errorf("docs/deploy.md passes -var %s, which examples/firestore does not declare", v[1])
+					t.Errorf("docs/deploy.md passes -var %s, which examples/cloudrun does not declare", v[1])
 				}
 			}
 		}

@@ -5,11 +5,12 @@
 #   role                              granted on             why
 #   roles/datastore.user              project, conditioned   Firestore reads and writes (Firestore IAM is project-level;
 #                                     on the database        the IAM condition narrows it to the module's database)
-#   roles/spanner.databaseUser        the database           Spanner reads, writes and the schema check (no DDL admin)
+#   <name>_spanner_data (custom)      the database           Spanner reads, writes and the schema check; no DDL
+#                                                            (see "Spanner" below)
 #   roles/pubsub.publisher            the topic              publish leadership events
 #   roles/pubsub.subscriber           the topic              attach the per-instance subscription to the topic
-#   <name>_event_subscriptions        project (custom role)  create, pull from and delete the per-instance
-#                                                            subscription (see the trade-off below)
+#   <name>_event_subscriptions        project, conditioned   create, pull from and delete the per-instance
+#                    (custom)         on leasesvc-* names    subscription (see "Subscriptions" below)
 #   roles/cloudtrace.agent            project                write spans (also through telemetry.googleapis.com)
 #   roles/monitoring.metricWriter     project                write metrics (also through telemetry.googleapis.com)
 #   roles/logging.logWriter           project                write logs
@@ -19,20 +20,60 @@
 #                                     the page token key     read LEASESVC_PAGE_TOKEN_KEY, an env var from the secret
 #                                     secret
 #
-# Trade-off of the subscription role: each instance creates its own
-# subscription when it starts, under a name nobody knows in advance, and
-# Pub/Sub IAM conditions cannot match subscription names. So creating and
-# consuming subscriptions can only be granted on the project, and the
-# service account could pull from any subscription in it. The custom role
-# keeps that to the three permissions notify/listen.go uses:
-# CreateSubscription (pubsub.subscriptions.create), Receive, a streaming pull
+# Spanner: the predefined roles/spanner.databaseUser also holds
+# spanner.databases.updateDdl and spanner.databaseOperations.cancel ("View
+# and update schema for the database",
+# https://cloud.google.com/iam/docs/roles-permissions/spanner#spanner.databaseUser),
+# so a compromised instance could drop the Leases table. The schema is
+# Terraform's (spanner.tf) and the service only checks it, so the service
+# account gets a custom role with the data permissions of databaseUser and
+# none of its schema ones (local.spanner_data_permissions; module_test.go
+# refuses databaseUser and any DDL permission).
+#
+# Subscriptions: each instance creates its own subscription when it starts,
+# named leasesvc-<instance ID> (cmd/leasesvc/events.go; module_test.go checks
+# the prefix against it), under a name nobody knows in advance, so the
+# permissions cannot be granted on the subscription itself. The custom role
+# keeps them to the three notify/listen.go uses: CreateSubscription
+# (pubsub.subscriptions.create), Receive, a streaming pull
 # (pubsub.subscriptions.consume), and DeleteSubscription
 # (pubsub.subscriptions.delete); it never reads a subscription's
 # configuration (no GetSubscription, so no pubsub.subscriptions.get), which
-# module_test.go checks against the Go sources. That is three permissions (not roles/pubsub.editor, which could also
-# create, delete and re-point topics and change IAM policies); run leasesvc in
-# a project of its own if that project's other subscriptions carry data
-# leasesvc must not read.
+# module_test.go checks against the Go sources. The grant's IAM condition
+# limits it, on subscriptions, to those whose name starts with
+# projects/<project>/subscriptions/leasesvc-: the service may not delete or
+# pull from the project's other subscriptions. The condition's first clause
+# (the resource is not a subscription) keeps the grant for a check made on
+# another resource, such as the project a subscription is created in. The
+# condition narrows the grant only as far as Pub/Sub reports subscription
+# names to IAM conditions, which is to be confirmed on a real project
+# (docs/operations.md, "Least privilege"). Run leasesvc in a project of
+# its own if that project's other subscriptions carry data leasesvc must not
+# read.
+
+locals {
+  # The permissions of roles/spanner.databaseUser the service uses: sessions,
+  # reads, queries (the schema check reads INFORMATION_SCHEMA), read-write
+  # transactions and their mutations. Not updateDdl, databaseOperations.*,
+  # partitioned DML, partitioned reads, or adapt/changequorum.
+  spanner_data_permissions = [
+    "spanner.databases.beginOrRollbackReadWriteTransaction",
+    "spanner.databases.beginReadOnlyTransaction",
+    "spanner.databases.get",
+    "spanner.databases.getDdl",
+    "spanner.databases.read",
+    "spanner.databases.select",
+    "spanner.databases.write",
+    "spanner.sessions.create",
+    "spanner.sessions.delete",
+    "spanner.sessions.get",
+    "spanner.sessions.list",
+  ]
+
+  # Every instance's subscription is leasesvc-<instance ID>
+  # (cmd/leasesvc/events.go).
+  subscription_name_prefix = "projects/${var.project_id}/subscriptions/leasesvc-"
+}
 
 resource "google_service_account" "leasesvc" {
   project      = var.project_id
@@ -75,13 +116,26 @@ resource "google_project_iam_member" "firestore_user" {
   }
 }
 
+resource "google_project_iam_custom_role" "spanner_data" {
+  count = local.is_spanner ? 1 : 0
+
+  project     = var.project_id
+  role_id     = "${replace(var.name, "-", "_")}_spanner_data"
+  title       = "leasesvc Spanner data (${var.name})"
+  description = "Reads and writes the leasesvc database and checks its schema; no schema changes (roles/spanner.databaseUser without updateDdl)."
+  stage       = "GA"
+  permissions = local.spanner_data_permissions
+
+  depends_on = [google_project_service.apis]
+}
+
 resource "google_spanner_database_iam_member" "spanner_user" {
   count = local.is_spanner ? 1 : 0
 
   project  = var.project_id
   instance = google_spanner_instance.leases[0].name
   database = google_spanner_database.leases[0].name
-  role     = "roles/spanner.databaseUser"
+  role     = google_project_iam_custom_role.spanner_data[0].name
   member   = google_service_account.leasesvc.member
 }
 
@@ -141,6 +195,12 @@ resource "google_project_iam_member" "event_subscriptions" {
   project = var.project_id
   role    = google_project_iam_custom_role.event_subscriptions.name
   member  = google_service_account.leasesvc.member
+
+  condition {
+    title       = "${var.name} own subscriptions only"
+    description = "On subscriptions, only those named leasesvc-<instance>: the ones leasesvc instances create for themselves."
+    expression  = "resource.type != \"pubsub.googleapis.com/Subscription\" || resource.name.startsWith(\"${local.subscription_name_prefix}\")"
+  }
 }
 
 # --- Waiting for the grants -------------------------------------------------

@@ -431,6 +431,7 @@ var deniedRoles = map[string]string{
 	"roles/datastore.owner":                "Firestore administration (indexes, databases, imports)",
 	"roles/spanner.admin":                  "Spanner instance administration",
 	"roles/spanner.databaseAdmin":          "Spanner DDL and IAM administration; the schema is Terraform's",
+	"roles/spanner.databaseUser":           "holds spanner.databases.updateDdl (\"view and update schema\"): the service could change or drop the table Terraform owns; grant the custom spanner_data role",
 	"roles/pubsub.admin":                   "Pub/Sub administration",
 	"roles/pubsub.editor":                  "creates and deletes any topic and subscription in the project",
 	"roles/run.admin":                      "Cloud Run administration, including IAM",
@@ -452,7 +453,6 @@ type saRole struct {
 // serviceAccountRoles is the least-privilege table of iam.tf.
 var serviceAccountRoles = map[string]saRole{
 	"roles/datastore.user":          {on: "google_project_iam_member", backend: "firestore", condition: true},
-	"roles/spanner.databaseUser":    {on: "google_spanner_database_iam_member", backend: "spanner"},
 	"roles/pubsub.publisher":        {on: "google_pubsub_topic_iam_member"},
 	"roles/pubsub.subscriber":       {on: "google_pubsub_topic_iam_member"},
 	"roles/cloudtrace.agent":        {on: "google_project_iam_member"},
@@ -463,16 +463,57 @@ var serviceAccountRoles = map[string]saRole{
 	"roles/secretmanager.secretAccessor": {on: "google_secret_manager_secret_iam_member"},
 }
 
-// customRolePermissions are the permissions a custom role of the module may
-// hold: managing and pulling from the per-instance events subscription.
-// (TestSubscriptionRoleMatchesCode checks that each is one the code uses.)
-var customRolePermissions = []string{
-	"pubsub.subscriptions.consume",
-	"pubsub.subscriptions.create",
-	"pubsub.subscriptions.delete",
+// customRole says what a custom role of the module may hold and where it
+// must be granted.
+type customRole struct {
+	perms     []string // the permissions it may hold
+	on        string   // the IAM resource type that must carry it
+	backend   string   // the only backend that needs it; "" for both
+	condition string   // the IAM condition its grant must have, "" for none
 }
 
-var customRoleRef = regexp.MustCompile(`^<google_project_iam_custom_role\.([a-z0-9_-]+)\.(name|id)>$`)
+// subscriptionCondition is the IAM condition of the subscription role's
+// grant: on subscriptions, only those the instances create
+// (leasesvc-<instance>, cmd/leasesvc/events.go); other checks (creating one
+// in the project) pass. TestSubscriptionConditionMatchesCode checks the
+// prefix against the Go source.
+const subscriptionCondition = `resource.type != "pubsub.googleapis.com/Subscription" || resource.name.startsWith("projects/` + testProject + `/subscriptions/leasesvc-")`
+
+// customRoles are the custom roles the module may define, by resource name.
+// (TestSubscriptionRoleMatchesCode checks that each subscription permission
+// is one the code uses; TestSpannerRoleHasNoSchemaPermissions the Spanner
+// one.)
+var customRoleSpecs = map[string]customRole{
+	"event_subscriptions": {
+		perms:     []string{"pubsub.subscriptions.consume", "pubsub.subscriptions.create", "pubsub.subscriptions.delete"},
+		on:        "google_project_iam_member",
+		condition: subscriptionCondition,
+	},
+	"spanner_data": {
+		perms:   spannerDataPermissions,
+		on:      "google_spanner_database_iam_member",
+		backend: "spanner",
+	},
+}
+
+// spannerDataPermissions are the permissions of roles/spanner.databaseUser
+// the service's Spanner client needs: sessions, reads, queries, read-write
+// transactions and their mutations.
+var spannerDataPermissions = []string{
+	"spanner.databases.beginOrRollbackReadWriteTransaction",
+	"spanner.databases.beginReadOnlyTransaction",
+	"spanner.databases.get",
+	"spanner.databases.getDdl",
+	"spanner.databases.read",
+	"spanner.databases.select",
+	"spanner.databases.write",
+	"spanner.sessions.create",
+	"spanner.sessions.delete",
+	"spanner.sessions.get",
+	"spanner.sessions.list",
+}
+
+var customRoleRef = regexp.MustCompile(`^<google_project_iam_custom_role\.([a-z0-9_-]+)(?:\[[0-9]+\])?\.(name|id)>$`)
 
 // TestLeastPrivilegeRoles checks every grant against the deny list and the
 // least-privilege table, for both backends.
@@ -508,8 +549,15 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 					if !ok {
 						t.Errorf("%s grants %s, a custom role the module does not define", g.addr, g.role)
 					}
-					if g.typ != "google_project_iam_member" {
-						t.Errorf("%s grants custom role %s on %s, want google_project_iam_member", g.addr, name, g.typ)
+					spec := customRoleSpecs[name]
+					if g.typ != spec.on {
+						t.Errorf("%s grants custom role %s on %s, want %s", g.addr, name, g.typ, spec.on)
+					}
+					if spec.backend != "" && spec.backend != backend {
+						t.Errorf("backend %s: %s grants custom role %s, which only the %s backend needs", backend, g.addr, name, spec.backend)
+					}
+					if g.condition != spec.condition {
+						t.Errorf("%s grants custom role %s with the IAM condition %q, want %q", g.addr, name, g.condition, spec.condition)
 					}
 					granted["custom:"+name] = true
 					for _, p := range perms {
@@ -540,12 +588,18 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 					t.Errorf("backend %s: no custom role grants %s, which each instance needs for its events subscription", backend, p)
 				}
 			}
+			for _, name := range sortedKeys(customRoleSpecs) {
+				if b := customRoleSpecs[name].backend; (b == "" || b == backend) && !granted["custom:"+name] {
+					t.Errorf("backend %s: the service account is not granted the custom role %s on %s, which the service needs", backend, name, customRoleSpecs[name].on)
+				}
+			}
 		})
 	}
 }
 
 // customRoles returns the permissions of each custom role the module defines,
-// failing the test for a permission outside customRolePermissions.
+// by resource name, failing the test for a role customRoleSpecs does not
+// list or a permission it does not allow that role.
 func customRoles(t *testing.T, e *evaluator) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -555,12 +609,17 @@ func customRoles(t *testing.T, e *evaluator) map[string][]string {
 			t.Fatalf("%s: no permissions", inst.addr)
 		}
 		perms := stringsOf(t, inst.addr+".permissions", v)
+		name := strings.SplitN(strings.TrimPrefix(inst.addr, "google_project_iam_custom_role."), "[", 2)[0]
+		spec, ok := customRoleSpecs[name]
+		if !ok {
+			t.Errorf("%s: a custom role customRoleSpecs does not list (%v)", inst.addr, sortedKeys(customRoleSpecs))
+		}
 		for _, p := range perms {
-			if !slices.Contains(customRolePermissions, p) {
-				t.Errorf("%s holds %s: custom roles may hold only %v", inst.addr, p, customRolePermissions)
+			if !slices.Contains(spec.perms, p) {
+				t.Errorf("%s holds %s: it may hold only %v", inst.addr, p, spec.perms)
 			}
 		}
-		out[strings.SplitN(strings.TrimPrefix(inst.addr, "google_project_iam_custom_role."), "[", 2)[0]] = perms
+		out[name] = perms
 	}
 	return out
 }
@@ -628,9 +687,8 @@ func TestNoPublicAccessByDefault(t *testing.T) {
 // of the module and its examples.
 func TestProviderPinned(t *testing.T) {
 	dirs := map[string]string{
-		"module":             moduleDir,
-		"examples/firestore": filepath.Join(moduleDir, "examples", "firestore"),
-		"examples/spanner":   filepath.Join(moduleDir, "examples", "spanner"),
+		"module":            moduleDir,
+		"examples/cloudrun": exampleDir,
 	}
 	for _, name := range sortedKeys(dirs) {
 		dir := dirs[name]
@@ -724,6 +782,9 @@ func TestHealthProbes(t *testing.T) {
 		if got, ok := e.attr(t, gets[0], "path"); !ok || !got.RawEquals(cty.StringVal(path)) {
 			t.Errorf("%s: %s path = %#v, want %q", run.addr, probe, got, path)
 		}
+		if probe == "startup_probe" {
+			checkStartupProbeTimeout(t, e, run.addr, probes[0])
+		}
 		served := false
 		for lit := range literals {
 			served = served || strings.HasSuffix(lit, " "+path) || lit == path
@@ -801,11 +862,17 @@ func TestVariables(t *testing.T) {
 // validates evaluates every validation condition of a variable for value.
 func validates(t *testing.T, m *module, name string, value cty.Value) (bool, error) {
 	t.Helper()
+	return validatesWith(t, m, inputs("firestore", nil), name, value)
+}
+
+// validatesWith is validates for a module whose other variables take base.
+func validatesWith(t *testing.T, m *module, base map[string]cty.Value, name string, value cty.Value) (bool, error) {
+	t.Helper()
 	b, ok := m.variables[name]
 	if !ok {
 		t.Fatalf("no variable %q", name)
 	}
-	e := m.evaluate(t, inputs("firestore", nil))
+	e := m.evaluate(t, base)
 	e.vars[name] = value
 	for _, vb := range b.Body.Blocks {
 		if vb.Type != "validation" {
@@ -883,35 +950,74 @@ func TestAlertPolicies(t *testing.T) {
 	}
 }
 
-// TestExamples checks that each example calls the module from the repository
-// for its backend, with arguments the module declares.
+// exampleDir is the example configuration docs/deploy.md walks through: one
+// for both backends, the backend a variable.
+var exampleDir = filepath.Join(moduleDir, "examples", "cloudrun")
+
+// exampleInputs are the example's required variables, for one backend.
+func exampleInputs(backend string) map[string]cty.Value {
+	return map[string]cty.Value{
+		"project_id": cty.StringVal(testProject),
+		"image":      cty.StringVal("europe-west1-docker.pkg.dev/test-project/leasesvc/leasesvc:test"),
+		"backend":    cty.StringVal(backend),
+	}
+}
+
+// TestExamples checks that the examples directory holds one configuration
+// (not a copy per backend), that it calls the module from the repository
+// with arguments the module declares and its backend variable, and that for
+// each backend its arguments pass every validation of the module.
 func TestExamples(t *testing.T) {
 	m := loadModule(t, moduleDir)
+	dirs, err := filepath.Glob(filepath.Join(moduleDir, "examples", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 1 || dirs[0] != exampleDir {
+		t.Errorf("terraform/examples holds %v, want only %s: one configuration serves both backends, so that no copy can drift", dirs, exampleDir)
+	}
+	ex := loadModule(t, exampleDir)
+	calls := ex.blocksOf("module", "")
+	if len(calls) != 1 {
+		t.Fatalf("%s: want one module block, got %d", exampleDir, len(calls))
+	}
+	call := calls[0]
+	if a, ok := call.Body.Attributes["source"]; !ok || literalString(t, a) != "../.." {
+		t.Errorf("%s: module source must be \"../..\"", exampleDir)
+	}
+	meta := map[string]bool{"source": true, "version": true, "providers": true, "depends_on": true, "count": true, "for_each": true}
+	for name, a := range call.Body.Attributes {
+		if _, ok := m.variables[name]; !ok && !meta[name] {
+			t.Errorf("%s: the module has no variable %q", a.SrcRange, name)
+		}
+	}
+	for name, v := range m.variables {
+		if _, hasDefault := v.Body.Attributes["default"]; !hasDefault {
+			if _, set := call.Body.Attributes[name]; !set {
+				t.Errorf("%s: the module call does not set the required variable %q", exampleDir, name)
+			}
+		}
+	}
+	for _, bad := range []string{"memory", "Firestore", ""} {
+		if ok, err := validatesWith(t, ex, exampleInputs("firestore"), "backend", cty.StringVal(bad)); err != nil || ok {
+			t.Errorf("%s: backend = %q passes validation (err %v), want it refused", exampleDir, bad, err)
+		}
+	}
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			ex := loadModule(t, filepath.Join(moduleDir, "examples", backend))
-			calls := ex.blocksOf("module", "")
-			if len(calls) != 1 {
-				t.Fatalf("examples/%s: want one module block, got %d", backend, len(calls))
-			}
-			call := calls[0]
-			if a, ok := call.Body.Attributes["source"]; !ok || literalString(t, a) != "../.." {
-				t.Errorf("examples/%s: module source must be \"../..\"", backend)
-			}
-			if a, ok := call.Body.Attributes["backend"]; !ok || literalString(t, a) != backend {
-				t.Errorf("examples/%s: module must set backend = %q", backend, backend)
-			}
-			meta := map[string]bool{"source": true, "version": true, "providers": true, "depends_on": true, "count": true, "for_each": true}
+			e := ex.evaluate(t, exampleInputs(backend))
+			args := map[string]cty.Value{}
 			for name, a := range call.Body.Attributes {
-				if _, ok := m.variables[name]; !ok && !meta[name] {
-					t.Errorf("%s: the module has no variable %q", a.SrcRange, name)
+				if !meta[name] {
+					args[name] = e.value(t, a.Expr, nil)
 				}
 			}
-			for name, v := range m.variables {
-				if _, hasDefault := v.Body.Attributes["default"]; !hasDefault {
-					if _, set := call.Body.Attributes[name]; !set {
-						t.Errorf("examples/%s: the module call does not set the required variable %q", backend, name)
-					}
+			if !args["backend"].RawEquals(cty.StringVal(backend)) {
+				t.Errorf("%s with backend = %q passes the module backend = %#v", exampleDir, backend, args["backend"])
+			}
+			for _, name := range sortedKeys(args) {
+				if ok, err := validates(t, m, name, args[name]); err != nil || !ok {
+					t.Errorf("%s with backend = %q: the module refuses %s = %.200s (err %v)", exampleDir, backend, name, args[name].GoString(), err)
 				}
 			}
 		})

@@ -35,7 +35,15 @@ locals {
     transitions      = "leasesvc.lease.transitions"       # counter, attribute lease
     unheld_seconds   = "leasesvc.lease.unheld_seconds"    # gauge, attribute lease
     publish_failures = "leasesvc.events.publish.failures" # counter, attribute type
+    waiters          = "leasesvc.lease.waiters"           # gauge every instance reports, for absence
   }
+
+  # Cloud Run's own request count, in Cloud Monitoring's PromQL spelling of a
+  # system metric (run.googleapis.com/request_count, a delta counter): the
+  # first slash becomes a colon, dots underscores, and the monitored
+  # resource's labels (service_name) are labels
+  # (https://cloud.google.com/monitoring/promql#metric-names).
+  run_requests_selector = "run_googleapis_com:request_count{monitored_resource=\"cloud_run_revision\", service_name=\"${var.name}\", response_code_class=\"5xx\"}"
 
   # The series of this deployment: job is service.name, which is K_SERVICE.
   alert_job = var.name
@@ -164,6 +172,95 @@ resource "google_monitoring_alert_policy" "event_publish_failures" {
       and waiting acquires on other instances miss or learn late of changes of holding.
 
       See the "publish failures" runbook in ${local.alert_documentation_url}.
+    EOT
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# Telemetry that stops arriving silences every alert above. Every instance
+# reports leasesvc.lease.waiters at each export (0 when nothing waits), and
+# min_instances is at least 1, so its absence means no instance's export
+# reaches Cloud Monitoring.
+resource "google_monitoring_alert_policy" "telemetry_absent" {
+  count = var.alerts_enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "leasesvc ${var.name}: no metrics for ${var.telemetry_absent_minutes} minutes"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "no instance exported metrics for ${var.telemetry_absent_minutes} minutes"
+    condition_prometheus_query_language {
+      query               = "absent(${local.alert_selectors.waiters})"
+      duration            = "${var.telemetry_absent_minutes * 60}s"
+      evaluation_interval = "60s"
+
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "leasesvc ${var.name}: metrics stopped arriving"
+    content   = <<-EOT
+      No instance of ${var.name} has exported metrics for ${var.telemetry_absent_minutes} minutes, so the other
+      leasesvc alerts cannot fire. Either no instance runs, or their exports fail (look for
+      "failed to upload metrics" or OTLP errors in the service's logs: a refused request, a lost
+      roles/monitoring.metricWriter, telemetry.googleapis.com unreachable).
+
+      See the "no metrics" runbook in ${local.alert_documentation_url}.
+    EOT
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# 5xx answers, from Cloud Run's own metric: it counts the requests leasesvc
+# answered with 5xx and those Cloud Run answered itself because no instance
+# could take them (instances that fail their startup probe, crash or time
+# out), which leasesvc's own metrics cannot see.
+resource "google_monitoring_alert_policy" "server_errors" {
+  count = var.alerts_enabled ? 1 : 0
+
+  project               = var.project_id
+  display_name          = "leasesvc ${var.name}: 5xx responses or failed starts"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.labels
+
+  conditions {
+    display_name = "more than ${var.server_errors_alert_threshold} requests answered 5xx in 5 minutes"
+    condition_prometheus_query_language {
+      query               = "sum by (service_name) (increase(${local.run_requests_selector}[5m])) > ${var.server_errors_alert_threshold}"
+      duration            = "0s"
+      evaluation_interval = "60s"
+
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "leasesvc ${var.name}: 5xx responses"
+    content   = <<-EOT
+      Cloud Run answered more than ${var.server_errors_alert_threshold} requests to ${var.name} with a 5xx status within 5 minutes:
+      instances fail to start (startup probe on /readyz failing: the backend refuses them), crash, or time out,
+      or leasesvc itself answered 503 because its backend is unavailable.
+
+      See the "5xx responses" runbook in ${local.alert_documentation_url}.
     EOT
   }
 

@@ -56,5 +56,7 @@ output "alert_policies" {
     google_monitoring_alert_policy.lease_unheld[*].id,
     google_monitoring_alert_policy.leadership_flapping[*].id,
     google_monitoring_alert_policy.event_publish_failures[*].id,
+    google_monitoring_alert_policy.telemetry_absent[*].id,
+    google_monitoring_alert_policy.server_errors[*].id,
   )
 }

@@ -173,12 +173,16 @@ resource "google_cloud_run_v2_service" "leasesvc" {
 
       # Traffic reaches a new instance only once /readyz answers 200, that is
       # once the backend answers (and, with Spanner, the schema check passed).
-      # 3 s × 20 gives a cold backend up to a minute.
+      # /readyz gives its backend check up to 2 s (httpapi.DefaultReadyTimeout)
+      # and then answers 503 itself: the probe waits 4 s, so a slow backend
+      # gets that answer rather than a probe timeout (module_test.go checks
+      # the margin against the Go constant). Cloud Run wants the timeout no
+      # longer than the period; 5 s × 12 gives a cold backend a minute.
       startup_probe {
         initial_delay_seconds = 0
-        period_seconds        = 3
-        timeout_seconds       = 2
-        failure_threshold     = 20
+        period_seconds        = 5
+        timeout_seconds       = 4
+        failure_threshold     = 12
         http_get {
           path = "/readyz"
         }

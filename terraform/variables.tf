@@ -406,6 +406,28 @@ variable "publish_failures_alert_threshold" {
   }
 }
 
+variable "telemetry_absent_minutes" {
+  description = "Alert when no instance of the service has exported metrics for this many minutes: telemetry is failing (exports refused, the Telemetry API unreachable, a permission lost) or no instance runs, and the other alerts cannot fire."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.telemetry_absent_minutes >= 5 && var.telemetry_absent_minutes <= 1440 && floor(var.telemetry_absent_minutes) == var.telemetry_absent_minutes
+    error_message = "telemetry_absent_minutes must be a whole number from 5 to 1440."
+  }
+}
+
+variable "server_errors_alert_threshold" {
+  description = "Alert when Cloud Run answered more than this many requests to the service with a 5xx status within 5 minutes: instances that fail to start or crash, a backend that is down, requests that time out. 0 alerts on the first."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.server_errors_alert_threshold >= 0
+    error_message = "server_errors_alert_threshold must be 0 or more."
+  }
+}
+
 variable "immutable_image_tags" {
   description = "Make tags in the Artifact Registry repository immutable, so a tag always names the image it was first pushed as."
   type        = bool

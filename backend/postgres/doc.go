@@ -8,10 +8,11 @@
 // (SELECT … FOR UPDATE) and, in the same statement but after the lock is
 // granted and the latest committed version is read, takes clock_timestamp().
 // A decision therefore never precedes the commit of the state it read, the
-// rule that keeps holdings ordered (docs/contract.md §2). A missing row is
-// inserted with ON CONFLICT DO NOTHING: an insert that finds a row another
-// transaction committed since is a lost race (backend.ErrConflict), which
-// backend.Loop retries. Get and List share-lock the rows they read (FOR
+// rule that keeps holdings ordered (docs/contract.md §2). The write is one
+// INSERT … ON CONFLICT (name) DO UPDATE … WHERE the row existed at the read:
+// an insert of a row missing at the read that finds a row another
+// transaction committed since affects no row, a lost race
+// (backend.ErrConflict), which backend.Loop retries. Get and List share-lock the rows they read (FOR
 // SHARE) and take clock_timestamp() in the same implicit transaction, so
 // nothing they show can change before their time is read.
 //

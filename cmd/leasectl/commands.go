@@ -21,7 +21,7 @@ import (
 // parseFlags), which answer --help and name the flag of a bad value.
 type command struct {
 	name    string // what the user types
-	args    string // the usage line after the name, e.g. "NAME" or "--lease NAME -- CMD [ARGS...]"
+	args    string // the usage line after the name, e.g. "NAME" or "NAME [flags] -- CMD [ARGS...]"
 	summary string // one line for `leasectl --help`
 	about   string // paragraphs for `leasectl NAME --help`
 	example string // one or more example command lines
@@ -103,14 +103,19 @@ func commands() []command {
 			example: "leasectl watch team-a.scheduler\nleasectl watch team-a.scheduler --missing-ok --json\nleasectl watch --prefix team-a.",
 		},
 		{
-			name: "run", args: "--lease NAME [flags] -- CMD [ARGS...]", run: cmdRun,
+			name: "run", args: "NAME [flags] -- CMD [ARGS...]", run: cmdRun,
 			summary: "run a command only while holding a lease",
-			about: "Campaigns for the lease and runs CMD only while it leads, with LEASE_NAME, LEASE_HOLDER\n" +
+			about: "Campaigns for the lease NAME and runs CMD only while it leads, with LEASE_NAME, LEASE_HOLDER\n" +
 				"and LEASE_FENCING_TOKEN in its environment. When leadership ends, CMD gets SIGTERM, then\n" +
 				"SIGKILL after --grace, and is gone a grace period before anyone else can hold the lease\n" +
 				"(exit 4). When CMD ends by itself, the lease is released and leasectl exits with CMD's status;\n" +
 				"on SIGINT or SIGTERM it stops CMD the same way, releases the lease and exits with CMD's status.\n" +
-				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}.\n\n" +
+				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. --lease NAME is the\n" +
+				"older spelling of NAME.\n\n" +
+				"On Linux a guard process watches CMD's whole process tree (every process CMD starts, even one\n" +
+				"that leaves its process group) and holds the safe deadline: it stops the tree the same way when\n" +
+				"the deadline passes without a renewal, even if leasectl is frozen, and as soon as leasectl\n" +
+				"dies (SIGKILL, the OOM killer); what CMD leaves running when it ends is stopped too.\n\n" +
 				"While it waits, run is a candidate of --priority; with --preempt it asks a leader of a lower\n" +
 				"priority to step down. A leader asked to step down stops CMD the same way, releases the lease\n" +
 				"and exits 4. $LEASE_CHECKPOINT_FILE holds the checkpoint CMD's term inherited (a JSON object;\n" +
@@ -118,8 +123,8 @@ func commands() []command {
 				"records its progress by replacing the file with a JSON object of at most 16 KiB (write a file\n" +
 				"next to it and rename it over it); run sends each new content with its next renewal and the\n" +
 				"last with its release, so the next leader inherits it.",
-			example: "leasectl run --lease team-a.scheduler --ttl 30s -- ./scheduler --flag\n" +
-				"leasectl run --lease team-a.scheduler --priority 10 --preempt -- ./scheduler --resume-from-checkpoint",
+			example: "leasectl run team-a.scheduler --ttl 30s -- ./scheduler --flag\n" +
+				"leasectl run team-a.scheduler --priority 10 --preempt -- ./scheduler --resume-from-checkpoint",
 		},
 		{
 			name: "mcp", run: cmdMCP,
@@ -174,12 +179,12 @@ func writeTopHelp(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("leasectl drives leasesvc from a shell: acquire, renew, release, transfer, get, list and watch\n" +
 		"leases, revoke a holding as an operator, and run a command only while holding a lease.\n\n" +
-		"Usage:\n  leasectl COMMAND [ARGS] [flags]\n\nCommands:\n")
+		"Usage:\n  leasectl [global flags] COMMAND [ARGS] [flags]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
 	}
 	b.WriteString("  help        show the help of a command (leasectl help COMMAND)\n\n" +
-		"Flags of every command that calls the service:\n")
+		"Global flags, of every command that calls the service, before or after COMMAND:\n")
 	for _, name := range globalFlags {
 		b.WriteString("  " + globalFlagHelp[name])
 		if name == "json" {
@@ -239,7 +244,7 @@ func writeCommandHelp(w io.Writer, c command, fs *flag.FlagSet) error {
 		}
 	}
 	if len(global) > 0 {
-		b.WriteString("\nGlobal flags:\n")
+		b.WriteString("\nGlobal flags (before or after the command's name):\n")
 		for _, name := range globalFlags {
 			if fs.Lookup(name) != nil {
 				b.WriteString("  " + globalFlagHelp[name] + "\n")

@@ -92,10 +92,17 @@ func writeBashCompletion(w io.Writer, cmds []completionCommand) error {
 	}
 	b.WriteString("# bash completion for leasectl. Load it with: source <(leasectl completion bash)\n")
 	b.WriteString("_leasectl() {\n")
-	b.WriteString("    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" i\n")
+	b.WriteString("    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" i cmd=\"\" at=0\n")
 	b.WriteString("    COMPREPLY=()\n")
-	fmt.Fprintf(&b, "    if [[ $COMP_CWORD -eq 1 ]]; then\n        COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        return\n    fi\n", strings.Join(names, " "))
-	b.WriteString("    for ((i = 2; i < COMP_CWORD; i++)); do\n        [[ ${COMP_WORDS[i]} == -- ]] && return # CMD of run: the shell's own completion\n    done\n")
+	b.WriteString("    # The command is the first word that is no global flag or its value.\n")
+	b.WriteString("    for ((i = 1; i < COMP_CWORD; i++)); do\n        case \"${COMP_WORDS[i]}\" in\n")
+	b.WriteString("            --url|--token|--token-file) [[ ${COMP_WORDS[i+1]} == = ]] && ((i++)); ((i++)) ;;\n")
+	b.WriteString("            -*|=) ;;\n            *) cmd=\"${COMP_WORDS[i]}\" at=$i; break ;;\n        esac\n    done\n")
+	b.WriteString("    if [[ -z $cmd ]]; then\n        case \"$prev\" in\n")
+	b.WriteString("            --token-file) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n            --url|--token) return ;;\n        esac\n")
+	fmt.Fprintf(&b, "        if [[ $cur == -* ]]; then\n            COMPREPLY=($(compgen -W %q -- \"$cur\"))\n", "--"+strings.Join(globalFlags, " --")+" --help --version")
+	fmt.Fprintf(&b, "        else\n            COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        fi\n        return\n    fi\n", strings.Join(names, " "))
+	b.WriteString("    for ((i = at + 1; i < COMP_CWORD; i++)); do\n        [[ ${COMP_WORDS[i]} == -- ]] && return # CMD of run: the shell's own completion\n    done\n")
 	b.WriteString("    case \"$prev\" in\n")
 	b.WriteString("        --token-file) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n")
 	var valued []string
@@ -109,13 +116,13 @@ func writeBashCompletion(w io.Writer, cmds []completionCommand) error {
 	slices.Sort(valued)
 	fmt.Fprintf(&b, "        %s) return ;; # a value: nothing to offer\n", strings.Join(valued, "|"))
 	b.WriteString("    esac\n")
-	b.WriteString("    local words=\"\"\n    case \"${COMP_WORDS[1]}\" in\n")
+	b.WriteString("    local words=\"\"\n    case \"$cmd\" in\n")
 	for _, c := range cmds {
 		switch c.name {
 		case "help":
-			fmt.Fprintf(&b, "        help) [[ $COMP_CWORD -eq 2 ]] && words=%q ;;\n", strings.Join(names, " "))
+			fmt.Fprintf(&b, "        help) [[ $COMP_CWORD -eq $((at + 1)) ]] && words=%q ;;\n", strings.Join(names, " "))
 		case "completion":
-			b.WriteString("        completion) [[ $COMP_CWORD -eq 2 ]] && words=\"bash zsh fish\" ;;\n")
+			b.WriteString("        completion) [[ $COMP_CWORD -eq $((at + 1)) ]] && words=\"bash zsh fish\" ;;\n")
 		default:
 			var fl []string
 			for _, f := range c.flags {
@@ -139,8 +146,19 @@ func writeZshCompletion(w io.Writer, cmds []completionCommand) error {
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "        '%s:%s'\n", c.name, completionDescription(c.summary))
 	}
-	b.WriteString("    )\n    if (( CURRENT == 2 )); then\n        _describe -t commands 'leasectl command' commands\n        return\n    fi\n")
-	b.WriteString("    local cmd=$words[2]\n    shift words\n    (( CURRENT-- ))\n    case $cmd in\n")
+	b.WriteString("    )\n")
+	b.WriteString("    local curcontext=\"$curcontext\" state line\n    _arguments -C \\\n")
+	for _, c := range cmds {
+		if c.name != "get" { // the global flags, as every command that calls the service has them
+			continue
+		}
+		for _, f := range c.flags {
+			b.WriteString("        " + zshFlagSpec(f) + " \\\n")
+		}
+	}
+	b.WriteString("        '1:command:->command' '*::argument:->argument'\n")
+	b.WriteString("    if [[ $state == command ]]; then\n        _describe -t commands 'leasectl command' commands\n        return\n    fi\n")
+	b.WriteString("    case $words[1] in\n")
 	for _, c := range cmds {
 		switch c.name {
 		case "help":
@@ -150,15 +168,7 @@ func writeZshCompletion(w io.Writer, cmds []completionCommand) error {
 		default:
 			fmt.Fprintf(&b, "        %s) _arguments -S \\\n", c.name)
 			for _, f := range c.flags {
-				spec := fmt.Sprintf("'--%s[%s]", f.Name, completionDescription(f.Usage))
-				switch {
-				case isBoolFlag(f):
-				case takesFile(f):
-					spec += ":file:_files"
-				default:
-					spec += ":value: "
-				}
-				b.WriteString("                " + spec + "' \\\n")
+				b.WriteString("                " + zshFlagSpec(f) + " \\\n")
 			}
 			if c.name == "run" {
 				b.WriteString("                '*::command:_normal' ;;\n")
@@ -170,6 +180,19 @@ func writeZshCompletion(w io.Writer, cmds []completionCommand) error {
 	b.WriteString("    esac\n}\n\ncompdef _leasectl leasectl\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// zshFlagSpec is the _arguments spec of a flag.
+func zshFlagSpec(f *flag.Flag) string {
+	spec := fmt.Sprintf("'--%s[%s]", f.Name, completionDescription(f.Usage))
+	switch {
+	case isBoolFlag(f):
+	case takesFile(f):
+		spec += ":file:_files"
+	default:
+		spec += ":value: "
+	}
+	return spec + "'"
 }
 
 func writeFishCompletion(w io.Writer, cmds []completionCommand) error {
@@ -184,6 +207,14 @@ func writeFishCompletion(w io.Writer, cmds []completionCommand) error {
 		fmt.Fprintf(&b, "complete -c leasectl -n '__fish_use_subcommand' -a %s -d '%s'\n", c.name, completionDescription(c.summary))
 	}
 	for _, c := range cmds {
+		if c.name != "get" { // the global flags, before the command too
+			continue
+		}
+		for _, f := range c.flags {
+			b.WriteString(fishFlagLine("'__fish_use_subcommand'", f))
+		}
+	}
+	for _, c := range cmds {
 		cond := fmt.Sprintf("'__fish_seen_subcommand_from %s'", c.name)
 		switch c.name {
 		case "help":
@@ -192,17 +223,22 @@ func writeFishCompletion(w io.Writer, cmds []completionCommand) error {
 			fmt.Fprintf(&b, "complete -c leasectl -n %s -a 'bash zsh fish'\n", cond)
 		}
 		for _, f := range c.flags {
-			line := fmt.Sprintf("complete -c leasectl -n %s -l %s", cond, f.Name)
-			switch {
-			case isBoolFlag(f):
-			case takesFile(f):
-				line += " -r -F"
-			default:
-				line += " -r"
-			}
-			b.WriteString(line + fmt.Sprintf(" -d '%s'\n", completionDescription(f.Usage)))
+			b.WriteString(fishFlagLine(cond, f))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fishFlagLine is the complete line of a flag under the condition cond.
+func fishFlagLine(cond string, f *flag.Flag) string {
+	line := fmt.Sprintf("complete -c leasectl -n %s -l %s", cond, f.Name)
+	switch {
+	case isBoolFlag(f):
+	case takesFile(f):
+		line += " -r -F"
+	default:
+		line += " -r"
+	}
+	return line + fmt.Sprintf(" -d '%s'\n", completionDescription(f.Usage))
 }

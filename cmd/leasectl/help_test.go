@@ -152,8 +152,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--lease", "x", "--ttl", "5s", "--grace", "5s", "--", "true"}, []string{"--grace 5s", "--ttl 5s", "below 1.417s"}},
 		{[]string{"run", "--lease", "x", "--ttl", "30", "--", "true"}, []string{"--ttl 30", "needs a unit"}},
 		{[]string{"run", "--lease", "x", "--grace", "-1s", "--", "true"}, []string{"--grace -1s"}},
-		{[]string{"run", "--", "true"}, []string{"--lease is required"}},
+		{[]string{"run", "--", "true"}, []string{"missing NAME"}},
+		{[]string{"run", "--ttl", "5s"}, []string{"missing NAME"}},
 		{[]string{"run", "--lease", "x"}, []string{"missing CMD"}},
+		{[]string{"run", "x"}, []string{"missing CMD"}},
+		{[]string{"run", "x", "--ttl", "5s", "--"}, []string{"missing CMD"}},
+		{[]string{"run", "x", "--lease", "y", "--", "true"}, []string{`"x" or "y"`, "once"}},
+		{[]string{"run", "x", "--ttl", "30", "--", "true"}, []string{"--ttl 30", "needs a unit"}},
+		{[]string{"--url"}, []string{"--url needs a value"}},
+		{[]string{"--url", "http://x"}, []string{"missing COMMAND"}},
+		{[]string{"--frob", "get", "x"}, []string{"unknown flag --frob", "before the command"}},
+		{[]string{"--url=http://x", "--holder", "a", "acquire", "x"}, []string{"unknown flag --holder", "before the command"}},
 		{[]string{"run", "--lease", "x", "--holder", strings.Repeat("h", 300), "--", "true"}, []string{"--holder"}},
 		{[]string{"get", "x", "--token", "a", "--token-file", "f"}, []string{"--token and --token-file"}},
 		{[]string{"completion"}, []string{"missing SHELL"}},
@@ -356,6 +365,12 @@ func TestBashCompletionCompletes(t *testing.T) {
 		{"leasectl help wa", []string{"watch"}},
 		{"leasectl acquire x --ttl ", nil},       // a value: nothing offered
 		{"leasectl run --lease x -- ls --", nil}, // CMD's own arguments
+		{"leasectl run x --ttl 3s -- ls --", nil},
+		{"leasectl --url http://x ac", []string{"acquire"}},
+		{"leasectl --url http://x --json run x --g", []string{"--grace"}},
+		{"leasectl --ur", []string{"--url"}},
+		{"leasectl --token-file f help wa", []string{"watch"}},
+		{"leasectl --url ", nil}, // a value
 	} {
 		got := complete(tc.line)
 		slices.Sort(got)

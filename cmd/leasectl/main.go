@@ -10,7 +10,7 @@
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME [--missing-ok] | --prefix P
-//	leasectl run     --lease NAME [--ttl 30s] [--holder H] [--grace D] [--priority N] [--preempt] -- CMD ARGS...
+//	leasectl run     NAME [--ttl 30s] [--holder H] [--grace D] [--priority N] [--preempt] -- CMD ARGS...
 //	leasectl version
 //	leasectl completion bash|zsh|fish
 //	leasectl mcp     [--holder H] [--ttl 30s]  (docs/agents.md)
@@ -24,7 +24,11 @@
 // Commands that print leases print a human table by default and JSON with
 // --json (one object per line for watch). LEASESVC_URL selects the service
 // (default http://localhost:8080); --url overrides it. Durations take a
-// unit (30s, 1m30s, 500ms).
+// unit (30s, 1m30s, 500ms). The global flags (--url, --token, --token-file,
+// --json) come before the command's name or after it: leasectl --url U get
+// X and leasectl get X --url U are the same; before it, one the command
+// does not take is ignored (so an alias such as leasectl --url U --json
+// serves every command).
 //
 // acquire, renew and release need the holder's identity: --holder, else
 // LEASESVC_HOLDER; without either they are a usage error, because a renew
@@ -80,10 +84,22 @@
 // gone at least one grace period before the safe deadline, before anyone
 // else can hold the lease. When CMD ends by itself leasectl releases the
 // lease and exits with CMD's status. On SIGINT or SIGTERM it stops CMD the
-// same way, releases the lease and exits with CMD's status. On Linux CMD
-// also dies with leasectl when leasectl is killed outright (SIGKILL, the
-// OOM killer): it is started with a parent-death signal; other platforms
-// have none (docs/agents.md).
+// same way, releases the lease and exits with CMD's status. NAME is the
+// lease's name, as for every command; --lease NAME is its older spelling.
+//
+// On Linux CMD runs under a guard: leasectl starts itself as a small
+// process (guard_linux.go) that starts CMD in a process group of its own,
+// is a child subreaper (so every process CMD starts stays its
+// descendant), and hears from leasectl, through a pipe, the safe deadline
+// after every successful renewal. The guard stops CMD's whole tree
+// (SIGTERM to the group and every descendant, SIGKILL after the grace)
+// 2×grace before the safe deadline when no renewal extended it (so even a
+// frozen leasectl cannot leave a leader running past it), as soon as
+// leasectl dies (its pipe closes: SIGKILL, the OOM killer), and when CMD
+// ends by itself (what it left running). It removes the term's checkpoint
+// directory too. Elsewhere CMD is a direct child of leasectl, in a process
+// group of its own, and outlives a leasectl killed outright
+// (docs/agents.md §11 says where the guarantee ends).
 //
 // # Succession
 //
@@ -131,6 +147,7 @@ import (
 )
 
 func main() {
+	maybeGuard() // leasectl run's guard of CMD is leasectl too
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

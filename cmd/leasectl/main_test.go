@@ -16,7 +16,10 @@ import (
 	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	maybeGuard() // leasectl run starts this binary as the guard of CMD
+	goleak.VerifyTestMain(m)
+}
 
 // ctl runs leasectl with args against url and returns its output and exit
 // status.
@@ -81,6 +84,13 @@ func TestCommands(t *testing.T) {
 	if _, _, code = ctl(t, "http://127.0.0.1:1", "get", name); code != exitUnavailable {
 		t.Fatalf("no service: exit %d", code)
 	}
+	// The global flags come before the command's name or after it.
+	for _, args := range [][]string{{"--url", svc.URL, "get", name, "--json"}, {"get", name, "--url", svc.URL, "--json"},
+		{"--json", "--url=" + svc.URL, "get", name}, {"--url", svc.URL, "--json", "list", "--prefix", name}} {
+		if out, errOut, code = ctl(t, "http://127.0.0.1:1", args...); code != 0 || !strings.Contains(out, `"holder":"agent-a"`) {
+			t.Fatalf("leasectl %q: exit %d, %q %q", args, code, out, errOut)
+		}
+	}
 }
 
 func TestWatchPrintsChanges(t *testing.T) {
@@ -115,7 +125,7 @@ func TestRunExitsWithCmdStatus(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{"LEASESVC_LOG_LEVEL": "warn", "LEASESVC_MIN_TTL": "200ms"})
 	name := e2e.UniqueName("run")
 	script := `test "$LEASE_NAME" = "` + name + `" && test "$LEASE_HOLDER" = runner && test "$LEASE_FENCING_TOKEN" = 1 && exit 7`
-	_, errOut, code := ctl(t, svc.URL, "run", "--lease", name, "--ttl", "1s", "--holder", "runner", "--", "sh", "-c", script)
+	_, errOut, code := ctl(t, svc.URL, "run", name, "--ttl", "1s", "--holder", "runner", "--", "sh", "-c", script)
 	if code != 7 {
 		t.Fatalf("run: exit %d, want CMD's 7; stderr:\n%s", code, errOut)
 	}
@@ -124,7 +134,13 @@ func TestRunExitsWithCmdStatus(t *testing.T) {
 		t.Fatalf("after run the lease is %s, want released", r.Raw)
 	}
 	if _, _, code = ctl(t, svc.URL, "run", "--lease", name, "--ttl", "1s", "--", "true"); code != 0 {
-		t.Fatalf("run true: exit %d", code)
+		t.Fatalf("run --lease NAME -- true: exit %d", code)
+	}
+	if _, _, code = ctl(t, svc.URL, "run", "--ttl", "1s", name, "--", "true"); code != 0 {
+		t.Fatalf("run --ttl 1s NAME -- true: exit %d", code)
+	}
+	if _, _, code = ctl(t, svc.URL, "run", "--lease", name, "--ttl", "1s", "true"); code != 0 {
+		t.Fatalf("run --lease NAME true (CMD without --, as before NAME was positional): exit %d", code)
 	}
 	if _, _, code = ctl(t, svc.URL, "run", "--lease", name, "--ttl", "1s", "--", "/nonexistent/cmd"); code != 127 {
 		t.Fatalf("run of a missing CMD: exit %d, want 127", code)

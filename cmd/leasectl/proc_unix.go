@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package main
 
@@ -8,7 +8,7 @@ import (
 )
 
 // ownGroup starts CMD in a process group of its own, so that signals reach
-// everything it started, and, on Linux, makes it die with leasectl.
+// everything it started. (On Linux, CMD's guard does this: guard_linux.go.)
 func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,12 +22,13 @@ type outcome struct {
 	stopped bool  // leasectl stopped it
 	cause   error // why leadership ended, when leasectl stopped it
 	err     error // CMD could not be started
-	setup   error // leasectl could not prepare CMD's term (its checkpoint file)
+	setup   error // leasectl could not prepare CMD's term (its checkpoint file, its guard)
+	guard   error // CMD's guard ended before CMD's status was known
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("run")
-	name := fs.String("lease", "", "the `name` of the lease to lead; required")
+	name := fs.String("lease", "", "the `name` of the lease to lead, if not given as NAME")
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
 	holder := fs.String("holder", "", "the holder's identity (default $LEASESVC_HOLDER, else {hostname}-{pid})")
 	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
@@ -44,6 +45,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	e.stdout, e.stderr = lockedWriters(e.stdout, e.stderr)
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
@@ -52,6 +54,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	var mu sync.Mutex
 	var out outcome
 	var el *client.Elector
+	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
 	el, err = client.NewElector(c, *name, client.ElectorConfig{
 		Holder: *holder,
 		TTL:    *ttl,
@@ -72,6 +75,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		// release the lease only when CMD ended by itself or on a signal;
 		// a lost lease is not released through a service that is gone.)
 		OnStoppedLeading: stopRun,
+		OnSafeDeadline:   feed.set,
 		OnStartedLeading: func(lctx context.Context) {
 			token, _ := client.TokenFromContext(lctx)
 			cpf, err := newCheckpointFile(lctx, el, logf)
@@ -94,12 +98,14 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				defer close(watched)
 				cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
 			}()
-			o := supervise(lctx, argv, env, *grace, e, logf)
+			o, finish := supervise(lctx, argv, env, *grace, cpf.dir, feed, e, logf)
 			stopWatch()
 			<-watched
 			cpf.send() // CMD is gone: its last word goes with the release
+			cpf.close()
+			finish()
 			o.started = true
-			if o.stopped && ctx.Err() == nil {
+			if o.stopped && ctx.Err() == nil && o.cause == nil {
 				o.cause = context.Cause(lctx)
 			}
 			mu.Lock()
@@ -122,6 +128,8 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 		return errors.New("run: stopped before leading")
 	case out.setup != nil:
 		return fmt.Errorf("run: %w; CMD was not started", out.setup)
+	case out.guard != nil:
+		return fmt.Errorf("run: %w", out.guard)
 	case out.err != nil:
 		return &exitError{code: 127, err: fmt.Errorf("run: start %q: %w", argv[0], out.err)}
 	case errors.Is(out.cause, client.ErrYielded):
@@ -137,14 +145,14 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 // runFlags parses and checks the flags of run: a usage error names the flag
 // at fault, in the flags' terms rather than ElectorConfig's.
 func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.Duration, holder *string, grace *time.Duration) error {
-	if err := parseFlags(fs, args); err != nil {
+	if err := runArgs(fs, args, name); err != nil {
 		return err
 	}
 	if *name == "" {
-		return flagError(fs, "--lease is required: the name of the lease to lead")
+		return flagError(fs, "missing NAME: the name of the lease to lead, as in: leasectl run team-a.scheduler -- ./worker")
 	}
 	if len(fs.Args()) == 0 {
-		return flagError(fs, "missing CMD: give the command to run after --, as in: leasectl run --lease %s -- ./worker", *name)
+		return flagError(fs, "missing CMD: give the command to run after --, as in: leasectl run %s -- ./worker", *name)
 	}
 	if err := checkTTL(fs, "ttl", *ttl); err != nil {
 		return err
@@ -169,42 +177,59 @@ func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.D
 	return nil
 }
 
+// runArgs parses run's arguments, NAME [flags] -- CMD [ARGS...], into fs
+// and name: fs.Args() is CMD then. NAME may come before or among the flags;
+// --lease NAME is the older spelling of it (then CMD may follow the flags
+// without --, as it could before NAME was positional).
+func runArgs(fs *flag.FlagSet, args []string, name *string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	// The flag package ends at "--", which it drops, or at the first
+	// argument that is no flag, which it keeps.
+	ended := len(rest) < len(args) && args[len(args)-len(rest)-1] == "--"
+	if ended || len(rest) == 0 || *name != "" {
+		return nil
+	}
+	*name = rest[0]
+	if err := parseFlags(fs, rest[1:]); err != nil {
+		return err
+	}
+	if *name != rest[0] {
+		return flagError(fs, "the lease is %q or %q? give its name once, as NAME (--lease is its older spelling)", rest[0], *name)
+	}
+	return nil
+}
+
 // electorFlags renames ElectorConfig's fields in its errors to run's flags.
 var electorFlags = strings.NewReplacer("ElectorConfig.Holder", "--holder", "ElectorConfig.TTL", "--ttl",
 	"ElectorConfig.CancelBefore", "2×--grace", "ElectorConfig.RenewInterval", "the renewal interval (--ttl/3)",
 	"CancelBefore", "2×--grace", "ElectorConfig.ReleaseTimeout", "--grace")
 
-// supervise runs CMD until it exits or lctx is done; then it sends SIGTERM
-// to CMD's process group and SIGKILL grace later.
-func supervise(lctx context.Context, argv, env []string, grace time.Duration, e *env, logf func(string, ...any)) outcome {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
-	ownGroup(cmd)
-	defer lockThread()() // until CMD is reaped: its parent-death signal follows this thread
-	if err := cmd.Start(); err != nil {
-		return outcome{err: err, status: 127}
+// lockedWriters returns stdout and stderr such that leasectl's own lines
+// and the copies of CMD's output do not write to them at once. A file is
+// returned as it is: CMD (and its guard) write to it directly, with no copy
+// in leasectl, and keep it when leasectl dies.
+func lockedWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	wrap := func(w io.Writer) io.Writer {
+		if _, ok := w.(*os.File); ok {
+			return w
+		}
+		return &lockedWriter{mu: mu, w: w}
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		st := statusOf(cmd, err)
-		logf("CMD exited with status %d; releasing", st)
-		return outcome{status: st}
-	case <-lctx.Done():
-	}
-	logf("leadership ending (%v): SIGTERM to CMD, SIGKILL in %v", context.Cause(lctx), grace)
-	terminate(cmd)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return outcome{status: statusOf(cmd, err), stopped: true}
-	case <-t.C:
-	}
-	logf("CMD still running after %v: SIGKILL", grace)
-	kill(cmd)
-	err := <-done
-	return outcome{status: statusOf(cmd, err), stopped: true}
+	return wrap(stdout), wrap(stderr)
+}
+
+// lockedWriter is a writer used by more than one goroutine.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -30,6 +30,9 @@ const (
 	defaultHeaderTimeout = 10 * time.Second
 	defaultIdleTimeout   = 2 * time.Minute
 	defaultShutdown      = 9 * time.Second // Cloud Run kills 10 s after SIGTERM
+	// minStreamRefresh keeps a mistyped LEASESVC_STREAM_REFRESH (1ms) from
+	// re-reading a prefix flat out.
+	minStreamRefresh = 100 * time.Millisecond
 )
 
 // parseLimits reads the limit settings; every error names its variable.
@@ -41,7 +44,8 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 	l := limits{headerTimeout: defaultHeaderTimeout, idleTimeout: defaultIdleTimeout, shutdown: defaultShutdown, maxCandidates: lease.DefaultMaxCandidates, api: httpapi.Limits{
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
-		ReadyCache: httpapi.DefaultReadyCache, ListScanBudget: lease.DefaultScanBudget,
+		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh, RefreshPrefixes: httpapi.DefaultRefreshPrefixes,
+		ListScanBudget: lease.DefaultScanBudget,
 	}}
 	durs := []struct {
 		key string
@@ -60,13 +64,24 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 			*d.dst = x
 		}
 	}
+	if v := getenv("LEASESVC_STREAM_REFRESH"); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x < 0 || (x > 0 && x < minStreamRefresh) {
+			return l, fmt.Errorf("LEASESVC_STREAM_REFRESH=%q: want 0 (off) or a duration of at least %v, such as 1s or 5s", v, minStreamRefresh)
+		}
+		l.api.StreamRefresh = x
+		if x == 0 {
+			l.api.StreamRefresh = httpapi.StreamRefreshOff
+		}
+	}
 	ints := []struct {
 		key string
 		dst *int
 	}{
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
-		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_LIST_SCAN_BUDGET", &l.api.ListScanBudget},
+		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_MAX_REFRESH_PREFIXES", &l.api.RefreshPrefixes},
+		{"LEASESVC_LIST_SCAN_BUDGET", &l.api.ListScanBudget},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -101,6 +116,7 @@ func (l limits) logAttrs() []any {
 	return []any{slog.Group("limits",
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
+		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
 }

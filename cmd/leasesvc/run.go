@@ -49,8 +49,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("open backend %s: %w", cfg.backend, err)
 	}
+	var closeBy time.Time // the shutdown budget's end once SIGTERM came; zero: defaultShutdown
 	defer func() {
-		if err := closeStore(); err != nil {
+		if err := closeWithin(closeStore, closeBy); err != nil {
 			log.Error("close backend", "backend", cfg.backend, "err", err)
 		}
 	}()
@@ -126,6 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// (delete the subscription, flush), flush telemetry, all within the
 	// shutdown budget (Cloud Run kills 10 s after SIGTERM).
 	hard := time.Now().Add(lim.shutdown)
+	closeBy = hard // the backend closes last (deferred above), within the budget
 	log.Info("shutting down: ending waits and streams, draining in-flight requests", "drain", cfg.drain.String(), "budget", lim.shutdown.String())
 	h.CloseStreams()
 	drainCtx, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(cfg.drain), hard.Add(-2*time.Second)))

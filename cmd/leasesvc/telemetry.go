@@ -41,6 +41,10 @@ func project(getenv func(string) string) string {
 // service's instruments.
 func newObservability(ctx context.Context, cfg config, getenv func(string) string, stdout io.Writer, log *slog.Logger, instance string, g telemetry.Gauges) (*observability, error) {
 	project := project(getenv)
+	maxLeases, err := telemetry.ParseMaxLeaseSeries(getenv("LEASESVC_METRICS_LEASES"))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	o := &observability{log: log}
 	p, err := telemetry.Setup(ctx, telemetry.Config{
 		Exporter: cfg.telemetry, ServiceName: "leasesvc", ServiceVersion: version, InstanceID: instance,
@@ -50,7 +54,7 @@ func newObservability(ctx context.Context, cfg config, getenv func(string) strin
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	o.providers = p
-	if o.metrics, err = telemetry.NewMetrics(p.Meter, g); err != nil {
+	if o.metrics, err = telemetry.NewMetrics(p.Meter, g, telemetry.WithMaxLeaseSeries(maxLeases)); err != nil {
 		_ = p.Shutdown(ctx)
 		return nil, err
 	}

@@ -4,8 +4,10 @@
 //
 // Clocks: a countdown starts from the lease's remainingMs when the page
 // received it and runs on performance.now() (monotonic); the browser's
-// wall clock is never compared with a server time. The timeline's "now" is
-// the newest server time received, advanced by the same monotonic clock.
+// wall clock is never compared with a server time. The stream's `refresh`
+// events (asked for with refresh=true) bring a held lease's remainingMs
+// anew after renewals, which are not events. The timeline's "now" is the
+// newest server time received, advanced by the same monotonic clock.
 'use strict';
 
 (() => {
@@ -85,6 +87,37 @@
       t.end = at;
       t.how = how;
     }
+  }
+
+  // The succession members a lease shows while they apply (each absent
+  // otherwise); a refresh event carries all of them that apply.
+  const SUCCESSION = ['priority', 'reservedFor', 'reservedUntil', 'yieldRequested', 'yieldTo', 'candidates', 'bestCandidatePriority', 'session', 'sessionWindowMs', 'windowMs'];
+
+  // refresh takes a refresh event's leases: the time left and succession
+  // of holdings the page already has (same token and state). A lease whose
+  // holding changed comes as an event or a snapshot instead.
+  function refresh(data) {
+    if (!data || !Array.isArray(data.leases)) return;
+    const mono = performance.now();
+    for (const r of data.leases) {
+      const e = r && leases.get(r.name);
+      if (!e || !e.lease || r.fencingToken !== e.lease.fencingToken || r.held !== (e.pos.rank === 0)) continue;
+      const l = { ...e.lease, holder: r.holder, held: r.held, remainingMs: r.remainingMs, ttlMs: r.ttlMs };
+      for (const k of SUCCESSION) {
+        if (r[k] === undefined) delete l[k]; else l[k] = r[k];
+      }
+      const now = serverNow();
+      if (r.held && Number.isFinite(now)) {
+        // The expiry as the page's estimate of server time puts it; server
+        // times only, no browser clock.
+        l.expireTime = new Date(now + r.remainingMs).toISOString();
+        const t = e.terms.get(r.fencingToken);
+        if (t) t.exp = now + r.remainingMs;
+      }
+      e.lease = l;
+      e.recv = mono;
+    }
+    changed();
   }
 
   // apply takes one event of the stream: snapshot (a lease's state), a
@@ -178,6 +211,7 @@
     if (lastId) headers['Last-Event-ID'] = lastId;
     const url = new URL('../v1/leases:watch', location.href);
     url.searchParams.set('prefix', prefix);
+    url.searchParams.set('refresh', 'true');
     if (!lastId) url.searchParams.set('history', 'true');
     setConn('connecting', 'connecting…');
     let resp;
@@ -260,7 +294,8 @@
     failures = 0;
     let data;
     try { data = JSON.parse(ev.data); } catch { return; }
-    apply(ev.type, data);
+    if (ev.type === 'refresh') refresh(data);
+    else apply(ev.type, data);
   }
 
   // ---- view ----
@@ -324,21 +359,9 @@
       h.style.setProperty('--h', hue(l.holder));
       r.querySelector('.token').textContent = String(l.fencingToken);
 
-      const badges = [];
-      if (l.priority !== undefined && l.priority !== null) badges.push(['prio', 'priority ' + l.priority]);
-      if (l.reservedFor) badges.push(['resv', 'reserved for ' + l.reservedFor]);
-      const b = r.querySelector('.badges');
-      const key = JSON.stringify(badges);
-      if (b.dataset.key !== key) {
-        b.dataset.key = key;
-        b.replaceChildren(...badges.map(([cls, text]) => {
-          const s = document.createElement('span');
-          s.className = 'badge ' + cls;
-          s.textContent = text;
-          return s;
-        }));
-      }
+      badges(r, l, now, isHeld);
 
+      r.dataset.leftMs = String(isHeld ? Math.round(left) : 0);
       const leftEl = r.querySelector('.left');
       leftEl.textContent = isHeld ? dur(left) : Number.isFinite(freeFor) ? 'free ' + dur(freeFor) : '–';
       r.querySelector('.fill').style.width = isHeld ? Math.min(100, (100 * left) / l.ttlMs).toFixed(1) + '%' : '0%';
@@ -358,6 +381,46 @@
     $('n-long').textContent = long;
     $('n-long').parentElement.classList.toggle('on', long > 0);
     $('empty').hidden = names.length > 0 || $('conn').dataset.state !== 'live';
+  }
+
+  // badges shows who may lead next and how the holding is held: its
+  // priority, a session's window, a yield asked of it, the reservation of a
+  // free lease (for whom, for how much longer), the waiting candidates.
+  function badges(r, l, now, isHeld) {
+    const out = [];
+    if (l.priority) out.push(['prio', 'priority ' + l.priority, 'acquired with priority ' + l.priority]);
+    if (l.session && isHeld) {
+      const w = l.sessionWindowMs ?? l.windowMs;
+      out.push(['sess', 'session' + (w ? ' · ' + dur(w) : ''),
+        'held through a session: freed within its heartbeat window' + (w ? ' (' + dur(w) + ')' : '') + ' if the agent stops']);
+    }
+    if (l.yieldRequested && isHeld) {
+      out.push(['yield', 'yield → ' + (l.yieldTo || '?'), 'a candidate of higher priority (' + (l.yieldTo || '?') + ') asks this holding to step down']);
+    }
+    if (l.reservedFor && !isHeld) {
+      const until = ms(l.reservedUntil) - now;
+      out.push(['resv', 'next: ' + l.reservedFor + (Number.isFinite(until) && until > 0 ? ' · ' + Math.ceil(until / 1000) + ' s' : ''),
+        'reserved for ' + l.reservedFor + ' until ' + clock(ms(l.reservedUntil)) + ': only its acquire succeeds']);
+    }
+    if (l.candidates) {
+      const best = l.bestCandidatePriority;
+      out.push(['wait', l.candidates + ' waiting' + (best !== undefined && best !== null ? ' · best ' + best : ''),
+        l.candidates + (l.candidates === 1 ? ' candidate waits' : ' candidates wait') + (best !== undefined && best !== null ? '; the best has priority ' + best : '')]);
+    }
+    r.dataset.candidates = String(l.candidates || 0);
+    r.dataset.next = (!isHeld && l.reservedFor) || (isHeld && l.yieldTo) || '';
+    r.dataset.session = String(!!l.session);
+    const b = r.querySelector('.badges');
+    const key = JSON.stringify(out);
+    if (b.dataset.key === key) return;
+    b.dataset.key = key;
+    b.replaceChildren(...out.map(([cls, text, title]) => {
+      const s = document.createElement('span');
+      s.className = 'badge ' + cls;
+      s.textContent = text;
+      s.title = title;
+      return s;
+    }));
   }
 
   // timeline draws the lease's terms over the last WINDOW_MS of server

@@ -38,6 +38,9 @@ type Lease struct {
 	YieldRequested  bool            `json:"yieldRequested,omitempty"`
 	YieldTo         string          `json:"yieldTo,omitempty"`
 	Candidates      int             `json:"candidates,omitempty"`
+	// BestCandidatePriority is the priority of the best waiting candidate,
+	// present (0 included) whenever Candidates is.
+	BestCandidatePriority *int `json:"bestCandidatePriority,omitempty"`
 }
 
 // emptyObject is the metadata of a lease that has none.
@@ -73,6 +76,9 @@ func FromLease(l lease.Lease) Lease {
 		Candidates:      l.CandidateCount(),
 	}
 	out.YieldRequested = out.YieldTo != ""
+	if p, ok := l.BestCandidatePriority(); ok {
+		out.BestCandidatePriority = &p
+	}
 	if who, until := l.Reservation(); who != "" {
 		out.ReservedFor, out.ReservedUntil = who, FormatTime(until)
 	}

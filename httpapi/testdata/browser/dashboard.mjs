@@ -36,6 +36,8 @@ async function api(base, path, body, token) {
 }
 const acquire = (base, name, holder, ttlMs, token) => api(base, `/v1/leases/${name}:acquire`, { holder, ttlMs }, token);
 const release = (base, l, token) => api(base, `/v1/leases/${l.name}:release`, { holder: l.holder, fencingToken: l.fencingToken }, token);
+const renew = (base, l, token) => api(base, `/v1/leases/${l.name}:renew`, { holder: l.holder, fencingToken: l.fencingToken }, token);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function advance(ms) {
   const r = await fetch(`${OPEN}/test/advance?ms=${ms}`, { method: 'POST' });
   if (!r.ok) throw new Error(`advance: ${r.status}`);
@@ -79,7 +81,7 @@ async function scene() {
   return { idx, mail };
 }
 
-async function waitRow(page, name, cond, what, since) {
+async function waitRow(page, name, cond, what, since, limit = LIMIT_MS) {
   try {
     await page.waitForFunction(
       ([n, c]) => {
@@ -88,11 +90,11 @@ async function waitRow(page, name, cond, what, since) {
         return Object.entries(c).every(([k, v]) => r.dataset[k] === v);
       },
       [name, cond],
-      { timeout: LIMIT_MS, polling: 20 },
+      { timeout: limit, polling: 20 },
     );
   } catch (err) {
     const rows = await page.$$eval('.row.lease', (rs) => rs.map((r) => ({ ...r.dataset })));
-    throw new Error(`${what}: not shown within ${LIMIT_MS} ms; rows: ${JSON.stringify(rows)}`);
+    throw new Error(`${what}: not shown within ${limit} ms; rows: ${JSON.stringify(rows)}`);
   }
   const took = Date.now() - since;
   ok(what, `(${took} ms)`);
@@ -145,6 +147,70 @@ try {
   await waitRow(page, 'team-a.fresh', { held: 'false' }, 'a released lease is shown free within 1 s', t);
   const st = await page.$eval('.row.lease[data-name="team-a.fresh"] .state', (e) => e.textContent);
   if (st !== 'free') throw new Error(`released lease state ${st}, want free`);
+
+  // A holder that renews every 0.6 s with a 2 s TTL is led, with time left,
+  // the whole minute: renewals are not events, the stream's refresh events
+  // bring the time left anew. Sampled every 200 ms.
+  let hb = await acquire(OPEN, 'team-a.heartbeat', 'hb-1', 2000);
+  t = Date.now();
+  await waitRow(page, 'team-a.heartbeat', { held: 'true', holder: 'hb-1' }, 'a lease renewed every 0.6 s (TTL 2 s) is listed', t);
+  let renewing = true;
+  let renewErr = null;
+  let renewals = 0;
+  const renewer = (async () => {
+    while (renewing) {
+      const start = Date.now();
+      try {
+        hb = await renew(OPEN, hb);
+        renewals++;
+      } catch (err) {
+        renewErr = err;
+        return;
+      }
+      await sleep(Math.max(0, 600 - (Date.now() - start)));
+    }
+  })();
+  const SPAN_MS = 60_000;
+  let samples = 0;
+  let minLeft = Infinity;
+  const bad = [];
+  const t0 = Date.now();
+  while (Date.now() - t0 < SPAN_MS && !renewErr) {
+    const row = await page.$eval('.row.lease[data-name="team-a.heartbeat"]', (r) => ({
+      held: r.dataset.held, left: Number(r.dataset.leftMs), state: r.querySelector('.state').textContent, text: r.querySelector('.left').textContent,
+    }));
+    samples++;
+    minLeft = Math.min(minLeft, row.left);
+    if (row.held !== 'true' || row.state !== 'led' || !(row.left > 0)) bad.push({ at: Date.now() - t0, ...row });
+    await sleep(200);
+  }
+  renewing = false;
+  await renewer;
+  if (renewErr) throw new Error(`the holder's renewal failed after ${renewals} renewals (${renewErr.message}): the machine was too slow to renew within the 2 s TTL`);
+  if (bad.length) throw new Error(`the renewed lease was not shown led with time left in ${bad.length} of ${samples} samples, first ${JSON.stringify(bad.slice(0, 5))}`);
+  ok('a lease renewed every 0.6 s with a 2 s TTL is shown led with time left for 60 s', `(${samples} samples every 200 ms, ${renewals} renewals, least time left shown ${minLeft} ms)`);
+  t = Date.now();
+  await release(OPEN, hb);
+  await waitRow(page, 'team-a.heartbeat', { held: 'false' }, 'the renewed lease, released, is shown free within 1 s', t);
+
+  // Who is next: a waiting candidate (priority 5, asking to preempt) on the
+  // scheduler, and a lease transferred to a named successor. Registrations
+  // are not events: they come with the refresh events.
+  const sched = await api(OPEN, '/v1/leases/team-a.scheduler');
+  const candidate = fetch(`${OPEN}/v1/leases/team-a.scheduler:acquire`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ holder: 'sched-standby', ttlMs: 60_000, waitMs: 60_000, priority: 5, preempt: true }),
+  }).catch(() => {}); // answered when the service stops
+  t = Date.now();
+  await waitRow(page, 'team-a.scheduler', { candidates: '1', next: 'sched-standby', held: 'true', holder: sched.holder },
+    'a waiting candidate and the yield it asks are shown within 3 s', t, 3000);
+  const badges = await page.$eval('.row.lease[data-name="team-a.scheduler"] .badges', (b) => b.textContent);
+  if (!/1 waiting · best 5/.test(badges) || !/yield → sched-standby/.test(badges)) throw new Error(`scheduler badges: ${badges}`);
+  const rep = await acquire(OPEN, 'team-a.reports', 'reports-1', 60_000);
+  await api(OPEN, '/v1/leases/team-a.reports:transfer', { holder: rep.holder, fencingToken: rep.fencingToken, to: 'reports-2', reserveMs: 60_000 });
+  t = Date.now();
+  await waitRow(page, 'team-a.reports', { held: 'false', next: 'reports-2' }, 'a transfer\'s successor is shown as next within 1 s', t);
+  void candidate;
 
   await page.waitForTimeout(400);
   await page.screenshot({ path: join(SHOTS, 'dashboard-1280-light.png'), fullPage: true });

@@ -79,6 +79,9 @@ class Lease:
     yield_to: str = ""
     #: How many registered candidates wait for the lease.
     candidates: int = 0
+    #: The priority of the best of them (the one a reservation would name);
+    #: None when none waits.
+    best_candidate_priority: Optional[int] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Lease":
@@ -107,6 +110,7 @@ class Lease:
             yield_requested=bool(d.get("yieldRequested", False)),
             yield_to=str(d.get("yieldTo", "") or ""),
             candidates=int(d.get("candidates", 0) or 0),
+            best_candidate_priority=(None if (bcp := d.get("bestCandidatePriority")) is None else int(bcp)),
         )
 
 

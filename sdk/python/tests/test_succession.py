@@ -67,15 +67,17 @@ class WireTest(unittest.TestCase):
     def test_succession_fields(self) -> None:
         f = self.serve(lambda req: (200, {}, lease_json(
             priority=5, checkpoint={"k": [1]}, checkpointToken=4, reservedFor="b",
-            reservedUntil="2026-01-01T00:00:05Z", yieldRequested=True, yieldTo="c", candidates=2)))
+            reservedUntil="2026-01-01T00:00:05Z", yieldRequested=True, yieldTo="c", candidates=2,
+            bestCandidatePriority=0)))
         lease = leasesvc.Client(f.url).get("a")
         self.assertEqual((lease.priority, lease.checkpoint, lease.checkpoint_token, lease.reserved_for,
-                          lease.yield_requested, lease.yield_to, lease.candidates),
-                         (5, {"k": [1]}, 4, "b", True, "c", 2))
+                          lease.yield_requested, lease.yield_to, lease.candidates, lease.best_candidate_priority),
+                         (5, {"k": [1]}, 4, "b", True, "c", 2, 0))
         self.assertEqual(lease.reserved_until.second, 5)  # type: ignore[union-attr]
         plain = leasesvc.Lease.from_json(lease_json())
         self.assertEqual((plain.priority, plain.checkpoint, plain.reserved_for, plain.reserved_until,
-                          plain.yield_requested, plain.candidates), (0, None, "", None, False, 0))
+                          plain.yield_requested, plain.candidates, plain.best_candidate_priority),
+                         (0, None, "", None, False, 0, None))
 
     def test_lease_reserved_carries_whom_and_until(self) -> None:
         f = self.serve(lambda req: problem(409, "lease_reserved", retry_after=4, reservedFor="heir",

@@ -52,6 +52,8 @@ export interface Lease {
   yieldTo: string;
   /** How many registered candidates wait for the lease. */
   candidates: number;
+  /** The priority of the best of them (the one a reservation would name); null when none waits. */
+  bestCandidatePriority: number | null;
 }
 
 /** One page of a list. */
@@ -111,6 +113,7 @@ export function parseLease(raw: unknown): Lease {
     yieldRequested: o["yieldRequested"] === true,
     yieldTo: str(o["yieldTo"]),
     candidates: num(o["candidates"]),
+    bestCandidatePriority: typeof o["bestCandidatePriority"] === "number" ? num(o["bestCandidatePriority"]) : null,
   };
 }
 

@@ -85,17 +85,17 @@ describe("succession on the wire (fake)", () => {
     fake.script.push({
       match: "*",
       status: 200,
-      body: leaseJSON({ priority: 5, checkpoint: { k: [1] }, checkpointToken: 4, reservedFor: "b", reservedUntil: "2026-01-01T00:00:05Z", yieldRequested: true, yieldTo: "c", candidates: 2 }),
+      body: leaseJSON({ priority: 5, checkpoint: { k: [1] }, checkpointToken: 4, reservedFor: "b", reservedUntil: "2026-01-01T00:00:05Z", yieldRequested: true, yieldTo: "c", candidates: 2, bestCandidatePriority: 0 }),
     });
     fake.script.push({ match: "*", status: 200, body: leaseJSON() });
     const c = new Client(fake.url);
     const l = await c.get("a");
     assert.deepEqual(
-      [l.priority, l.checkpoint, l.checkpointToken, l.reservedFor, l.reservedUntil?.toISOString(), l.yieldRequested, l.yieldTo, l.candidates],
-      [5, { k: [1] }, 4, "b", "2026-01-01T00:00:05.000Z", true, "c", 2],
+      [l.priority, l.checkpoint, l.checkpointToken, l.reservedFor, l.reservedUntil?.toISOString(), l.yieldRequested, l.yieldTo, l.candidates, l.bestCandidatePriority],
+      [5, { k: [1] }, 4, "b", "2026-01-01T00:00:05.000Z", true, "c", 2, 0],
     );
     const p = await c.get("a");
-    assert.deepEqual([p.priority, p.checkpoint, p.checkpointToken, p.reservedFor, p.reservedUntil, p.yieldRequested, p.yieldTo, p.candidates], [0, null, 0, "", null, false, "", 0]);
+    assert.deepEqual([p.priority, p.checkpoint, p.checkpointToken, p.reservedFor, p.reservedUntil, p.yieldRequested, p.yieldTo, p.candidates, p.bestCandidatePriority], [0, null, 0, "", null, false, "", 0, null]);
   });
 
   test("lease_reserved throws LeaseReservedError with the lease, whom, until when and Retry-After; not retried", async () => {

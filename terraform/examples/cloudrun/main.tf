@@ -1,7 +1,8 @@
-# leasesvc on Cloud Run with the Spanner backend. See docs/deploy.md:
+# leasesvc on Cloud Run, with the Firestore or the Spanner backend: one
+# configuration for both, the backend a variable. See docs/deploy.md:
 #
 #   terraform init
-#   terraform apply -var project_id=my-project -var image=…
+#   terraform apply -var project_id=my-project -var backend=firestore -var image=…
 #
 # The module is sourced from the repository ("../.."): it reads
 # backend/spanner/schema.sql from the repository, so a remote source must keep
@@ -46,13 +47,16 @@ module "leasesvc" {
   project_id = var.project_id
   region     = var.region
   image      = var.image
-  backend    = "spanner"
+  backend    = var.backend
 
   policy                = local.policy
   invoker_members       = var.invoker_members
   notification_channels = var.notification_channels
   deletion_protection   = var.deletion_protection
 
+  # Each backend reads its own settings; the other's are not used.
+  firestore_database_id    = "leasesvc"
+  firestore_collection     = "leases"
   spanner_processing_units = 100
   spanner_database_name    = "leases"
 }

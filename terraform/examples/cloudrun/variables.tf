@@ -9,6 +9,16 @@ variable "region" {
   default     = "europe-west1"
 }
 
+variable "backend" {
+  description = "Where the leases are kept: firestore or spanner. Changing it on a deployed configuration replaces the database (deletion protection refuses that)."
+  type        = string
+
+  validation {
+    condition     = contains(["firestore", "spanner"], var.backend)
+    error_message = "backend must be firestore or spanner."
+  }
+}
+
 variable "image" {
   description = "leasesvc image pushed to the module's repository, e.g. europe-west1-docker.pkg.dev/my-project/leasesvc/leasesvc@sha256:…"
   type        = string
