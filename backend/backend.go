@@ -80,6 +80,9 @@ type Record struct {
 	// ReservedFor names the holder a transfer reserved the lease for, until
 	// ReservedUntil; "" for none.
 	ReservedFor string
+	// ReservedPrincipal is the principal whose acquire as ReservedFor takes
+	// the reserved lease ("" without authentication).
+	ReservedPrincipal string
 	// ReservedUntil is the server time at which a transfer's reservation
 	// lapses.
 	ReservedUntil time.Time

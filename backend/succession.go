@@ -14,8 +14,11 @@ type succession struct {
 	CheckpointToken int64           `json:"checkpointToken,omitempty"`
 	Candidates      []Candidate     `json:"candidates,omitempty"`
 	ReservedFor     string          `json:"reservedFor,omitempty"`
-	ReservedUntil   *time.Time      `json:"reservedUntil,omitempty"`
-	DeleteTime      *time.Time      `json:"deleteTime,omitempty"`
+	// ReservedPrincipal is omitted when "", as records written before it
+	// existed are read: a reservation for the anonymous principal.
+	ReservedPrincipal string     `json:"reservedPrincipal,omitempty"`
+	ReservedUntil     *time.Time `json:"reservedUntil,omitempty"`
+	DeleteTime        *time.Time `json:"deleteTime,omitempty"`
 }
 
 // MarshalSuccession returns the succession fields of r (docs/contract.md §8),
@@ -24,7 +27,7 @@ type succession struct {
 // nothing new.
 func MarshalSuccession(r *Record) ([]byte, error) {
 	s := succession{Priority: r.Priority, Checkpoint: r.Checkpoint, CheckpointToken: r.CheckpointToken,
-		Candidates: r.Candidates, ReservedFor: r.ReservedFor}
+		Candidates: r.Candidates, ReservedFor: r.ReservedFor, ReservedPrincipal: r.ReservedPrincipal}
 	if !r.ReservedUntil.IsZero() {
 		t := r.ReservedUntil.UTC()
 		s.ReservedUntil = &t
@@ -33,7 +36,7 @@ func MarshalSuccession(r *Record) ([]byte, error) {
 		t := r.DeleteTime.UTC()
 		s.DeleteTime = &t
 	}
-	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil && s.DeleteTime == nil {
+	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedPrincipal == "" && s.ReservedUntil == nil && s.DeleteTime == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
@@ -55,6 +58,7 @@ func UnmarshalSuccession(data []byte, r *Record) error {
 		}
 	}
 	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor = s.Priority, s.Checkpoint, s.CheckpointToken, s.Candidates, s.ReservedFor
+	r.ReservedPrincipal = s.ReservedPrincipal
 	r.ReservedUntil = time.Time{}
 	if s.ReservedUntil != nil {
 		r.ReservedUntil = *s.ReservedUntil

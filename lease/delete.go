@@ -75,7 +75,7 @@ func deletable(cur *backend.Record, now time.Time, freeFor time.Duration) error 
 	case now.Before(cur.ExpireTime):
 		return &HeldError{Lease: view(cur, now)}
 	}
-	if who, until := reservation(cur, now); who != "" {
+	if who, _, until := reservation(cur, now); who != "" {
 		return &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
 	}
 	if freeFor > 0 && now.Before(cur.ExpireTime.Add(freeFor)) {

@@ -175,12 +175,12 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			if md != nil {
 				next.Metadata = md
 			}
-			next.Candidates = withoutHolder(cur, now, req.Holder)
+			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
 			return &next, nil
 		}
 		if held {
 			refusal = &HeldError{Lease: view(cur, now)}
-		} else if who, until := reservation(cur, now); who != "" && who != req.Holder {
+		} else if who, principal, until := reservation(cur, now); who != "" && (who != req.Holder || principal != req.Principal) {
 			refusal = &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
 		}
 		if refusal != nil {
@@ -206,7 +206,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		}
 		if cur != nil {
 			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
-			next.Candidates = withoutHolder(cur, now, req.Holder)
+			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
 		}
 		return next, nil
 	})
@@ -270,15 +270,15 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 	if err != nil {
 		return Lease{}, err
 	}
-	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", 0)
+	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0)
 }
 
 // end ends the caller's holding now, for Release or, with a successor to,
-// for Transfer, which also reserves the lease for to until reserve has
-// passed. Ending a holding that already ended succeeds and changes nothing
+// for Transfer, which also reserves the lease for to, acquiring as
+// toPrincipal, until reserve has passed. Ending a holding that already ended succeeds and changes nothing
 // but the checkpoint while nobody has acquired since (for a transfer, only
 // when it is the same transfer again); anything else is ErrLost.
-func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to string, reserve time.Duration) (Lease, error) {
+func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to, toPrincipal string, reserve time.Duration) (Lease, error) {
 	wrote := false
 	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
@@ -292,7 +292,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
 		}
 		if !now.Before(cur.ExpireTime) {
-			if to != "" && (cur.ReservedFor != to || cur.ReservedUntil.IsZero()) {
+			if to != "" && (cur.ReservedFor != to || cur.ReservedPrincipal != toPrincipal || cur.ReservedUntil.IsZero()) {
 				return nil, ErrLost // ended otherwise: nothing is left to hand over
 			}
 			// Already ended: idempotent success. Nobody has acquired since,
@@ -304,7 +304,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 		}
 		next.ExpireTime = now
 		if to != "" {
-			next.ReservedFor, next.ReservedUntil = to, now.Add(reserve)
+			next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = to, toPrincipal, now.Add(reserve)
 		}
 		next.Candidates = kept(cur, now)
 		wrote = true

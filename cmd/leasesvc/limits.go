@@ -49,6 +49,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
 		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh, RefreshPrefixes: httpapi.DefaultRefreshPrefixes,
+		ListScanBudget: lease.DefaultScanBudget,
 	}}
 	durs := []struct {
 		key string
@@ -84,6 +85,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
 		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_MAX_REFRESH_PREFIXES", &l.api.RefreshPrefixes},
+		{"LEASESVC_LIST_SCAN_BUDGET", &l.api.ListScanBudget},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -126,6 +128,15 @@ func (l limits) logAttrs() []any {
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
 		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
-		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
+		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String())}
+}
+
+// loopbackListen reports whether the service listens on loopback only.
+func loopbackListen(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -64,6 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	if acc.mode == "none" && len(acc.hosts) == 0 && !loopbackListen(lim.listenHost) {
+		log.Warn("authentication is off and the service listens beyond loopback: the lease API answers only requests addressed to localhost, 127.0.0.1 or [::1]; set LEASESVC_ALLOWED_HOSTS to the names clients use (such as the Cloud Run URL's host), or * for any", "listen", lim.listenHost)
+	}
 	if cfg.drain >= lim.shutdown {
 		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
 	}
@@ -97,7 +100,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
-		Limits: lim.api, PageTokenKey: lim.pageTokenKey, Internal: []string{sweeper.DefaultLeaseName}})
+		Limits: lim.api, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
+		Internal: []string{sweeper.DefaultLeaseName}})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}

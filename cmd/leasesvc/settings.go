@@ -35,6 +35,8 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_POLICY", Usage: "path of the policy file (YAML or JSON) granting principals `read`, `acquire`, `delete` or `admin` on lease-name prefixes; required with `google` and `static`, refused with `none`"},
 	{Env: "LEASESVC_RATE_LIMIT", Default: "`100` with auth, `0` (off) with `none`", Usage: "requests per second per principal (per client address with `none`); over it `429` + `Retry-After`"},
 	{Env: "LEASESVC_RATE_BURST", Default: "2 × the rate", Usage: "requests at once per principal"},
+	{Env: "LEASESVC_ALLOWED_HOSTS", Default: "loopback names only", Usage: "with `LEASESVC_AUTH=none`: the `Host` names besides `localhost`, `*.localhost`, `127.0.0.0/8` and `[::1]` that the API answers (comma-separated; `*`: any); another is `403 host_not_allowed`, so DNS rebinding reaches nothing. Set it when clients reach the service by another name (Cloud Run URL, container name) ([docs/security.md](docs/security.md#cross-site-requests))"},
+	{Env: "LEASESVC_ALLOWED_ORIGINS", Default: "the service's own origin", Usage: "other origins (`https://tools.example.com`, comma-separated) whose requests, by their `Origin` header, are served; any other is `403 origin_not_allowed`. No CORS preflight is answered"},
 	{Env: "LEASESVC_LISTEN", Default: "`127.0.0.1` with `LEASESVC_AUTH=none` off Cloud Run; every interface otherwise", Usage: "IP address to listen on (`0.0.0.0`, `::`, `127.0.0.1`)"},
 	{Env: "LEASESVC_HEADER_TIMEOUT", Default: "`10s`", Usage: "a request's headers must arrive within it"},
 	{Env: "LEASESVC_BODY_TIMEOUT", Default: "`10s`", Usage: "a request's body must arrive within it of its headers; else `408` and the connection is closed"},
@@ -49,6 +51,7 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_MAX_CANDIDATES", Default: "`64`", Usage: "registered candidates (waiting acquires with a `priority`) per lease; a newcomer ranking below all of a full list waits unregistered"},
 	{Env: "LEASESVC_RETAIN_FREE", Default: "`off`", Usage: "the sweeper deletes the leases that have been free this long (a Go duration ≥ `1m`, such as `720h`), keeping each name's fencing token in a tombstone; `leasectl mcp`'s `.done` markers are kept ([docs/contract.md §15](docs/contract.md#15-leases-that-come-and-go))"},
 	{Env: "LEASESVC_READY_CACHE", Default: "`1s`", Usage: "how long a `/readyz` answer is reused"},
+	{Env: "LEASESVC_LIST_SCAN_BUDGET", Default: "`10000`", Usage: "with a policy: unreadable leases one list page passes over, at most; beyond, the page ends early (short, even empty) with a `nextPageToken`"},
 	{Env: "LEASESVC_PAGE_TOKEN_KEY", Default: "random per process", Usage: "32 bytes, standard base64 (`openssl rand -base64 32`): the key that seals list page tokens; give every instance behind one load balancer the same key, or a next page served by another instance is `400`"},
 	{Env: "LEASESVC_SHUTDOWN_TIMEOUT", Default: "`9s`", Usage: "SIGTERM to exit: waits and streams end, in-flight requests drain, events are flushed, the subscription deleted, telemetry flushed"},
 }

@@ -283,15 +283,19 @@ class Client:
                           attempts=attempts, timeout=timeout)
 
     def transfer(self, name: str, holder: str, fencing_token: int, to: str, *,
-                 checkpoint: Optional[Dict[str, Any]] = None, reserve: Optional[float] = None) -> Lease:
+                 checkpoint: Optional[Dict[str, Any]] = None, reserve: Optional[float] = None,
+                 to_principal: Optional[str] = None) -> Lease:
         """Hand the holding named by holder and token over to the holder
         ``to`` (docs/contract.md §8): the holding ends now, as with
         :meth:`release`, ``checkpoint`` (if given) is written, and the lease
         is reserved for ``to`` for ``reserve`` seconds (1 ms … 60 s; None:
         the service's default, 5 s). ``to``'s acquire then gets token + 1
         and the checkpoint; anyone else's is refused with
-        :class:`~leasesvc.LeaseReservedError` meanwhile. Repeating it succeeds
-        while nobody has acquired since.
+        :class:`~leasesvc.LeaseReservedError` meanwhile. With authentication on,
+        the reservation is for ``to`` acquiring as ``to_principal`` (the
+        successor's principal; None: the caller's own): ``to``'s acquire by
+        another principal is refused too. Repeating it succeeds while nobody
+        has acquired since.
 
         Raises:
             LeaseLostError: not the current live holding (or its own ended one).
@@ -302,6 +306,8 @@ class Client:
             body["checkpoint"] = checkpoint
         if reserve is not None:
             body["reserveMs"] = max(1, _ms(reserve))
+        if to_principal is not None:
+            body["toPrincipal"] = to_principal
         return Lease.from_json(self._transfer(name, body))
 
     def _transfer(self, name: str, body: Dict[str, Any], *, attempts: int = 0,

@@ -46,6 +46,7 @@ class WireTest(unittest.TestCase):
         c.release("a", "me", 1)
         c.transfer("a", "me", 1, "you", checkpoint={"n": 3}, reserve=2.5)
         c.transfer("a", "me", 1, "you")
+        c.transfer("a", "me", 1, "you", to_principal="you@example.com")
         bodies = [r.body for r in f.requests]
         self.assertEqual(bodies, [
             {"holder": "me", "ttlMs": 1000, "waitMs": 2000, "priority": 7, "preempt": True},
@@ -56,8 +57,12 @@ class WireTest(unittest.TestCase):
             {"holder": "me", "fencingToken": 1},
             {"holder": "me", "fencingToken": 1, "to": "you", "checkpoint": {"n": 3}, "reserveMs": 2500},
             {"holder": "me", "fencingToken": 1, "to": "you"},
+            {"holder": "me", "fencingToken": 1, "to": "you", "toPrincipal": "you@example.com"},
         ])
         self.assertTrue(f.requests[-1].path.endswith("/v1/leases/a:transfer"))
+        # The service refuses a POST without it (docs/contract.md §4).
+        for r in f.requests:
+            self.assertEqual(r.headers.get("Content-Type"), "application/json", f"{r.method} {r.path}")
 
     def test_succession_fields(self) -> None:
         f = self.serve(lambda req: (200, {}, lease_json(

@@ -115,6 +115,12 @@ export interface TransferRequest {
   checkpoint?: Record<string, unknown>;
   /** How long the lease stays reserved for the successor, 1 … 60,000 ms; omitted: the service's default, 5,000. */
   reserveMs?: number;
+  /**
+   * With authentication on, the principal whose acquire as `to` takes the
+   * reserved lease (the successor's); omitted: the caller's own. The
+   * service refuses it without authentication.
+   */
+  toPrincipal?: string;
 }
 
 /** Asks for a page of leases. */
@@ -266,6 +272,7 @@ export class Client {
     const body: Record<string, unknown> = { holder: req.holder, fencingToken: req.fencingToken, to: req.to };
     if (req.checkpoint !== undefined) body["checkpoint"] = req.checkpoint;
     if (req.reserveMs !== undefined) body["reserveMs"] = Math.max(1, Math.round(req.reserveMs));
+    if (req.toPrincipal !== undefined) body["toPrincipal"] = req.toPrincipal;
     return parseLease(await this.#call("transfer", name, "POST", leasePath(name, ":transfer"), body, opts));
   }
 
