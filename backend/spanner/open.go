@@ -90,8 +90,12 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 		client.Close()
 		return nil, nil, err
 	}
-	store, err := New(client, WithFastPath(fastPath), WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""),
-		WithRetryHook(o.OnRetry), WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
+	// The loop's settings: the service's, for the Loop over the Store (one
+	// read-write transaction at a time on the emulator, which runs one at a
+	// time and fails the one a newcomer interrupts).
+	loop := WithLoop(backend.WithReadFirst(fastPath), backend.WithOneAtATime(getenv("SPANNER_EMULATOR_HOST") != ""),
+		backend.WithRetryHook(o.OnRetry))
+	store, err := New(client, loop, WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
