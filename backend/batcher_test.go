@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/backendtest"
 	"github.com/leasesvc/leasesvc/backend/memory"
 )
 
@@ -233,4 +234,15 @@ func TestLoopBatchOff(t *testing.T) {
 			t.Errorf("%d batched attempts, want none", a)
 		}
 	}
+}
+
+// TestConformanceBatched runs the conformance suite over the memory store
+// behind the fake BatchStore, so that the loop's batch path serves every
+// rule of the contract in go test ./backend/..., not only on the
+// emulators.
+func TestConformanceBatched(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
+		clock := memory.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		return backendtest.Harness{Store: &fakeBatch{Store: memory.New(memory.WithClock(clock.Now)), max: 100}, Advance: clock.Advance}
+	}, backendtest.Options{})
 }
