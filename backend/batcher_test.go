@@ -246,3 +246,21 @@ func TestConformanceBatched(t *testing.T) {
 		return backendtest.Harness{Store: &fakeBatch{Store: memory.New(memory.WithClock(clock.Now)), max: 100}, Advance: clock.Advance}
 	}, backendtest.Options{})
 }
+
+// TestLoopBatchSharedPerStore: two Loops over one store share its batcher,
+// so one transaction at a time leaves the process for that store: an
+// attempt through the second waits behind one through the first and joins
+// the next batch.
+func TestLoopBatchSharedPerStore(t *testing.T) {
+	f := &fakeBatch{Store: memory.New(), max: 50}
+	first, second := backend.NewLoop(f), backend.NewLoop(f)
+	release := hold(t, first, "blocker")
+	wait := queue(t, second, []string{"a", "b"}, []backend.Decide{write, write})
+	release()
+	if _, errs := wait(); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if len(f.batches) != 1 || len(f.batches[0]) != 2 {
+		t.Fatalf("batches %v, want the two attempts of the second Loop in one", f.batches)
+	}
+}

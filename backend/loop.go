@@ -45,8 +45,9 @@ type Hints struct {
 	// MaxBatch is how many attempts on distinct names one transaction of a
 	// BatchStore may carry (see BatchStore); 0 or 1 turns batching off.
 	// Loop ignores it for a Store that is not a BatchStore. With batching
-	// on, Loop runs one transaction at a time (OneAtATime then only keeps
-	// the per-name gate).
+	// on, one transaction at a time leaves the process per store, whatever
+	// the number of Loops over it (OneAtATime then only keeps the per-name
+	// gate).
 	MaxBatch int
 }
 
@@ -121,13 +122,13 @@ func NewLoop(s Store, opts ...LoopOption) *Loop {
 		l.hints.MaxAttempts = DefaultMaxAttempts
 	}
 	if bs, ok := s.(BatchStore); ok && l.hints.MaxBatch > 1 {
-		l.batch = &batcher{store: bs, max: l.hints.MaxBatch}
+		l.batch = sharedBatcher(bs, l.hints.MaxBatch)
 	}
 	return l
 }
 
-// BatchStats returns what the Loop's batcher has done: the attempts it
-// ran, the transactions that carried them (a batch that was split counts
+// BatchStats returns what the Loop's batcher (shared by the Loops over the
+// same store in the process) has done: the attempts it ran, the transactions that carried them (a batch that was split counts
 // one more per attempt made alone), and how many batches were split. All
 // zero without batching.
 func (l *Loop) BatchStats() (attempts, transactions, splits int64) {
