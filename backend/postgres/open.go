@@ -5,7 +5,6 @@ import (
 	_ "embed" // schema.sql
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,15 +80,7 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 // envBatchMax reads LEASESVC_POSTGRES_BATCH_MAX: 1–BatchMaxLimit, unset
 // DefaultBatchMax.
 func envBatchMax(getenv func(string) string) (int, error) {
-	v := getenv("LEASESVC_POSTGRES_BATCH_MAX")
-	if v == "" {
-		return DefaultBatchMax, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > BatchMaxLimit {
-		return 0, fmt.Errorf("LEASESVC_POSTGRES_BATCH_MAX=%q: must be a whole number from 1 (no batching) to %d", v, BatchMaxLimit)
-	}
-	return n, nil
+	return backend.EnvBatchMax(getenv, "LEASESVC_POSTGRES_BATCH_MAX", DefaultBatchMax, BatchMaxLimit)
 }
 
 // Migrate creates the table and its index (schema.sql) when missing, one

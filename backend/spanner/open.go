@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,15 +112,7 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 // envBatchMax reads LEASESVC_SPANNER_BATCH_MAX: 1–BatchMaxLimit, unset
 // DefaultBatchMax.
 func envBatchMax(getenv func(string) string) (int, error) {
-	v := getenv("LEASESVC_SPANNER_BATCH_MAX")
-	if v == "" {
-		return DefaultBatchMax, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > BatchMaxLimit {
-		return 0, fmt.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: must be a whole number from 1 (no batching) to %d", v, BatchMaxLimit)
-	}
-	return n, nil
+	return backend.EnvBatchMax(getenv, "LEASESVC_SPANNER_BATCH_MAX", DefaultBatchMax, BatchMaxLimit)
 }
 
 // envMaxCommitDelay reads LEASESVC_SPANNER_MAX_COMMIT_DELAY: a duration
