@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -27,7 +27,7 @@ const BatchMaxLimit = 1000
 // batchColumns are the columns a batch reads for each lease: the record's,
 // and UpdateTime, the commit timestamp of the write the row shows, so that
 // no decision precedes it.
-var batchColumns = append(strings.Split(recordColumns, ", "), "UpdateTime")
+var batchColumns = append(slices.Clone(recordColumnList), "UpdateTime")
 
 // readRows reads the rows of names by primary key (a point read of each
 // key, which inside the read-write transaction locks every key named,

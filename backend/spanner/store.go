@@ -145,7 +145,7 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, error) {
 	ro := s.client.Single()
 	defer ro.Close()
-	rec, _, err := readRow(ctx, ro, name)
+	rec, err := readKey(ctx, ro, name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
@@ -186,7 +186,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, decideErr, err error) {
 	_, err = s.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		decideErr = nil
-		rec, now, err := readRow(ctx, tx, name)
+		rec, now, err := readForUpdate(ctx, tx, name)
 		if err != nil {
 			return err
 		}
