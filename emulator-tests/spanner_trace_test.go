@@ -119,9 +119,9 @@ func minimalRenew(ctx context.Context, c *spanner.Client, name string) error {
 // first, batching on), interleaved with the minimal transaction on the same
 // emulator: the RPCs each sends, what they take, and what the process adds
 // around them (gates, the batcher's hand-off, decide). A renew sends what
-// the minimal transaction sends — its read and its commit, the transaction
-// begun inline — and no more: an extra RPC is a regression of the per-
-// operation cost (docs/spanner.md#per-operation-cost).
+// the minimal transaction sends — its key read (the transaction begun
+// inline), the clock and its commit — and no more: an extra RPC is a
+// regression of the per-operation cost (docs/spanner.md#per-operation-cost).
 func TestSpannerRenewTrace(t *testing.T) {
 	db, _ := spannerSetup(t)
 	_, minimal := spannerScratchDatabase(t, minimalDDL...)
@@ -210,8 +210,8 @@ func TestSpannerRenewTrace(t *testing.T) {
 			p.what, med(p.took), med(p.took)-med(base), med(p.rpcTotal), med(p.took)-med(p.rpcTotal))
 	}
 	for _, sh := range shapes {
-		if sh != "ExecuteStreamingSql+Commit" {
-			t.Errorf("a renew sent %s, want ExecuteStreamingSql+Commit (its read, with the transaction begun inline, and its commit)", sh)
+		if sh != "StreamingRead+ExecuteStreamingSql+Commit" {
+			t.Errorf("a renew sent %s, want StreamingRead+ExecuteStreamingSql+Commit (its key read, with the transaction begun inline, the clock, the commit)", sh)
 		}
 	}
 }
