@@ -1,6 +1,10 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // Attempt is one attempt of a batch (see BatchStore): an update of the
 // record under Name decided by Decide, as Store.Try makes alone.
@@ -40,4 +44,19 @@ type BatchStore interface {
 	// attempt again alone with Try. A decide may be called more than once
 	// (the transaction may be run again); only the last answer counts.
 	TryBatch(ctx context.Context, attempts []Attempt) (results []Result, err error)
+}
+
+// EnvBatchMax reads a backend's batch limit setting (Hints.MaxBatch): a
+// whole number from 1 (no batching) to limit; unset is def. An error names
+// the variable.
+func EnvBatchMax(getenv func(string) string, key string, def, limit int) (int, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > limit {
+		return 0, fmt.Errorf("%s=%q: must be a whole number from 1 (no batching) to %d", key, v, limit)
+	}
+	return n, nil
 }

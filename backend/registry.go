@@ -115,18 +115,3 @@ func EnvBool(getenv func(string) string, key string, def bool) (bool, error) {
 	}
 	return b, nil
 }
-
-// EnvBatchMax reads a backend's batch limit setting (Hints.MaxBatch): a
-// whole number from 1 (no batching) to limit; unset is def. An error names
-// the variable.
-func EnvBatchMax(getenv func(string) string, key string, def, limit int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > limit {
-		return 0, fmt.Errorf("%s=%q: must be a whole number from 1 (no batching) to %d", key, v, limit)
-	}
-	return n, nil
-}
