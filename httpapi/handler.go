@@ -92,6 +92,19 @@ type Limits struct {
 	WaitingPerCaller, Waiting int
 	// ReadyCache is how long a /readyz answer is reused. Default 1s.
 	ReadyCache time.Duration
+	// WriteTimeout bounds the time to write a response, from its first
+	// byte, and each event of a :watch stream; a client that takes no more
+	// than that loses its connection. It is set per response, never on the
+	// server, so streams and waiting acquires can last. Default 30s.
+	WriteTimeout time.Duration
+	// StreamBuffer bounds the bytes a :watch stream queues for a client
+	// that reads slower than its events come; a stream whose client falls
+	// further behind is closed with an `overflow` event. Default 1 MiB.
+	StreamBuffer int
+	// PageBytes bounds the encoded size of a list page: the page ends
+	// early, with a nextPageToken, before it would pass it; a page always
+	// holds at least one lease. Default 4 MiB, at most MaxPageBytes.
+	PageBytes int
 }
 
 // Defaults of Limits.
@@ -103,7 +116,15 @@ const (
 	DefaultWaitingPerCaller = 100
 	DefaultWaiting          = 10000
 	DefaultReadyCache       = time.Second
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultStreamBuffer     = 1 << 20
+	DefaultPageBytes        = 4 << 20
 )
+
+// MaxPageBytes is the largest Limits.PageBytes: clients read answers of up
+// to twice as much (client.MaxAnswerBytes), so that any page, even one
+// whose single lease is larger than the bound, reaches them whole.
+const MaxPageBytes = 32 << 20
 
 // withDefaults fills in the zero fields and checks the others.
 func (l Limits) withDefaults() (Limits, error) {
@@ -111,7 +132,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"BodyTimeout", &l.BodyTimeout, DefaultBodyTimeout}, {"StreamLifetime", &l.StreamLifetime, DefaultStreamLifetime}, {"ReadyCache", &l.ReadyCache, DefaultReadyCache}} {
+	}{{"BodyTimeout", &l.BodyTimeout, DefaultBodyTimeout}, {"StreamLifetime", &l.StreamLifetime, DefaultStreamLifetime}, {"ReadyCache", &l.ReadyCache, DefaultReadyCache},
+		{"WriteTimeout", &l.WriteTimeout, DefaultWriteTimeout}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
@@ -124,13 +146,17 @@ func (l Limits) withDefaults() (Limits, error) {
 		v    *int
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
-		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting}} {
+		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
+		{"StreamBuffer", &l.StreamBuffer, DefaultStreamBuffer}, {"PageBytes", &l.PageBytes, DefaultPageBytes}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if l.PageBytes > MaxPageBytes {
+		return l, fmt.Errorf("httpapi: Config.Limits.PageBytes must be at most %d", MaxPageBytes)
 	}
 	return l, nil
 }

@@ -244,7 +244,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Leases = append(out.Leases, wire.FromLease(l))
 	}
-	writeJSON(w, http.StatusOK, "application/json", out)
+	a.writePage(w, out, func(last string) string {
+		return a.sealPageToken(lease.PageTokenAfter(req.Prefix, last), req.Prefix, principal)
+	})
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {

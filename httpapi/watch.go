@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -40,13 +39,15 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	a.observeOp(r, "ok")
-	rc := http.NewResponseController(w)
 	if !startEventStream(w, r) {
 		return
 	}
-	s := &stream{w: w, rc: rc}
+	s := a.openStream(w, r)
+	defer s.close()
+	s.backlog = true // the replay and the state go at the client's pace
 	a.replayLease(s, r, name)
 	s.snapshot(cur, found)
+	s.backlog = false
 
 	var last lease.Event // the newest state the client has, as an event
 	backstop := time.NewTimer(time.Hour)
@@ -61,15 +62,13 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		last = stateEvent(cur)
 		arm(cur)
 	}
-	heartbeat, lifetime, stopTimers := a.streamTimers()
+	heartbeat, stopTimers := a.streamTimers()
 	defer stopTimers()
-	for s.err == nil {
+	for s.ok() {
 		select {
-		case <-ctx.Done():
+		case <-s.ctx.Done(): // the client went, shutdown, or the lifetime ended
 			return
-		case <-a.stopCtx.Done():
-			return
-		case <-lifetime: // the stream ends cleanly; the client reconnects
+		case <-s.done: // a write failed, or the client fell behind
 			return
 		case <-heartbeat:
 			s.write([]byte(": heartbeat\n\n"))
@@ -79,7 +78,9 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 				if err != nil {
 					return
 				}
+				s.backlog = true
 				s.snapshot(cur, found)
+				s.backlog = false
 				last = stateEvent(cur)
 				arm(cur)
 				continue
@@ -143,26 +144,10 @@ func missed(last lease.Event, cur lease.Lease) []lease.Event {
 	return out
 }
 
-// stream writes Server-Sent Events and remembers the first write error.
-type stream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	err error
-}
-
-func (s *stream) write(b []byte) {
-	if s.err != nil {
-		return
-	}
-	if _, s.err = s.w.Write(b); s.err == nil {
-		s.err = s.rc.Flush()
-	}
-}
-
 func (s *stream) snapshot(l lease.Lease, found bool) {
 	data := []byte("null")
 	if found {
-		data, _ = json.Marshal(wire.FromLease(l))
+		data, _ = wire.Marshal(wire.FromLease(l))
 	}
 	s.write(frame("", "lease", data))
 }
@@ -170,7 +155,7 @@ func (s *stream) snapshot(l lease.Lease, found bool) {
 func (s *stream) event(ev lease.Event) {
 	data, err := wire.MarshalEvent(ev)
 	if err != nil {
-		s.err = err
+		s.fail(err)
 		return
 	}
 	s.write(frame(ev.ID(), string(ev.Type), data))
@@ -214,10 +199,10 @@ func startEventStream(w http.ResponseWriter, r *http.Request) bool {
 	return r.Method != http.MethodHead
 }
 
-// streamTimers returns a stream's heartbeat ticks and the end of its
-// lifetime (docs/contract.md §9), and the function that stops both.
-func (a *api) streamTimers() (heartbeat, lifetime <-chan time.Time, stop func()) {
+// streamTimers returns a stream's heartbeat ticks and the function that
+// stops them. The stream's lifetime (docs/contract.md §9) is its context's
+// (openStream).
+func (a *api) streamTimers() (heartbeat <-chan time.Time, stop func()) {
 	hb := time.NewTicker(a.cfg.Heartbeat)
-	lt := time.NewTimer(a.cfg.Limits.StreamLifetime)
-	return hb.C, lt.C, func() { hb.Stop(); lt.Stop() }
+	return hb.C, hb.Stop
 }

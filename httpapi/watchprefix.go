@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -101,7 +100,10 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !startEventStream(w, r) {
 		return
 	}
-	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
+	s := a.openStream(w, r)
+	defer s.close()
+	s.backlog = true // the replay, the snapshot and the history go at the client's pace
+	ps := &prefixStream{s: s, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, cursor: cursor, readable: readable}
 	if resume {
 		// The kept events of the window, each lease's in token order (they
@@ -145,9 +147,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ps.s.write([]byte(": live\n\n"))
+	s.backlog = false
 
-	ctx := r.Context()
-	heartbeat, lifetime, stopTimers := a.streamTimers()
+	heartbeat, stopTimers := a.streamTimers()
 	defer stopTimers()
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
@@ -155,13 +157,11 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if d, ok := ps.nextDeadline(); ok {
 		hold.Reset(max(time.Until(d), time.Millisecond))
 	}
-	for ps.s.err == nil {
+	for s.ok() {
 		select {
-		case <-ctx.Done():
+		case <-s.ctx.Done(): // the client went, shutdown, or the lifetime ended
 			return
-		case <-a.stopCtx.Done():
-			return
-		case <-lifetime: // the stream ends cleanly; the client reconnects
+		case <-s.done: // a write failed, or the client fell behind
 			return
 		case <-heartbeat:
 			ps.s.write([]byte(": heartbeat\n\n"))
@@ -171,10 +171,12 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return
 				}
+				s.backlog = true
 				ps.flushAll(time.Time{})
 				for _, l := range leases {
 					ps.snapshot(l)
 				}
+				s.backlog = false
 			}
 			ps.offer(ev, time.Now())
 		case <-hold.C:
@@ -359,7 +361,7 @@ func (p *prefixStream) advance(t time.Time) string {
 func (p *prefixStream) send(ev lease.Event) {
 	data, err := wire.MarshalEvent(ev)
 	if err != nil {
-		p.s.err = err
+		p.s.fail(err)
 		return
 	}
 	p.last[ev.Lease.Name] = ev
@@ -374,7 +376,7 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 		return
 	}
 	p.last[l.Name] = st
-	data, _ := json.Marshal(wire.FromLease(l))
+	data, _ := wire.Marshal(wire.FromLease(l))
 	p.s.write(frame(p.advance(l.ServerTime), "snapshot", data))
 }
 
@@ -382,7 +384,7 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 func (p *prefixStream) history(ev lease.Event) {
 	data, err := wire.MarshalEvent(ev)
 	if err != nil {
-		p.s.err = err
+		p.s.fail(err)
 		return
 	}
 	p.s.write(frame("", "history", data))

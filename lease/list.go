@@ -73,6 +73,10 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 	return res, nil
 }
 
+// PageTokenAfter is the page token of the list of prefix that continues
+// after the lease name: what a caller uses to end a page early.
+func PageTokenAfter(prefix, name string) string { return encodePageToken(prefix, name) }
+
 func encodePageToken(prefix, after string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(pageTokenVersion + prefix + "\x00" + after))
 }
