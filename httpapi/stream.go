@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -33,6 +34,7 @@ var errOverflow = errors.New("the client fell behind")
 type stream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	log     *slog.Logger
 	timeout time.Duration // per event
 	limit   int           // bytes queued at most
 	// backlog makes write wait for room rather than overflow; the loop's
@@ -63,7 +65,7 @@ type stream struct {
 func (a *api) openStream(w http.ResponseWriter, r *http.Request) *stream {
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Limits.StreamLifetime)
-	s := &stream{w: w, rc: rc, timeout: a.cfg.Limits.WriteTimeout, limit: a.cfg.Limits.StreamBuffer,
+	s := &stream{w: w, rc: rc, log: a.log, timeout: a.cfg.Limits.WriteTimeout, limit: a.cfg.Limits.StreamBuffer,
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 	s.stops = append(s.stops,
@@ -112,6 +114,7 @@ func (s *stream) write(b []byte) {
 	defer s.mu.Unlock()
 	for s.err == nil && s.queued > 0 && s.queued+len(b) > s.limit {
 		if !s.backlog {
+			s.log.InfoContext(s.ctx, "watch stream closed: the client fell behind", "queuedBytes", s.queued, "streamBuffer", s.limit)
 			s.err = errOverflow
 			s.final = frame("", "overflow", []byte(`{"reason":"the client fell more than `+strconv.Itoa(s.limit)+
 				` bytes behind the stream; reconnect with Last-Event-ID to resume"}`))
