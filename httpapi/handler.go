@@ -99,7 +99,8 @@ type Limits struct {
 	WriteTimeout time.Duration
 	// StreamBuffer bounds the bytes a :watch stream queues for a client
 	// that reads slower than its events come; a stream whose client falls
-	// further behind is closed with an `overflow` event. Default 1 MiB.
+	// further behind is closed with an `overflow` event. Default 256 KiB
+	// (the kernel's socket buffer holds more before this queue fills).
 	StreamBuffer int
 	// PageBytes bounds the encoded size of a list page: the page ends
 	// early, with a nextPageToken, before it would pass it; a page always
@@ -117,7 +118,7 @@ const (
 	DefaultWaiting          = 10000
 	DefaultReadyCache       = time.Second
 	DefaultWriteTimeout     = 30 * time.Second
-	DefaultStreamBuffer     = 1 << 20
+	DefaultStreamBuffer     = 256 << 10
 	DefaultPageBytes        = 4 << 20
 )
 

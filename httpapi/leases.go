@@ -229,24 +229,22 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		req.PageSize = n
 	}
-	ctx, cancel := a.timeout(r, 0)
-	defer cancel()
-	res, err := a.m.List(ctx, req)
-	if err != nil {
-		a.fail(w, r, a.errorProblem(r, err))
+	size := req.PageSize
+	switch {
+	case size < 0:
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "pageSize", Description: "must not be negative"}}})
 		return
+	case size == 0:
+		size = lease.DefaultPageSize
+	case size > lease.MaxPageSize:
+		size = lease.MaxPageSize
 	}
-	a.observeOp(r, "ok")
-	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
-	for _, l := range res.Leases {
-		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) {
-			continue // a page may come out shorter than pageSize; nextPageToken still continues it
-		}
-		out.Leases = append(out.Leases, wire.FromLease(l))
-	}
-	a.writePage(w, out, func(last string) string {
-		return a.sealPageToken(lease.PageTokenAfter(req.Prefix, last), req.Prefix, principal)
-	})
+	// A page may come out shorter than pageSize (leases the caller may
+	// not read, or PageBytes); nextPageToken still continues it.
+	a.writePage(w, r, a.newLister(r, req, size), func(l lease.Lease) bool {
+		return !filter || a.cfg.Policy.Allowed(principal, auth.Read, l.Name)
+	}, func(inner string) string { return a.sealPageToken(inner, req.Prefix, principal) })
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {

@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"time"
 
-	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -145,32 +143,31 @@ func missed(last lease.Event, cur lease.Lease) []lease.Event {
 }
 
 func (s *stream) snapshot(l lease.Lease, found bool) {
-	data := []byte("null")
-	if found {
-		data, _ = wire.Marshal(wire.FromLease(l))
+	if !found {
+		s.write(frame("", "lease", []byte("null")))
+		return
 	}
-	s.write(frame("", "lease", data))
+	s.write(leaseFrame("", "lease", l))
 }
 
 func (s *stream) event(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame(ev.ID(), string(ev.Type), ev)
 	if err != nil {
 		s.fail(err)
 		return
 	}
-	s.write(frame(ev.ID(), string(ev.Type), data))
+	s.write(f)
 }
 
 // frame renders one SSE event; data is one line of JSON.
+// It has the capacity it needs and no more: a stream's queue holds frames.
 func frame(id, event string, data []byte) []byte {
-	var b bytes.Buffer
+	b := make([]byte, 0, len("id: \nevent: \ndata: \n\n")+len(id)+len(event)+len(data))
 	if id != "" {
-		b.WriteString("id: " + id + "\n")
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	b.WriteString("event: " + event + "\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	return b.Bytes()
+	b = append(append(append(b, "event: "...), event...), "\ndata: "...)
+	return append(append(b, data...), "\n\n"...)
 }
 
 // admitStream takes one of the caller's and the instance's :watch stream

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/auth"
-	"github.com/leasesvc/leasesvc/internal/wire"
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -90,8 +90,12 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	defer release()
 
 	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
+	if !resume && !history {
+		recent = nil // not kept while the snapshot waits for a slow client
+	}
 	defer a.cfg.Events.Unsubscribe(sub)
-	leases, err := a.listAll(r, prefix, readable)
+	ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+	first, err := ls.next()
 	if err != nil {
 		a.fail(w, r, a.errorProblem(r, err))
 		return
@@ -129,15 +133,17 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 		ps.replaying = false
 	}
-	for _, l := range leases {
+	if eachReadable(s, ls, first, readable, func(l lease.Lease) {
 		_, replayed := ps.last[l.Name]
 		if ps.held[l.Name] != nil || replayed {
 			// What the replay lacks may still be on its way to this
 			// instance: the state waits behind it, as a held event.
 			ps.hold(heldItem{ev: stateEvent(l), snap: &l}, time.Now())
-			continue
+			return
 		}
 		ps.snapshot(l)
+	}) != nil {
+		return // the client reconnects
 	}
 	if history && !resume {
 		for _, ev := range recent {
@@ -167,14 +173,15 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			ps.s.write([]byte(": heartbeat\n\n"))
 		case ev := <-sub.C:
 			if sub.Lagged() { // events were dropped: say the states anew
-				leases, err := a.listAll(r, prefix, readable)
+				ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+				first, err := ls.next()
 				if err != nil {
 					return
 				}
 				s.backlog = true
 				ps.flushAll(time.Time{})
-				for _, l := range leases {
-					ps.snapshot(l)
+				if eachReadable(s, ls, first, readable, ps.snapshot) != nil {
+					return
 				}
 				s.backlog = false
 			}
@@ -188,26 +195,25 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// listAll lists every readable lease under prefix, page by page.
-func (a *api) listAll(r *http.Request, prefix string, readable func(string) bool) ([]lease.Lease, error) {
-	var out []lease.Lease
-	req := lease.ListRequest{Prefix: prefix, PageSize: 1000}
+// eachReadable calls f with each readable lease that ls reads, first (a
+// chunk it has read) and then chunk by chunk, while the stream goes on:
+// the stream holds one chunk of leases at a time while its client takes
+// their snapshots.
+func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(string) bool, f func(lease.Lease)) error {
+	chunk := first
 	for {
-		ctx, cancel := a.timeout(r, 0)
-		res, err := a.m.List(ctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range res.Leases {
+		for _, l := range chunk {
 			if readable(l.Name) {
-				out = append(out, l)
+				f(l)
 			}
 		}
-		if res.NextPageToken == "" {
-			return out, nil
+		if ls.done || !s.ok() {
+			return nil
 		}
-		req.PageToken = res.NextPageToken
+		var err error
+		if chunk, err = ls.next(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -222,6 +228,14 @@ type prefixStream struct {
 	// replaying is set while a resume replays kept events: a lease's first
 	// one needs no predecessor.
 	replaying bool
+}
+
+// mark is what a prefix stream remembers of the newest event it sent of
+// a lease: what lease.Newer and ready compare, without the lease's metadata
+// and checkpoint, so that a stream over many large leases does not keep a
+// copy of each.
+func mark(ev lease.Event) lease.Event {
+	return lease.Event{Type: ev.Type, Lease: lease.Lease{Record: backend.Record{Name: ev.Lease.Name, FencingToken: ev.Lease.FencingToken}}}
 }
 
 // heldBack is a lease's events waiting, in Newer order, for the events
@@ -359,13 +373,13 @@ func (p *prefixStream) advance(t time.Time) string {
 }
 
 func (p *prefixStream) send(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame(p.advance(ev.Time), string(ev.Type), ev)
 	if err != nil {
 		p.s.fail(err)
 		return
 	}
-	p.last[ev.Lease.Name] = ev
-	p.s.write(frame(p.advance(ev.Time), string(ev.Type), data))
+	p.last[ev.Lease.Name] = mark(ev)
+	p.s.write(f)
 }
 
 // snapshot sends the lease as it is, unless the stream already sent its
@@ -375,17 +389,16 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 	if last, ok := p.last[l.Name]; ok && !lease.Newer(last, st) {
 		return
 	}
-	p.last[l.Name] = st
-	data, _ := wire.Marshal(wire.FromLease(l))
-	p.s.write(frame(p.advance(l.ServerTime), "snapshot", data))
+	p.last[l.Name] = mark(st)
+	p.s.write(leaseFrame(p.advance(l.ServerTime), "snapshot", l))
 }
 
 // history sends a kept event as it was, outside the order of the stream.
 func (p *prefixStream) history(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame("", "history", ev)
 	if err != nil {
 		p.s.fail(err)
 		return
 	}
-	p.s.write(frame("", "history", data))
+	p.s.write(f)
 }

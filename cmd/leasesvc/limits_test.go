@@ -24,7 +24,7 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
-		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, WriteTimeout: 30 * time.Second, StreamBuffer: 1 << 20, PageBytes: 4 << 20}
+		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, WriteTimeout: 30 * time.Second, StreamBuffer: 256 << 10, PageBytes: 4 << 20}
 	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
 		t.Fatalf("defaults %+v", l)
 	}

@@ -42,7 +42,7 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_MAX_STREAMS", Default: "`10000`", Usage: "open `:watch` streams per instance; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_STREAM_LIFETIME", Default: "`1h`", Usage: "a `:watch` stream then ends cleanly; clients reconnect"},
 	{Env: "LEASESVC_WRITE_TIMEOUT", Default: "`30s`", Usage: "a response must be written within it of its first byte, and each event of a `:watch` stream within it; a client that does not read loses its connection"},
-	{Env: "LEASESVC_STREAM_BUFFER", Default: "`1048576`", Usage: "bytes a `:watch` stream queues for a client that reads slower than its changes come (4,096 … 67,108,864); a client further behind gets a final `overflow` event and the stream ends"},
+	{Env: "LEASESVC_STREAM_BUFFER", Default: "`262144`", Usage: "bytes a `:watch` stream queues for a client that reads slower than its changes come (4,096 … 67,108,864); a client further behind gets a final `overflow` event and the stream ends"},
 	{Env: "LEASESVC_MAX_PAGE_BYTES", Default: "`4194304`", Usage: "a list page's encoded size (65,536 … 33,554,432): the page ends early, with a `nextPageToken`; it always holds at least one lease"},
 	{Env: "LEASESVC_MAX_WAITING_PER_CALLER", Default: "`100`", Usage: "waiting acquires (`waitMs` > 0) per caller; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_WAITING", Default: "`10000`", Usage: "waiting acquires per instance; beyond, `429` + `Retry-After`"},
