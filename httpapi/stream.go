@@ -89,14 +89,6 @@ func (s *stream) ok() bool {
 	return s.err == nil && s.ctx.Err() == nil
 }
 
-// overflowed reports whether the stream ended because its client fell
-// behind.
-func (s *stream) overflowed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return errors.Is(s.err, errOverflow)
-}
-
 // fail ends the stream with err, unless it has ended already.
 func (s *stream) fail(err error) {
 	s.mu.Lock()

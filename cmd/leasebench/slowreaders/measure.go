@@ -63,13 +63,15 @@ func measure(ctx context.Context, c config, bin string, stderr io.Writer) (resul
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	closed := make(chan bool, len(conns))
 	for _, conn := range conns {
-		if closedByPeer(conn) {
+		go func() { closed <- closedByPeer(conn) }()
+	}
+	for range conns {
+		if <-closed {
 			r.closed++
 		}
-		_ = conn.Close()
 	}
-	conns = nil
 	// After the window: the old binaries hold a whole page in memory.
 	r.firstPageLeases, r.firstPageBytes, err = firstPage(in.base, c.pageSize)
 	return r, err
@@ -180,10 +182,18 @@ func stalled(addr, path string) (net.Conn, error) {
 }
 
 // closedByPeer reports whether the instance has closed conn: reading what
-// it holds ends with the connection's end within 500 ms.
+// the connection still holds (through its small window) comes to the
+// connection's end within 10 s, without a second's pause. Bytes that keep
+// coming for 10 s mean an instance still writing; a pause, one waiting.
 func closedByPeer(conn net.Conn) bool {
-	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	_, err := io.Copy(io.Discard, conn)
-	var ne net.Error
-	return !(errors.As(err, &ne) && ne.Timeout())
+	end := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 64<<10)
+	for time.Now().Before(end) {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Read(buf); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+	return false
 }
