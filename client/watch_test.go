@@ -236,6 +236,7 @@ func TestStreamResumesAfterOverflow(t *testing.T) {
 			_, _ = fmt.Fprint(w, "event: overflow\ndata: {\"reason\":\"the client fell more than 262144 bytes behind the stream\"}\n\n")
 			return // the service ends the stream
 		}
+		_ = http.NewResponseController(w).Flush()
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
