@@ -73,8 +73,7 @@ func (p *prefixStream) refresh(items []refreshed, now time.Time) {
 		if lease.Newer(st, last) || keyOf(last.Lease) == e.key {
 			continue // the stream told a newer state, or this one already
 		}
-		last.Lease = e.l
-		p.last[n] = last
+		p.last[n] = mark(lease.Event{Type: last.Type, Lease: e.l})
 		out = append(out, refreshOf(e, now))
 	}
 	var batch []byte
