@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/leasesvc/leasesvc/internal/wire"
@@ -84,9 +83,9 @@ func (p *prefixStream) refresh(items []refreshed, now time.Time) {
 		}
 	}
 	for _, l := range out {
-		b, err := json.Marshal(l)
+		b, err := wire.Marshal(l)
 		if err != nil {
-			p.s.err = err
+			p.s.fail(err)
 			return
 		}
 		if len(batch)+len(b) > refreshBytes {
