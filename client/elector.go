@@ -407,7 +407,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 			req.Preempt = e.cfg.Preempt && req.Wait > 0
 		}
 		sent := e.cfg.Clock.Now()
-		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
+		l, err := e.acquireOnce(ctx, req)
 		var held *HeldError
 		var reserved *ReservedError
 		switch {
@@ -428,8 +428,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 				continue // it ran out meanwhile: campaign again
 			}
 			return l, sent, nil // lead on the acquire's deadline, however short
-		case ctx.Err() != nil:
-			e.abandon()
+		case ctx.Err() != nil: // acquireOnce gave up what it may have taken
 			return Lease{}, time.Time{}, ctx.Err()
 		case errors.As(err, &held):
 			failures = 0
@@ -482,6 +481,52 @@ func (e *Elector) retryDelay(err error, failures int) time.Duration {
 		return ce.RetryAfter
 	}
 	return d
+}
+
+// acquireOnce sends one acquire of the campaign. When ctx ends while it is
+// in flight, it gives up what the acquire may have taken, so followers need
+// not wait for a holding nobody renews to run out, and returns ctx's error.
+//
+// An acquire that does not wait is not cancelled then: a request cancelled
+// in flight may still be decided by the service after anything read to
+// find out, so the answer is awaited (up to ReleaseTimeout) and the holding
+// it gives released by its token. A waiting acquire is cancelled, so that
+// the service stops waiting, and what the lease shows afterwards is
+// released if it is this holder's (abandon).
+func (e *Elector) acquireOnce(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if req.Wait > 0 {
+		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
+		if err != nil && ctx.Err() != nil {
+			e.abandon()
+		}
+		return l, err
+	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	type answer struct {
+		l   Lease
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		l, err := e.c.acquire(actx, e.name, req, callOpts{attempts: 1})
+		ch <- answer{l, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.l, a.err
+	case <-ctx.Done():
+	}
+	stop := time.AfterFunc(e.cfg.ReleaseTimeout, cancel) // the process's clock, as release's timeout
+	defer stop.Stop()
+	if a := <-ch; a.err == nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
+		defer rcancel()
+		_, _ = e.c.release(rctx, e.name, ReleaseRequest{Holder: e.cfg.Holder, FencingToken: a.l.FencingToken}, callOpts{attempts: 2})
+	} else {
+		e.abandon() // no answer: what the lease shows
+	}
+	return Lease{}, ctx.Err()
 }
 
 // abandon releases a holding that an acquire cancelled in flight may have
