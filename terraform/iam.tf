@@ -31,7 +31,7 @@
 # refuses databaseUser and any DDL permission).
 #
 # Subscriptions: each instance creates its own subscription when it starts,
-# named leasesvc-<instance ID> (cmd/leasesvc/events.go; module_test.go checks
+# named leasesvc-<instance ID> (cmd/leasesvc/transport.go; module_test.go checks
 # the prefix against it), under a name nobody knows in advance, so the
 # permissions cannot be granted on the subscription itself. The custom role
 # keeps them to the three notify/listen.go uses: CreateSubscription
@@ -71,7 +71,7 @@ locals {
   ]
 
   # Every instance's subscription is leasesvc-<instance ID>
-  # (cmd/leasesvc/events.go).
+  # (cmd/leasesvc/transport.go).
   subscription_name_prefix = "projects/${var.project_id}/subscriptions/leasesvc-"
 }
 

@@ -83,15 +83,15 @@ var subscriptionName = regexp.MustCompile(`sub := "([a-z][a-z0-9-]*)" \+ instanc
 
 // TestSubscriptionConditionMatchesCode checks that the subscription role's
 // IAM condition lets through exactly the subscriptions the service creates:
-// the prefix of its names in cmd/leasesvc/events.go.
+// the prefix of its names in cmd/leasesvc/transport.go.
 func TestSubscriptionConditionMatchesCode(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(repoRoot, "cmd", "leasesvc", "events.go"))
+	src, err := os.ReadFile(filepath.Join(repoRoot, "cmd", "leasesvc", "transport.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sm := subscriptionName.FindSubmatch(src)
 	if sm == nil {
-		t.Fatalf("cmd/leasesvc/events.go: found no `sub := \"<prefix>\" + instance`: the scan is broken, or the subscription is named another way (update the IAM condition in iam.tf and this test)")
+		t.Fatalf("cmd/leasesvc/transport.go: found no `sub := \"<prefix>\" + instance`: the scan is broken, or the subscription is named another way (update the IAM condition in iam.tf and this test)")
 	}
 	m := loadModule(t, moduleDir)
 	e := m.evaluate(t, inputs("firestore", nil))

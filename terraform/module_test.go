@@ -474,7 +474,7 @@ type customRole struct {
 
 // subscriptionCondition is the IAM condition of the subscription role's
 // grant: on subscriptions, only those the instances create
-// (leasesvc-<instance>, cmd/leasesvc/events.go); other checks (creating one
+// (leasesvc-<instance>, cmd/leasesvc/transport.go); other checks (creating one
 // in the project) pass. TestSubscriptionConditionMatchesCode checks the
 // prefix against the Go source.
 const subscriptionCondition = `resource.type != "pubsub.googleapis.com/Subscription" || resource.name.startsWith("projects/` + testProject + `/subscriptions/leasesvc-")`

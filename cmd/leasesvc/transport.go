@@ -44,7 +44,8 @@ func newTransport(ctx context.Context, getenv func(string) string, store backend
 	if project == "" {
 		return nil, errors.New("LEASESVC_PUBSUB_TOPIC is a topic ID: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT), or give projects/P/topics/T")
 	}
-	t, err := notify.NewPubSub(ctx, notify.PubSubConfig{Project: project, Topic: topic, Subscription: "leasesvc-" + instance, Logger: log, Observe: observe})
+	sub := "leasesvc-" + instance // the instance's own subscription: terraform/iam.tf's condition lets its role delete only these
+	t, err := notify.NewPubSub(ctx, notify.PubSubConfig{Project: project, Topic: topic, Subscription: sub, Logger: log, Observe: observe})
 	if err != nil {
 		return nil, err
 	}
