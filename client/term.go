@@ -16,10 +16,12 @@ const (
 	// termRenewing: the holding is this Elector's; the term renews it and
 	// moves its safe deadline with every successful renew.
 	termRenewing termPhase = iota
-	// termRunOut: the term stopped renewing while the service may still
+	// termStopped: the term stopped renewing while the service may still
 	// count the holding as this Elector's (the safe deadline passed, or a
-	// renew was refused for good): a release may still end it early.
-	termRunOut
+	// renew was refused for good): a release may still end it early. (The
+	// same four phases, by the same names, are the TypeScript and Python
+	// SDKs' terms'.)
+	termStopped
 	// termGone: the service ended the holding (lost, revoked or
 	// transferred): there is nothing left to release.
 	termGone
@@ -32,8 +34,8 @@ func (p termPhase) String() string {
 	switch p {
 	case termRenewing:
 		return "renewing"
-	case termRunOut:
-		return "run out"
+	case termStopped:
+		return "stopped"
 	case termGone:
 		return "gone"
 	case termReleased:
@@ -265,7 +267,7 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 		}
 		t.renewT.Reset(r.sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
 	case errors.Is(r.err, ErrLost) || permanent(r.err):
-		t.phase = termRunOut
+		t.phase = termStopped
 		if errors.Is(r.err, ErrLost) {
 			t.phase = termGone
 		}
@@ -291,7 +293,7 @@ func (t *term) onDeadline() {
 	if t.phase != termRenewing {
 		return
 	}
-	t.phase = termRunOut
+	t.phase = termStopped
 	t.cancelRenew()
 	if t.lastErr == nil {
 		t.lastErr = errors.New("no answer to the renew in time")

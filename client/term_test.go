@@ -75,10 +75,10 @@ func TestTermPhases(t *testing.T) {
 		{name: "lease_lost", phase: termGone, cause: ErrLost, events: func(tm *term) {
 			tm.results <- renewResult{err: fmt.Errorf("renew: %w", ErrLost), sent: start}
 		}},
-		{name: "refused for good", phase: termRunOut, cause: ErrDenied, events: func(tm *term) {
+		{name: "refused for good", phase: termStopped, cause: ErrDenied, events: func(tm *term) {
 			tm.results <- renewResult{err: fmt.Errorf("renew: %w", ErrDenied), sent: start}
 		}},
-		{name: "safe deadline", phase: termRunOut, cause: ErrSafeDeadline, events: func(tm *term) {
+		{name: "safe deadline", phase: termStopped, cause: ErrSafeDeadline, events: func(tm *term) {
 			tm.results <- renewResult{err: transient, sent: start}
 			tm.onRenewResult(<-tm.results)
 			tm.onDeadline()
