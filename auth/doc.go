@@ -35,10 +35,12 @@
 // Every API call needs one verb on the lease name it touches:
 //
 //	read     get, list, watch
-//	acquire  acquire, renew, release  (implies read)
-//	admin    operator actions such as revoke  (implies acquire, hence read)
+//	acquire  acquire, renew, release, transfer  (implies read)
+//	delete   delete a lease nobody holds  (implies read)
+//	admin    operator actions such as revoke  (implies every verb)
 //
-// A grant of a verb also grants the verbs it implies.
+// A grant of a verb also grants the verbs it implies. acquire and delete
+// do not imply each other: a clean-up job may delete what it may not lead.
 //
 // # Policies
 //
@@ -130,7 +132,7 @@
 //
 // for example
 //
-//	policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")
+//	policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")
 //	policy.yaml:9:5: grants[1]: unknown key "prefix" (want "principals", "verbs", "prefixes" or "description")
 //
 // Lines and columns start at 1; columns count characters. PATH is left out

@@ -46,7 +46,7 @@ func ExampleParsePolicy_errors() {
 	fmt.Println(err)
 	// Output:
 	// policy.yaml:5:18: grants[1].principals[0]: principal "*@": "*@" needs a domain, as in "*@example.com"
-	// policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")
+	// policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")
 	// policy.yaml:9:5: grants[1]: unknown key "prefix" (want "principals", "verbs", "prefixes" or "description")
 }
 

@@ -16,7 +16,7 @@ func (p *Policy) Allowed(principal string, v Verb, name string) bool {
 	if p.allowAll {
 		return true
 	}
-	l := v.level()
+	l := v.index()
 	if l == 0 || principal == "" {
 		return false
 	}
@@ -38,7 +38,7 @@ func (p *Policy) ListScope(principal string, v Verb, prefix string) (all, some b
 	if p.allowAll {
 		return true, true
 	}
-	l := v.level()
+	l := v.index()
 	if l == 0 || principal == "" {
 		return false, false
 	}
@@ -56,7 +56,7 @@ func (p *Policy) ListScope(principal string, v Verb, prefix string) (all, some b
 	return false, some
 }
 
-// covers reports whether s grants level l on name.
+// covers reports whether s grants the verb of index l on name.
 func covers(s *grantSet, l int, name string) bool {
 	return s != nil && s.verbs[l-1].covers(name)
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -164,10 +165,11 @@ func TestAllowAllAndNil(t *testing.T) {
 }
 
 func TestVerbImplies(t *testing.T) {
-	verbs := []Verb{Read, Acquire, Admin}
-	for i, v := range verbs {
-		for j, w := range verbs {
-			if got, want := v.Implies(w), i >= j; got != want {
+	verbs := []Verb{Read, Acquire, Delete, Admin}
+	implies := map[Verb][]Verb{Read: {Read}, Acquire: {Read, Acquire}, Delete: {Read, Delete}, Admin: verbs}
+	for _, v := range verbs {
+		for _, w := range verbs {
+			if got, want := v.Implies(w), slices.Contains(implies[v], w); got != want {
 				t.Errorf("%s.Implies(%s) = %v, want %v", v, w, got, want)
 			}
 		}
@@ -219,5 +221,38 @@ func BenchmarkAllowed(b *testing.B) {
 				p.Allowed(c.principal, Acquire, c.lease)
 			}
 		})
+	}
+}
+
+// TestDeleteVerb: a grant of delete allows delete and read but not
+// acquire, and admin allows delete (docs/security.md).
+func TestDeleteVerb(t *testing.T) {
+	p := mustPolicy(t, `grants:
+  - principals: [janitor@example.com]
+    verbs: [delete]
+    prefixes: [team-a.]
+  - principals: [oncall@example.com]
+    verbs: [admin]
+    prefixes: ['*']
+  - principals: [svc@example.com]
+    verbs: [acquire]
+    prefixes: ['*']
+`)
+	for _, c := range []struct {
+		principal string
+		verb      Verb
+		name      string
+		want      bool
+	}{
+		{"janitor@example.com", Delete, "team-a.x", true},
+		{"janitor@example.com", Read, "team-a.x", true},
+		{"janitor@example.com", Acquire, "team-a.x", false},
+		{"janitor@example.com", Delete, "team-b.x", false},
+		{"oncall@example.com", Delete, "team-b.x", true},
+		{"svc@example.com", Delete, "team-a.x", false},
+	} {
+		if got := p.Allowed(c.principal, c.verb, c.name); got != c.want {
+			t.Errorf("Allowed(%s, %s, %s) = %v, want %v", c.principal, c.verb, c.name, got, c.want)
+		}
 	}
 }

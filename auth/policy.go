@@ -42,7 +42,7 @@ func LoadPolicy(path string) (*Policy, error) {
 // problem is reported at once, as the errors.Join of *FileError values
 // formatted "FILE:LINE:COL: PATH: MESSAGE", for example
 //
-//	policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")
+//	policy.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")
 func ParsePolicy(data []byte, filename string) (*Policy, error) {
 	c := newChecker(filename, data)
 	root := c.document(data)
@@ -65,7 +65,7 @@ func ParsePolicy(data []byte, filename string) (*Policy, error) {
 // grant is one parsed entry of a policy's grants list.
 type grant struct {
 	principals []string // "*", "*@domain" or a principal
-	level      int      // the strongest verb listed
+	verbs      uint8    // the verbs granted, with those they imply (Verb.implied)
 	prefixes   []string // "*" or name prefixes
 }
 
@@ -91,10 +91,10 @@ func (c *checker) grant(n *yaml.Node, path string) (g grant, ok bool) {
 	c.eachString(f["verbs"], path+".verbs", "one verb", func(s string, n *yaml.Node, p string) {
 		v := Verb(s)
 		if !v.Valid() {
-			c.errorf(n, p, "unknown verb %q (want %s)", s, orList([]string{string(Read), string(Acquire), string(Admin)}, "or"))
+			c.errorf(n, p, "unknown verb %q (want %s)", s, orList([]string{string(Read), string(Acquire), string(Delete), string(Admin)}, "or"))
 			return
 		}
-		g.level = max(g.level, v.level())
+		g.verbs |= v.implied()
 	})
 	c.eachString(f["prefixes"], path+".prefixes", "one prefix", func(s string, n *yaml.Node, p string) {
 		if msg := prefixProblem(s); msg != "" {
@@ -199,7 +199,7 @@ func (b *policyBuilder) add(g grant) {
 		default:
 			s = getOrNew(b.p.exact, canonicalPrincipal(pr))
 		}
-		s.add(g.level, g.prefixes)
+		s.add(g.verbs, g.prefixes)
 	}
 }
 
@@ -245,13 +245,17 @@ func canonicalPrincipal(p string) string {
 // grantSet is what one principal pattern is granted: for each verb, the
 // names covered.
 type grantSet struct {
-	verbs [numVerbs]prefixSet // index level-1
+	verbs [numVerbs]prefixSet // by Verb.index()-1
 }
 
-// add grants the verbs up to level on prefixes; build normalizes the sets.
-func (s *grantSet) add(level int, prefixes []string) {
-	for l := 1; l <= level; l++ {
-		ps := &s.verbs[l-1]
+// add grants the verbs (a set of Verb.implied bits) on prefixes; build
+// normalizes the sets.
+func (s *grantSet) add(verbs uint8, prefixes []string) {
+	for i := range numVerbs {
+		if verbs&(1<<i) == 0 {
+			continue
+		}
+		ps := &s.verbs[i]
 		for _, p := range prefixes {
 			if p == "*" {
 				ps.all = true

@@ -99,10 +99,10 @@ func TestParsePolicyErrors(t *testing.T) {
 		}},
 		{"unknown verb", "grants:\n  - principals: [a]\n    verbs: [read]\n    prefixes: ['*']\n  - principals: [b]\n    verbs:\n      - write\n    prefixes: ['*']\n", []string{
 			// The example of the brief: line 7, column 9.
-			`p.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")`,
+			`p.yaml:7:9: grants[1].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")`,
 		}},
 		{"verbs are case-sensitive", "grants:\n  - principals: [a]\n    verbs: [Read]\n    prefixes: ['*']\n", []string{
-			`p.yaml:3:13: grants[0].verbs[0]: unknown verb "Read" (want "read", "acquire" or "admin")`,
+			`p.yaml:3:13: grants[0].verbs[0]: unknown verb "Read" (want "read", "acquire", "delete" or "admin")`,
 		}},
 		{"unknown grant key and scalar lists", "grants:\n  - principals: a\n    verbs: read\n    prefix: x\n    prefixes: {a: 1}\n", []string{
 			"p.yaml:2:17: grants[0].principals: want a list, got a string",
@@ -177,7 +177,7 @@ func TestParsePolicyErrors(t *testing.T) {
 			"p.yaml:2:1: invalid JSON: unexpected end of JSON input",
 		}},
 		{"json errors carry lines", "{\n  \"grants\": [\n    {\n      \"principals\": [\"alice@example.com\"],\n      \"verbs\": [\"read\", \"write\"],\n      \"prefixes\": \"team-a.\"\n    }\n  ]\n}\n", []string{
-			`p.yaml:5:25: grants[0].verbs[1]: unknown verb "write" (want "read", "acquire" or "admin")`,
+			`p.yaml:5:25: grants[0].verbs[1]: unknown verb "write" (want "read", "acquire", "delete" or "admin")`,
 			"p.yaml:6:19: grants[0].prefixes: want a list, got a string",
 		}},
 		{"json with tabs and duplicate key", "{\n\t\"grants\": [{\"principals\": [\"a\"], \"verbs\": [\"read\"], \"prefixes\": [\"*\"]}],\n\t\"grants\": []\n}\n", []string{
@@ -202,11 +202,11 @@ func TestParsePolicyErrors(t *testing.T) {
 			"p.yaml:1:11: unsupported line break U+2028 (use \\n)",
 		}},
 		{"CRLF keeps positions", "grants:\r\n  - principals: [a]\r\n    verbs: [write]\r\n    prefixes: ['*']\r\n", []string{
-			`p.yaml:3:13: grants[0].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")`,
+			`p.yaml:3:13: grants[0].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")`,
 		}},
 		{"problems of several grants at once", "grants:\n  - principals: [a]\n    verbs: [read]\n  - principals: [b]\n    verbs: [nope]\n    prefixes: ['*']\n  - 7\n", []string{
 			`p.yaml:2:5: grants[0]: missing key "prefixes"`,
-			`p.yaml:5:13: grants[1].verbs[0]: unknown verb "nope" (want "read", "acquire" or "admin")`,
+			`p.yaml:5:13: grants[1].verbs[0]: unknown verb "nope" (want "read", "acquire", "delete" or "admin")`,
 			`p.yaml:7:5: grants[2]: want a mapping with keys "principals", "verbs", "prefixes" and "description", got a number`,
 		}},
 	}
@@ -261,7 +261,7 @@ func TestLoadPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := LoadPolicy(path)
-	checkFileErrors(t, err, path, []string{path + `:3:13: grants[0].verbs[0]: unknown verb "write" (want "read", "acquire" or "admin")`})
+	checkFileErrors(t, err, path, []string{path + `:3:13: grants[0].verbs[0]: unknown verb "write" (want "read", "acquire", "delete" or "admin")`})
 
 	_, err = LoadPolicy(filepath.Join(dir, "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "auth: read policy file") {

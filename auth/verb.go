@@ -1,43 +1,66 @@
 package auth
 
-// Verb is what a request does to a lease. Verbs are ordered: Admin implies
-// Acquire, and Acquire implies Read, so a grant of a verb also grants every
-// verb below it.
+// Verb is what a request does to a lease. A grant of a verb also grants
+// the verbs it implies: Acquire and Delete each imply Read, and Admin
+// implies all of them. Acquire and Delete do not imply each other, so a
+// clean-up job may delete leases it may not lead, and a leader may not
+// delete (docs/security.md).
 type Verb string
 
-// The verbs, from weakest to strongest.
+// The verbs.
 const (
 	// Read covers get, list and watch.
 	Read Verb = "read"
-	// Acquire covers acquire, renew and release, and implies Read.
+	// Acquire covers acquire, renew, release and transfer, and implies Read.
 	Acquire Verb = "acquire"
-	// Admin covers operator actions such as revoke, and implies Acquire.
+	// Delete covers deleting a lease nobody holds (docs/contract.md §15),
+	// and implies Read.
+	Delete Verb = "delete"
+	// Admin covers operator actions such as revoke, and implies every
+	// other verb.
 	Admin Verb = "admin"
 )
 
-// numVerbs is the number of valid verbs; level returns 1..numVerbs.
-const numVerbs = 3
+// numVerbs is the number of valid verbs; index returns 1..numVerbs.
+const numVerbs = 4
 
-// level is v's rank: 1 for Read, 2 for Acquire, 3 for Admin and 0 for
-// anything else.
-func (v Verb) level() int {
+// index is v's position among the verbs, 1..numVerbs, and 0 for anything
+// else.
+func (v Verb) index() int {
 	switch v {
 	case Read:
 		return 1
 	case Acquire:
 		return 2
-	case Admin:
+	case Delete:
 		return 3
+	case Admin:
+		return 4
 	}
 	return 0
 }
 
-// Valid reports whether v is Read, Acquire or Admin.
-func (v Verb) Valid() bool { return v.level() > 0 }
+// implied is the set of verbs a grant of v grants, as bits 1<<(index-1).
+func (v Verb) implied() uint8 {
+	switch v {
+	case Read:
+		return 1
+	case Acquire:
+		return 1 | 2
+	case Delete:
+		return 1 | 4
+	case Admin:
+		return 1 | 2 | 4 | 8
+	}
+	return 0
+}
+
+// Valid reports whether v is Read, Acquire, Delete or Admin.
+func (v Verb) Valid() bool { return v.index() > 0 }
 
 // Implies reports whether a grant of v also grants w: every valid verb
-// implies itself, Admin implies Acquire and Read, Acquire implies Read.
-// An invalid verb implies nothing and is implied by nothing.
+// implies itself and Read, Admin implies every verb. An invalid verb
+// implies nothing and is implied by nothing.
 func (v Verb) Implies(w Verb) bool {
-	return v.Valid() && w.Valid() && v.level() >= w.level()
+	return w.Valid() && v.implied()&(1<<(w.index()-1)) != 0
 }

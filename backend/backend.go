@@ -80,9 +80,18 @@ type Record struct {
 	// ReservedFor names the holder a transfer reserved the lease for, until
 	// ReservedUntil; "" for none.
 	ReservedFor string
+	// ReservedPrincipal is the principal whose acquire as ReservedFor takes
+	// the reserved lease ("" without authentication).
+	ReservedPrincipal string
 	// ReservedUntil is the server time at which a transfer's reservation
 	// lapses.
 	ReservedUntil time.Time
+	// DeleteTime is the server time at which the lease was deleted
+	// (docs/contract.md §15); not zero marks a tombstone: a record that
+	// only keeps the name's fencing token and transitions, so that a later
+	// acquire continues from them. Package lease decides what a tombstone
+	// holds; a backend stores it like any record.
+	DeleteTime time.Time
 }
 
 // Candidate is one registered waiting acquire of a lease (docs/contract.md §8).

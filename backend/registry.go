@@ -115,3 +115,11 @@ func EnvBool(getenv func(string) string, key string, def bool) (bool, error) {
 	}
 	return b, nil
 }
+
+// NotifierOf returns the Notifier of a Store opened from the registry,
+// when its backend offers one (PostgreSQL's LISTEN/NOTIFY): the service
+// then carries events between its instances without a message bus.
+func NotifierOf(s Store) (Notifier, bool) {
+	n, ok := s.(Notifier)
+	return n, ok
+}

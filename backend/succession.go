@@ -14,21 +14,29 @@ type succession struct {
 	CheckpointToken int64           `json:"checkpointToken,omitempty"`
 	Candidates      []Candidate     `json:"candidates,omitempty"`
 	ReservedFor     string          `json:"reservedFor,omitempty"`
-	ReservedUntil   *time.Time      `json:"reservedUntil,omitempty"`
+	// ReservedPrincipal is omitted when "", as records written before it
+	// existed are read: a reservation for the anonymous principal.
+	ReservedPrincipal string     `json:"reservedPrincipal,omitempty"`
+	ReservedUntil     *time.Time `json:"reservedUntil,omitempty"`
+	DeleteTime        *time.Time `json:"deleteTime,omitempty"`
 }
 
-// MarshalSuccession returns the succession fields of r (docs/contract.md §8)
-// as one JSON object, for a backend to store in a single column or field;
+// MarshalSuccession returns the succession fields of r (docs/contract.md §8),
+// and its DeleteTime (§15), as one JSON object, for a backend to store in a single column or field;
 // nil when they are all zero, so records that never used succession store
 // nothing new.
 func MarshalSuccession(r *Record) ([]byte, error) {
 	s := succession{Priority: r.Priority, Checkpoint: r.Checkpoint, CheckpointToken: r.CheckpointToken,
-		Candidates: r.Candidates, ReservedFor: r.ReservedFor}
+		Candidates: r.Candidates, ReservedFor: r.ReservedFor, ReservedPrincipal: r.ReservedPrincipal}
 	if !r.ReservedUntil.IsZero() {
 		t := r.ReservedUntil.UTC()
 		s.ReservedUntil = &t
 	}
-	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedUntil == nil {
+	if !r.DeleteTime.IsZero() {
+		t := r.DeleteTime.UTC()
+		s.DeleteTime = &t
+	}
+	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedPrincipal == "" && s.ReservedUntil == nil && s.DeleteTime == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
@@ -50,9 +58,14 @@ func UnmarshalSuccession(data []byte, r *Record) error {
 		}
 	}
 	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor = s.Priority, s.Checkpoint, s.CheckpointToken, s.Candidates, s.ReservedFor
+	r.ReservedPrincipal = s.ReservedPrincipal
 	r.ReservedUntil = time.Time{}
 	if s.ReservedUntil != nil {
 		r.ReservedUntil = *s.ReservedUntil
+	}
+	r.DeleteTime = time.Time{}
+	if s.DeleteTime != nil {
+		r.DeleteTime = *s.DeleteTime
 	}
 	return nil
 }

@@ -175,6 +175,11 @@ type TransferRequest struct {
 	// Reserve is how long the lease stays reserved for To, whole
 	// milliseconds, 1ms … 60s; 0 means the service's default, 5s.
 	Reserve time.Duration
+	// ToPrincipal, with authentication on, is the principal whose acquire
+	// as To takes the reserved lease (the successor's service account,
+	// say); "" means the caller's own. The service refuses it without
+	// authentication.
+	ToPrincipal string
 }
 
 // ListRequest asks for a page of leases.
@@ -263,8 +268,9 @@ func (c *Client) release(ctx context.Context, name string, req ReleaseRequest, o
 
 // Transfer ends the caller's live holding now, as Release does, and
 // reserves the lease for req.To for req.Reserve (docs/contract.md §8): To's
-// acquire within that window gets the next fencing token (and the
-// checkpoint), anyone else's is refused with a *ReservedError. Repeating it
+// acquire within that window, by req.ToPrincipal (default the caller's
+// principal), gets the next fencing token (and the checkpoint), anyone
+// else's is refused with a *ReservedError. Repeating it
 // succeeds while nobody has acquired since; anything else is ErrLost.
 func (c *Client) Transfer(ctx context.Context, name string, req TransferRequest) (Lease, error) {
 	return c.transfer(ctx, name, req, callOpts{})
@@ -277,7 +283,8 @@ func (c *Client) transfer(ctx context.Context, name string, req TransferRequest,
 		To           string          `json:"to"`
 		Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
 		ReserveMs    int64           `json:"reserveMs,omitempty"`
-	}{req.Holder, req.FencingToken, req.To, req.Checkpoint, req.Reserve.Milliseconds()}
+		ToPrincipal  string          `json:"toPrincipal,omitempty"`
+	}{req.Holder, req.FencingToken, req.To, req.Checkpoint, req.Reserve.Milliseconds(), req.ToPrincipal}
 	var l Lease
 	err := c.call(ctx, "transfer", name, http.MethodPost, leasePath(name, ":transfer"), body, &l, o)
 	return l, err

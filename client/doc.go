@@ -42,7 +42,9 @@
 //
 // Package leadercache (a subpackage, which needs the Pub/Sub client)
 // answers "who leads X" from memory, kept current by the service's events.
-// It treats a revoked event as the end of a holding, like released.
+// It treats a revoked event as the end of a holding, like released, and a
+// deleted lease (Client.Delete, docs/contract.md §15) as one that never
+// existed.
 //
 // # Credentials
 //

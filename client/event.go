@@ -24,6 +24,11 @@ const (
 	// released does: the lease is not held after it, and it orders after
 	// the acquired event of its token.
 	EventRevoked EventType = "revoked"
+	// EventDeleted: the lease, not held, was deleted (Client.Delete, or the
+	// service's retention); it is not found until an acquire creates it
+	// again with the next fencing token (docs/contract.md §15). It orders
+	// after every other event of its token.
+	EventDeleted EventType = "deleted"
 	// EventState is not a change but the lease as it is now: the first
 	// event of every watch stream, and again after a Stream reconnects. Its
 	// Lease is zero (Name empty) when the lease never existed.
@@ -43,10 +48,12 @@ type Event struct {
 	// PreviousExpired says, on an acquired event with token > 1, whether the
 	// previous holding had run out rather than been released.
 	PreviousExpired bool `json:"previousExpired,omitempty"`
-	// Reason is, on a revoked event, the reason the operator gave.
+	// Reason is, on a revoked event, the reason the operator gave; on a
+	// deleted event, why the service deleted the lease ("retention"), empty
+	// for a caller's delete.
 	Reason string `json:"reason,omitempty"`
-	// Operator is, on a revoked event, the principal who revoked the
-	// holding.
+	// Operator is, on a revoked or deleted event, the principal who revoked
+	// the holding or deleted the lease.
 	Operator string `json:"operator,omitempty"`
 	// Successor is, on a released event of a transfer (Client.Transfer),
 	// the holder the lease was handed to (docs/contract.md §8). An event's
@@ -65,7 +72,7 @@ func ParseEvent(data []byte) (Event, error) {
 		return Event{}, fmt.Errorf("leasesvc event: %w", err)
 	}
 	switch ev.Type {
-	case EventAcquired, EventReleased, EventExpired, EventRevoked:
+	case EventAcquired, EventReleased, EventExpired, EventRevoked, EventDeleted:
 	default:
 		return Event{}, fmt.Errorf("leasesvc event: unknown type %q", ev.Type)
 	}
@@ -83,7 +90,7 @@ func (e Event) ID() string {
 
 // Newer reports whether event b comes after event a of the same lease in
 // the order consumers use (docs/contract.md §5): by fencing token, and within one token
-// acquired before released, expired or revoked. A consumer keeps the newest
+// acquired before released, expired or revoked, and those before deleted. A consumer keeps the newest
 // event it has seen per lease and drops any event for which Newer(kept, ev)
 // is false: duplicates and events that arrive late.
 //
@@ -96,7 +103,8 @@ func Newer(a, b Event) bool {
 	return rank(a) < rank(b)
 }
 
-// rank orders the events of one token: the start of a holding, then its end.
+// rank orders the events of one token: the start of a holding, then its
+// end, then the deletion of the lease it left.
 func rank(e Event) int {
 	switch e.Type {
 	case EventAcquired:
@@ -105,6 +113,8 @@ func rank(e Event) int {
 		if e.Lease.Held {
 			return 0
 		}
+	case EventDeleted:
+		return 2
 	}
 	return 1
 }

@@ -397,3 +397,23 @@ func TestElectorStepsDownWithoutCallback(t *testing.T) {
 		t.Fatalf("low's term ended with %v", low.causes[0])
 	}
 }
+
+// TestTransferToPrincipalIsSent: ToPrincipal reaches the service, which
+// refuses it without authentication (there is no principal to name) and
+// changes nothing; the holding can still be transferred without it.
+func TestTransferToPrincipalIsSent(t *testing.T) {
+	s := newService(t, nil)
+	c := s.client(t, client.Config{})
+	ctx := t.Context()
+	const name = "succ.to-principal"
+	if _, err := c.Acquire(ctx, name, client.AcquireRequest{Holder: "a", TTL: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Transfer(ctx, name, client.TransferRequest{Holder: "a", FencingToken: 1, To: "b", ToPrincipal: "b@example.com"})
+	if !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("transfer with ToPrincipal, authentication off: %v, want ErrInvalid naming toPrincipal", err)
+	}
+	if tr, err := c.Transfer(ctx, name, client.TransferRequest{Holder: "a", FencingToken: 1, To: "b"}); err != nil || tr.ReservedFor != "b" {
+		t.Fatalf("transfer without ToPrincipal: %+v, %v", tr, err)
+	}
+}

@@ -292,7 +292,7 @@ func decodeSSE(typ, data string) (Event, error) {
 			ev.Time = ev.Lease.ServerTime
 		}
 		return ev, nil
-	case EventAcquired, EventReleased, EventExpired, EventRevoked:
+	case EventAcquired, EventReleased, EventExpired, EventRevoked, EventDeleted:
 	default:
 		return Event{}, nil
 	}

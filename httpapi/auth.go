@@ -20,15 +20,24 @@ const (
 var verbOf = map[string]auth.Verb{
 	"get": auth.Read, "list": auth.Read, "watch": auth.Read,
 	"acquire": auth.Acquire, "renew": auth.Acquire, "release": auth.Acquire, "transfer": auth.Acquire,
-	"revoke": auth.Admin,
+	"revoke": auth.Admin, "delete": auth.Delete,
 }
 
 // admit authenticates the request, applies the caller's rate limit and, for
-// an operation on one lease (name != ""), checks the policy. It answers the
-// refusal itself and returns false, or records the principal for the
-// handler and returns true. With authentication off the caller is the
-// anonymous principal "" and the rate limit applies per client address.
+// an operation on one lease (name != ""), checks the policy: authenticate,
+// then authorize.
 func (a *api) admit(w http.ResponseWriter, r *http.Request, op, name string) bool {
+	return a.authenticate(w, r, op, name) && a.authorize(w, r, op, name)
+}
+
+// authenticate identifies the caller and applies its rate limit. It answers
+// the refusal itself and returns false, or records the principal for the
+// handler and returns true. It comes before anything of the request is
+// checked, so that a caller without credentials learns nothing from a 400
+// (name is "" when the path's name is not valid: the audit line omits it).
+// With authentication off the caller is the anonymous principal "" and the
+// rate limit applies per client address.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request, op, name string) bool {
 	info := requestInfo(r)
 	principal := ""
 	if a.cfg.Authenticator != nil {
@@ -61,9 +70,17 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request, op, name string) boo
 			retryAfter: max(int(math.Ceil(retry.Seconds())), 1)})
 		return false
 	}
+	return true
+}
+
+// authorize checks the policy for an operation on one lease (nothing to
+// check when name is ""), for the principal authenticate recorded. It
+// answers the refusal itself and returns false.
+func (a *api) authorize(w http.ResponseWriter, r *http.Request, op, name string) bool {
 	if name == "" || a.cfg.Policy == nil {
 		return true
 	}
+	principal := principalOf(r)
 	if verb := verbOf[op]; !a.cfg.Policy.Allowed(principal, verb, name) {
 		a.deny(w, r, op, principal, name, verb)
 		return false

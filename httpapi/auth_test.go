@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,6 +57,12 @@ const testPolicy = `grants:
 // given limiter; its log (audit lines included) goes to the returned buffer.
 func authServer(t *testing.T, limiter *auth.Limiter) (*httptest.Server, *e2e.SyncBuffer, *lease.Manager) {
 	t.Helper()
+	return authServerWith(t, httpapi.Config{Limiter: limiter})
+}
+
+// authServerWith is authServer with cfg's other fields (Limits, …).
+func authServerWith(t *testing.T, cfg httpapi.Config) (*httptest.Server, *e2e.SyncBuffer, *lease.Manager) {
+	t.Helper()
 	authn, err := auth.ParseStatic([]byte(testTokens), "tokens.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +78,8 @@ func authServer(t *testing.T, limiter *auth.Limiter) (*httptest.Server, *e2e.Syn
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: log, Authenticator: authn, Policy: policy, Limiter: limiter, Audit: audit.New(log), Events: events})
+	cfg.Logger, cfg.Authenticator, cfg.Policy, cfg.Audit, cfg.Events = log, authn, policy, audit.New(log), events
+	h, err := httpapi.New(m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +348,63 @@ func TestListFilteredByPolicy(t *testing.T) {
 	}
 }
 
+// TestPagingHidesWhatItSkips: paging with pageSize=1 through a list with
+// leases the caller may not read gives one page per readable lease (no
+// empty page per hidden one), and every token has the same length whatever
+// the name it continues after; only when the scan budget runs out does a
+// page come back empty, with a token.
+func TestPagingHidesWhatItSkips(t *testing.T) {
+	srv, _, _ := authServerWith(t, httpapi.Config{Limits: httpapi.Limits{ListScanBudget: 3}})
+	flows := e2e.Client{URL: srv.URL, Token: flowTok}
+	hidden := []string{"b", "bb" + strings.Repeat("x", 100), "c1", "c2", "c3", "c4", "team-b." + strings.Repeat("y", 120), "u"}
+	for _, n := range append([]string{"team-a.1", "team-a.2" + strings.Repeat("z", 120), "team-a.3"}, hidden...) {
+		if r := flows.Post(t, "/v1/leases/"+n+":acquire", `{"holder":"h","ttlMs":30000}`); r.Status != 200 {
+			t.Fatalf("acquire %s = %d %s", n, r.Status, r.Raw)
+		}
+	}
+	page := func(c e2e.Client, tok string) (names []string, next string) {
+		r := c.Get(t, "/v1/leases?pageSize=1&pageToken="+tok)
+		if r.Status != 200 {
+			t.Fatalf("page = %d %s", r.Status, r.Raw)
+		}
+		for _, l := range r.Body["leases"].([]any) {
+			names = append(names, l.(map[string]any)["name"].(string))
+		}
+		next, _ = r.Body["nextPageToken"].(string)
+		return names, next
+	}
+	lengths := map[int]bool{}
+	for _, c := range []e2e.Client{flows, {URL: srv.URL, Token: carolTok}} {
+		for tok := ""; ; {
+			_, next := page(c, tok)
+			if next == "" {
+				break
+			}
+			lengths[len(next)] = true
+			tok = next
+		}
+	}
+	if len(lengths) != 1 {
+		t.Errorf("page tokens have %d lengths %v, want one: the length must not follow the name", len(lengths), lengths)
+	}
+	// carol reads team-a. only; names sort b…, c…, team-a.…, team-b.…, u.
+	carol := e2e.Client{URL: srv.URL, Token: carolTok}
+	var pages [][]string
+	for tok := ""; ; {
+		names, next := page(carol, tok)
+		pages = append(pages, names)
+		if tok = next; tok == "" {
+			break
+		}
+	}
+	// A budget of 3: the first 3 of the 6 hidden names before team-a. take
+	// an empty page; the page of team-a.3 looks past the 2 hidden names
+	// after it and ends the list.
+	if got := fmt.Sprint(pages); got != "[[] [team-a.1] [team-a.2"+strings.Repeat("z", 120)+"] [team-a.3]]" {
+		t.Fatalf("carol's pages = %s, want one empty page (budget 3 spent), then one per team-a. lease, the last without a token", got)
+	}
+}
+
 // TestRateLimit checks that a burst over a principal's limit is answered
 // 429 resource_exhausted with Retry-After, that other principals are not
 // affected, and that the caller recovers once its bucket refills.
@@ -382,4 +447,51 @@ func strconvs(xs []int) string {
 func TestFlowsWithAuth(t *testing.T) {
 	srv, _, _ := authServer(t, nil)
 	e2e.FlowsWith(t, e2e.Client{URL: srv.URL, Token: flowTok})
+}
+
+// TestAuthenticatesBeforeValidating checks the order of the checks on every
+// route: a caller without credentials gets 401 whatever else is wrong with
+// its request (a bad name, query parameter or page token), and a caller the
+// policy refuses gets 403 rather than the 400 its bad request would earn.
+func TestAuthenticatesBeforeValidating(t *testing.T) {
+	srv, _, _ := authServer(t, nil)
+	bad := []struct{ method, path string }{
+		{"GET", "/v1/leases?pageToken=not-a-token"},
+		{"GET", "/v1/leases?pageSize=x"},
+		{"GET", "/v1/leases?prefix=%2Fbad"},
+		{"GET", "/v1/leases?bogus=1"},
+		{"GET", "/v1/leases:watch?bogus=1"},
+		{"GET", "/v1/leases:watch?history=maybe"},
+		{"GET", "/v1/leases/-bad-name"},
+		{"POST", "/v1/leases/-bad-name:acquire"},
+	}
+	for _, rq := range leaseRequests("team-b.x") {
+		sep := "?"
+		if strings.Contains(rq.path, "?") {
+			sep = "&"
+		}
+		bad = append(bad, struct{ method, path string }{rq.method, rq.path + sep + "bogus=1"})
+	}
+	anon := e2e.Client{URL: srv.URL}
+	for _, rq := range bad {
+		if r := anon.Do(t, rq.method, rq.path, "application/json", `{}`); r.Status != 401 || r.Code() != "unauthenticated" {
+			t.Errorf("unauthenticated %s %s = %d %s, want 401 unauthenticated", rq.method, rq.path, r.Status, r.Raw)
+		}
+	}
+	carol := e2e.Client{URL: srv.URL, Token: carolTok} // read on team-a. only
+	for _, rq := range []struct{ method, path string }{
+		{"GET", "/v1/leases?prefix=team-b.&pageToken=not-a-token"},
+		{"GET", "/v1/leases?prefix=team-b.&pageSize=x"},
+		{"GET", "/v1/leases/team-b.x?bogus=1"},
+		{"GET", "/v1/leases/team-b.x:watch?bogus=1"},
+		{"POST", "/v1/leases/team-a.x:acquire?bogus=1"},
+	} {
+		if r := carol.Do(t, rq.method, rq.path, "application/json", `{}`); r.Status != 403 || r.Code() != "permission_denied" {
+			t.Errorf("carol's %s %s = %d %s, want 403 permission_denied", rq.method, rq.path, r.Status, r.Raw)
+		}
+	}
+	// Allowed, the same bad requests are 400.
+	if r := carol.Get(t, "/v1/leases?prefix=team-a.&pageToken=not-a-token"); r.Status != 400 || !strings.Contains(r.Raw, `"field":"pageToken"`) {
+		t.Errorf("carol's bad page token on her prefix = %d %s, want 400 naming pageToken", r.Status, r.Raw)
+	}
 }

@@ -59,7 +59,7 @@ func BenchmarkRenewParallel(b *testing.B) {
 }
 
 func serve(b *testing.B, h http.Handler, path, body string) {
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req := apiRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)

@@ -27,16 +27,20 @@ type body struct {
 }
 
 // readBody reads r's body as one JSON object. It answers 415 for a
-// Content-Type other than application/json (a missing one is read as JSON),
-// 413 for a body over MaxBodyBytes and 400 for anything that is not exactly
-// one JSON object.
+// Content-Type other than application/json, a missing one included, 413
+// for a body over MaxBodyBytes and 400 for anything that is not exactly one
+// JSON object. Every request that changes state has a body read here, so
+// none can come from an HTML form or a no-cors fetch, which cannot send
+// application/json (docs/security.md "Cross-site requests").
 func readBody(w http.ResponseWriter, r *http.Request) (*body, *problem) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return nil, &problem{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
-				detail: "Content-Type must be application/json, got " + strconv.Quote(ct)}
-		}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil, &problem{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
+			detail: "Content-Type: application/json is required"}
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return nil, &problem{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMediaType,
+			detail: "Content-Type must be application/json, got " + strconv.Quote(ct)}
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {

@@ -66,6 +66,24 @@ type Config struct {
 	// Limits bound what one caller and this instance may hold open
 	// (docs/contract.md §9); zero fields mean their defaults.
 	Limits Limits
+	// Internal names the service's own leases (its sweeper's election,
+	// docs/contract.md §15): list and the prefix stream leave them out; get
+	// and the single-lease stream still show them to a caller who may read
+	// them.
+	Internal []string
+	// AllowedOrigins lists the origins (scheme://host[:port]) besides the
+	// service's own whose requests the lease API serves; a request whose
+	// Origin header names any other is 403 origin_not_allowed. Nil allows
+	// only the service's own origin. The service answers no CORS
+	// preflight: this lets through a proxy or tool that sets Origin, not
+	// a browser page's JSON requests.
+	AllowedOrigins []string
+	// AllowedHosts lists the Host names besides loopback ones (localhost,
+	// *.localhost, 127.0.0.0/8, ::1) that the lease API answers while
+	// authentication is off; "*" allows every Host. Another Host is 403
+	// host_not_allowed, so that DNS rebinding reaches nothing. Unused
+	// with an Authenticator.
+	AllowedHosts []string
 	// PageTokenKey seals list page tokens (AES-256-GCM): 32 bytes. Nil
 	// means a random key made by New, so a token is good only on the
 	// instance that made it; instances behind one load balancer must share
@@ -92,6 +110,10 @@ type Limits struct {
 	WaitingPerCaller, Waiting int
 	// ReadyCache is how long a /readyz answer is reused. Default 1s.
 	ReadyCache time.Duration
+	// ListScanBudget is how many leases the caller may not read one list
+	// page passes over, at most, before it ends early with a next-page
+	// token (docs/security.md). Default lease.DefaultScanBudget.
+	ListScanBudget int
 	// StreamRefresh is how often the instance re-reads the leases under a
 	// prefix while a prefix stream asked for refresh events (one read of
 	// the prefix per interval, shared by its streams). Default 1s; negative
@@ -145,7 +167,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
 		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
-		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}} {
+		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}, {"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
@@ -176,6 +198,7 @@ type api struct {
 	streams *slots                  // open :watch streams
 	waiting *slots                  // waiting acquires
 	tokens  cipher.AEAD             // seals page tokens
+	sources *sources                // which origins and hosts the API serves
 	ready   readyCache
 	refresh *refreshers // the paced re-reads behind refresh events
 }
@@ -241,7 +264,11 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &api{m: m, cfg: cfg, log: cfg.Logger, tokens: aead,
+	src, err := newSources(cfg.AllowedOrigins, cfg.AllowedHosts, cfg.Authenticator == nil)
+	if err != nil {
+		return nil, err
+	}
+	a := &api{m: m, cfg: cfg, log: cfg.Logger, tokens: aead, sources: src,
 		streams: newSlots(cfg.Limits.StreamsPerCaller, cfg.Limits.Streams),
 		waiting: newSlots(cfg.Limits.WaitingPerCaller, cfg.Limits.Waiting)}
 	a.stopCtx, a.stopNow = context.WithCancelCause(context.Background())
@@ -251,5 +278,5 @@ func New(m *lease.Manager, cfg Config) (*Handler, error) {
 		}}
 	r := chi.NewRouter()
 	a.routes(r)
-	return &Handler{Handler: a.observe(r), api: a}, nil
+	return &Handler{Handler: a.observe(a.guardSources(r)), api: a}, nil
 }

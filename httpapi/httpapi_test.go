@@ -70,11 +70,11 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 		t.Run(tc.code, func(t *testing.T) {
 			h := newHandler(t, failingStore{tc.err})
 			for _, req := range []*http.Request{
-				httptest.NewRequest("POST", "/v1/leases/x:acquire", strings.NewReader(`{"holder":"a","ttlMs":1000}`)),
-				httptest.NewRequest("POST", "/v1/leases/x:renew", strings.NewReader(`{"holder":"a","fencingToken":1}`)),
-				httptest.NewRequest("POST", "/v1/leases/x:release", strings.NewReader(`{"holder":"a","fencingToken":1}`)),
-				httptest.NewRequest("GET", "/v1/leases/x", nil),
-				httptest.NewRequest("GET", "/v1/leases", nil),
+				apiRequest("POST", "/v1/leases/x:acquire", strings.NewReader(`{"holder":"a","ttlMs":1000}`)),
+				apiRequest("POST", "/v1/leases/x:renew", strings.NewReader(`{"holder":"a","fencingToken":1}`)),
+				apiRequest("POST", "/v1/leases/x:release", strings.NewReader(`{"holder":"a","fencingToken":1}`)),
+				apiRequest("GET", "/v1/leases/x", nil),
+				apiRequest("GET", "/v1/leases", nil),
 			} {
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, req)
@@ -120,4 +120,15 @@ func TestNewChecksConfig(t *testing.T) {
 	if _, err := httpapi.New(m, httpapi.Config{RequestTimeout: -1}); err == nil || !strings.Contains(err.Error(), "RequestTimeout") {
 		t.Errorf("New(negative RequestTimeout) = %v, want an error naming it", err)
 	}
+}
+
+// apiRequest is a request to the handler as a local client sends it: to
+// localhost (with authentication off only a loopback Host is served), with
+// Content-Type: application/json when it has a body.
+func apiRequest(method, path string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, "http://localhost"+path, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
 }

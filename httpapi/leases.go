@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/leasesvc/leasesvc/auth"
@@ -136,9 +137,15 @@ func (a *api) transfer(w http.ResponseWriter, r *http.Request, name string) {
 		req.Checkpoint = b.object("checkpoint")
 		ms, hasMs := b.integer("reserveMs", false)
 		req.Reserve = millis(ms)
-		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs")
+		req.ToPrincipal = b.str("toPrincipal", false)
+		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs", "toPrincipal")
 		if hasMs && ms < 1 { // 0 would mean the default to the Manager: refuse it here
 			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
+		}
+		if _, has := b.fields["toPrincipal"]; has && (req.ToPrincipal == "" || a.cfg.Authenticator == nil) {
+			// "" would mean the caller's own; without authentication every
+			// caller is the anonymous principal and there is none to name.
+			b.fail("toPrincipal", "must name an authenticated principal; it needs authentication on (LEASESVC_AUTH)")
 		}
 	}, func() error { return lease.ValidateTransfer(req) }) {
 		return
@@ -187,6 +194,12 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	// Authenticate first, then check what needs no lease name, the policy
+	// on the prefix, and only then the page token: an unauthenticated
+	// caller gets 401 and one the policy refuses 403, whatever they sent.
+	if !a.authenticate(w, r, "list", "") {
+		return
+	}
 	q, p := checkQuery(r, "prefix", "pageSize", "pageToken")
 	if p != nil {
 		a.fail(w, r, *p)
@@ -198,10 +211,27 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			violations: []lease.FieldViolation{{Field: "prefix", Description: "must be empty or 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 		return
 	}
-	if !a.admit(w, r, "list", "") {
-		return
-	}
 	principal := principalOf(r)
+	// With a policy, list what the caller may read: everything under the
+	// prefix, or the readable names among them, or nothing (403). A page
+	// passes over the others (up to the scan budget) rather than coming
+	// back short or empty for them, so paging does not show how many
+	// there are or where they sort.
+	if p := a.cfg.Policy; p != nil {
+		all, some := p.ListScope(principal, auth.Read, req.Prefix)
+		if !all && !some {
+			a.deny(w, r, "list", principal, req.Prefix, auth.Read)
+			return
+		}
+		if !all {
+			req.Keep = func(name string) bool { return p.Allowed(principal, auth.Read, name) }
+		}
+	}
+	if len(a.cfg.Internal) > 0 { // the service's own leases are not listed (docs/contract.md §15)
+		readable := req.Keep
+		req.Keep = func(name string) bool { return !a.internal(name) && (readable == nil || readable(name)) }
+	}
+	req.ScanBudget = a.cfg.Limits.ListScanBudget
 	inner, ok := a.openPageToken(q.Get("pageToken"), req.Prefix, principal)
 	if !ok {
 		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
@@ -209,17 +239,6 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.PageToken = inner
-	// With a policy, list what the caller may read: everything under the
-	// prefix, or the readable names among them, or nothing (403).
-	filter := false
-	if p := a.cfg.Policy; p != nil {
-		all, some := p.ListScope(principal, auth.Read, req.Prefix)
-		if !all && !some {
-			a.deny(w, r, "list", principal, req.Prefix, auth.Read)
-			return
-		}
-		filter = !all
-	}
 	if s := q.Get("pageSize"); q.Has("pageSize") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -239,13 +258,14 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	a.observeOp(r, "ok")
 	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
 	for _, l := range res.Leases {
-		if filter && !a.cfg.Policy.Allowed(principal, auth.Read, l.Name) {
-			continue // a page may come out shorter than pageSize; nextPageToken still continues it
-		}
 		out.Leases = append(out.Leases, wire.FromLease(l))
 	}
 	writeJSON(w, http.StatusOK, "application/json", out)
 }
+
+// internal reports whether name is one of the service's own leases, which
+// list and the prefix stream leave out (docs/contract.md §15).
+func (a *api) internal(name string) bool { return slices.Contains(a.cfg.Internal, name) }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ok"})

@@ -159,7 +159,7 @@ func TestWatchStreamLifetime(t *testing.T) {
 func waitingAcquire(h http.Handler, addr, name string, waitMs int) <-chan *httptest.ResponseRecorder {
 	out := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
-		req := httptest.NewRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(fmt.Sprintf(`{"holder":"w-%s","ttlMs":1000,"waitMs":%d}`, addr, waitMs)))
+		req := apiRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(fmt.Sprintf(`{"holder":"w-%s","ttlMs":1000,"waitMs":%d}`, addr, waitMs)))
 		req.RemoteAddr = addr + ":1234"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -175,7 +175,7 @@ func TestWaitingAcquireCaps(t *testing.T) {
 	_, h, _ := limitServer(t, nil, false, httpapi.Config{Limits: httpapi.Limits{WaitingPerCaller: 1, Waiting: 2}})
 	name := "waiting-caps"
 	first := httptest.NewRecorder()
-	h.ServeHTTP(first, httptest.NewRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(`{"holder":"owner","ttlMs":3000}`)))
+	h.ServeHTTP(first, apiRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(`{"holder":"owner","ttlMs":3000}`)))
 	if first.Code != 200 {
 		t.Fatalf("acquire = %d %s", first.Code, first.Body)
 	}
@@ -207,7 +207,7 @@ func TestCloseStreamsAnswersWaiters(t *testing.T) {
 	_, h, _ := limitServer(t, nil, false, httpapi.Config{})
 	name := "shutdown-waiters"
 	first := httptest.NewRecorder()
-	h.ServeHTTP(first, httptest.NewRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(`{"holder":"owner","ttlMs":60000}`)))
+	h.ServeHTTP(first, apiRequest("POST", "/v1/leases/"+name+":acquire", strings.NewReader(`{"holder":"owner","ttlMs":60000}`)))
 	var waits []<-chan *httptest.ResponseRecorder
 	for i := range 3 {
 		waits = append(waits, waitingAcquire(h, fmt.Sprintf("10.0.0.%d", i), name, 60000))
@@ -227,7 +227,7 @@ func TestCloseStreamsAnswersWaiters(t *testing.T) {
 	}
 	t.Logf("waiters answered %v after CloseStreams", time.Since(start))
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/v1/leases/"+name+":watch", nil))
+	h.ServeHTTP(w, apiRequest("GET", "/v1/leases/"+name+":watch", nil))
 	if w.Code != 503 || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("watch after CloseStreams = %d %s, want 503", w.Code, w.Body)
 	}
@@ -465,7 +465,7 @@ func TestHeadAndAllow(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ method, path, allow string }{
-		{"FOO", "/v1/leases/head", "GET, HEAD"},
+		{"FOO", "/v1/leases/head", "DELETE, GET, HEAD"},
 		{"FOO", "/v1/leases/head:acquire", "POST"},
 		{"PURGE", "/v1/leases", "GET, HEAD"},
 		{"DELETE", "/healthz", "GET, HEAD"},

@@ -57,7 +57,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond) // ends a :watch stream
-		h.ServeHTTP(w, httptest.NewRequest(method, path, body).WithContext(ctx))
+		h.ServeHTTP(w, apiRequest(method, path, body).WithContext(ctx))
 		cancel()
 		if w.Code == http.StatusMethodNotAllowed || (w.Code == http.StatusNotFound && !strings.Contains(w.Body.String(), "no such lease")) {
 			t.Errorf("documented %s answers %d %s", op, w.Code, w.Body)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -35,16 +36,25 @@ func pageTokenBinding(prefix, principal string) []byte {
 	return []byte("leasesvc/list/v1\x00" + prefix + "\x00" + principal)
 }
 
+// pageTokenPlainSize is the size every page token's plaintext is padded to
+// before it is sealed, so that every token has the same length whatever
+// name it continues after: the Manager's token is base64 of at most
+// 3 + 2×lease.MaxNameLen + 1 bytes (348 characters).
+const pageTokenPlainSize = 384
+
 // sealPageToken turns the Manager's page token into an opaque one: random
-// nonce, then the AES-GCM sealed token, base64url. It reveals nothing of the
-// names listed, and opens only for the same prefix and principal.
+// nonce, then the AES-GCM sealed token padded with zero bytes to
+// pageTokenPlainSize, base64url. It reveals nothing of the names listed,
+// not even their length, and opens only for the same prefix and principal.
 func (a *api) sealPageToken(inner, prefix, principal string) string {
 	if inner == "" {
 		return ""
 	}
-	nonce := make([]byte, a.tokens.NonceSize(), a.tokens.NonceSize()+len(inner)+a.tokens.Overhead())
+	plain := make([]byte, max(pageTokenPlainSize, len(inner)))
+	copy(plain, inner) // the Manager's token is base64: no zero byte in it
+	nonce := make([]byte, a.tokens.NonceSize(), a.tokens.NonceSize()+len(plain)+a.tokens.Overhead())
 	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(a.tokens.Seal(nonce, nonce, []byte(inner), pageTokenBinding(prefix, principal)))
+	return base64.RawURLEncoding.EncodeToString(a.tokens.Seal(nonce, nonce, plain, pageTokenBinding(prefix, principal)))
 }
 
 // openPageToken returns the Manager's page token inside tok; ok is false for
@@ -63,5 +73,5 @@ func (a *api) openPageToken(tok, prefix, principal string) (inner string, ok boo
 	if err != nil {
 		return "", false
 	}
-	return string(plain), true
+	return string(bytes.TrimRight(plain, "\x00")), true
 }

@@ -71,6 +71,7 @@ const watchPrefixPath = leasesPrefix + ":watch"
 
 var leaseRoutes = []leaseRoute{
 	{method: http.MethodGet, verb: "", handler: (*api).get},
+	{method: http.MethodDelete, verb: "", handler: (*api).deleteLease},
 	{method: http.MethodPost, verb: "acquire", handler: (*api).acquire},
 	{method: http.MethodPost, verb: "renew", handler: (*api).renew},
 	{method: http.MethodPost, verb: "release", handler: (*api).release},
@@ -124,7 +125,7 @@ func (a *api) routes(r chi.Router) {
 		}
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			routed(r, rt.path, op, "")
-			if rt.query != nil {
+			if rt.query != nil && op == "" { // list checks its query once it has authenticated the caller
 				if _, p := checkQuery(r, rt.query...); p != nil {
 					a.fail(w, r, *p)
 					return
@@ -158,21 +159,33 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			route, op := leasesPrefix+"/{name}", "get"
 			if verb != "" {
 				route, op = route+":"+verb, verb
+			} else if rt.method == http.MethodDelete {
+				op = "delete"
 			}
 			// The name is checked before anything logs it, so that a
-			// huge or hostile path never reaches a log line.
-			if !lease.ValidName(name) {
-				routed(r, route, op, "")
+			// huge or hostile path never reaches a log line; the caller
+			// is authenticated before anything of the request is
+			// refused as invalid (401, not 400), and authorized on the
+			// name before the query is (403, not 400).
+			valid := lease.ValidName(name)
+			logged := ""
+			if valid {
+				logged = name
+			}
+			routed(r, route, op, logged)
+			if !a.authenticate(w, r, op, logged) {
+				return
+			}
+			if !valid {
 				a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
 					violations: []lease.FieldViolation{{Field: "name", Description: "must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit"}}})
 				return
 			}
-			routed(r, route, op, name)
-			if _, p := checkQuery(r, rt.query...); p != nil {
-				a.fail(w, r, *p)
+			if !a.authorize(w, r, op, name) {
 				return
 			}
-			if !a.admit(w, r, op, name) {
+			if _, p := checkQuery(r, rt.query...); p != nil {
+				a.fail(w, r, *p)
 				return
 			}
 			rt.handler(a, w, r, name)

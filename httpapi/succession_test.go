@@ -189,6 +189,7 @@ func TestSuccessionRefusesBadInput(t *testing.T) {
 		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","reserveMs":60001}`, "reserveMs"},
 		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","reserveMs":1.5}`, "reserveMs"},
 		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","successor":"b"}`, "successor"},
+		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","toPrincipal":"bob@example.com"}`, "toPrincipal"}, // no authentication: no principal to name
 		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","checkpoint":"x"}`, "checkpoint"},
 		{"transfer", `{"holder":"h","fencingToken":1,"to":"b","checkpoint":` + big + `}`, "checkpoint"},
 		{"transfer", `{"holder":"h","to":"b"}`, "fencingToken"},
@@ -539,7 +540,8 @@ func TestWithoutPriorityTheContractIsUnchanged(t *testing.T) {
 
 // TestTransferNeedsAcquire: :transfer needs the acquire verb on the name,
 // and only the principal that began the holding may hand it over; the
-// successor may be any principal's holder.
+// reservation is for the successor as the transferring principal, or as
+// the principal the transfer names (toPrincipal).
 func TestTransferNeedsAcquire(t *testing.T) {
 	srv, logs, _ := authServer(t, nil)
 	alice := e2e.Client{URL: srv.URL, Token: aliceTok}
@@ -569,8 +571,25 @@ func TestTransferNeedsAcquire(t *testing.T) {
 	if r := alice.Post(t, p+":transfer", `{"holder":"w","fencingToken":1,"to":"w2"}`); r.Status != 200 || r.Body["reservedFor"] != "w2" {
 		t.Fatalf("alice's transfer = %d %s", r.Status, r.Raw)
 	}
-	if r := bob.Post(t, p+":acquire", `{"holder":"w2","ttlMs":30000}`); r.Status != 200 || r.Token() != 2 || r.Lease()["principal"] != "bob@example.com" {
-		t.Fatalf("bob's acquire as the successor = %d %s, want token 2 bound to bob", r.Status, r.Raw)
+	if r := bob.Post(t, p+":acquire", `{"holder":"w2","ttlMs":30000}`); r.Status != 409 || r.Code() != "lease_reserved" {
+		t.Fatalf("bob's acquire as the successor of alice's transfer = %d %s, want 409 lease_reserved (reserved for w2 as alice)", r.Status, r.Raw)
+	}
+	if r := alice.Post(t, p+":acquire", `{"holder":"w2","ttlMs":30000}`); r.Status != 200 || r.Token() != 2 || r.Lease()["principal"] != "alice@example.com" {
+		t.Fatalf("alice's acquire as the successor = %d %s, want token 2 bound to alice", r.Status, r.Raw)
+	}
+	for _, bad := range []string{`"toPrincipal":""`, `"toPrincipal":"a b"`, `"toPrincipal":7`} {
+		if r := alice.Post(t, p+":transfer", `{"holder":"w2","fencingToken":2,"to":"w3",`+bad+`}`); r.Status != 400 || !strings.Contains(r.Raw, `"field":"toPrincipal"`) {
+			t.Fatalf("transfer with %s = %d %s, want 400 naming toPrincipal", bad, r.Status, r.Raw)
+		}
+	}
+	if r := alice.Post(t, p+":transfer", `{"holder":"w2","fencingToken":2,"to":"w3","toPrincipal":"bob@example.com"}`); r.Status != 200 || r.Body["reservedFor"] != "w3" {
+		t.Fatalf("alice's transfer to bob's w3 = %d %s", r.Status, r.Raw)
+	}
+	if r := alice.Post(t, p+":acquire", `{"holder":"w3","ttlMs":30000}`); r.Status != 409 || r.Code() != "lease_reserved" {
+		t.Fatalf("alice's acquire as w3, reserved for bob = %d %s, want 409 lease_reserved", r.Status, r.Raw)
+	}
+	if r := bob.Post(t, p+":acquire", `{"holder":"w3","ttlMs":30000}`); r.Status != 200 || r.Token() != 3 || r.Lease()["principal"] != "bob@example.com" {
+		t.Fatalf("bob's acquire as the named successor = %d %s, want token 3 bound to bob", r.Status, r.Raw)
 	}
 	if !strings.Contains(logs.String(), `"action":"transfer","outcome":"permission_denied","principal":"carol@example.com"`) {
 		t.Errorf("no audit line for carol's refused transfer")
@@ -676,4 +695,36 @@ func TestCandidatesAreBounded(t *testing.T) {
 		w.cancel()
 	}
 	waitCandidates(t, c, name, 0)
+}
+
+// TestCandidateBoundToPrincipal: another principal's waiting acquire under
+// a candidate's holder name neither replaces its registration (priority,
+// preempt, and so the yield request) nor takes the lease reserved for it.
+func TestCandidateBoundToPrincipal(t *testing.T) {
+	srv, _, _ := authServer(t, nil)
+	alice := e2e.Client{URL: srv.URL, Token: aliceTok}
+	bob := e2e.Client{URL: srv.URL, Token: bobTok}
+	ops := e2e.Client{URL: srv.URL, Token: opsTok}
+	name := "team-a.yield"
+	if r := ops.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"leader","ttlMs":30000}`); r.Status != 200 {
+		t.Fatalf("ops' acquire = %d %s", r.Status, r.Raw)
+	}
+	cand := startAcquire(t, alice, name, `{"holder":"cand","ttlMs":30000,"waitMs":30000,"priority":500,"preempt":true}`)
+	waitCandidates(t, alice, name, 1)
+	if r := ops.Post(t, "/v1/leases/"+name+":renew", `{"holder":"leader","fencingToken":1}`); r.Body["yieldTo"] != "cand" {
+		t.Fatalf("renew before bob's acquire = %s, want yieldTo cand", r.Raw)
+	}
+	if r := bob.Post(t, "/v1/leases/"+name+":acquire", `{"holder":"cand","ttlMs":30000,"waitMs":1,"priority":0}`); r.Status != 409 || r.Code() != "lease_held" {
+		t.Fatalf("bob's waiting acquire as cand = %d %s, want 409 lease_held", r.Status, r.Raw)
+	}
+	if r := ops.Post(t, "/v1/leases/"+name+":renew", `{"holder":"leader","fencingToken":1}`); r.Body["yieldRequested"] != true || r.Body["yieldTo"] != "cand" {
+		t.Fatalf("renew after bob's acquire as cand = %s, want alice's yield request to stand", r.Raw)
+	}
+	if r := ops.Post(t, "/v1/leases/"+name+":release", `{"holder":"leader","fencingToken":1}`); r.Status != 200 {
+		t.Fatalf("release = %d %s", r.Status, r.Raw)
+	}
+	got := cand.answer(t, 10*time.Second)
+	if got.Status != 200 || got.Lease()["principal"] != "alice@example.com" || got.Token() != 2 {
+		t.Fatalf("alice's candidate after the release = %d %s, want the lease, token 2, bound to alice", got.Status, got.Raw)
+	}
 }

@@ -43,7 +43,7 @@ func TestAcquireIsTracedCountedAndLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, holder := range []string{"a", "b"} {
-		req := httptest.NewRequest(http.MethodPost, "/v1/leases/traced:acquire", strings.NewReader(`{"holder":"`+holder+`","ttlMs":30000}`))
+		req := apiRequest(http.MethodPost, "/v1/leases/traced:acquire", strings.NewReader(`{"holder":"`+holder+`","ttlMs":30000}`))
 		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}

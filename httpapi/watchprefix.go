@@ -31,7 +31,7 @@ const (
 // as Server-Sent Events (docs/contract.md §10): a `snapshot` event per
 // readable lease, then (with history=true) a `history` event per recent
 // event this instance keeps, then each change as it comes (`acquired`,
-// `released`, `expired`, `revoked`, with the §5 event JSON), and a comment
+// `released`, `expired`, `revoked`, `deleted`, with the §5 event JSON), and a comment
 // every heartbeat. Each event's id is a cursor in backend time (Unix
 // milliseconds); a request with Last-Event-ID replays the kept events from
 // ResumeLookback before the cursor and then the snapshot of every lease
@@ -95,7 +95,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 		filter = !all
 	}
-	readable := func(name string) bool { return !filter || a.cfg.Policy.Allowed(principal, auth.Read, name) }
+	readable := func(name string) bool {
+		return (!filter || a.cfg.Policy.Allowed(principal, auth.Read, name)) && !a.internal(name)
+	}
 	release, ok := a.admitStream(w, r)
 	if !ok {
 		return
@@ -200,6 +202,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 				for _, l := range leases {
 					ps.snapshot(l)
 				}
+				ps.gone(leases)
 			}
 			ps.offer(ev, time.Now())
 		case <-hold.C:
@@ -325,9 +328,14 @@ func (p *prefixStream) hold(it heldItem, now time.Time) {
 func (p *prefixStream) ready(ev lease.Event) bool {
 	last, ok := p.last[ev.Lease.Name]
 	if !ok { // a lease that did not exist when the stream listed them
-		return p.replaying || (ev.Type == lease.EventAcquired && ev.Lease.FencingToken == 1)
+		// A first holding has no previous holder: token 1, or the first
+		// after a deletion (docs/contract.md §15).
+		return p.replaying || (ev.Type == lease.EventAcquired && ev.PreviousHolder == "")
 	}
 	k := last.Lease.FencingToken
+	if ev.Type == lease.EventDeleted { // follows the end of the last holding
+		return last.Type != lease.EventAcquired && ev.Lease.FencingToken == k
+	}
 	if last.Type == lease.EventAcquired {
 		if ev.Type != lease.EventAcquired {
 			return ev.Lease.FencingToken == k
@@ -411,6 +419,23 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 	p.last[l.Name] = st
 	data, _ := json.Marshal(wire.FromLease(l))
 	p.s.write(frame(p.advance(l.ServerTime), "snapshot", data))
+}
+
+// gone sends a deleted event for each lease the stream showed that is not
+// among leases any more: after events were dropped, a deletion is seen only
+// as the lease's absence from the list (docs/contract.md §15).
+func (p *prefixStream) gone(leases []lease.Lease) {
+	listed := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		listed[l.Name] = true
+	}
+	for n, last := range p.last {
+		if listed[n] || last.Type == lease.EventDeleted {
+			continue
+		}
+		l := last.Lease
+		p.send(lease.Event{Type: lease.EventDeleted, Lease: l, Time: l.ServerTime})
+	}
 }
 
 // history sends a kept event as it was, outside the order of the stream.

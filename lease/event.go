@@ -18,6 +18,10 @@ const (
 	EventExpired EventType = "expired"
 	// EventRevoked: an operator ended the holding (Revoke).
 	EventRevoked EventType = "revoked"
+	// EventDeleted: the lease, not held, was deleted (Delete); it is not
+	// found from then on, until an acquire creates it again with the next
+	// fencing token (docs/contract.md §15).
+	EventDeleted EventType = "deleted"
 )
 
 // Event is one change of holding, reported through Config.OnChange.
@@ -35,10 +39,11 @@ type Event struct {
 	// Time is backend time: the decision's server time for acquired,
 	// released and revoked, the holding's expire time for expired.
 	Time time.Time
-	// Reason is, on a revoked event, the operator's reason.
+	// Reason is, on a revoked event, the operator's reason; on a deleted
+	// event, why the service deleted it ("" for a caller's delete).
 	Reason string
-	// Operator is, on a revoked event, the principal who revoked ("" without
-	// authentication).
+	// Operator is, on a revoked or deleted event, the principal who revoked
+	// or deleted ("" without authentication, or the service itself).
 	Operator string
 	// Successor is, on a released event of a transfer, the holder the lease
 	// was handed to (docs/contract.md §8).
@@ -67,12 +72,25 @@ func (e Event) Ends() bool { return e.Type != EventAcquired }
 
 // Newer reports whether event b comes after event a of the same lease in
 // the order consumers use (docs/contract.md §5): by fencing token, and within one token
-// acquired before released, revoked or expired.
+// acquired before released, revoked or expired, and those before deleted
+// (docs/contract.md §15).
 func Newer(a, b Event) bool {
 	if a.Lease.FencingToken != b.Lease.FencingToken {
 		return b.Lease.FencingToken > a.Lease.FencingToken
 	}
-	return a.Type == EventAcquired && b.Type != EventAcquired
+	return rankInToken(a.Type) < rankInToken(b.Type)
+}
+
+// rankInToken orders the events of one holding: its acquire, its end, the
+// deletion of the lease it left.
+func rankInToken(t EventType) int {
+	switch t {
+	case EventAcquired:
+		return 0
+	case EventDeleted:
+		return 2
+	}
+	return 1
 }
 
 // ID is the event's deterministic identity, {name}/{fencingToken}/{type}

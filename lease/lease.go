@@ -35,6 +35,16 @@ func (l Lease) Remaining() time.Duration {
 // ViewAt returns the Lease that the stored record r shows at serverTime.
 func ViewAt(r *backend.Record, serverTime time.Time) Lease { return view(r, serverTime) }
 
+// existing returns r, or nil when there is no record or r is a tombstone:
+// a deleted lease is not found, except by acquire, which continues its
+// fencing token.
+func existing(r *backend.Record) *backend.Record {
+	if r == nil || !r.DeleteTime.IsZero() {
+		return nil
+	}
+	return r
+}
+
 // view builds the Lease seen at serverTime from a stored record.
 func view(r *backend.Record, serverTime time.Time) Lease {
 	return Lease{Record: *r, ServerTime: serverTime}

@@ -11,6 +11,9 @@ import (
 const (
 	DefaultPageSize = 100
 	MaxPageSize     = 1000
+	// DefaultScanBudget is how many leases that Keep refuses one page
+	// passes over, at most, unless ListRequest.ScanBudget says otherwise.
+	DefaultScanBudget = 10000
 )
 
 // ListRequest asks for a page of leases in name order.
@@ -22,6 +25,16 @@ type ListRequest struct {
 	PageSize int
 	// PageToken continues a previous list with the same Prefix; "" starts.
 	PageToken string
+	// Keep, if set, says which leases the page may show (those the caller
+	// may read): a page passes over the others, reading on until it has
+	// PageSize leases and knows whether one to show follows, the list
+	// ends, or it has passed over ScanBudget of them. So a page is short,
+	// or carries a NextPageToken that leads to nothing, only when the
+	// budget ran out; such a page may be empty. Nil keeps every lease.
+	Keep func(name string) bool
+	// ScanBudget bounds how many leases Keep refuses one page passes over
+	// (0 means DefaultScanBudget).
+	ScanBudget int
 }
 
 // ListResult is one page of leases.
@@ -50,6 +63,13 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 	case size > MaxPageSize:
 		size = MaxPageSize
 	}
+	budget := req.ScanBudget
+	switch {
+	case budget < 0:
+		v.add("scanBudget", "must not be negative")
+	case budget == 0:
+		budget = DefaultScanBudget
+	}
 	after, ok := decodePageToken(req.PageToken, req.Prefix)
 	if !ok {
 		v.add("pageToken", "is malformed or belongs to a list with another prefix")
@@ -57,20 +77,45 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 	if err := v.err(); err != nil {
 		return ListResult{}, err
 	}
-	recs, now, err := m.loop.List(ctx, req.Prefix, after, size+1)
-	if err != nil {
-		return ListResult{}, opError("list", req.Prefix, err)
-	}
-	res := ListResult{Leases: make([]Lease, 0, min(len(recs), size))}
-	now = now.Truncate(time.Microsecond)
-	for i := range recs {
-		if i == size {
-			res.NextPageToken = encodePageToken(req.Prefix, recs[i-1].Name)
-			break
+	res := ListResult{Leases: []Lease{}}
+	resume := after // where the next page would start
+	skipped, batch := 0, 0
+	for {
+		// One more than the page still needs, so that a full page knows
+		// whether anything follows it; while Keep passes over leases,
+		// twice as many as the last time, up to a full page.
+		batch = max(size-len(res.Leases)+1, min(2*batch, MaxPageSize+1))
+		recs, now, err := m.loop.List(ctx, req.Prefix, after, batch)
+		if err != nil {
+			return ListResult{}, opError("list", req.Prefix, err)
 		}
-		res.Leases = append(res.Leases, view(&recs[i], now))
+		now = now.Truncate(time.Microsecond)
+		for i := range recs {
+			name := recs[i].Name
+			// A tombstone (docs/contract.md §15) is passed over as a lease
+			// the caller may not read is.
+			keep := existing(&recs[i]) != nil && (req.Keep == nil || req.Keep(name))
+			if keep && len(res.Leases) == size || !keep && skipped == budget {
+				// A lease to show follows the full page, or the budget
+				// ran out: the next page continues from resume.
+				res.NextPageToken = encodePageToken(req.Prefix, resume)
+				return res, nil
+			}
+			after = name
+			if keep {
+				res.Leases = append(res.Leases, view(&recs[i], now))
+				resume = name
+				continue
+			}
+			skipped++
+			if len(res.Leases) < size {
+				resume = name // the next page need not look at it again
+			}
+		}
+		if len(recs) < batch {
+			return res, nil // the list ended
+		}
 	}
-	return res, nil
 }
 
 func encodePageToken(prefix, after string) string {

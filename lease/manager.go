@@ -164,7 +164,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 	var refusal error
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
-		cur := s.Record
+		cur, tomb := existing(s.Record), s.Record // a tombstone's token lives on (docs/contract.md §15)
 		prev, refusal = cur, nil
 		held := cur != nil && now.Before(cur.ExpireTime)
 		if held && cur.Holder == req.Holder && cur.Principal == req.Principal {
@@ -175,12 +175,12 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			if md != nil {
 				next.Metadata = md
 			}
-			next.Candidates = withoutHolder(cur, now, req.Holder)
+			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
 			return &next, nil
 		}
 		if held {
 			refusal = &HeldError{Lease: view(cur, now)}
-		} else if who, until := reservation(cur, now); who != "" && who != req.Holder {
+		} else if who, principal, until := reservation(cur, now); who != "" && (who != req.Holder || principal != req.Principal) {
 			refusal = &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
 		}
 		if refusal != nil {
@@ -200,11 +200,13 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
 			Transitions: 1, Metadata: md, Principal: req.Principal, Priority: req.Priority,
 		}
+		if tomb != nil {
+			next.FencingToken = tomb.FencingToken + 1
+			next.Transitions = tomb.Transitions + 1
+		}
 		if cur != nil {
-			next.FencingToken = cur.FencingToken + 1
-			next.Transitions = cur.Transitions + 1
 			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
-			next.Candidates = withoutHolder(cur, now, req.Holder)
+			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
 		}
 		return next, nil
 	})
@@ -215,7 +217,7 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		return Lease{}, opError("acquire", req.Name, err)
 	}
 	l := view(snap.Record, decisionTime(snap))
-	if prev == nil || prev.FencingToken != l.FencingToken {
+	if prev == nil || prev.FencingToken != l.FencingToken { // a new holding
 		ev := Event{Type: EventAcquired, Lease: l, Time: l.ServerTime}
 		if prev != nil {
 			ev.PreviousHolder = prev.Holder
@@ -268,15 +270,15 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 	if err != nil {
 		return Lease{}, err
 	}
-	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", 0)
+	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0)
 }
 
 // end ends the caller's holding now, for Release or, with a successor to,
-// for Transfer, which also reserves the lease for to until reserve has
-// passed. Ending a holding that already ended succeeds and changes nothing
+// for Transfer, which also reserves the lease for to, acquiring as
+// toPrincipal, until reserve has passed. Ending a holding that already ended succeeds and changes nothing
 // but the checkpoint while nobody has acquired since (for a transfer, only
 // when it is the same transfer again); anything else is ErrLost.
-func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to string, reserve time.Duration) (Lease, error) {
+func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to, toPrincipal string, reserve time.Duration) (Lease, error) {
 	wrote := false
 	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
@@ -290,7 +292,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
 		}
 		if !now.Before(cur.ExpireTime) {
-			if to != "" && (cur.ReservedFor != to || cur.ReservedUntil.IsZero()) {
+			if to != "" && (cur.ReservedFor != to || cur.ReservedPrincipal != toPrincipal || cur.ReservedUntil.IsZero()) {
 				return nil, ErrLost // ended otherwise: nothing is left to hand over
 			}
 			// Already ended: idempotent success. Nobody has acquired since,
@@ -302,7 +304,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 		}
 		next.ExpireTime = now
 		if to != "" {
-			next.ReservedFor, next.ReservedUntil = to, now.Add(reserve)
+			next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = to, toPrincipal, now.Add(reserve)
 		}
 		next.Candidates = kept(cur, now)
 		wrote = true
@@ -335,7 +337,7 @@ func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
 	if err != nil {
 		return Lease{}, opError("get", name, err)
 	}
-	if snap.Record == nil {
+	if existing(snap.Record) == nil { // never existed, or deleted
 		return Lease{}, fmt.Errorf("lease: get %q: %w", name, ErrNotFound)
 	}
 	return view(snap.Record, decisionTime(snap)), nil

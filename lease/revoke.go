@@ -57,8 +57,8 @@ func ValidateRevoke(req RevokeRequest) error {
 // expire time becomes the decision time and the record keeps the operator
 // and the reason, so the holder's next renew or release is ErrLost and the
 // next acquire gets the next token. A lease that is not held is returned
-// unchanged (there is nothing to revoke); one that never existed is
-// ErrNotFound.
+// unchanged (there is nothing to revoke); one that never existed, or was
+// deleted, is ErrNotFound.
 func (m *Manager) Revoke(ctx context.Context, req RevokeRequest) (Lease, error) {
 	if err := ValidateRevoke(req); err != nil {
 		return Lease{}, err
@@ -66,7 +66,7 @@ func (m *Manager) Revoke(ctx context.Context, req RevokeRequest) (Lease, error) 
 	wrote := false
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
-		cur := s.Record
+		cur := existing(s.Record)
 		wrote = false
 		switch {
 		case cur == nil:

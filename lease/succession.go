@@ -91,28 +91,32 @@ func best(cs []backend.Candidate, ok func(backend.Candidate) bool) *backend.Cand
 // ends, it is reserved for the best live registered candidate, no longer
 // than that candidate's registration.
 func (l Lease) Reservation() (holder string, until time.Time) {
-	return reservation(&l.Record, l.ServerTime)
+	who, _, until := reservation(&l.Record, l.ServerTime)
+	return who, until
 }
 
-func reservation(r *backend.Record, now time.Time) (string, time.Time) {
+// reservation is Reservation with the principal it is for: the one the
+// transfer named (by default its own) or the candidate's, so that only an
+// acquire as that holder by that principal takes the lease.
+func reservation(r *backend.Record, now time.Time) (holder, principal string, until time.Time) {
 	if r == nil || now.Before(r.ExpireTime) {
-		return "", time.Time{}
+		return "", "", time.Time{}
 	}
 	if r.ReservedFor != "" && now.Before(r.ReservedUntil) {
-		return r.ReservedFor, r.ReservedUntil
+		return r.ReservedFor, r.ReservedPrincipal, r.ReservedUntil
 	}
 	end := r.ExpireTime.Add(ReserveWindow)
 	if !now.Before(end) {
-		return "", time.Time{}
+		return "", "", time.Time{}
 	}
 	b := best(live(r, now), func(backend.Candidate) bool { return true })
 	if b == nil {
-		return "", time.Time{}
+		return "", "", time.Time{}
 	}
 	if b.Until.Before(end) {
 		end = b.Until
 	}
-	return b.Holder, end
+	return b.Holder, b.Principal, end
 }
 
 // YieldTo names the candidate the live holding is asked to step down for
@@ -167,9 +171,11 @@ func newRegistration(req AcquireRequest) *registration {
 
 // register returns the candidates of cur kept at now, with reg's
 // registration for holder in them, and whether that differs from what is
-// stored (a write is needed). A holder has one registration: a newer
-// request replaces an older one's and keeps its place in line, also when
-// the older one's wait ran out less than PlaceGrace ago. When the
+// stored (a write is needed). A holder has one registration per principal:
+// a newer request of the same principal replaces an older one's and keeps
+// its place in line, also when the older one's wait ran out less than
+// PlaceGrace ago; another principal's request under the same holder name
+// registers beside it and changes nothing of it. When the
 // lease already has max candidates, a newcomer that ranks after all of
 // them is not registered (it still waits, unranked); one that ranks before
 // the last takes its place.
@@ -178,7 +184,7 @@ func register(cur *backend.Record, now time.Time, holder, principal string, reg 
 	changed := cur == nil || len(cs) != len(cur.Candidates)
 	me := backend.Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
 		Since: now, Until: now.Add(max0(time.Until(reg.deadline))).Truncate(time.Microsecond)}
-	i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.Holder == holder })
+	i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.Holder == holder && c.Principal == principal })
 	if i >= 0 {
 		old := cs[i]
 		if old.ID == me.ID {
@@ -210,9 +216,11 @@ func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candid
 	return nilIfEmpty(cs), changed
 }
 
-// withoutHolder returns the candidates of cur kept at now, except holder's.
-func withoutHolder(cur *backend.Record, now time.Time, holder string) []backend.Candidate {
-	cs := slices.DeleteFunc(kept(cur, now), func(c backend.Candidate) bool { return c.Holder == holder })
+// withoutHolder returns the candidates of cur kept at now, except those of
+// holder registered by principal: another principal's registration under
+// the same name stays.
+func withoutHolder(cur *backend.Record, now time.Time, holder, principal string) []backend.Candidate {
+	cs := slices.DeleteFunc(kept(cur, now), func(c backend.Candidate) bool { return c.Holder == holder && c.Principal == principal })
 	return slices.Clip(nilIfEmpty(cs))
 }
 

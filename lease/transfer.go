@@ -3,8 +3,15 @@ package lease
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
+
+// MaxPrincipalLen is the longest principal a transfer may name as its
+// successor's (ToPrincipal), in bytes.
+const MaxPrincipalLen = 256
 
 // TransferRequest ends a holding and reserves the lease for a named
 // successor (docs/contract.md §8 transfer).
@@ -25,6 +32,10 @@ type TransferRequest struct {
 	Reserve time.Duration
 	// Principal is the authenticated caller; it must be the holding's.
 	Principal string
+	// ToPrincipal is the principal whose acquire as To takes the reserved
+	// lease; "" means Principal, the transfer's own. Anyone else's acquire
+	// as To is refused with a *ReservedError, as a stranger's is.
+	ToPrincipal string
 }
 
 // ValidateTransfer checks req and returns an *InvalidError naming every bad
@@ -47,6 +58,9 @@ func checkTransfer(req TransferRequest) (checkpoint []byte, err error) {
 	if len(to) == 0 && req.To == req.Holder {
 		v.add("to", "must name another holder than holder")
 	}
+	if p := req.ToPrincipal; p != "" && (len(p) > MaxPrincipalLen || !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })) {
+		v.add("toPrincipal", "must be a principal: at most %d bytes of UTF-8 without whitespace or control characters", MaxPrincipalLen)
+	}
 	if req.Reserve < 0 || req.Reserve > MaxTransferReserve || req.Reserve%time.Millisecond != 0 {
 		v.add("reserveMs", "must be between 1 and %d", MaxTransferReserve.Milliseconds())
 	}
@@ -56,8 +70,8 @@ func checkTransfer(req TransferRequest) (checkpoint []byte, err error) {
 
 // Transfer ends the caller's live holding now, as Release does, and
 // reserves the lease for req.To for req.Reserve: To's acquire in that
-// window gets the next token, anyone else's is refused with a
-// *ReservedError. Repeating it succeeds and changes nothing while nobody has
+// window, by req.ToPrincipal (default the caller's own principal), gets
+// the next token, anyone else's is refused with a *ReservedError. Repeating it succeeds and changes nothing while nobody has
 // acquired since; anything else is ErrLost. Its event is released, with
 // Successor set.
 func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, error) {
@@ -69,5 +83,9 @@ func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, err
 	if reserve == 0 {
 		reserve = DefaultTransferReserve
 	}
-	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, reserve)
+	toPrincipal := req.ToPrincipal
+	if toPrincipal == "" {
+		toPrincipal = req.Principal
+	}
+	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, toPrincipal, reserve)
 }

@@ -1,8 +1,10 @@
-// Package notify carries leadership events (docs/contract.md §5) over Cloud Pub/Sub:
+// Package notify carries leadership events (docs/contract.md §5) between
+// the service's instances, to wake waiting acquires and watchers, through
+// one Transport: PubSub over Cloud Pub/Sub, or Notifier over the backend's
+// own notifications (backend.Notifier) when there is no topic. On Pub/Sub,
 // Publisher sends them from a bounded buffer, retried until delivered, and
 // never fails or undoes the lease operation that caused them; Listen
-// receives them on each service instance, to wake waiting acquires and
-// watchers.
+// receives them on each service instance.
 //
 // Each message is a CloudEvent in Pub/Sub binary mode: the JSON event as
 // data, the ce-* attributes, and the lease name as ordering key. Pub/Sub

@@ -99,7 +99,8 @@ func TestDecodeRoundTrip(t *testing.T) {
 
 func TestNewerOrdersByTokenThenType(t *testing.T) {
 	a1, r1, a2, e2 := sampleEvent(lease.EventAcquired, 1), sampleEvent(lease.EventReleased, 1), sampleEvent(lease.EventAcquired, 2), sampleEvent(lease.EventExpired, 2)
-	seq := []lease.Event{a1, r1, a2, e2}
+	d2, a3 := sampleEvent(lease.EventDeleted, 2), sampleEvent(lease.EventAcquired, 3)
+	seq := []lease.Event{a1, r1, a2, e2, d2, a3}
 	for i := range seq {
 		for j := range seq {
 			if got, want := lease.Newer(seq[i], seq[j]), j > i; got != want {
@@ -144,5 +145,24 @@ func TestRevokedEvent(t *testing.T) {
 	var relData map[string]any
 	if err := json.Unmarshal(msg.Data, &relData); err != nil || relData["reason"] != nil || relData["type"] != "released" {
 		t.Fatalf("released event data %s has a reason", msg.Data)
+	}
+}
+
+// TestDeletedEvent: a deleted event (docs/contract.md §15) has its own
+// ce-type, carries the operator and the reason, and decodes back.
+func TestDeletedEvent(t *testing.T) {
+	ev := sampleEvent(lease.EventDeleted, 4)
+	ev.Lease.ExpireTime = ev.Time.Add(-time.Hour)
+	ev.Reason, ev.Operator = "retention", "janitor@example.com"
+	msg, err := notify.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Attributes["ce-type"] != "dev.leasesvc.lease.deleted.v1" || msg.Attributes["ce-id"] != "team-a.scheduler/4/deleted" {
+		t.Fatalf("attributes %v, want the deleted ce-type and ce-id", msg.Attributes)
+	}
+	got, err := notify.Decode(msg.Data)
+	if err != nil || got.Type != lease.EventDeleted || got.Reason != "retention" || got.Operator != "janitor@example.com" || got.Lease.FencingToken != 4 {
+		t.Fatalf("Decode = %+v, %v; want the deleted event back", got, err)
 	}
 }

@@ -8,6 +8,16 @@
 // its scan one sweeper TTL in the past, so expiries during a hand-over are
 // announced, possibly twice; duplicates carry the same ce-id
 // ({name}/{token}/expired) and consumers drop them.
+//
+// With Config.RetainFree the sweeper also deletes the leases that have been
+// free that long (docs/contract.md §15), through lease.Manager.Delete like
+// any caller, so each leaves a tombstone that keeps its fencing token and
+// reports a deleted event. It deletes at most Config.Batch a scan, in
+// expire-time order, and once caught up scans again every RetainEvery; a
+// new sweeper starts that scan from the beginning,
+// so it reads every tombstone once (they are small: a name, two integers
+// and four times). Names ending in KeepSuffix, leasectl mcp's task
+// markers, and the sweeper's own lease are never deleted by retention.
 package sweeper
 
 import (
@@ -16,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,13 +55,33 @@ type Config struct {
 	Batch int
 	// Logger receives the sweeper's log lines. Default slog.Default().
 	Logger *slog.Logger
+	// RetainFree, if > 0, deletes the leases that have been free (not
+	// held, not reserved) at least that long (LEASESVC_RETAIN_FREE). 0, the
+	// default, deletes nothing.
+	RetainFree time.Duration
 }
+
+// DefaultLeaseName is the election lease of the sweeper unless
+// Config.LeaseName says otherwise.
+const DefaultLeaseName = "leasesvc.sweeper"
+
+// KeepSuffix ends the names that retention never deletes: `leasectl mcp`
+// marks a finished task with the lease "{task}.done", and a deleted marker
+// would let the task be claimed again.
+const KeepSuffix = ".done"
+
+// RetentionReason is the reason of the deleted events of retention.
+const RetentionReason = "retention"
 
 // Sweeper campaigns for the sweeper lease and, while it holds it, announces
 // expired holdings.
 type Sweeper struct {
 	cfg    Config
 	cursor backend.Cursor
+	// retained is where the retention scan goes on from; retainedAt is
+	// when (local monotonic time) it last reached the end of what was due.
+	retained   backend.Cursor
+	retainedAt time.Time
 	// announced holds the holdings announced within the last lag, by
 	// "name/token", with their expire time; the scan looks back that far
 	// each time, for writes that commit a little after their decision.
@@ -81,11 +112,11 @@ func New(cfg Config) (*Sweeper, error) {
 		return nil, errors.New("sweeper: Config.Holder is empty")
 	case cfg.Emit == nil:
 		return nil, errors.New("sweeper: Config.Emit is nil")
-	case cfg.TTL < 0 || cfg.Interval < 0 || cfg.Batch < 0:
-		return nil, errors.New("sweeper: Config.TTL, Interval and Batch must not be negative")
+	case cfg.TTL < 0 || cfg.Interval < 0 || cfg.Batch < 0 || cfg.RetainFree < 0:
+		return nil, errors.New("sweeper: Config.TTL, Interval, Batch and RetainFree must not be negative")
 	}
 	if cfg.LeaseName == "" {
-		cfg.LeaseName = "leasesvc.sweeper"
+		cfg.LeaseName = DefaultLeaseName
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 10 * time.Second
@@ -134,6 +165,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				held, lastRenew = l, sent
 				// Start one TTL back, so a predecessor's last gap is covered.
 				s.cursor = backend.Cursor{ExpireTime: l.ServerTime.Add(-s.cfg.TTL - time.Second)}
+				s.retained, s.retainedAt = backend.Cursor{}, time.Time{} // retention scans from the start
 				log.Info("sweeper: leading", "token", l.FencingToken)
 			case errors.Is(err, lease.ErrHeld):
 				var h *lease.HeldError
@@ -200,7 +232,7 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 			r := &recs[i]
 			s.cursor = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
 			key := announcement{r.Name, r.FencingToken}
-			if _, done := s.announced[key]; done || lease.Released(r) || r.Name == s.cfg.LeaseName && r.Holder == s.cfg.Holder {
+			if _, done := s.announced[key]; done || lease.Released(r) || lease.Tombstone(r) || r.Name == s.cfg.LeaseName && r.Holder == s.cfg.Holder {
 				continue
 			}
 			s.announced[key] = r.ExpireTime
@@ -208,9 +240,46 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 			s.cfg.Emit(lease.Event{Type: lease.EventExpired, Lease: l, Time: r.ExpireTime})
 		}
 		if len(recs) < s.cfg.Batch {
-			return nil
+			return s.retain(ctx, until)
 		}
 	}
+}
+
+// RetainEvery is how often the retention scan looks for newly due leases
+// once it has caught up; while a scan returns a full batch, the next sweep
+// scans on.
+const RetainEvery = 10 * time.Second
+
+// retain deletes, with one scan of at most Batch records, the leases that
+// have been free for RetainFree at now. Delete checks again in its write:
+// a lease taken since the scan stays.
+func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
+	if s.cfg.RetainFree == 0 || !s.retainedAt.IsZero() && time.Since(s.retainedAt) < RetainEvery {
+		return nil
+	}
+	recs, err := s.cfg.Scanner.ScanExpiry(ctx, s.retained, now.Add(-s.cfg.RetainFree), s.cfg.Batch)
+	if err != nil {
+		return fmt.Errorf("retention scan after %v: %w", s.retained.ExpireTime, err)
+	}
+	for i := range recs {
+		r := &recs[i]
+		if !lease.Tombstone(r) && r.Name != s.cfg.LeaseName && !strings.HasSuffix(r.Name, KeepSuffix) {
+			_, err := s.cfg.Manager.Delete(ctx, lease.DeleteRequest{Name: r.Name, FreeFor: s.cfg.RetainFree, Reason: RetentionReason})
+			switch {
+			case err == nil:
+				s.cfg.Logger.Info("sweeper: deleted a lease free for longer than the retention", "lease", r.Name, "token", r.FencingToken, "retainFree", s.cfg.RetainFree.String())
+			case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrReserved), errors.Is(err, lease.ErrNotIdle), errors.Is(err, lease.ErrNotFound):
+				// taken, reserved or deleted since the scan: it stays
+			default:
+				return fmt.Errorf("retention delete of %q: %w", r.Name, err) // the next scan tries it again
+			}
+		}
+		s.retained = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
+	}
+	if len(recs) < s.cfg.Batch {
+		s.retainedAt = time.Now() // caught up: look again in RetainEvery
+	}
+	return nil
 }
 
 func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d) + 1)) }

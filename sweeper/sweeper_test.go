@@ -130,6 +130,7 @@ func TestNewChecksConfig(t *testing.T) {
 		{Manager: m, Scanner: store, Holder: "h"},
 		{Manager: m, Scanner: store, Holder: "h", Emit: emit, LeaseName: "bad name"},
 		{Manager: m, Scanner: store, Holder: "h", Emit: emit, TTL: -1},
+		{Manager: m, Scanner: store, Holder: "h", Emit: emit, RetainFree: -time.Hour},
 	} {
 		if _, err := sweeper.New(cfg); err == nil {
 			t.Errorf("New(%+v) succeeded", cfg)

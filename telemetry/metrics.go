@@ -159,7 +159,7 @@ func (m *Metrics) Decided(ctx context.Context, ev lease.Event) {
 func (m *Metrics) Seen(ev lease.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ev.Type == lease.EventAcquired {
+	if ev.Type == lease.EventAcquired || ev.Type == lease.EventDeleted { // a deleted lease waits for no leader (docs/contract.md §15)
 		delete(m.unheld, ev.Lease.Name)
 		return
 	}

@@ -84,6 +84,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Events/OnePerChangeOfHolding", testEvents},
 		{"Principal/BindsTheHolding", testPrincipalBinding},
 		{"Revoke/EndsTheHolding", testRevoke},
+		{"Delete/KeepsTheToken", testDeleteKeepsTheToken},
+		{"Delete/Refusals", testDeleteRefusals},
 		{"Contention/NoOverlap", s.testContention},
 		{"Succession/PriorityWins", s.testSuccessionPriority},
 		{"Succession/EarliestWaiterBreaksTies", testSuccessionTieBreak},

@@ -30,7 +30,7 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 				Since: now.Add(-250 * time.Millisecond), Until: now.Add(30 * time.Second)},
 			{ID: "w-2", Holder: "standby-2", Priority: 0, Since: now.Add(-time.Microsecond), Until: now.Add(time.Second + time.Microsecond)},
 		},
-		ReservedFor: "standby ✓", ReservedUntil: now.Add(2*time.Second + 3*time.Microsecond),
+		ReservedFor: "standby ✓", ReservedPrincipal: "agent-8@example.com", ReservedUntil: now.Add(2*time.Second + 3*time.Microsecond),
 	}
 }
 
@@ -39,6 +39,7 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 func plainRecord(name string, now time.Time) *backend.Record {
 	r := sampleRecord(name, now)
 	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
+	r.ReservedPrincipal = ""
 	return r
 }
 
@@ -114,6 +115,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		next.Metadata = nil
 		next.Principal, next.RevokedBy, next.RevokeReason = "", "", ""
 		next.Priority, next.Checkpoint, next.CheckpointToken, next.Candidates, next.ReservedFor, next.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
+		next.ReservedPrincipal = ""
 		return &next, nil
 	})
 	if err != nil {
@@ -153,7 +155,7 @@ func testSuccessionRoundTrip(t *testing.T, e *env) {
 	part := *full // one candidate gone, a new checkpoint, no reservation
 	part.Candidates = []backend.Candidate{full.Candidates[1]}
 	part.Checkpoint, part.CheckpointToken = []byte(`{"offset":99}`), 8
-	part.ReservedFor, part.ReservedUntil = "", time.Time{}
+	part.ReservedFor, part.ReservedPrincipal, part.ReservedUntil = "", "", time.Time{}
 	for i, want := range []*backend.Record{plain, full, &part, plain} {
 		snap := put(t, e.loop, want)
 		if d := recordDiff(want, snap.Record); d != "" {
@@ -179,7 +181,7 @@ func testSuccessionRoundTrip(t *testing.T, e *env) {
 // no checkpoint at all (nil, not an empty one).
 func noSuccession(t *testing.T, what string, r *backend.Record) {
 	t.Helper()
-	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || !r.ReservedUntil.IsZero() {
+	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || r.ReservedPrincipal != "" || !r.ReservedUntil.IsZero() {
 		t.Fatalf("%s: succession fields %d, %q, %d, %+v, %q, %v; want all zero", what,
 			r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil)
 	}

@@ -20,7 +20,10 @@
 //
 // A released, expired or revoked event (an operator's Client.Revoke) ends
 // the holding: the entry says not held, and Leader.Lease carries the
-// revocation's RevokedBy and RevokeReason. A message whose type the cache
+// revocation's RevokedBy and RevokeReason. After a deleted event
+// (docs/contract.md §15), or a re-read that finds a lease whose holding
+// had ended gone, the entry answers as for a lease that never existed,
+// until a new holding (the next token) arrives. A message whose type the cache
 // does not know (an event type newer than this package) is counted in
 // Stats.Malformed, acknowledged and dropped; the entry catches up at its
 // next re-read, within TTL.
@@ -204,7 +207,7 @@ func (c *Cache) lookup(name string) (Leader, bool) {
 		return Leader{}, false
 	}
 	l := Leader{Name: name, Source: e.source, Age: c.cfg.Clock.Now().Sub(e.updated)}
-	if e.exists {
+	if e.exists && e.last.Type != client.EventDeleted { // a deleted lease reads as one that never existed
 		l.Holder, l.FencingToken, l.Held, l.Lease = e.last.Lease.Holder, e.last.Lease.FencingToken, held(e.last), e.last.Lease
 		if e.last.Type == client.EventReleased {
 			l.Successor = e.last.Successor
@@ -263,11 +266,17 @@ func (c *Cache) apply(ev client.Event, source string) bool {
 }
 
 // applyMissing records that the lease never existed, unless an event
-// already said otherwise.
+// already said otherwise; an entry whose holding had ended was deleted
+// since (docs/contract.md §15): it keeps its token, so that late events of
+// that holding stay dropped.
 func (c *Cache) applyMissing(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[name]; ok && e.exists {
+		if !held(e.last) && e.last.Type != client.EventDeleted {
+			e.last = client.Event{Type: client.EventDeleted, Lease: e.last.Lease, Time: e.last.Time}
+			e.source, e.updated = "read", c.cfg.Clock.Now()
+		}
 		return
 	}
 	c.entries[name] = &entry{source: "read", updated: c.cfg.Clock.Now()}

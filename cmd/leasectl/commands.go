@@ -79,6 +79,15 @@ func commands() []command {
 			example: "leasectl revoke team-a.scheduler --reason \"stuck leader\" --fencing-token 3",
 		},
 		{
+			name: "delete", args: "NAME", json: true, run: cmdDelete,
+			summary: "delete a lease nobody holds",
+			about: "Deletes the lease NAME, which nobody may hold or have reserved, and prints it as it was\n" +
+				"(the delete verb of the policy, or admin). It is then not found to get, list and watch, but\n" +
+				"its fencing token is kept: the next acquire of NAME gets the next token. Exits 3 if it is\n" +
+				"held or reserved, 5 if it never existed or is already deleted.",
+			example: "leasectl delete team-a.old-job",
+		},
+		{
 			name: "get", args: "NAME", json: true, run: cmdGet,
 			summary: "show a lease",
 			about:   "Prints the lease NAME: its holder, fencing token and remaining time. Exits 5 if it never existed.",
@@ -177,8 +186,8 @@ var globalFlagHelp = map[string]string{
 // writeTopHelp writes `leasectl --help`.
 func writeTopHelp(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("leasectl drives leasesvc from a shell: acquire, renew, release, transfer, get, list and watch\n" +
-		"leases, revoke a holding as an operator, and run a command only while holding a lease.\n\n" +
+	b.WriteString("leasectl drives leasesvc from a shell: acquire, renew, release, transfer, get, list, watch and\n" +
+		"delete leases, revoke a holding as an operator, and run a command only while holding a lease.\n\n" +
 		"Usage:\n  leasectl [global flags] COMMAND [ARGS] [flags]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
@@ -195,9 +204,9 @@ func writeTopHelp(w io.Writer) error {
 	b.WriteString("\nWithout --token or --token-file, an https URL gets Google ID tokens for it when Application\n" +
 		"Default Credentials can make them (on Cloud Run, GKE, GCE, or with GOOGLE_APPLICATION_CREDENTIALS).\n" +
 		"Durations take a unit: 30s, 1m30s, 500ms.\n\n" +
-		"Exit status: 0 success; 1 error; 2 usage; 3 held by or reserved for another (acquire); 4 lease\n" +
+		"Exit status: 0 success; 1 error; 2 usage; 3 held by or reserved for another (acquire, delete); 4 lease\n" +
 		"lost (renew, release, transfer, revoke --fencing-token, run losing leadership or stepping down);\n" +
-		"5 no such lease (get, revoke, watch); 6 service unavailable or rate limited; 7 credentials\n" +
+		"5 no such lease (get, revoke, watch, delete); 6 service unavailable or rate limited; 7 credentials\n" +
 		"missing or refused, or permission denied.\n" +
 		"run exits with CMD's status when CMD ends by itself.\n\n" +
 		"Run 'leasectl COMMAND --help' for a command's flags and an example.\n")

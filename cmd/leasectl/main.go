@@ -1,12 +1,13 @@
 // Command leasectl drives leasesvc from a shell: acquire, renew, release,
-// transfer, get, list and watch leases, revoke a holding as an operator,
-// and run a command only while holding a lease.
+// transfer, get, list, watch and delete leases, revoke a holding as an
+// operator, and run a command only while holding a lease.
 //
 //	leasectl acquire  NAME [--holder H] [--ttl 30s] [--wait 0s] [--metadata JSON] [--priority N] [--preempt]
 //	leasectl renew    NAME [--holder H] --fencing-token N [--ttl D] [--metadata JSON] [--checkpoint JSON]
 //	leasectl release  NAME [--holder H] --fencing-token N [--checkpoint JSON]
 //	leasectl transfer NAME [--holder H] --fencing-token N --to H2 [--checkpoint JSON] [--reserve 5s]
 //	leasectl revoke   NAME --reason R [--fencing-token N]
+//	leasectl delete  NAME
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME [--missing-ok] | --prefix P
@@ -128,12 +129,12 @@
 // # Exit status
 //
 // 0 success; CMD's status for run; 1 an error; 2 bad usage; 3 the lease is
-// held by another, or reserved for another (acquire); 4 the lease was lost
+// held by another, or reserved for another (acquire, delete); 4 the lease was lost
 // (renew, release, transfer, revoke of a --fencing-token that is not the
-// live holding, or run losing leadership or stepping down); 5 no such lease (get, revoke, watch); 6 the service is unavailable,
+// live holding, or run losing leadership or stepping down); 5 no such lease (get, revoke, watch, delete); 6 the service is unavailable,
 // or still rate limits the caller (429) after the retries; 7 the service
 // refused the credentials (401, or none sent), the caller lacks the
-// permission (403: revoke needs the admin verb), or no token could be had
+// permission (403: revoke needs the admin verb, delete the delete verb), or no token could be had
 // from the token source.
 package main
 

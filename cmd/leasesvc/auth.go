@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/compute/metadata"
 
 	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/httpapi"
 )
 
 // Default per-principal rate limit when authentication is on.
@@ -66,6 +67,8 @@ type access struct {
 	limiter *auth.Limiter      // nil-safe; no limit when rate is 0
 	rate    float64
 	burst   int
+	origins []string // LEASESVC_ALLOWED_ORIGINS: other origins whose requests are served
+	hosts   []string // LEASESVC_ALLOWED_HOSTS: Host names served besides loopback ones with none
 }
 
 // newAccess reads LEASESVC_AUTH (none | google | static), its settings,
@@ -135,5 +138,29 @@ func newAccess(ctx context.Context, getenv func(string) string, log *slog.Logger
 	if a.rate > 0 {
 		a.limiter = auth.NewLimiter(a.rate, a.burst)
 	}
+	for _, o := range commaList(getenv("LEASESVC_ALLOWED_ORIGINS")) {
+		if err := httpapi.ValidOrigin(o); err != nil {
+			return a, fmt.Errorf("LEASESVC_ALLOWED_ORIGINS: %w", err)
+		}
+		a.origins = append(a.origins, o)
+	}
+	for _, h := range commaList(getenv("LEASESVC_ALLOWED_HOSTS")) {
+		if err := httpapi.ValidHost(h); err != nil {
+			return a, fmt.Errorf("LEASESVC_ALLOWED_HOSTS: %w", err)
+		}
+		a.hosts = append(a.hosts, h)
+	}
 	return a, nil
+}
+
+// commaList splits a comma-separated setting, dropping spaces and empty
+// items.
+func commaList(v string) []string {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -109,6 +109,8 @@ func TestAccessConfigErrorsNameTheSetting(t *testing.T) {
 		{map[string]string{"LEASESVC_RATE_LIMIT": "-1"}, "LEASESVC_RATE_LIMIT"},
 		{map[string]string{"LEASESVC_RATE_LIMIT": "NaN"}, "LEASESVC_RATE_LIMIT"},
 		{map[string]string{"LEASESVC_RATE_BURST": "0"}, "LEASESVC_RATE_BURST"},
+		{map[string]string{"LEASESVC_ALLOWED_ORIGINS": "https://ok.example, tools.example.com"}, "LEASESVC_ALLOWED_ORIGINS"},
+		{map[string]string{"LEASESVC_ALLOWED_HOSTS": "leasesvc:8080"}, "LEASESVC_ALLOWED_HOSTS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -138,5 +140,10 @@ func TestAccessDefaults(t *testing.T) {
 	env["LEASESVC_RATE_LIMIT"], env["LEASESVC_RATE_BURST"] = "0", "5"
 	if a, err = newAccess(t.Context(), func(k string) string { return env[k] }, log); err != nil || a.limiter != nil {
 		t.Fatalf("LEASESVC_RATE_LIMIT=0 gives %+v, %v; want no limiter", a, err)
+	}
+	env["LEASESVC_ALLOWED_HOSTS"], env["LEASESVC_ALLOWED_ORIGINS"] = " leasesvc.internal, ,10.0.0.5,* ", "https://tools.example.com"
+	if a, err = newAccess(t.Context(), func(k string) string { return env[k] }, log); err != nil ||
+		strings.Join(a.hosts, " ") != "leasesvc.internal 10.0.0.5 *" || strings.Join(a.origins, " ") != "https://tools.example.com" {
+		t.Fatalf("allowed hosts and origins = %q %q, %v; want the listed ones", a.hosts, a.origins, err)
 	}
 }

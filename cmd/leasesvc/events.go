@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/internal/audit"
@@ -25,13 +22,13 @@ import (
 )
 
 // events is the event plumbing of one instance: every change of holding
-// goes to Pub/Sub (when LEASESVC_PUBSUB_TOPIC is set) and to this
-// instance's watchers; events from other instances wake this instance's
-// waiting acquires and watchers; the elected sweeper announces expiries.
+// goes to the other instances (through the transport newTransport chose)
+// and to this instance's watchers; events from other instances wake this
+// instance's waiting acquires and watchers; the elected sweeper announces
+// expiries.
 type events struct {
 	hub       *hub.Hub
-	publisher *notify.Publisher // nil when events are off
-	client    *pubsub.Client
+	transport notify.Transport // nil when events stay on this instance
 	log       *slog.Logger
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -39,34 +36,31 @@ type events struct {
 	stopErr   error
 	obs       *observability
 	sweeper   *sweeper.Sweeper
-	audit     *audit.Log // one line per change of holding decided here
-	relay     *relay     // without Pub/Sub, over the backend's notifications; nil when it has none
+	// retainFree is the sweeper's Config.RetainFree (LEASESVC_RETAIN_FREE),
+	// set before start.
+	retainFree time.Duration
+	audit      *audit.Log // one line per change of holding decided here
 }
 
-// observe sends the events' metrics to obs: publish attempts, and every
-// event seen, for unheld_seconds.
-func (e *events) observe(obs *observability) {
-	e.obs = obs
-	if e.publisher != nil {
-		e.publisher.SetObserver(func(a notify.Attempt) {
-			obs.metrics.PublishAttempt(context.Background(), a.Event.Type, a.Err, a.Latency)
-		})
+// observe sends the events' metrics to obs: publish attempts (through
+// publishAttempt), and every event seen, for unheld_seconds. It is called
+// before the first event.
+func (e *events) observe(obs *observability) { e.obs = obs }
+
+// publishAttempt is the Pub/Sub transport's Observe.
+func (e *events) publishAttempt(a notify.Attempt) {
+	if e.obs != nil {
+		e.obs.metrics.PublishAttempt(context.Background(), a.Event.Type, a.Err, a.Latency)
 	}
 }
 
 // sweeping reports whether this instance runs the expiry sweeper now.
 func (e *events) sweeping() bool { return e.sweeper != nil && e.sweeper.Leading() }
 
-// topicRE matches a topic ID (3–255 characters, starting with a letter) or
-// a full topic name.
-var topicRE = regexp.MustCompile(`^(projects/[a-z][a-z0-9.:-]{4,61}[a-z0-9]/topics/)?[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
-
 // newEvents reads LEASESVC_RECENT_EVENTS (how many recent events the hub
 // keeps for prefix streams to replay; default hub.DefaultRecent, 0 … 1,000,000)
-// and LEASESVC_PUBSUB_TOPIC (a topic ID in LEASESVC_PROJECT, or
-// GOOGLE_CLOUD_PROJECT, or a full projects/P/topics/T) and connects the
-// publisher; an unset topic means no events.
-func newEvents(ctx context.Context, getenv func(string) string, log *slog.Logger) (*events, error) {
+// and connects the transport to the other instances (newTransport).
+func newEvents(ctx context.Context, getenv func(string) string, store backend.Store, instance string, log *slog.Logger) (*events, error) {
 	recent := hub.DefaultRecent
 	if v := getenv("LEASESVC_RECENT_EVENTS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -76,44 +70,19 @@ func newEvents(ctx context.Context, getenv func(string) string, log *slog.Logger
 		recent = n
 	}
 	e := &events{hub: hub.NewWithRecent(recent), log: log}
-	topic := getenv("LEASESVC_PUBSUB_TOPIC")
-	if topic == "" {
-		return e, nil
-	}
-	if !topicRE.MatchString(topic) {
-		return nil, fmt.Errorf("LEASESVC_PUBSUB_TOPIC=%q: want a topic ID of 3–255 characters starting with a letter, or projects/P/topics/T", topic)
-	}
-	project := getenv("LEASESVC_PROJECT")
-	if project == "" {
-		project = getenv("GOOGLE_CLOUD_PROJECT")
-	}
-	if p, _, ok := strings.Cut(strings.TrimPrefix(topic, "projects/"), "/topics/"); ok && project == "" {
-		project = p
-	}
-	if project == "" {
-		return nil, errors.New("LEASESVC_PUBSUB_TOPIC is a topic ID: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT), or give projects/P/topics/T")
-	}
-	client, err := pubsub.NewClient(ctx, project)
+	t, err := newTransport(ctx, getenv, store, instance, log, e.publishAttempt)
 	if err != nil {
-		return nil, fmt.Errorf("pubsub client for project %q: %w", project, err)
+		return nil, err
 	}
-	pub, err := notify.NewPublisher(client, notify.TopicName(project, topic), notify.PublisherConfig{Logger: log})
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("events publisher: %w", err)
-	}
-	e.client, e.publisher = client, pub
+	e.transport = t
 	return e, nil
 }
 
 // changed is the Manager's OnChange: a change made on this instance.
 func (e *events) changed(ev lease.Event) {
 	e.audit.Change(context.Background(), ev)
-	if e.publisher != nil {
-		e.publisher.Publish(ev)
-	}
-	if e.relay != nil {
-		e.relay.publish(ev)
+	if e.transport != nil {
+		_ = e.transport.Publish(ev) // a dropped event is logged and counted by the transport
 	}
 	e.hub.Publish(ev)
 }
@@ -128,30 +97,16 @@ func (e *events) seen(m *lease.Manager, ev lease.Event) {
 	e.obs.metrics.Seen(ev)
 }
 
-// start runs the Pub/Sub listener (when events are on; otherwise the
-// backend's own notifications, when it has them) and the sweeper (when the
-// backend can scan by expiry) until stop.
-func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Store, instance string, topic string) error {
+// start runs the transport's subscriber (when there is a transport) and
+// the sweeper (when the backend can scan by expiry) until stop.
+func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Store, instance string) error {
 	ctx, e.cancel = context.WithCancel(ctx)
-	if e.client != nil {
-		sub := "leasesvc-" + instance
+	if e.transport != nil {
 		e.wg.Go(func() {
-			err := notify.Listen(ctx, e.client, notify.ListenConfig{
-				Topic: topic, Subscription: sub, Logger: e.log, DeleteTimeout: 2 * time.Second,
-				Handle: func(ev lease.Event) { e.seen(m, ev) },
-				Ready:  func() { e.log.Info("events: listening", "subscription", sub) },
-			})
+			err := e.transport.Subscribe(ctx, notify.Handler{Event: func(ev lease.Event) { e.seen(m, ev) }, Ended: m.Wake})
 			if err != nil {
 				e.log.Error("events: listener stopped; waiters fall back to expiry timers", "err", err)
 			}
-		})
-	}
-	if n, ok := store.(backend.Notifier); ok && e.client == nil {
-		// No Pub/Sub: the database itself carries the events between instances.
-		e.relay = newRelay(n, instance, e.log)
-		e.wg.Go(func() {
-			e.log.Info("events: relayed through the backend's notifications")
-			_ = e.relay.listen(ctx, func(ev lease.Event) { e.seen(m, ev) }, m.Wake)
 		})
 	}
 	scanner, ok := store.(backend.ExpiryScanner)
@@ -159,7 +114,7 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 		e.log.Info("sweeper: off: the backend cannot scan by expiry time")
 		return nil
 	}
-	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, Emit: func(ev lease.Event) {
+	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, RetainFree: e.retainFree, Emit: func(ev lease.Event) {
 		e.changed(ev)
 		e.obs.decided(ev)
 		m.Wake(ev.Lease.Name)
@@ -194,27 +149,14 @@ func (e *events) doStop(ctx context.Context) error {
 	case <-ctx.Done():
 		e.log.Warn("events: the sweeper or listener did not stop in time", "err", ctx.Err())
 	}
-	var errs []error
 	// Buffered events are flushed within what is left of ctx (at least
-	// 500 ms): through the relay or through Pub/Sub, never both.
+	// 500 ms).
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(time.Until(deadline(ctx)), 500*time.Millisecond))
 	defer cancel()
-	if e.relay != nil {
-		e.relay.close(fctx)
+	if e.transport != nil {
+		return e.transport.Close(fctx)
 	}
-	if e.publisher != nil {
-		if err := e.publisher.Close(fctx); err != nil {
-			errs = append(errs, err)
-		}
-		s := e.publisher.Stats()
-		e.log.Info("events: publisher closed", "published", s.Published, "failedAttempts", s.Failed, "dropped", s.Dropped)
-	}
-	if e.client != nil {
-		if err := e.client.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close pubsub client: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func deadline(ctx context.Context) time.Time {

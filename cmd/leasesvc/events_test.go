@@ -28,7 +28,7 @@ func TestRecentEventsSetting(t *testing.T) {
 				return v
 			}
 			return ""
-		}, nil)
+		}, nil, "i", nil)
 		if err != nil || e.hub == nil {
 			t.Errorf("LEASESVC_RECENT_EVENTS=%q: %v", v, err)
 		}

@@ -20,10 +20,14 @@ type limits struct {
 	idleTimeout   time.Duration // LEASESVC_IDLE_TIMEOUT: idle keep-alive connections close after it
 	shutdown      time.Duration // LEASESVC_SHUTDOWN_TIMEOUT: SIGTERM to exit
 	api           httpapi.Limits
-	pageTokenKey  []byte // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
-	listenHost    string // the host part of the listen address
-	maxCandidates int    // LEASESVC_MAX_CANDIDATES: registered candidates per lease
+	pageTokenKey  []byte        // LEASESVC_PAGE_TOKEN_KEY, decoded; nil: random per process
+	listenHost    string        // the host part of the listen address
+	maxCandidates int           // LEASESVC_MAX_CANDIDATES: registered candidates per lease
+	retainFree    time.Duration // LEASESVC_RETAIN_FREE: the sweeper deletes leases free this long; 0 off
 }
+
+// minRetainFree is the shortest LEASESVC_RETAIN_FREE.
+const minRetainFree = time.Minute
 
 // Defaults of limits.
 const (
@@ -45,6 +49,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		BodyTimeout: httpapi.DefaultBodyTimeout, StreamsPerCaller: httpapi.DefaultStreamsPerCaller, Streams: httpapi.DefaultStreams,
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
 		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh, RefreshPrefixes: httpapi.DefaultRefreshPrefixes,
+		ListScanBudget: lease.DefaultScanBudget,
 	}}
 	durs := []struct {
 		key string
@@ -80,6 +85,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		{"LEASESVC_MAX_STREAMS_PER_CALLER", &l.api.StreamsPerCaller}, {"LEASESVC_MAX_STREAMS", &l.api.Streams},
 		{"LEASESVC_MAX_WAITING_PER_CALLER", &l.api.WaitingPerCaller}, {"LEASESVC_MAX_WAITING", &l.api.Waiting},
 		{"LEASESVC_MAX_CANDIDATES", &l.maxCandidates}, {"LEASESVC_MAX_REFRESH_PREFIXES", &l.api.RefreshPrefixes},
+		{"LEASESVC_LIST_SCAN_BUDGET", &l.api.ListScanBudget},
 	}
 	for _, n := range ints {
 		if v := getenv(n.key); v != "" {
@@ -89,6 +95,13 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 			}
 			*n.dst = x
 		}
+	}
+	if v := getenv("LEASESVC_RETAIN_FREE"); v != "" && v != "off" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x < minRetainFree {
+			return l, fmt.Errorf("LEASESVC_RETAIN_FREE=%q: want off or a duration of at least %v, such as 720h", v, minRetainFree)
+		}
+		l.retainFree = x
 	}
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
@@ -115,6 +128,15 @@ func (l limits) logAttrs() []any {
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
 		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
-		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(),
-		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil)}
+		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
+		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String())}
+}
+
+// loopbackListen reports whether the service listens on loopback only.
+func loopbackListen(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
-		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64}
+		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64, ListScanBudget: 10000}
 	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
 		t.Fatalf("defaults %+v", l)
 	}
@@ -32,13 +33,13 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 		"LEASESVC_BODY_TIMEOUT": "3s", "LEASESVC_HEADER_TIMEOUT": "4s", "LEASESVC_IDLE_TIMEOUT": "5m", "LEASESVC_STREAM_LIFETIME": "10m",
 		"LEASESVC_READY_CACHE": "2s", "LEASESVC_SHUTDOWN_TIMEOUT": "8s", "LEASESVC_MAX_STREAMS_PER_CALLER": "7", "LEASESVC_MAX_STREAMS": "70",
 		"LEASESVC_MAX_WAITING_PER_CALLER": "8", "LEASESVC_MAX_WAITING": "80", "LEASESVC_PAGE_TOKEN_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-		"LEASESVC_LISTEN": "::", "LEASESVC_STREAM_REFRESH": "2500ms", "LEASESVC_MAX_REFRESH_PREFIXES": "9",
+		"LEASESVC_LISTEN": "::", "LEASESVC_STREAM_REFRESH": "2500ms", "LEASESVC_MAX_REFRESH_PREFIXES": "9", "LEASESVC_LIST_SCAN_BUDGET": "50",
 	}), "none")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = httpapi.Limits{BodyTimeout: 3 * time.Second, StreamsPerCaller: 7, Streams: 70, StreamLifetime: 10 * time.Minute,
-		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second, StreamRefresh: 2500 * time.Millisecond, RefreshPrefixes: 9}
+		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second, StreamRefresh: 2500 * time.Millisecond, RefreshPrefixes: 9, ListScanBudget: 50}
 	if l.api != want || l.headerTimeout != 4*time.Second || l.idleTimeout != 5*time.Minute || l.shutdown != 8*time.Second || len(l.pageTokenKey) != 32 || l.pageTokenKey[31] != 31 || l.listenHost != "::" {
 		t.Fatalf("overrides %+v", l)
 	}
@@ -133,5 +134,68 @@ func TestCloudRunAudience(t *testing.T) {
 	err = run(t.Context(), nil, envOf(map[string]string{"LEASESVC_AUTH": "google", "LEASESVC_POLICY": "/nonexistent"}), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "LEASESVC_AUTH_AUDIENCES") {
 		t.Fatalf("google auth without audiences off Cloud Run: run = %v, want an error naming LEASESVC_AUTH_AUDIENCES", err)
+	}
+}
+
+// TestRetainFree: LEASESVC_RETAIN_FREE is off by default and with "off",
+// takes a duration of at least a minute, and refuses anything else.
+func TestRetainFree(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "off": 0, "720h": 720 * time.Hour, "1m": time.Minute} {
+		l, err := parseLimits(envOf(map[string]string{"LEASESVC_RETAIN_FREE": v}), "static")
+		if err != nil || l.retainFree != want {
+			t.Errorf("LEASESVC_RETAIN_FREE=%q: %v, %v; want %v", v, l.retainFree, err, want)
+		}
+	}
+	for _, v := range []string{"59s", "0", "-1h", "forever"} {
+		if _, err := parseLimits(envOf(map[string]string{"LEASESVC_RETAIN_FREE": v}), "static"); err == nil || !strings.Contains(err.Error(), "LEASESVC_RETAIN_FREE") {
+			t.Errorf("LEASESVC_RETAIN_FREE=%q: %v, want an error naming it", v, err)
+		}
+	}
+}
+
+// TestAllowedHostsWithoutAuth: with LEASESVC_AUTH=none and listening
+// beyond loopback, the service warns that only loopback names are served
+// until LEASESVC_ALLOWED_HOSTS lists the names clients use, and serves a
+// request addressed to such a name only once it is listed.
+func TestAllowedHostsWithoutAuth(t *testing.T) {
+	for _, tc := range []struct {
+		env    map[string]string
+		warn   bool
+		status int
+	}{
+		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0"}, true, http.StatusForbidden},
+		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0", "LEASESVC_ALLOWED_HOSTS": "leasesvc.internal"}, false, http.StatusOK},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout syncWriter
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"-port", "0"}, envOf(tc.env), &stdout, io.Discard) }()
+		addr := regexp.MustCompile(`"addr":"[^"]*:([0-9]+)"`)
+		deadline := time.Now().Add(10 * time.Second)
+		for addr.FindStringSubmatch(stdout.String()) == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polls for the start-up line
+		}
+		m := addr.FindStringSubmatch(stdout.String())
+		if m == nil {
+			cancel()
+			<-done
+			t.Fatalf("env %v: no start-up line with the address:\n%s", tc.env, stdout.String())
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+m[1]+"/v1/leases", nil)
+		req.Host = "leasesvc.internal"
+		resp, err := http.DefaultClient.Do(req)
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+			_ = resp.Body.Close()
+		}
+		cancel()
+		<-done
+		if status != tc.status {
+			t.Errorf("env %v: list with Host leasesvc.internal = %d (%v), want %d", tc.env, status, err, tc.status)
+		}
+		if got := strings.Contains(stdout.String(), "LEASESVC_ALLOWED_HOSTS"); got != tc.warn {
+			t.Errorf("env %v: warning about LEASESVC_ALLOWED_HOSTS logged %v, want %v:\n%s", tc.env, got, tc.warn, stdout.String())
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/cloudlog"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/sweeper"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
 
@@ -63,13 +64,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	if acc.mode == "none" && len(acc.hosts) == 0 && !loopbackListen(lim.listenHost) {
+		log.Warn("authentication is off and the service listens beyond loopback: the lease API answers only requests addressed to localhost, 127.0.0.1 or [::1]; set LEASESVC_ALLOWED_HOSTS to the names clients use (such as the Cloud Run URL's host), or * for any", "listen", lim.listenHost)
+	}
 	if cfg.drain >= lim.shutdown {
 		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
 	}
-	ev, err := newEvents(ctx, getenv, log)
+	ev, err := newEvents(ctx, getenv, store, instance, log)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
+	defer func() {
+		// Normally stopped after the drain below; this covers early returns.
+		_ = ev.stop(context.Background())
+	}()
 	// Audit lines are written whatever LEASESVC_LOG_LEVEL says.
 	ev.audit = audit.New(slog.New(cloudlog.NewHandler(stdout, slog.LevelInfo, project(getenv))))
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, MaxCandidates: lim.maxCandidates, OnChange: func(e lease.Event) {
@@ -92,17 +100,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
-		Limits: lim.api, PageTokenKey: lim.pageTokenKey})
+		Limits: lim.api, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
+		Internal: []string{sweeper.DefaultLeaseName}})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
-	if err := ev.start(context.WithoutCancel(ctx), m, store, instance, getenv("LEASESVC_PUBSUB_TOPIC")); err != nil {
+	ev.retainFree = lim.retainFree
+	if err := ev.start(context.WithoutCancel(ctx), m, store, instance); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	defer func() {
-		// Normally stopped after the drain below; this covers early returns.
-		_ = ev.stop(context.Background())
-	}()
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(lim.listenHost, strconv.Itoa(cfg.port)))
 	if err != nil {

@@ -121,8 +121,9 @@
   }
 
   // apply takes one event of the stream: snapshot (a lease's state), a
-  // change (acquired, released, expired, revoked), or history (a change
-  // from before the page opened: it fills the timeline only).
+  // change (acquired, released, expired, revoked), deleted (the row goes),
+  // or history (a change from before the page opened: it fills the
+  // timeline only).
   let frame = 0;
   function changed() {
     dirty = true;
@@ -132,7 +133,18 @@
   function apply(type, data) {
     const l = type === 'snapshot' ? data : data.lease;
     if (!l || !l.name) return;
+    if (type === 'history' && data.type === 'deleted') return;
     const e = entry(l.name);
+    if (type === 'deleted') { // docs/contract.md §15: the row goes, until a new holding
+      if (!e.pos || e.pos.token <= l.fencingToken) {
+        e.pos = { token: l.fencingToken, rank: 2 };
+        e.lease = null;
+        e.terms.clear();
+      }
+      changed();
+      return;
+    }
+    if (type !== 'history' && e.pos && e.pos.rank === 2 && l.fencingToken <= e.pos.token) return; // of a deleted lease
     const t = term(e, l.fencingToken);
     t.holder = l.holder;
     t.principal = l.principal || '';

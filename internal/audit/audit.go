@@ -1,5 +1,6 @@
 // Package audit writes the audit trail of leasesvc: one structured log line
-// per change of holding (acquired, released, revoked, expired) and per
+// per change of holding (acquired, released, revoked, expired), per
+// deletion of a lease (deleted, docs/contract.md §15) and per
 // request refused for authentication or authorization reasons.
 //
 // Every line is an INFO record with the message "audit", the Cloud Logging
@@ -14,8 +15,9 @@
 //
 // so that a log sink can route exactly these lines with the filter
 // labels.leasesvc_log="audit". A change's action is the event type
-// (acquired, released, revoked, expired); a refusal's is the operation
-// refused (acquire, renew, release, revoke, get, list, watch). Tokens and
+// (acquired, released, revoked, expired, deleted); a refusal's is the
+// operation refused (acquire, renew, release, revoke, delete, get, list,
+// watch). Tokens and
 // credentials are never logged. cmd/leasesvc writes these lines whatever
 // the log level.
 package audit
@@ -63,8 +65,9 @@ func New(l *slog.Logger) *Log { return &Log{l: l} }
 var labels = slog.Group(LabelsKey, slog.String("leasesvc_log", "audit"))
 
 // Change records a change of holding. principal is who caused it: the
-// holding's principal for acquired and released, the operator for revoked,
-// "" (the service) for expired.
+// holding's principal for acquired and released, the operator for revoked
+// and deleted ("" for the service's own retention deletes), "" (the
+// service) for expired.
 func (a *Log) Change(ctx context.Context, ev lease.Event) {
 	if a == nil {
 		return
@@ -82,6 +85,11 @@ func (a *Log) Change(ctx context.Context, ev lease.Event) {
 	switch ev.Type {
 	case lease.EventRevoked:
 		attrs = append(attrs, str("principal", ev.Operator), str("reason", ev.Reason))
+	case lease.EventDeleted:
+		attrs = append(attrs, str("principal", ev.Operator))
+		if ev.Reason != "" {
+			attrs = append(attrs, str("reason", ev.Reason))
+		}
 	case lease.EventExpired:
 		attrs = append(attrs, str("principal", ""))
 	default:

@@ -48,6 +48,10 @@ func TestChangeNamesWhoActed(t *testing.T) {
 			map[string]any{"action": "revoked", "principal": "oncall@example.com", "reason": "stuck", "holderPrincipal": "agent@example.com"}},
 		{lease.Event{Type: lease.EventExpired, Lease: l, Time: at},
 			map[string]any{"action": "expired", "principal": ""}},
+		{lease.Event{Type: lease.EventDeleted, Lease: l, Time: at, Operator: "janitor@example.com"},
+			map[string]any{"action": "deleted", "principal": "janitor@example.com", "holderPrincipal": "agent@example.com", "reason": nil}},
+		{lease.Event{Type: lease.EventDeleted, Lease: l, Time: at, Reason: "retention"},
+			map[string]any{"action": "deleted", "principal": "", "reason": "retention"}},
 	}
 	for _, c := range cases {
 		got := line(t, func(a *audit.Log) { a.Change(t.Context(), c.ev) })

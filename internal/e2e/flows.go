@@ -171,6 +171,7 @@ func MalformedWith(t *testing.T, c Client, name, holder string) {
 		{"body over 64 KiB", "POST", p + ":acquire", "application/json", big, 413, "payload_too_large", ""},
 		{"text/plain", "POST", p + ":acquire", "text/plain", `{"holder":` + h + `,"ttlMs":30000}`, 415, "unsupported_media_type", ""},
 		{"form", "POST", p + ":release", "application/x-www-form-urlencoded", `holder=x`, 415, "unsupported_media_type", ""},
+		{"no content type", "POST", p + ":acquire", "", `{"holder":` + h + `,"ttlMs":30000}`, 415, "unsupported_media_type", ""},
 		{"page token malformed", "GET", "/v1/leases?pageToken=%25%25", "", "", 400, "invalid_argument", "pageToken"},
 		{"page size negative", "GET", "/v1/leases?pageSize=-1", "", "", 400, "invalid_argument", "pageSize"},
 		{"page size not a number", "GET", "/v1/leases?pageSize=ten", "", "", 400, "invalid_argument", "pageSize"},

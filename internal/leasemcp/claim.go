@@ -22,7 +22,7 @@ const doneSuffix = ".done"
 const maxTaskName = 128 - len(doneSuffix)
 
 func (s *Server) claimTool(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, ClaimOutput, error) {
-	ttl, err := seconds(in.TTLSeconds, s.cfg.TTL, "ttlSeconds", time.Millisecond, time.Hour)
+	ttl, err := seconds(in.TTLSeconds, s.cfg.TTL, "ttlSeconds", minTTL, maxTTL)
 	if err != nil {
 		return nil, ClaimOutput{}, s.fail(err)
 	}

@@ -36,6 +36,17 @@
 //     deadline: downstream systems must refuse fencing tokens lower than
 //     the highest they have seen.
 //
+// # Tools for the hand
+//
+// Every tool carries the MCP spec's annotations (readOnlyHint,
+// idempotentHint, destructiveHint, openWorldHint), so that a client can ask
+// its user before the calls that end something (lease_release,
+// lease_checkpoint) and not before the ones that only look. Arguments are
+// checked against the tool's input schema before the MCP library sees them
+// (input.go): a refusal names the argument and says in plain words what it
+// accepts ("ttlSeconds must be a number between 1 and 3600; you gave 0"),
+// where the library's schema checker would answer in JSON Schema terms.
+//
 // # Succession
 //
 // The tools expose the succession of docs/contract.md §8 without taking a

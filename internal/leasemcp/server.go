@@ -44,12 +44,13 @@ type Server struct {
 
 	mu      sync.Mutex
 	ss      *mcp.ServerSession
-	closing bool                // the session ended: adopt no more holdings
-	held    map[string]*holding // by lease name
-	lost    []LostLease         // lost holdings not yet reported in a tool result
-	stale   map[string]*holding // lost holdings, released before a re-acquire of their lease
-	busy    map[string]bool     // leases with a tool call in progress
-	wg      sync.WaitGroup      // background renewers
+	closing bool                   // the session ended: adopt no more holdings
+	held    map[string]*holding    // by lease name
+	lost    []LostLease            // lost holdings not yet reported in a tool result
+	stale   map[string]*holding    // lost holdings, released before a re-acquire of their lease
+	busy    map[string]bool        // leases with a tool call in progress
+	inputs  map[string]*inputCheck // by tool name; written only by New
+	wg      sync.WaitGroup         // background renewers
 }
 
 // New returns a Server that calls the service through c.
@@ -81,7 +82,8 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{}}
+	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{},
+		inputs: map[string]*inputCheck{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:       instructions(cfg.Holder),
 		Logger:             slog.New(slog.DiscardHandler),
@@ -89,6 +91,7 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
 	s.addTools()
+	s.srv.AddReceivingMiddleware(s.checkInputs)
 	s.addResources()
 	return s, nil
 }
@@ -170,9 +173,9 @@ func (s *Server) claim(name string) (done func(), ok bool) {
 }
 
 func instructions(holder string) string {
-	return "Leases from leasesvc, held by this MCP server for you as holder " + holder + ". " +
+	return "Leases from leasesvc, held by this MCP server (the leasectl process) for you as holder " + holder + ". " +
 		"A lease is a named, time-bounded right to act as the single leader or worker for something. " +
-		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this server renews it in the background " +
+		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this leasectl process renews it in the background " +
 		"for as long as the session lives, so you never renew. Pass the fencingToken with every write you make as the " +
 		"holder. Every tool result lists what you hold under \"held\"; if a result lists a lease under \"lostLeases\", " +
 		"stop acting as its holder at once: someone else may hold it now. Record your progress on a lease with " +

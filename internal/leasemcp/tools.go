@@ -24,28 +24,30 @@ const maxCandidates = 1000
 
 // addTools registers the tools.
 func (s *Server) addTools() {
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_acquire",
 		Title: "Acquire a lease",
 		Description: "Become the holder of a lease, the single right to act as leader or worker for the thing it names. " +
 			"On success you get a fencingToken: pass it with every write you make as the holder, so that systems can " +
-			"refuse a stale holder. The server renews the lease in the background until you call lease_release or the " +
-			"session ends; never try to renew it yourself. If another holder has it, acquired is false and holder names " +
-			"them (retry later, or pass waitSeconds to wait for it); if it is free but reserved for a few seconds for " +
+			"refuse a stale holder. The leasectl process that serves these tools renews the lease in the background " +
+			"until you call lease_release or the session ends; never try to renew it yourself. If another holder has " +
+			"it, acquired is false and holder names them (retry later, or pass waitSeconds to wait for it); if it is " +
+			"free but reserved for a few seconds for " +
 			"another (reservedFor), acquired is false too. A priority (0–1000) with waitSeconds makes you a candidate: " +
 			"the lease is reserved for the waiting candidate of highest priority when it falls free; preempt also asks " +
 			"a holder of lower priority to step down. If a previous holder recorded its progress, the result carries " +
 			"it as checkpoint: resume from it. Acquiring a lease you already hold returns the same token.",
 		InputSchema: schema[AcquireInput](func(p map[string]*jsonschema.Schema) {
 			p["name"].Pattern = namePattern
-			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(0.001), ptr(3600.0)
+			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(minTTL.Seconds()), ptr(maxTTL.Seconds())
 			p["waitSeconds"].Minimum, p["waitSeconds"].Maximum = ptr(0.0), ptr(60.0)
 			// An integer, or absent: no priority (a *int only to tell 0 from none).
 			p["priority"].Type, p["priority"].Types = "integer", nil
 			p["priority"].Minimum, p["priority"].Maximum = ptr(0.0), ptr(float64(client.MaxPriority))
 		}),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.acquireTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_release",
 		Title: "Release a lease",
 		Description: "Give up a lease this session holds: its fencing token stops being valid and the next holder gets a " +
@@ -53,8 +55,9 @@ func (s *Server) addTools() {
 			"it again; done=false hands the unfinished task back. Pass checkpoint to leave your last progress to the next " +
 			"holder. Stop acting as the holder before you call it.",
 		InputSchema: schema[ReleaseInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.releaseTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_checkpoint",
 		Title: "Record progress on a lease",
 		Description: "Record your progress on a lease this session holds as a small JSON object (at most 16 KiB), such " +
@@ -63,16 +66,17 @@ func (s *Server) addTools() {
 			"crashes, so it can resume where you stopped. Each call replaces the previous checkpoint. Call it after each " +
 			"step whose result is durable, and before lease_release when another agent asks for the lease (yieldRequests).",
 		InputSchema: schema[CheckpointInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.checkpointTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_get",
 		Title: "Look at a lease",
-		Description: "Who holds a lease, with which fencing token, until when (server time), and its metadata. heldByMe " +
+		Description: "Who holds a lease, with which fencing token, until when (the lease service's time), and its metadata. heldByMe " +
 			"says whether this session holds it. Read-only.",
 		InputSchema: schema[GetInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.getTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_list",
 		Title: "List leases",
 		Description: "Leases whose name starts with prefix, in name order, held or not, a page at a time (pass " +
@@ -80,9 +84,9 @@ func (s *Server) addTools() {
 		InputSchema: schema[ListInput](func(p map[string]*jsonschema.Schema) {
 			p["pageSize"].Minimum, p["pageSize"].Maximum = ptr(0.0), ptr(1000.0)
 		}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.listTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_claim_next",
 		Title: "Claim the next free task",
 		Description: "Claim one task of a shared task list, so that among all agents each task is worked on by one at a " +
@@ -95,15 +99,16 @@ func (s *Server) addTools() {
 			p["prefix"].Pattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
 			p["names"].Items.Pattern = namePattern
 			p["names"].MaxItems = ptr(maxCandidates)
-			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(0.001), ptr(3600.0)
+			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(minTTL.Seconds()), ptr(maxTTL.Seconds())
 		}),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.claimTool)
-	mcp.AddTool(s.srv, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "lease_held",
 		Title: "What this session holds",
 		Description: "Every lease this session holds now, with its fencing token, and any holding lost since the last " +
-			"result. Answers from the server's own state, even when the lease service cannot be reached. Read-only.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+			"result. Answers from the leasectl process's own state, even when the lease service cannot be reached. Read-only.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.heldTool)
 }
 
@@ -179,7 +184,7 @@ func seconds(v float64, def time.Duration, field string, lo, hi time.Duration) (
 	}
 	d := time.Duration(math.Round(v*1000)) * time.Millisecond
 	if math.IsNaN(v) || d < lo || d > hi {
-		return 0, fmt.Errorf("%s %v is out of range: give %v … %v seconds", field, v, lo.Seconds(), hi.Seconds())
+		return 0, fmt.Errorf("%s must be a number between %s and %s; you gave %s", field, num(lo.Seconds()), num(hi.Seconds()), num(v))
 	}
 	return d, nil
 }
@@ -219,7 +224,7 @@ func holdingInstructions(name string, token int64) string {
 }
 
 func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in AcquireInput) (*mcp.CallToolResult, AcquireOutput, error) {
-	ttl, err := seconds(in.TTLSeconds, s.cfg.TTL, "ttlSeconds", time.Millisecond, time.Hour)
+	ttl, err := seconds(in.TTLSeconds, s.cfg.TTL, "ttlSeconds", minTTL, maxTTL)
 	if err != nil {
 		return nil, AcquireOutput{}, s.fail(err)
 	}
@@ -230,7 +235,7 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 	req := client.AcquireRequest{Holder: s.cfg.Holder, TTL: ttl, Wait: wait, Preempt: in.Preempt}
 	if in.Priority != nil {
 		if *in.Priority < 0 || *in.Priority > client.MaxPriority {
-			return nil, AcquireOutput{}, s.fail(fmt.Errorf("priority %d is out of range: give 0 … %d", *in.Priority, client.MaxPriority))
+			return nil, AcquireOutput{}, s.fail(fmt.Errorf("priority must be a whole number between 0 and %d; you gave %d", client.MaxPriority, *in.Priority))
 		}
 		req.Priority, req.Candidate = *in.Priority, true
 	}

@@ -74,7 +74,7 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 		steps = append(steps, line.Step)
 	}
-	want := []string{"initialized", "acquire", "acquire_other", "release_then_other", "session_end_releases",
+	want := []string{"initialized", "plain input error", "acquire", "acquire_other", "release_then_other", "session_end_releases",
 		"renewed_while_idle", "frozen_loss_reported", "done"}
 	if strings.Join(steps, " ") != strings.Join(want, " ") {
 		t.Fatalf("steps %v, want %v\nstderr:\n%s", steps, want, stderr.String())

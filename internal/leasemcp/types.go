@@ -50,7 +50,7 @@ type HeldLease struct {
 	FencingToken int64   `json:"fencingToken" jsonschema:"the holding's fencing token: pass it with every write you make as the holder"`
 	Holder       string  `json:"holder" jsonschema:"the holder identity of this session"`
 	TTLSeconds   float64 `json:"ttlSeconds" jsonschema:"the lease duration; renewed in the background every third of it"`
-	AcquireTime  string  `json:"acquireTime" jsonschema:"server time (RFC 3339) when the holding began"`
+	AcquireTime  string  `json:"acquireTime" jsonschema:"the lease service's time (RFC 3339) when the holding began"`
 	Renewing     bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
 	Priority     int     `json:"priority,omitempty" jsonschema:"the priority the holding was acquired with"`
 	YieldTo      string  `json:"yieldTo,omitempty" jsonschema:"set when a waiting agent of higher priority asks for the lease: checkpoint your progress and release it"`
@@ -63,7 +63,7 @@ type LeaseView struct {
 	Held             bool           `json:"held" jsonschema:"whether someone holds it now"`
 	FencingToken     int64          `json:"fencingToken" jsonschema:"the token of the current (or last) holding"`
 	TTLSeconds       float64        `json:"ttlSeconds" jsonschema:"the lease duration the holder asked for"`
-	ExpireTime       string         `json:"expireTime" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed"`
+	ExpireTime       string         `json:"expireTime" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed"`
 	RemainingSeconds float64        `json:"remainingSeconds" jsonschema:"seconds left until expireTime when the service answered"`
 	Transitions      int64          `json:"transitions" jsonschema:"how many holdings the lease has had"`
 	Metadata         map[string]any `json:"metadata,omitempty" jsonschema:"the JSON object the holder attached"`
@@ -71,7 +71,7 @@ type LeaseView struct {
 	Priority         int            `json:"priority,omitempty" jsonschema:"the priority of the current (or last) holding, 0–1000"`
 	CheckpointToken  int64          `json:"checkpointToken,omitempty" jsonschema:"when the lease has a checkpoint (recorded progress, inherited by the next holder): the fencing token of the holding that wrote it"`
 	ReservedFor      string         `json:"reservedFor,omitempty" jsonschema:"when the free lease is reserved for a few seconds: the holder it is reserved for (a transfer's successor or the best waiting candidate); anyone else's acquire is refused meanwhile"`
-	ReservedUntil    string         `json:"reservedUntil,omitempty" jsonschema:"server time (RFC 3339) at which the reservation lapses, at the latest"`
+	ReservedUntil    string         `json:"reservedUntil,omitempty" jsonschema:"the lease service's time (RFC 3339) at which the reservation lapses, at the latest"`
 	YieldRequested   bool           `json:"yieldRequested,omitempty" jsonschema:"true when a waiting candidate of higher priority asks the holder to step down"`
 	YieldTo          string         `json:"yieldTo,omitempty" jsonschema:"the candidate that asks the holder to step down"`
 	Candidates       int            `json:"candidates,omitempty" jsonschema:"how many candidates (acquires with a priority) wait for the lease"`
@@ -108,7 +108,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // AcquireInput is the input of lease_acquire.
 type AcquireInput struct {
 	Name        string         `json:"name" jsonschema:"the lease to acquire: 1–128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit; dots separate namespaces, as in team-a.scheduler"`
-	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds (default: the server's --ttl, 30 s); the server renews it in the background, so this only bounds how long the lease outlives a crashed session"`
+	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds 1–3600 (default: leasectl mcp's --ttl, 30 s); the leasectl process renews it in the background, so this only bounds how long the lease outlives a crashed leasectl process"`
 	WaitSeconds float64        `json:"waitSeconds,omitempty" jsonschema:"if another holder holds the lease, wait up to this many seconds (0–60) for it to be free; default 0: answer at once"`
 	Metadata    map[string]any `json:"metadata,omitempty" jsonschema:"a small JSON object to attach to the lease, visible to everyone (what you are doing, where to reach you)"`
 	Priority    *int           `json:"priority,omitempty" jsonschema:"your priority for this lease, 0–1000 (higher goes first), recorded on your holding; with waitSeconds you wait as a candidate: when the lease falls free it is reserved for a few seconds for the waiting candidate of highest priority"`
@@ -121,11 +121,11 @@ type AcquireOutput struct {
 	Name              string  `json:"name" jsonschema:"the lease name"`
 	FencingToken      int64   `json:"fencingToken,omitempty" jsonschema:"when acquired: the holding's fencing token, to pass with every write you make as the holder"`
 	Holder            string  `json:"holder" jsonschema:"who holds the lease: this session's holder when acquired, else the other holder; empty when nobody holds it but it is reserved for another (reservedFor)"`
-	ExpireTime        string  `json:"expireTime" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; the server renews yours in the background"`
+	ExpireTime        string  `json:"expireTime" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed; the leasectl process renews yours in the background"`
 	AlreadyHeld       bool    `json:"alreadyHeld,omitempty" jsonschema:"true when this session held it already (same token)"`
 	Priority          int     `json:"priority,omitempty" jsonschema:"when acquired: the priority recorded on your holding"`
 	ReservedFor       string  `json:"reservedFor,omitempty" jsonschema:"when not acquired because the free lease is reserved for a few seconds: the holder it is reserved for (a transfer's successor, or the waiting candidate of highest priority)"`
-	ReservedUntil     string  `json:"reservedUntil,omitempty" jsonschema:"server time (RFC 3339) at which the reservation lapses, at the latest"`
+	ReservedUntil     string  `json:"reservedUntil,omitempty" jsonschema:"the lease service's time (RFC 3339) at which the reservation lapses, at the latest"`
 	RetryAfterSeconds float64 `json:"retryAfterSeconds,omitempty" jsonschema:"when not acquired: seconds until the other holding expires unless renewed, or until the reservation lapses"`
 	// Checkpoint is the checkpoint the new holding inherits, if the lease
 	// has one.
@@ -202,7 +202,7 @@ type ListOutput struct {
 type ClaimInput struct {
 	Prefix     string   `json:"prefix" jsonschema:"the task namespace, such as 'build.task-': every task is a lease whose name starts with it"`
 	Names      []string `json:"names,omitempty" jsonschema:"the candidate tasks (full lease names starting with prefix), tried in this order; default: every lease that exists under prefix, in name order"`
-	TTLSeconds float64  `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds (default: the server's --ttl)"`
+	TTLSeconds float64  `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds 1–3600 (default: leasectl mcp's --ttl)"`
 }
 
 // ClaimOutput is the result of lease_claim_next.
@@ -210,7 +210,7 @@ type ClaimOutput struct {
 	Claimed      bool   `json:"claimed" jsonschema:"true when a task was claimed; false when no task is free"`
 	Name         string `json:"name,omitempty" jsonschema:"the task (lease) claimed"`
 	FencingToken int64  `json:"fencingToken,omitempty" jsonschema:"the holding's fencing token, to pass with every write you make for the task"`
-	ExpireTime   string `json:"expireTime,omitempty" jsonschema:"server time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
+	ExpireTime   string `json:"expireTime,omitempty" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
 	Done         int    `json:"done" jsonschema:"how many candidate tasks are done"`
 	HeldByOthers int    `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now, or are reserved for for a few seconds"`
 	Instructions string `json:"instructions" jsonschema:"what to do now"`

@@ -24,14 +24,16 @@ type Event struct {
 
 // FromEvent returns the wire form of ev. previousHolder and previousExpired
 // are present on an acquired event with a previous holding only; reason
-// and operator on a revoked event only (operator when authentication is on).
+// and operator on a revoked event and a deleted one only (operator when
+// authentication is on; a deleted event's reason when the service deleted
+// by retention).
 func FromEvent(ev lease.Event) Event {
 	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
 	out.Lease.Checkpoint = nil // the next holder's to read; events stay small
 	if ev.Type == lease.EventReleased {
 		out.Successor = ev.Successor
 	}
-	if ev.Type == lease.EventRevoked {
+	if ev.Type == lease.EventRevoked || ev.Type == lease.EventDeleted {
 		out.Reason, out.Operator = ev.Reason, ev.Operator
 	}
 	if ev.Type == lease.EventAcquired && ev.Lease.FencingToken > 1 && ev.PreviousHolder != "" {
@@ -65,7 +67,7 @@ func UnmarshalEvent(data []byte) (lease.Event, error) {
 	case lease.EventAcquired, lease.EventExpired:
 	case lease.EventReleased:
 		ev.Successor = body.Successor
-	case lease.EventRevoked:
+	case lease.EventRevoked, lease.EventDeleted:
 		ev.Reason, ev.Operator = body.Reason, body.Operator
 	default:
 		return lease.Event{}, fmt.Errorf("wire: event: unknown type %q", body.Type)

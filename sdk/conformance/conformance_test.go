@@ -99,6 +99,7 @@ func TestConformance(t *testing.T) {
 			}
 			t.Run("basic", func(t *testing.T) { basicCase(t, lang, argv, base("basic")) })
 			t.Run("wait", func(t *testing.T) { waitCase(t, lang, argv, base("wait"), plain) })
+			t.Run("delete", func(t *testing.T) { deleteCase(t, lang, argv, base("delete")) })
 			t.Run("succession", func(t *testing.T) { successionCase(t, lang, argv, base("succession"), plain) })
 			t.Run("ratelimit", func(t *testing.T) {
 				ratelimitCase(t, lang, argv, with(base("ratelimit"), "LEASESVC_URL", limited.URL, "LEASESVC_TOKEN", agentToken(lang.name)), limited)
@@ -125,6 +126,24 @@ func basicCase(t *testing.T, lang language, argv []string, env map[string]string
 	ag.expect(step, map[string]any{"step": "acquire_other", "holder": b, "token": 2})
 	ag.expect(step, map[string]any{"step": "get", "holder": b, "token": 2, "held": true})
 	ag.expect(step, map[string]any{"step": "get_missing", "error": "not_found"})
+	ag.expect(step, map[string]any{"step": "done"})
+	ag.exit(10 * time.Second)
+}
+
+// deleteCase: the SDK's delete refuses a held lease, deletes a free one,
+// reports a deleted one as not found, and the name's next holding gets the
+// next token (docs/contract.md §15).
+func deleteCase(t *testing.T, lang language, argv []string, env map[string]string) {
+	a, b := env["LEASE_HOLDER"], env["LEASE_HOLDER"]+"-b"
+	ag := startAgent(t, lang, argv, "delete", env)
+	const step = 15 * time.Second
+	ag.expect(step, map[string]any{"step": "acquire", "token": 1})
+	ag.expect(step, map[string]any{"step": "delete_held", "error": "lease_held", "holder": a})
+	ag.expect(step, map[string]any{"step": "release", "held": false})
+	ag.expect(step, map[string]any{"step": "delete", "holder": a, "token": 1, "held": false})
+	ag.expect(step, map[string]any{"step": "get_deleted", "error": "not_found"})
+	ag.expect(step, map[string]any{"step": "delete_again", "error": "not_found"})
+	ag.expect(step, map[string]any{"step": "acquire_after", "holder": b, "token": 2})
 	ag.expect(step, map[string]any{"step": "done"})
 	ag.exit(10 * time.Second)
 }

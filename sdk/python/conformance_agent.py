@@ -66,7 +66,7 @@ def expect_error(step: str, f: Callable[[], Any], **extra: Any) -> None:
         f()
     except leasesvc.LeaseError as e:
         out: Dict[str, Any] = {"step": step, "error": code(e)}
-        if isinstance(e, leasesvc.LeaseHeld):
+        if isinstance(e, leasesvc.LeaseHeldError):
             out["holder"] = e.lease.holder
         out.update(extra)
         emit(**out)
@@ -174,7 +174,7 @@ def case_succession(env: Env) -> None:
         c.acquire(name, env.holder + "-c", ttl)
         emit(step="acquire_reserved", error="none")
         raise SystemExit(1)
-    except leasesvc.LeaseReserved as e:
+    except leasesvc.LeaseReservedError as e:
         emit(step="acquire_reserved", error=code(e), reservedFor=e.reserved_for)
     except leasesvc.LeaseError as e:
         emit(step="acquire_reserved", error=code(e))
@@ -197,8 +197,25 @@ def case_succession(env: Env) -> None:
     emit(step="done")
 
 
+def case_delete(env: Env) -> None:
+    """The ``delete`` case of PROTOCOL.md (docs/contract.md §15)."""
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    lease = c.acquire(name, a, ttl)
+    emit(step="acquire", token=lease.fencing_token)
+    expect_error("delete_held", lambda: c.delete(name))
+    rel = c.release(name, a, lease.fencing_token)
+    emit(step="release", held=rel.held)
+    d = c.delete(name)
+    emit(step="delete", holder=d.holder, token=d.fencing_token, held=d.held)
+    expect_error("get_deleted", lambda: c.get(name))
+    expect_error("delete_again", lambda: c.delete(name))
+    other = c.acquire(name, b, ttl)
+    emit(step="acquire_after", holder=other.holder, token=other.fencing_token)
+    emit(step="done")
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
-         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession}
+         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete}
 
 
 def main() -> None:

@@ -59,21 +59,7 @@ func TestTypeScriptSDK(t *testing.T) {
 
 	bin := e2e.Binary(t)
 
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "tsconfig.json", "tsconfig.test.json"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"src", "test", "examples"} {
-		if err := os.CopyFS(filepath.Join(dir, d), os.DirFS(d)); err != nil {
-			t.Fatalf("copy %s: %v", d, err)
-		}
-	}
+	dir := copyPackage(t)
 
 	npm := func(args ...string) string {
 		t.Helper()
@@ -100,4 +86,27 @@ func TestTypeScriptSDK(t *testing.T) {
 	if !strings.Contains(out, "# fail 0") || !strings.Contains(out, "# skipped 0") || strings.Contains(out, "# tests 0") {
 		t.Fatalf("npm test did not report a passing run:\n%s", out)
 	}
+}
+
+// copyPackage copies the package (manifest, lock file, README, sources,
+// tests, examples; not node_modules, dist or build) to a temporary
+// directory and returns it.
+func copyPackage(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json", "tsconfig.json", "tsconfig.test.json", "README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"src", "test", "examples"} {
+		if err := os.CopyFS(filepath.Join(dir, d), os.DirFS(d)); err != nil {
+			t.Fatalf("copy %s: %v", d, err)
+		}
+	}
+	return dir
 }

@@ -231,6 +231,14 @@ try {
   await pp.waitForTimeout(800);
   await pp.screenshot({ path: join(SHOTS, 'dashboard-390-dark.png'), fullPage: true });
   ok('screenshots at 1280 and 390 px, light and dark', SHOTS);
+
+  // A deleted lease disappears from the page (docs/contract.md §15).
+  t = Date.now();
+  const del = await fetch(`${OPEN}/v1/leases/team-a.fresh`, { method: 'DELETE' });
+  if (!del.ok) throw new Error(`DELETE team-a.fresh: ${del.status} ${await del.text()}`);
+  await page.waitForFunction(() => !document.querySelector('.row.lease[data-name="team-a.fresh"]'), null, { timeout: LIMIT_MS, polling: 20 })
+    .catch(() => { throw new Error(`a deleted lease is still shown ${LIMIT_MS} ms after its delete`); });
+  ok('a deleted lease disappears within 1 s', `(${Date.now() - t} ms)`);
   await phone.close();
   await ctx.close();
 

@@ -4,23 +4,22 @@
 safe retries; :class:`Elector` campaigns for a lease, renews it every TTL/3
 with jitter, and ends leadership at once on ``lease_lost`` and at the safe
 deadline (local monotonic send time + TTL × (1 − drift margin)) even when the
-service cannot be reached. See docs/agents.md and docs/contract.md §2, §7,
-§12.
+service cannot be reached. Both are context managers. For asyncio, see
+:mod:`leasesvc.aio` (``AsyncElector``). See docs/agents.md and
+docs/contract.md §2, §7, §12.
 
 Example::
 
     import leasesvc
 
-    client = leasesvc.Client("http://localhost:8080")
-
     def lead(term: leasesvc.Term) -> None:
         while not term.wait(1.0):          # until leadership ends
             write_downstream(term.token)   # fence every write with the token
 
-    elector = leasesvc.Elector(client, "team-a.scheduler", on_started_leading=lead)
-    elector.start()
-    ...
-    elector.stop()                         # ends the term, releases the lease
+    with leasesvc.Client("http://localhost:8080") as client:
+        with leasesvc.Elector(client, "team-a.scheduler", on_started_leading=lead):
+            ...                            # leads whenever it can
+        # the block's end stopped it: the term ended, the lease is released
 """
 
 import logging as _logging
@@ -36,34 +35,51 @@ from .elector import (
     MAX_PRIORITY,
     Elector,
     NotLeading,
+    NotLeadingError,
     Resigned,
+    ResignedError,
     Stopped,
+    StoppedError,
     Term,
     Transferred,
+    TransferredError,
     Yielded,
+    YieldedError,
     default_cancel_before,
     default_holder,
     valid_name,
 )
 from .errors import (
     AccessDenied,
+    AccessDeniedError,
     CredentialsError,
     FieldError,
     InternalError,
     InvalidArgument,
+    InvalidArgumentError,
     LeaseError,
     LeaseHeld,
+    LeaseHeldError,
     LeaseLost,
+    LeaseLostError,
     LeaseReserved,
+    LeaseReservedError,
     NotFound,
+    NotFoundError,
     PermissionDenied,
+    PermissionDeniedError,
     RateLimited,
+    RateLimitedError,
     SafeDeadline,
+    SafeDeadlineError,
     Unauthenticated,
+    UnauthenticatedError,
     Unavailable,
+    UnavailableError,
 )
 from .lease import (
     EVENT_ACQUIRED,
+    EVENT_DELETED,
     EVENT_EXPIRED,
     EVENT_RELEASED,
     EVENT_REVOKED,
@@ -74,17 +90,22 @@ from .lease import (
     newer,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # A library logs only where the application configures logging.
 _logging.getLogger("leasesvc").addHandler(_logging.NullHandler())
 
 __all__ = [
-    "AccessDenied", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",
+    "AccessDeniedError", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",
     "DEFAULT_DRIFT_MARGIN", "DEFAULT_RENEW_JITTER", "DEFAULT_TTL", "DEFAULT_WAIT", "EVENT_ACQUIRED",
-    "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
-    "InternalError", "InvalidArgument", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeading", "Lease", "LeaseError", "LeaseHeld", "LeaseLost", "LeaseReserved", "NotFound",
-    "Page", "PermissionDenied", "RateLimited", "Resigned", "SafeDeadline", "Stopped", "Term", "Transferred",
-    "Unauthenticated", "Unavailable", "WATCH_IDLE", "Watch", "Yielded", "default_cancel_before", "default_holder",
-    "newer", "valid_name",
+    "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
+    "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
+    "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
+    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "StoppedError", "Term",
+    "TransferredError", "UnauthenticatedError", "UnavailableError", "WATCH_IDLE", "Watch", "YieldedError",
+    "default_cancel_before", "default_holder", "newer", "valid_name",
+    # The names of the 0.1 releases, aliases of the classes above.
+    "AccessDenied", "InvalidArgument", "LeaseHeld", "LeaseLost", "LeaseReserved", "NotFound", "NotLeading",
+    "PermissionDenied", "RateLimited", "Resigned", "SafeDeadline", "Stopped", "Transferred", "Unauthenticated",
+    "Unavailable", "Yielded",
 ]

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .backoff import DEFAULT_BACKOFF, Backoff
@@ -16,12 +17,12 @@ from .errors import (
     CredentialsError,
     FieldError,
     InternalError,
-    InvalidArgument,
+    InvalidArgumentError,
     LeaseError,
-    LeaseHeld,
-    LeaseReserved,
-    RateLimited,
-    Unavailable,
+    LeaseHeldError,
+    LeaseReservedError,
+    RateLimitedError,
+    UnavailableError,
     error_class,
 )
 from .lease import EVENT_STATE, Event, Lease, Page, parse_time
@@ -75,6 +76,9 @@ def _ms(seconds: float) -> int:
 class Client:
     """Calls the leasesvc HTTP API. Safe for use by many threads.
 
+    A context manager: ``with Client(url) as client:`` closes it at the end
+    of the block (:meth:`close`).
+
     Transient failures (connection errors, timeouts, 429, 502, 503, 504) are
     retried up to ``max_attempts`` sends in all, spaced by ``backoff``; a
     503's ``Retry-After`` lengthens a delay up to ``backoff.max``, a 429's
@@ -123,6 +127,35 @@ class Client:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.user_agent = user_agent
+        self._closed = False
+        self._watches: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # open watch streams
+        self._watches_mu = threading.Lock()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client: end the watch streams it opened that are still
+        open, and refuse further requests (``RuntimeError``). Requests in
+        flight finish. An :class:`~leasesvc.Elector` using the client loses
+        its renewals, so stop it first. Closing twice is harmless."""
+        with self._watches_mu:
+            self._closed = True
+            watches = list(self._watches)
+        for w in watches:
+            w.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("leasesvc.Client: the client is closed")
 
     @property
     def base_url(self) -> str:
@@ -166,8 +199,8 @@ class Client:
                 otherwise) and sends priority 0 when ``priority`` is None.
 
         Raises:
-            LeaseHeld: held by another; ``err.lease`` is the current lease.
-            LeaseReserved: free but reserved for another holder
+            LeaseHeldError: held by another; ``err.lease`` is the current lease.
+            LeaseReservedError: free but reserved for another holder
                 (``err.reserved_for``, ``err.reserved_until``).
         """
         return Lease.from_json(self._acquire(name, holder, ttl, metadata=metadata, wait=wait,
@@ -207,7 +240,7 @@ class Client:
         the holder to step down for ``lease.yield_to``.
 
         Raises:
-            LeaseLost: anything but the current live holding: stop acting as
+            LeaseLostError: anything but the current live holding: stop acting as
                 leader now.
         """
         return Lease.from_json(self._renew(name, holder, fencing_token, ttl=ttl, metadata=metadata,
@@ -236,7 +269,7 @@ class Client:
         (docs/contract.md §8).
 
         Raises:
-            LeaseLost: anything else.
+            LeaseLostError: anything else.
         """
         return Lease.from_json(self._release(name, holder, fencing_token, checkpoint=checkpoint))
 
@@ -250,25 +283,31 @@ class Client:
                           attempts=attempts, timeout=timeout)
 
     def transfer(self, name: str, holder: str, fencing_token: int, to: str, *,
-                 checkpoint: Optional[Dict[str, Any]] = None, reserve: Optional[float] = None) -> Lease:
+                 checkpoint: Optional[Dict[str, Any]] = None, reserve: Optional[float] = None,
+                 to_principal: Optional[str] = None) -> Lease:
         """Hand the holding named by holder and token over to the holder
         ``to`` (docs/contract.md §8): the holding ends now, as with
         :meth:`release`, ``checkpoint`` (if given) is written, and the lease
         is reserved for ``to`` for ``reserve`` seconds (1 ms … 60 s; None:
         the service's default, 5 s). ``to``'s acquire then gets token + 1
         and the checkpoint; anyone else's is refused with
-        :class:`~leasesvc.LeaseReserved` meanwhile. Repeating it succeeds
-        while nobody has acquired since.
+        :class:`~leasesvc.LeaseReservedError` meanwhile. With authentication on,
+        the reservation is for ``to`` acquiring as ``to_principal`` (the
+        successor's principal; None: the caller's own): ``to``'s acquire by
+        another principal is refused too. Repeating it succeeds while nobody
+        has acquired since.
 
         Raises:
-            LeaseLost: not the current live holding (or its own ended one).
-            InvalidArgument: ``to`` is the holder itself, or a bad argument.
+            LeaseLostError: not the current live holding (or its own ended one).
+            InvalidArgumentError: ``to`` is the holder itself, or a bad argument.
         """
         body: Dict[str, Any] = {"holder": holder, "fencingToken": fencing_token, "to": to}
         if checkpoint is not None:
             body["checkpoint"] = checkpoint
         if reserve is not None:
             body["reserveMs"] = max(1, _ms(reserve))
+        if to_principal is not None:
+            body["toPrincipal"] = to_principal
         return Lease.from_json(self._transfer(name, body))
 
     def _transfer(self, name: str, body: Dict[str, Any], *, attempts: int = 0,
@@ -280,7 +319,7 @@ class Client:
         """Return the lease, held or not.
 
         Raises:
-            NotFound: the lease never existed.
+            NotFoundError: the lease never existed.
         """
         return Lease.from_json(self._call("get", name, "GET", _lease_path(name, ""), None))
 
@@ -315,7 +354,7 @@ class Client:
         """End the live holding of the lease now, as an operator (the admin
         verb): the holder's next renew is ``lease_lost`` and the next acquire
         gets token + 1. ``fencing_token``, if positive, revokes only that
-        holding (``LeaseLost`` when it is not the live one). A lease that is
+        holding (``LeaseLostError`` when it is not the live one). A lease that is
         not held is answered unchanged.
 
         A revoke is not idempotent (sent again after its answer was lost it
@@ -328,12 +367,34 @@ class Client:
         return Lease.from_json(self._call("revoke", name, "POST", _lease_path(name, ":revoke"), body,
                                           not_idempotent=True))
 
+    def delete(self, name: str) -> Lease:
+        """Delete the lease, which nobody may hold or have reserved
+        (``DELETE /v1/leases/{name}``, docs/contract.md §15), and return it as
+        it was. It is then not found to get, list and watch, but its fencing
+        token is kept: the next acquire gets the deleted token + 1. Needs the
+        ``delete`` verb (or ``admin``) with authentication on.
+
+        A delete is not idempotent (sent again it answers ``NotFound``), so
+        only failures that show the service did not act are retried: 429, and
+        connections never made.
+
+        Raises:
+            LeaseHeld: the lease is held (``.lease`` is the holding).
+            LeaseReserved: the free lease is reserved for a successor.
+            NotFound: the lease never existed, or is already deleted.
+        """
+        return Lease.from_json(self._call("delete", name, "DELETE", _lease_path(name, ""), None,
+                                          not_idempotent=True))
+
     def watch(self, name: str) -> "Watch":
         """Open a watch stream of the lease (``GET …:watch``): the lease now,
         then each change of holding. It fails like :meth:`get` when the
         service cannot be reached (after retries) or refuses; once open, a
         dropped stream is reconnected until :meth:`Watch.close`."""
         w = Watch(self, name)
+        with self._watches_mu:
+            self._check_open()
+            self._watches.add(w)
         w._connect(first=True)
         return w
 
@@ -364,6 +425,7 @@ class Client:
               not_idempotent: bool = False, cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         """Send a request, retrying transient failures, and return the
         decoded 200 answer; errors name the operation and the lease."""
+        self._check_open()
         raw = json.dumps(body).encode() if body is not None else None
         attempts = attempts or self.max_attempts
         t = (timeout or self.request_timeout) + extra
@@ -375,12 +437,12 @@ class Client:
                 err = e
             if cancel is not None and cancel.cancelled:
                 raise err._named(op, name)
-            if not isinstance(err, Unavailable) or (not_idempotent and not _not_acted_on(err)):
+            if not isinstance(err, UnavailableError) or (not_idempotent and not _not_acted_on(err)):
                 raise err._named(op, name)
             if n + 1 >= attempts:
                 raise err._named(op, name)
             d = self.backoff.delay(n)
-            if isinstance(err, RateLimited) and err.retry_after > d:
+            if isinstance(err, RateLimitedError) and err.retry_after > d:
                 d = err.retry_after  # the caller's rate limit: sooner is refused again
             elif err.retry_after > d:
                 d = min(err.retry_after, self.backoff.max)
@@ -397,7 +459,7 @@ class Client:
             try:
                 conn.connect()
             except (OSError, http.client.HTTPException) as e:
-                raise Unavailable(f"connect: {e}", cause=e, code="unavailable") from e
+                raise UnavailableError(f"connect: {e}", cause=e, code="unavailable") from e
             if cancel is not None:
                 cancel.attach(conn)  # now with its socket
             try:
@@ -405,7 +467,7 @@ class Client:
                 resp = conn.getresponse()
                 data = resp.read(_MAX_BODY)
             except (OSError, http.client.HTTPException) as e:
-                err = Unavailable(f"{type(e).__name__}: {e}", cause=e)
+                err = UnavailableError(f"{type(e).__name__}: {e}", cause=e)
                 err.sent = True  # type: ignore[attr-defined]
                 raise err from e
             if resp.status == 200:
@@ -426,7 +488,7 @@ class Client:
 def _not_acted_on(e: LeaseError) -> bool:
     """Whether a transient failure shows the service did not act: a rate
     limit refusal, or a connection never made."""
-    if isinstance(e, RateLimited):
+    if isinstance(e, RateLimitedError):
         return True
     return e.status == 0 and not getattr(e, "sent", False)
 
@@ -457,15 +519,15 @@ def problem_error(status: int, retry_after_header: Optional[str], raw: bytes) ->
     code = str(p.get("code") or "")
     detail = str(p.get("detail") or "")
     if code == "lease_held" and isinstance(p.get("lease"), dict):
-        return LeaseHeld(Lease.from_json(p["lease"]), retry_after=ra, status=status)
+        return LeaseHeldError(Lease.from_json(p["lease"]), retry_after=ra, status=status)
     if code == "lease_reserved" and isinstance(p.get("lease"), dict):
         lease = Lease.from_json(p["lease"])
-        return LeaseReserved(lease, reserved_for=str(p.get("reservedFor") or lease.reserved_for),
+        return LeaseReservedError(lease, reserved_for=str(p.get("reservedFor") or lease.reserved_for),
                              reserved_until=parse_time(p.get("reservedUntil")) or lease.reserved_until,
                              retry_after=ra, status=status)
     cls = error_class(status, code)
-    if cls in (LeaseHeld, LeaseReserved):  # lease_held without its lease: cannot say who holds it
-        cls = InvalidArgument if status < 500 else InternalError
+    if cls in (LeaseHeldError, LeaseReservedError):  # lease_held without its lease: cannot say who holds it
+        cls = InvalidArgumentError if status < 500 else InternalError
     if not code and not detail:
         detail = raw[:200].decode("utf-8", "replace").strip()
     fields = [FieldError(str(f.get("field", "")), str(f.get("detail", "")))
@@ -522,7 +584,7 @@ class Watch:
                     self._open()
                     failures = 0
                     self.reconnects += 1
-                except Unavailable:
+                except UnavailableError:
                     if self._closed.wait(self._c.backoff.delay(min(failures, 16))):
                         break
                     failures += 1
@@ -552,7 +614,7 @@ class Watch:
             try:
                 self._open()
                 return
-            except Unavailable as e:
+            except UnavailableError as e:
                 if n + 1 >= self._c.max_attempts or self._closed.is_set():
                     raise e._named("watch", self._name)
             except LeaseError as e:
@@ -572,12 +634,12 @@ class Watch:
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            raise Unavailable(f"{type(e).__name__}: {e}", cause=e) from e
+            raise UnavailableError(f"{type(e).__name__}: {e}", cause=e) from e
         if resp.status != 200:
             data = resp.read(4096)
             conn.close()
             err = problem_error(resp.status, resp.getheader("Retry-After"), data)
-            if not isinstance(err, Unavailable):
+            if not isinstance(err, UnavailableError):
                 with self._mu:
                     self._closed.set()
             raise err

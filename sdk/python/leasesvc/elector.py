@@ -15,8 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .backoff import Backoff
 from .client import Client, _Cancel
-from .errors import (AccessDenied, InvalidArgument, LeaseError, LeaseHeld, LeaseLost, LeaseReserved, RateLimited,
-                     SafeDeadline, Unavailable)
+from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
+                     SafeDeadlineError, UnavailableError)
 from .lease import Lease
 
 #: The lease duration an Elector asks for by default, seconds.
@@ -52,16 +52,16 @@ def default_cancel_before(ttl: float) -> float:
     return min(0.25, ttl / 10)
 
 
-class Stopped(Exception):
+class StoppedError(Exception):
     """The cause of a term ended by :meth:`Elector.stop`."""
 
 
-class Resigned(Exception):
+class ResignedError(Exception):
     """The cause of a term whose ``on_started_leading`` returned while still
     leading."""
 
 
-class Yielded(Exception):
+class YieldedError(Exception):
     """The cause of a term the Elector stepped down from for a preempting
     candidate (``on_yield_requested``, docs/contract.md §8). ``to`` names
     the candidate."""
@@ -71,7 +71,7 @@ class Yielded(Exception):
         super().__init__(f"stepped down for the preempting candidate {to!r}")
 
 
-class Transferred(Exception):
+class TransferredError(Exception):
     """The cause of a term that :meth:`Elector.transfer` handed over to a
     named successor. ``to`` names it."""
 
@@ -80,9 +80,18 @@ class Transferred(Exception):
         super().__init__(f"leadership transferred to {to!r}")
 
 
-class NotLeading(Exception):
+class NotLeadingError(Exception):
     """Raised by :meth:`Elector.set_checkpoint`, :meth:`Elector.checkpoint`
     and :meth:`Elector.transfer` when there is no term they could act on."""
+
+
+# The names of the 0.1 releases: aliases of the same classes (see
+# leasesvc.errors).
+Stopped = StoppedError
+Resigned = ResignedError
+Yielded = YieldedError
+Transferred = TransferredError
+NotLeading = NotLeadingError
 
 
 def _encode_checkpoint(value: Dict[str, Any]) -> Dict[str, Any]:
@@ -104,8 +113,8 @@ class Term:
             has seen.
         lease: the lease as the acquire that began the term answered it.
         ended: a :class:`threading.Event` set the moment leadership ends.
-        cause: why it ended (:class:`~leasesvc.LeaseLost`,
-            :class:`~leasesvc.SafeDeadline`, :class:`Stopped`, ...), ``None``
+        cause: why it ended (:class:`~leasesvc.LeaseLostError`,
+            :class:`~leasesvc.SafeDeadlineError`, :class:`StoppedError`, ...), ``None``
             while leading.
         ended_at: the Elector's monotonic clock when the term ended, ``None``
             while leading.
@@ -223,7 +232,7 @@ class Elector:
             The term still lasts: it may save progress with
             :meth:`set_checkpoint` or :meth:`checkpoint`. When it returns,
             the Elector steps down: it ends the term (cause
-            :class:`Yielded`), waits for ``on_started_leading`` to return,
+            :class:`YieldedError`), waits for ``on_started_leading`` to return,
             releases the lease with the latest checkpoint, calls
             ``on_stopped_leading`` and campaigns again. ``None``: it steps
             down the same way at once.
@@ -354,9 +363,9 @@ class Elector:
         """The term checkpoints and transfers act on (under _cond)."""
         t = self._term
         if t is None:
-            raise NotLeading("leasesvc.Elector: not leading")
+            raise NotLeadingError("leasesvc.Elector: not leading")
         if t._closed is not None:
-            raise NotLeading(f"leasesvc.Elector: the holding is over: {t._closed}")
+            raise NotLeadingError(f"leasesvc.Elector: the holding is over: {t._closed}")
         return t
 
     def set_checkpoint(self, value: Dict[str, Any]) -> None:
@@ -371,7 +380,7 @@ class Elector:
 
         Raises:
             ValueError: not a JSON object, or too large.
-            NotLeading: no term, or its holding is lost.
+            NotLeadingError: no term, or its holding is lost.
         """
         cp = _encode_checkpoint(value)
         with self._cond:
@@ -387,8 +396,8 @@ class Elector:
 
         Raises:
             ValueError: not a JSON object, or too large.
-            NotLeading: no term, or its holding is lost.
-            LeaseLost: the holding is over; the term ends at its next renew.
+            NotLeadingError: no term, or its holding is lost.
+            LeaseLostError: the holding is over; the term ends at its next renew.
         """
         cp = _encode_checkpoint(value)
         with self._cond:
@@ -410,7 +419,7 @@ class Elector:
         ``to``'s acquire gets the next fencing token and the checkpoint.
         Stop acting as leader before calling it: ``to`` may begin as soon as
         the service answered. On success the term ends (cause
-        :class:`Transferred`), no release follows, and once
+        :class:`TransferredError`), no release follows, and once
         ``on_started_leading`` returned the Elector campaigns again as a
         follower. It may be called from ``on_started_leading``. On failure
         the term goes on, unless the holding was lost.
@@ -418,7 +427,7 @@ class Elector:
         Raises:
             ValueError: ``to`` is empty or this Elector's own holder, or a
                 bad checkpoint.
-            NotLeading: no term, or its holding is lost.
+            NotLeadingError: no term, or its holding is lost.
             LeaseError: the service refused or could not be reached.
         """
         if not to or to == self.holder:
@@ -438,9 +447,9 @@ class Elector:
             t._transferred = True
             t._pending = None
             if t._closed is None:
-                t._closed = Transferred(to)
+                t._closed = TransferredError(to)
             if t.cause is None:
-                t.cause, t.ended_at = Transferred(to), self._clock()
+                t.cause, t.ended_at = TransferredError(to), self._clock()
             self.leading.clear()
             t.ended.set()
             self._cond.notify_all()
@@ -448,6 +457,17 @@ class Elector:
         return Lease.from_json(d)
 
     # --- life cycle -------------------------------------------------------
+
+    def __enter__(self) -> "Elector":
+        """``with Elector(...) as e:`` starts it (:meth:`start`) and stops it
+        gracefully (:meth:`stop`: the term ends, ``on_started_leading``
+        returns, the lease is released) when the block ends, also on an
+        exception."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def start(self) -> threading.Thread:
         """Run :meth:`run` in a new thread and return it. An error that ends
@@ -486,7 +506,7 @@ class Elector:
         """Campaign and lead until :meth:`stop`, then return.
 
         Raises:
-            InvalidArgument, AccessDenied: the service refuses the Elector's
+            InvalidArgumentError, AccessDeniedError: the service refuses the Elector's
                 requests for good (a TTL out of its bounds, credentials
                 refused, ...).
             RuntimeError: already running.
@@ -537,7 +557,7 @@ class Elector:
         rate limit refuses anything sooner. (A 503's Retry-After is not
         waited for: a leader's safe deadline does not wait.)"""
         d = self.retry_backoff.delay(failures)
-        if isinstance(err, RateLimited) and err.retry_after > d:
+        if isinstance(err, RateLimitedError) and err.retry_after > d:
             return err.retry_after
         return d
 
@@ -589,11 +609,11 @@ class Elector:
                     if renewed.checkpoint is None:  # (it survives; keep what the acquire inherited)
                         renewed.checkpoint, renewed.checkpoint_token = lease.checkpoint, lease.checkpoint_token
                     return renewed, now
-                except LeaseLost:
+                except LeaseLostError:
                     continue  # it ran out meanwhile: campaign again
                 except LeaseError:
                     return lease, sent  # lead on the acquire's deadline, however short
-            if isinstance(err, (LeaseHeld, LeaseReserved)):
+            if isinstance(err, (LeaseHeldError, LeaseReservedError)):
                 failures = 0
                 self._observe(err.lease)
                 if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
@@ -601,7 +621,7 @@ class Elector:
                     continue  # wait on the service now, or again
                 if not self._sleep(self._jittered(self.renew_interval)):
                     return None
-            elif isinstance(err, (InvalidArgument, AccessDenied)):
+            elif isinstance(err, (InvalidArgumentError, AccessDeniedError)):
                 raise err
             else:
                 wait = False
@@ -676,7 +696,7 @@ class Elector:
             except LeaseError as e:
                 res = (None, e, at)
             except Exception as e:  # never leave the loop waiting for an answer
-                res = (None, Unavailable(f"renew: {e}", cause=e), at)
+                res = (None, UnavailableError(f"renew: {e}", cause=e), at)
             with cond:
                 results.append(res)
                 cond.notify_all()
@@ -684,7 +704,7 @@ class Elector:
         try:
             return self._lead_loop(term, sent, end, results, cb_done, renew)
         finally:
-            end(Stopped("the Elector's run ended"))  # a no-op unless something raised
+            end(StoppedError("the Elector's run ended"))  # a no-op unless something raised
             with cond:
                 if term._closed is None:
                     term._closed = term.cause
@@ -732,15 +752,15 @@ class Elector:
                     yielded = True
                     self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
                                    self.name, self.holder, term._yield_to, term.token)
-                    end(Yielded(term._yield_to))
+                    end(YieldedError(term._yield_to))
             if renewing and now >= stop_at:
                 renewing = False
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
                                   self.name, self.holder, term.token, last_err or "no answer to the renew in time")
-                end(SafeDeadline(last_err))
+                end(SafeDeadlineError(last_err))
             if stopping and not graceful:
                 graceful = True
-                end(Stopped("Elector.stop"))
+                end(StoppedError("Elector.stop"))
                 self._log.info("leasesvc elector %s (%s): stopping", self.name, self.holder)
             for r, err, at in got:
                 in_flight = False
@@ -755,8 +775,8 @@ class Elector:
                         self._hook("on_renewed", self._on_renewed, renewed, at)
                     if renewed.yield_requested and term.leading and not graceful:
                         self._ask_yield(term, renewed.yield_to)
-                elif isinstance(err, (LeaseLost, InvalidArgument, AccessDenied)):
-                    lost, renewing = isinstance(err, LeaseLost), False
+                elif isinstance(err, (LeaseLostError, InvalidArgumentError, AccessDeniedError)):
+                    lost, renewing = isinstance(err, LeaseLostError), False
                     with cond:
                         if term._closed is None:
                             term._closed = err
@@ -770,7 +790,7 @@ class Elector:
                     failures += 1
             if cb_done.is_set():
                 resigned = not graceful and not yielded and term.leading
-                end(Resigned("on_started_leading returned") if resigned else Stopped("term over"))
+                end(ResignedError("on_started_leading returned") if resigned else StoppedError("term over"))
                 with cond:
                     transferred = term._transferred
                 if (graceful or resigned or yielded) and not lost and not transferred:
@@ -823,7 +843,7 @@ class Elector:
             cp = term._pending
             term._pending = None
             if term._closed is None:
-                term._closed = Stopped("released")
+                term._closed = StoppedError("released")
         token = term.token
         try:
             self._c._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout,

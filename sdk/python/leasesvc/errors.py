@@ -6,26 +6,31 @@ Every error the client raises for an answer of the service is a
 problem document. ``err.code`` is the API's code string, such as
 ``"lease_lost"``.
 
-=====================  ===========================  =========================
-class                  codes / statuses             Go sentinel
-=====================  ===========================  =========================
-LeaseHeld              lease_held (409)             ErrHeld (*HeldError)
-LeaseReserved          lease_reserved (409)         ErrReserved
-                                                    (*ReservedError)
-LeaseLost              lease_lost (409)             ErrLost
-NotFound               not_found (404)              ErrNotFound
-InvalidArgument        invalid_argument (400), 413,  ErrInvalid
-                       415, 405, other 4xx
-AccessDenied           (base of the next two)       ErrDenied
-Unauthenticated        unauthenticated (401)        ErrUnauthenticated
-PermissionDenied       permission_denied (403)      ErrPermissionDenied
-Unavailable            unavailable (503),           ErrUnavailable
-                       deadline_exceeded (504),
-                       502, no answer
-RateLimited            resource_exhausted (429)     ErrRateLimited
-InternalError          internal (500), unreadable   ErrInternal
-CredentialsError       the token callable failed    ErrCredentials
-=====================  ===========================  =========================
+=======================  ===========================  =======================
+class                    codes / statuses             Go sentinel
+=======================  ===========================  =======================
+LeaseHeldError           lease_held (409)             ErrHeld (*HeldError)
+LeaseReservedError       lease_reserved (409)         ErrReserved
+                                                      (*ReservedError)
+LeaseLostError           lease_lost (409)             ErrLost
+NotFoundError            not_found (404)              ErrNotFound
+InvalidArgumentError     invalid_argument (400), 413, ErrInvalid
+                         415, 405, other 4xx
+AccessDeniedError        (base of the next two)       ErrDenied
+UnauthenticatedError     unauthenticated (401)        ErrUnauthenticated
+PermissionDeniedError    permission_denied (403)      ErrPermissionDenied
+UnavailableError         unavailable (503),           ErrUnavailable
+                         deadline_exceeded (504),
+                         502, no answer
+RateLimitedError         resource_exhausted (429)     ErrRateLimited
+InternalError            internal (500), unreadable   ErrInternal
+CredentialsError         the token callable failed    ErrCredentials
+=======================  ===========================  =======================
+
+Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
+The names of the 0.1 releases (``LeaseHeld``, ``LeaseLost``, ``NotFound``,
+...) remain as aliases of the same classes, so ``except LeaseLost`` still
+catches them; new code uses the new names.
 """
 
 from __future__ import annotations
@@ -103,7 +108,7 @@ class LeaseError(Exception):
         return self
 
 
-class LeaseHeld(LeaseError):
+class LeaseHeldError(LeaseError):
     """An acquire found the lease held by another holder.
 
     ``lease`` is the current lease: who leads, with which token, until when.
@@ -121,7 +126,7 @@ class LeaseHeld(LeaseError):
         )
 
 
-class LeaseReserved(LeaseError):
+class LeaseReservedError(LeaseError):
     """An acquire found the lease free but reserved for another holder
     (409 ``lease_reserved``, docs/contract.md §8): the best waiting
     candidate after a holding ended, or the successor a transfer named.
@@ -153,46 +158,46 @@ class LeaseReserved(LeaseError):
         )
 
 
-class LeaseLost(LeaseError):
+class LeaseLostError(LeaseError):
     """A renew or release by someone who is not the current live holding:
     stop acting as leader now."""
 
     default_code = "lease_lost"
 
 
-class NotFound(LeaseError):
+class NotFoundError(LeaseError):
     """The lease never existed (get), or the route is unknown."""
 
     default_code = "not_found"
 
 
-class InvalidArgument(LeaseError):
+class InvalidArgumentError(LeaseError):
     """The service refused the request's arguments; retrying the same
     request cannot succeed. ``fields`` lists each bad field."""
 
     default_code = "invalid_argument"
 
 
-class AccessDenied(LeaseError):
+class AccessDeniedError(LeaseError):
     """The service refused the caller's credentials, or its policy does not
     allow the call (401, 403). Not retried."""
 
     default_code = "permission_denied"
 
 
-class Unauthenticated(AccessDenied):
+class UnauthenticatedError(AccessDeniedError):
     """No credentials, or credentials the service refused (401)."""
 
     default_code = "unauthenticated"
 
 
-class PermissionDenied(AccessDenied):
+class PermissionDeniedError(AccessDeniedError):
     """The policy does not grant the caller this verb on this lease (403)."""
 
     default_code = "permission_denied"
 
 
-class Unavailable(LeaseError):
+class UnavailableError(LeaseError):
     """The service could not be reached or could not answer (connection
     errors, timeouts, 502, 503, 504, 429), and the retries did not help."""
 
@@ -203,7 +208,7 @@ class Unavailable(LeaseError):
         super().__init__(detail, **kw)
 
 
-class RateLimited(Unavailable):
+class RateLimitedError(UnavailableError):
     """The caller's rate limit refused the call (429 resource_exhausted), and
     the retries, each sent no earlier than the answer's Retry-After, did not
     get through."""
@@ -226,7 +231,7 @@ class CredentialsError(LeaseError):
     default_code = "unauthenticated"
 
 
-class SafeDeadline(LeaseError):
+class SafeDeadlineError(LeaseError):
     """The cause of a term that ended because no renew succeeded before the
     safe deadline (docs/contract.md §2). ``last`` is the last renew's
     error, if any."""
@@ -239,17 +244,17 @@ class SafeDeadline(LeaseError):
 
 
 _BY_CODE = {
-    "lease_lost": LeaseLost,
-    "not_found": NotFound,
-    "invalid_argument": InvalidArgument,
-    "payload_too_large": InvalidArgument,
-    "unsupported_media_type": InvalidArgument,
-    "method_not_allowed": InvalidArgument,
-    "unavailable": Unavailable,
-    "deadline_exceeded": Unavailable,
-    "resource_exhausted": RateLimited,
-    "unauthenticated": Unauthenticated,
-    "permission_denied": PermissionDenied,
+    "lease_lost": LeaseLostError,
+    "not_found": NotFoundError,
+    "invalid_argument": InvalidArgumentError,
+    "payload_too_large": InvalidArgumentError,
+    "unsupported_media_type": InvalidArgumentError,
+    "method_not_allowed": InvalidArgumentError,
+    "unavailable": UnavailableError,
+    "deadline_exceeded": UnavailableError,
+    "resource_exhausted": RateLimitedError,
+    "unauthenticated": UnauthenticatedError,
+    "permission_denied": PermissionDeniedError,
     "internal": InternalError,
 }
 
@@ -260,19 +265,35 @@ def error_class(status: int, code: str) -> type:
     if code in _BY_CODE:
         return _BY_CODE[code]
     if code == "lease_held":
-        return LeaseHeld
+        return LeaseHeldError
     if code == "lease_reserved":
-        return LeaseReserved
+        return LeaseReservedError
     if status == 404:
-        return NotFound
+        return NotFoundError
     if status == 401:
-        return Unauthenticated
+        return UnauthenticatedError
     if status == 403:
-        return PermissionDenied
+        return PermissionDeniedError
     if status == 429:
-        return RateLimited
+        return RateLimitedError
     if status in (502, 503, 504):
-        return Unavailable
+        return UnavailableError
     if 400 <= status < 500:
-        return InvalidArgument
+        return InvalidArgumentError
     return InternalError
+
+
+# The names of the 0.1 releases: aliases of the same classes, kept so that
+# code written against them still imports and catches.
+LeaseHeld = LeaseHeldError
+LeaseReserved = LeaseReservedError
+LeaseLost = LeaseLostError
+NotFound = NotFoundError
+InvalidArgument = InvalidArgumentError
+AccessDenied = AccessDeniedError
+Unauthenticated = UnauthenticatedError
+PermissionDenied = PermissionDeniedError
+Unavailable = UnavailableError
+RateLimited = RateLimitedError
+SafeDeadline = SafeDeadlineError
+

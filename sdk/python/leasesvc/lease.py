@@ -129,6 +129,9 @@ EVENT_ACQUIRED = "acquired"
 EVENT_RELEASED = "released"
 EVENT_EXPIRED = "expired"
 EVENT_REVOKED = "revoked"
+#: The lease, not held, was deleted (docs/contract.md §15); it is not found
+#: until an acquire creates it again with the next fencing token.
+EVENT_DELETED = "deleted"
 EVENT_STATE = "lease"
 
 
@@ -136,8 +139,8 @@ EVENT_STATE = "lease"
 class Event:
     """One leadership event of a watch stream (or a Pub/Sub message's data).
 
-    ``type`` is one of ``acquired``, ``released``, ``expired``, ``revoked``
-    or ``lease`` (the state now: first on every stream, again after a
+    ``type`` is one of ``acquired``, ``released``, ``expired``, ``revoked``,
+    ``deleted`` or ``lease`` (the state now: first on every stream, again after a
     reconnect; its ``lease`` is ``None`` when the lease never existed).
     """
 
@@ -157,7 +160,7 @@ class Event:
     def from_json(cls, d: Mapping[str, Any], id: str = "") -> "Event":
         """Build an Event from the API's event JSON."""
         typ = str(d.get("type", ""))
-        if typ not in (EVENT_ACQUIRED, EVENT_RELEASED, EVENT_EXPIRED, EVENT_REVOKED):
+        if typ not in (EVENT_ACQUIRED, EVENT_RELEASED, EVENT_EXPIRED, EVENT_REVOKED, EVENT_DELETED):
             raise ValueError(f"leasesvc event: unknown type {typ!r}")
         lease = Lease.from_json(d.get("lease") or {})
         if not lease.name or lease.fencing_token < 1:
@@ -176,13 +179,16 @@ class Event:
     def _rank(self) -> int:
         if self.type == EVENT_ACQUIRED or (self.type == EVENT_STATE and self.lease is not None and self.lease.held):
             return 0
+        if self.type == EVENT_DELETED:
+            return 2
         return 1
 
 
 def newer(a: Event, b: Event) -> bool:
     """Report whether event ``b`` comes after event ``a`` of the same lease in
     the order consumers use (docs/contract.md §5): by fencing token, and
-    within one token acquired before released, expired or revoked. Keep the
+    within one token acquired before released, expired or revoked, and those
+    before deleted. Keep the
     newest event per lease and drop any ``ev`` for which ``newer(kept, ev)``
     is false: duplicates and late arrivals."""
     ta = a.lease.fencing_token if a.lease else 0

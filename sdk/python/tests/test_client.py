@@ -27,15 +27,15 @@ class FakeTestCase(unittest.TestCase):
 class ErrorMappingTest(FakeTestCase):
     def test_codes_map_to_typed_errors(self) -> None:
         cases = [
-            (problem(409, "lease_lost"), leasesvc.LeaseLost),
-            (problem(404, "not_found"), leasesvc.NotFound),
-            (problem(400, "invalid_argument", errors=[{"field": "ttlMs", "detail": "too short"}]), leasesvc.InvalidArgument),
-            (problem(413, "payload_too_large"), leasesvc.InvalidArgument),
-            (problem(401, "unauthenticated"), leasesvc.Unauthenticated),
-            (problem(403, "permission_denied"), leasesvc.PermissionDenied),
+            (problem(409, "lease_lost"), leasesvc.LeaseLostError),
+            (problem(404, "not_found"), leasesvc.NotFoundError),
+            (problem(400, "invalid_argument", errors=[{"field": "ttlMs", "detail": "too short"}]), leasesvc.InvalidArgumentError),
+            (problem(413, "payload_too_large"), leasesvc.InvalidArgumentError),
+            (problem(401, "unauthenticated"), leasesvc.UnauthenticatedError),
+            (problem(403, "permission_denied"), leasesvc.PermissionDeniedError),
             (problem(500, "internal"), leasesvc.InternalError),
-            ((418, {}, b"teapot"), leasesvc.InvalidArgument),
-            ((404, {}, b"no such route"), leasesvc.NotFound),
+            ((418, {}, b"teapot"), leasesvc.InvalidArgumentError),
+            ((404, {}, b"no such route"), leasesvc.NotFoundError),
         ]
         for ans, cls in cases:
             with self.subTest(code=ans[2]):
@@ -45,12 +45,12 @@ class ErrorMappingTest(FakeTestCase):
                     c.get("a")
                 self.assertEqual(len(f.requests), 1, "a refusal must not be retried")
                 self.assertEqual(cm.exception.status, ans[0])
-        self.assertTrue(issubclass(leasesvc.Unauthenticated, leasesvc.AccessDenied))
-        self.assertTrue(issubclass(leasesvc.RateLimited, leasesvc.Unavailable))
+        self.assertTrue(issubclass(leasesvc.UnauthenticatedError, leasesvc.AccessDeniedError))
+        self.assertTrue(issubclass(leasesvc.RateLimitedError, leasesvc.UnavailableError))
 
     def test_invalid_argument_lists_fields(self) -> None:
         f = self.serve(lambda req: problem(400, "invalid_argument", errors=[{"field": "ttlMs", "detail": "too short"}]))
-        with self.assertRaises(leasesvc.InvalidArgument) as cm:
+        with self.assertRaises(leasesvc.InvalidArgumentError) as cm:
             leasesvc.Client(f.url).acquire("a", "me", 0.5)
         self.assertEqual(cm.exception.fields, [leasesvc.FieldError("ttlMs", "too short")])
         self.assertEqual(cm.exception.code, "invalid_argument")
@@ -59,7 +59,7 @@ class ErrorMappingTest(FakeTestCase):
 
     def test_lease_held_carries_the_lease(self) -> None:
         f = self.serve(lambda req: problem(409, "lease_held", retry_after=3, lease=lease_json(holder="other", token=7)))
-        with self.assertRaises(leasesvc.LeaseHeld) as cm:
+        with self.assertRaises(leasesvc.LeaseHeldError) as cm:
             leasesvc.Client(f.url).acquire("a", "me", 1.0)
         e = cm.exception
         self.assertEqual((e.lease.holder, e.lease.fencing_token, e.code, e.retry_after), ("other", 7, "lease_held", 3.0))
@@ -86,7 +86,7 @@ class RetryTest(FakeTestCase):
 
     def test_attempts_run_out(self) -> None:
         f = self.serve(lambda req: problem(503, "unavailable"))
-        with self.assertRaises(leasesvc.Unavailable):
+        with self.assertRaises(leasesvc.UnavailableError):
             leasesvc.Client(f.url, max_attempts=3, backoff=FAST).get("a")
         self.assertEqual(len(f.requests), 3)
 
@@ -100,7 +100,7 @@ class RetryTest(FakeTestCase):
 
     def test_rate_limited_after_attempts(self) -> None:
         f = self.serve(lambda req: problem(429, "resource_exhausted"))
-        with self.assertRaises(leasesvc.RateLimited) as cm:
+        with self.assertRaises(leasesvc.RateLimitedError) as cm:
             leasesvc.Client(f.url, max_attempts=2, backoff=FAST).get("a")
         self.assertEqual(cm.exception.code, "resource_exhausted")
 
@@ -108,7 +108,7 @@ class RetryTest(FakeTestCase):
         f = FakeService(lambda req: (200, {}, {}))
         url = f.url
         f.close()
-        with self.assertRaises(leasesvc.Unavailable) as cm:
+        with self.assertRaises(leasesvc.UnavailableError) as cm:
             leasesvc.Client(url, max_attempts=2, backoff=FAST).get("a")
         self.assertEqual(cm.exception.status, 0)
 
@@ -118,12 +118,12 @@ class RetryTest(FakeTestCase):
             return (200, {}, lease_json())
 
         f = self.serve(slow)
-        with self.assertRaises(leasesvc.Unavailable):
+        with self.assertRaises(leasesvc.UnavailableError):
             leasesvc.Client(f.url, request_timeout=0.1, max_attempts=1).get("a")
 
     def test_revoke_retries_only_what_was_not_acted_on(self) -> None:
         f = self.serve(lambda req: problem(503, "unavailable"))
-        with self.assertRaises(leasesvc.Unavailable):
+        with self.assertRaises(leasesvc.UnavailableError):
             leasesvc.Client(f.url, backoff=FAST).revoke("a", "why")
         self.assertEqual(len(f.requests), 1, "a 503 revoke may have acted: not retried")
         answers = [problem(429, "resource_exhausted"), (200, {}, lease_json(held=False))]
@@ -249,7 +249,7 @@ class WatchTest(FakeTestCase):
 
     def test_refusal_is_raised(self) -> None:
         f = self.serve(lambda req: problem(400, "invalid_argument"))
-        with self.assertRaises(leasesvc.InvalidArgument):
+        with self.assertRaises(leasesvc.InvalidArgumentError):
             leasesvc.Client(f.url).watch("a")
 
     def test_newer(self) -> None:
@@ -260,6 +260,62 @@ class WatchTest(FakeTestCase):
         self.assertFalse(leasesvc.newer(r1, a1))
         self.assertTrue(leasesvc.newer(r1, a2))
         self.assertFalse(leasesvc.newer(a2, a2))
+        d1 = leasesvc.Event(leasesvc.EVENT_DELETED, leasesvc.Lease(name="a", fencing_token=1))
+        self.assertTrue(leasesvc.newer(r1, d1))  # a deletion follows the end of its holding
+        self.assertFalse(leasesvc.newer(d1, r1))
+        self.assertTrue(leasesvc.newer(d1, a2))
+
+
+class ContextManagerTest(FakeTestCase):
+    def test_with_closes_the_client_and_its_watches(self) -> None:
+        f = self.serve(lambda req: sse(["event: lease\ndata: null\n\n"], hold=10)
+                       if req.path.endswith(":watch") else (200, {}, lease_json()))
+        with leasesvc.Client(f.url) as c:
+            self.assertFalse(c.closed)
+            self.assertEqual(c.get("a").fencing_token, 1)
+            w = c.watch("a")
+            self.assertEqual(next(w).type, "lease")
+        self.assertTrue(c.closed)
+        t = time.monotonic()
+        self.assertEqual(list(w), [], "the watch outlived its client")
+        self.assertLess(time.monotonic() - t, 5)
+        with self.assertRaises(RuntimeError):
+            c.get("a")
+        with self.assertRaises(RuntimeError):
+            c.watch("a")
+        c.close()  # twice: harmless
+
+
+class NamesTest(unittest.TestCase):
+    OLD = {
+        "LeaseHeld": "LeaseHeldError", "LeaseReserved": "LeaseReservedError", "LeaseLost": "LeaseLostError",
+        "NotFound": "NotFoundError", "InvalidArgument": "InvalidArgumentError", "AccessDenied": "AccessDeniedError",
+        "Unauthenticated": "UnauthenticatedError", "PermissionDenied": "PermissionDeniedError",
+        "Unavailable": "UnavailableError", "RateLimited": "RateLimitedError", "SafeDeadline": "SafeDeadlineError",
+        "Stopped": "StoppedError", "Resigned": "ResignedError", "Yielded": "YieldedError",
+        "Transferred": "TransferredError", "NotLeading": "NotLeadingError",
+    }
+
+    def test_every_exception_name_ends_in_error(self) -> None:
+        for name in leasesvc.__all__:
+            obj = getattr(leasesvc, name)
+            if isinstance(obj, type) and issubclass(obj, BaseException) and name not in self.OLD:
+                self.assertTrue(name.endswith("Error"), name)
+                self.assertEqual(obj.__name__, name)
+
+    def test_old_names_are_aliases(self) -> None:
+        for old, new in self.OLD.items():
+            with self.subTest(old=old):
+                self.assertIs(getattr(leasesvc, old), getattr(leasesvc, new))
+                self.assertIn(old, leasesvc.__all__)
+                self.assertIn(new, leasesvc.__all__)
+        # Code written against the old names still catches what is raised.
+        f = FakeService(lambda req: problem(409, "lease_lost"))
+        self.addCleanup(f.close)
+        with self.assertRaises(leasesvc.LeaseLost) as cm:
+            leasesvc.Client(f.url).renew("a", "me", 1)
+        self.assertIsInstance(cm.exception, leasesvc.LeaseLostError)
+        self.assertIn("LeaseLostError", str(cm.exception))
 
 
 class ConfigTest(unittest.TestCase):

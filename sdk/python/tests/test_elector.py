@@ -94,7 +94,7 @@ class ElectorTest(unittest.TestCase):
         self.assertTrue(term.wait(5), "the term did not end after lease_lost")
         lost_at = self.fake.calls(":renew")[1].at
         self.assertLess(time.monotonic() - lost_at, 0.5)
-        self.assertIsInstance(term.cause, leasesvc.LeaseLost)
+        self.assertIsInstance(term.cause, leasesvc.LeaseLostError)
         self.assertFalse(e.leading.is_set())
         self.assertIsNone(e.token())
         # It campaigns again, and sends no release for the lost holding.
@@ -114,7 +114,7 @@ class ElectorTest(unittest.TestCase):
         ended = term.ended_at
         assert ended is not None
         acquired = self.fake.calls(":acquire")[0].at
-        self.assertIsInstance(term.cause, leasesvc.SafeDeadline)
+        self.assertIsInstance(term.cause, leasesvc.SafeDeadlineError)
         self.assertLess(ended - before, 2.0 * (1 - 0.1), "ended after TTL × (1 − drift margin)")
         # ... and not long before it: the lead lasted until the deadline less cancel_before.
         self.assertGreater(ended - acquired, 1.8 - 0.2 - 0.1)
@@ -146,13 +146,36 @@ class ElectorTest(unittest.TestCase):
         self.assertTrue(self.rec.started.wait(5))
         time.sleep(0.9)
         e.stop(10)
-        self.assertIsInstance(self.rec.terms[0].cause, leasesvc.Stopped)
+        self.assertIsInstance(self.rec.terms[0].cause, leasesvc.StoppedError)
         rel = self.fake.calls(":release")
         self.assertEqual(len(rel), 1)
         self.assertEqual(rel[0].body, {"holder": "me", "fencingToken": 5})
         self.assertEqual(self.rec.stopped, 1)
         self.assertGreaterEqual(len(renewed), 1)
         self.assertIsNone(e.error)
+
+    def test_with_starts_and_stops(self) -> None:
+        e = self.start(Script())
+        with e as got:
+            self.assertIs(got, e)
+            self.assertTrue(self.rec.started.wait(5))
+            self.assertTrue(e.is_leader())
+        self.assertFalse(e.is_leader())
+        self.assertIsInstance(self.rec.terms[0].cause, leasesvc.StoppedError)
+        self.assertEqual(len(self.fake.calls(":release")), 1)
+        self.assertEqual(self.rec.stopped, 1)
+        thread = e._thread
+        assert thread is not None
+        self.assertFalse(thread.is_alive())
+
+    def test_with_stops_on_an_exception(self) -> None:
+        e = self.start(Script())
+        with self.assertRaises(KeyError):
+            with e:
+                self.assertTrue(self.rec.started.wait(5))
+                raise KeyError("x")
+        self.assertIsInstance(self.rec.terms[0].cause, leasesvc.StoppedError)
+        self.assertEqual(len(self.fake.calls(":release")), 1)
 
     def test_returning_resigns(self) -> None:
         f = FakeService(Script())
@@ -200,11 +223,11 @@ class ElectorTest(unittest.TestCase):
 
     def test_refusal_for_good_ends_run(self) -> None:
         e = self.start(Script(acquire=lambda req: problem(403, "permission_denied")))
-        with self.assertRaises(leasesvc.PermissionDenied):
+        with self.assertRaises(leasesvc.PermissionDeniedError):
             e.run()
         t = e.start()
         t.join(5)
-        self.assertIsInstance(e.error, leasesvc.PermissionDenied)
+        self.assertIsInstance(e.error, leasesvc.PermissionDeniedError)
 
     def test_stop_while_waiting_on_the_service(self) -> None:
         def acquire(req: Request) -> Any:

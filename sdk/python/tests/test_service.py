@@ -35,12 +35,12 @@ class FlowsTest(unittest.TestCase):
         c, name = self.c, unique("flow")
         a = c.acquire(name, "a", 5.0, metadata={"addr": "10.0.0.1"})
         self.assertEqual((a.holder, a.fencing_token, a.held, a.transitions, a.metadata), ("a", 1, True, 1, {"addr": "10.0.0.1"}))
-        with self.assertRaises(leasesvc.LeaseHeld) as cm:
+        with self.assertRaises(leasesvc.LeaseHeldError) as cm:
             c.acquire(name, "b", 5.0)
         self.assertEqual((cm.exception.lease.holder, cm.exception.lease.fencing_token), ("a", 1))
         self.assertGreaterEqual(cm.exception.retry_after, 1)
         self.assertEqual(c.renew(name, "a", 1, ttl=6.0).ttl_ms, 6000)
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.renew(name, "a", 2)
         r = c.release(name, "a", 1)
         self.assertFalse(r.held)
@@ -51,18 +51,18 @@ class FlowsTest(unittest.TestCase):
         revoked = c.revoke(name, "test", 2)
         self.assertFalse(revoked.held)
         self.assertEqual(revoked.revoke_reason, "test")
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.renew(name, "b", 2)
 
     def test_errors(self) -> None:
-        with self.assertRaises(leasesvc.NotFound):
+        with self.assertRaises(leasesvc.NotFoundError):
             self.c.get(unique("missing"))
-        with self.assertRaises(leasesvc.InvalidArgument) as cm:
+        with self.assertRaises(leasesvc.InvalidArgumentError) as cm:
             self.c.acquire(unique("bad"), "a", 0.01)
         self.assertIn("ttlMs", [f.field for f in cm.exception.fields])
-        with self.assertRaises(leasesvc.InvalidArgument):
+        with self.assertRaises(leasesvc.InvalidArgumentError):
             self.c.get("-bad-name")
-        with self.assertRaises(leasesvc.InvalidArgument):
+        with self.assertRaises(leasesvc.InvalidArgumentError):
             self.c.list(page_token="garbage!")
 
     def test_list_pages(self) -> None:
@@ -106,6 +106,30 @@ class FlowsTest(unittest.TestCase):
         self.assertEqual(events[0].id, f"{name}/1/acquired")
         self.assertEqual(w.last_event_id, f"{name}/1/released")
 
+    def test_delete(self) -> None:
+        """delete removes a free lease and returns it as it was; a held one is
+        LeaseHeld, a missing one NotFound; a watch sees the deleted event and
+        the next acquire gets the next token (docs/contract.md §15)."""
+        c, name = self.c, unique("delete")
+        with self.assertRaises(leasesvc.NotFound):
+            c.delete(name)
+        a = c.acquire(name, "a", 30.0)
+        with self.assertRaises(leasesvc.LeaseHeld) as cm:
+            c.delete(name)
+        self.assertEqual(cm.exception.lease.holder, "a")
+        w = c.watch(name)
+        self.addCleanup(w.close)
+        self.assertEqual(next(w).type, leasesvc.EVENT_STATE)
+        c.release(name, "a", a.fencing_token)
+        d = c.delete(name)
+        self.assertEqual((d.name, d.holder, d.fencing_token, d.held), (name, "a", 1, False))
+        self.assertEqual([next(w).type, next(w).type], [leasesvc.EVENT_RELEASED, leasesvc.EVENT_DELETED])
+        with self.assertRaises(leasesvc.NotFound):
+            c.get(name)
+        with self.assertRaises(leasesvc.NotFound):
+            c.delete(name)
+        self.assertEqual(c.acquire(name, "b", 5.0).fencing_token, 2)
+
 
 class ElectorServiceTest(unittest.TestCase):
     def test_two_electors_hand_over_on_stop(self) -> None:
@@ -144,15 +168,15 @@ class AuthTest(unittest.TestCase):
                            "LEASESVC_POLICY": os.path.join(d, "policy.yaml")})
         self.addCleanup(svc.close)
         name = unique("auth")
-        with self.assertRaises(leasesvc.Unauthenticated):
+        with self.assertRaises(leasesvc.UnauthenticatedError):
             leasesvc.Client(svc.url).get(name)
-        with self.assertRaises(leasesvc.Unauthenticated):
+        with self.assertRaises(leasesvc.UnauthenticatedError):
             leasesvc.Client(svc.url, token="wrong-token-0123456789").get(name)
-        with self.assertRaises(leasesvc.PermissionDenied):
+        with self.assertRaises(leasesvc.PermissionDeniedError):
             leasesvc.Client(svc.url, token="reader-token-0123456789").acquire(name, "r", 5.0)
         lease = leasesvc.Client(svc.url, token=lambda: "writer-token-0123456789").acquire(name, "w", 5.0)
         self.assertEqual(lease.principal, "writer")
-        with self.assertRaises(leasesvc.PermissionDenied):
+        with self.assertRaises(leasesvc.PermissionDeniedError):
             leasesvc.Client(svc.url, token="writer-token-0123456789").revoke(name, "no admin")
 
 

@@ -46,6 +46,7 @@ class WireTest(unittest.TestCase):
         c.release("a", "me", 1)
         c.transfer("a", "me", 1, "you", checkpoint={"n": 3}, reserve=2.5)
         c.transfer("a", "me", 1, "you")
+        c.transfer("a", "me", 1, "you", to_principal="you@example.com")
         bodies = [r.body for r in f.requests]
         self.assertEqual(bodies, [
             {"holder": "me", "ttlMs": 1000, "waitMs": 2000, "priority": 7, "preempt": True},
@@ -56,8 +57,12 @@ class WireTest(unittest.TestCase):
             {"holder": "me", "fencingToken": 1},
             {"holder": "me", "fencingToken": 1, "to": "you", "checkpoint": {"n": 3}, "reserveMs": 2500},
             {"holder": "me", "fencingToken": 1, "to": "you"},
+            {"holder": "me", "fencingToken": 1, "to": "you", "toPrincipal": "you@example.com"},
         ])
         self.assertTrue(f.requests[-1].path.endswith("/v1/leases/a:transfer"))
+        # The service refuses a POST without it (docs/contract.md §4).
+        for r in f.requests:
+            self.assertEqual(r.headers.get("Content-Type"), "application/json", f"{r.method} {r.path}")
 
     def test_succession_fields(self) -> None:
         f = self.serve(lambda req: (200, {}, lease_json(
@@ -79,14 +84,14 @@ class WireTest(unittest.TestCase):
                                            reservedUntil="2026-01-01T00:00:04Z",
                                            lease=lease_json(holder="old", token=3, held=False)))
         c = leasesvc.Client(f.url, max_attempts=3)
-        with self.assertRaises(leasesvc.LeaseReserved) as cm:
+        with self.assertRaises(leasesvc.LeaseReservedError) as cm:
             c.acquire("a", "me", 1.0)
         e = cm.exception
         self.assertEqual((e.code, e.status, e.reserved_for, e.retry_after, e.lease.holder, e.lease.fencing_token),
                          ("lease_reserved", 409, "heir", 4.0, "old", 3))
         self.assertEqual(e.reserved_until.second, 4)  # type: ignore[union-attr]
         self.assertEqual(len(f.requests), 1, "a reservation is a refusal, not retried")
-        self.assertFalse(isinstance(e, leasesvc.LeaseHeld))
+        self.assertFalse(isinstance(e, leasesvc.LeaseHeldError))
 
 
 class ElectorFakeTest(unittest.TestCase):
@@ -124,7 +129,7 @@ class ElectorFakeTest(unittest.TestCase):
         e.start()
         self.addCleanup(e.stop, 10)
         self.assertTrue(returned.wait(5), "the term did not end on yieldRequested")
-        self.assertIsInstance(terms[0].cause, leasesvc.Yielded)
+        self.assertIsInstance(terms[0].cause, leasesvc.YieldedError)
         self.assertEqual(terms[0].cause.to, "boss")  # type: ignore[union-attr]
         self.assertEqual((terms[0].checkpoint, terms[0].checkpoint_token), ({"was": 4}, 4))
         deadline = time.monotonic() + 5
@@ -152,14 +157,14 @@ class ServiceTest(unittest.TestCase):
         t = c.transfer(name, "a", a.fencing_token, "b", checkpoint={"step": 2}, reserve=5.0)
         self.assertFalse(t.held)
         self.assertEqual((t.reserved_for, t.checkpoint, t.checkpoint_token), ("b", {"step": 2}, 1))
-        with self.assertRaises(leasesvc.LeaseReserved) as cm:
+        with self.assertRaises(leasesvc.LeaseReservedError) as cm:
             c.acquire(name, "c", 5.0)
         self.assertEqual(cm.exception.reserved_for, "b")
         self.assertIsNotNone(cm.exception.reserved_until)
         self.assertGreaterEqual(cm.exception.retry_after, 1.0)
         b = c.acquire(name, "b", 5.0)
         self.assertEqual((b.holder, b.fencing_token, b.checkpoint, b.checkpoint_token), ("b", 2, {"step": 2}, 1))
-        with self.assertRaises(leasesvc.LeaseLost):
+        with self.assertRaises(leasesvc.LeaseLostError):
             c.transfer(name, "a", a.fencing_token, "c")
 
     def test_preempting_candidate_asks_the_holder_to_yield(self) -> None:
@@ -212,9 +217,9 @@ class ElectorSuccessionTest(unittest.TestCase):
 
     def test_not_leading(self) -> None:
         e = leasesvc.Elector(self.c, "a", holder="me")
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.set_checkpoint({"x": 1})
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.transfer("other")
         with self.assertRaises(ValueError):
             e.set_checkpoint([1])  # type: ignore[arg-type]
@@ -236,7 +241,7 @@ class ElectorSuccessionTest(unittest.TestCase):
                          ("high", 2, {"progress": 10}, 1))
         self.assertEqual(asked, ["high"])
         self.assertTrue(terms[0].wait(5))
-        self.assertIsInstance(terms[0].cause, leasesvc.Yielded)
+        self.assertIsInstance(terms[0].cause, leasesvc.YieldedError)
         self.assertEqual(self.c.get(name).priority, 9)
 
     def test_inherits_the_checkpoint_and_transfers(self) -> None:
@@ -252,9 +257,9 @@ class ElectorSuccessionTest(unittest.TestCase):
         t = e.transfer("two", {"from": "one", "n": 2})
         self.assertEqual((t.held, t.reserved_for), (False, "two"))
         self.assertTrue(terms[0].wait(1))
-        self.assertIsInstance(terms[0].cause, leasesvc.Transferred)
+        self.assertIsInstance(terms[0].cause, leasesvc.TransferredError)
         self.assertFalse(e.is_leader())
-        with self.assertRaises(leasesvc.NotLeading):
+        with self.assertRaises(leasesvc.NotLeadingError):
             e.set_checkpoint({"late": True})
         two = self.c.acquire(name, "two", 5.0)
         self.assertEqual((two.fencing_token, two.checkpoint, two.checkpoint_token), (3, {"from": "one", "n": 2}, 2))

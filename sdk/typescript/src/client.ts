@@ -115,6 +115,12 @@ export interface TransferRequest {
   checkpoint?: Record<string, unknown>;
   /** How long the lease stays reserved for the successor, 1 … 60,000 ms; omitted: the service's default, 5,000. */
   reserveMs?: number;
+  /**
+   * With authentication on, the principal whose acquire as `to` takes the
+   * reserved lease (the successor's); omitted: the caller's own. The
+   * service refuses it without authentication.
+   */
+  toPrincipal?: string;
 }
 
 /** Asks for a page of leases. */
@@ -266,6 +272,7 @@ export class Client {
     const body: Record<string, unknown> = { holder: req.holder, fencingToken: req.fencingToken, to: req.to };
     if (req.checkpoint !== undefined) body["checkpoint"] = req.checkpoint;
     if (req.reserveMs !== undefined) body["reserveMs"] = Math.max(1, Math.round(req.reserveMs));
+    if (req.toPrincipal !== undefined) body["toPrincipal"] = req.toPrincipal;
     return parseLease(await this.#call("transfer", name, "POST", leasePath(name, ":transfer"), body, opts));
   }
 
@@ -315,6 +322,20 @@ export class Client {
     const body: Record<string, unknown> = { reason: req.reason };
     if (req.fencingToken !== undefined && req.fencingToken > 0) body["fencingToken"] = req.fencingToken;
     return parseLease(await this.#call("revoke", name, "POST", leasePath(name, ":revoke"), body, opts, { notIdempotent: true }));
+  }
+
+  /**
+   * Deletes a lease that nobody holds or has reserved (DELETE
+   * /v1/leases/{name}, docs/contract.md §15) and returns it as it was. It is
+   * then not found to get, list and watch, but its fencing token is kept:
+   * the next acquire gets the deleted token + 1. A held lease throws
+   * LeaseHeldError, a reserved one LeaseReservedError, a missing or already
+   * deleted one NotFoundError. Needs the delete verb (or admin) with
+   * authentication on. Not idempotent (sent again it is NotFoundError), so
+   * it is retried only when the service did not act (429, no connection).
+   */
+  async delete(name: string, opts: CallOptions = {}): Promise<Lease> {
+    return parseLease(await this.#call("delete", name, "DELETE", leasePath(name, ""), undefined, opts, { notIdempotent: true }));
   }
 
   /**

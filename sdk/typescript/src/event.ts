@@ -5,7 +5,7 @@ import { type Lease, parseLease } from "./lease.js";
  * "lease", the lease as it is now, which every watch stream starts with and
  * sends again after a reconnect.
  */
-export type EventType = "lease" | "acquired" | "released" | "expired" | "revoked";
+export type EventType = "lease" | "acquired" | "released" | "expired" | "revoked" | "deleted";
 
 /** One event of a watch stream. */
 export interface LeaseEvent {
@@ -17,9 +17,9 @@ export interface LeaseEvent {
   previousHolder?: string;
   /** On acquired with token > 1: whether the previous holding ran out rather than ended. */
   previousExpired?: boolean;
-  /** On revoked: the operator's reason. */
+  /** On revoked: the operator's reason; on deleted, why the service deleted it ("retention"). */
   reason?: string;
-  /** On revoked: the operator (principal). */
+  /** On revoked and deleted: the operator (principal). */
   operator?: string;
   /** Backend time of the event (the lease's serverTime for a "lease" event). */
   eventTime?: Date;
@@ -27,7 +27,7 @@ export interface LeaseEvent {
   id: string;
 }
 
-const changeTypes = new Set<string>(["acquired", "released", "expired", "revoked"]);
+const changeTypes = new Set<string>(["acquired", "released", "expired", "revoked", "deleted"]);
 
 /** parseEvent turns one Server-Sent Event of a watch stream into a LeaseEvent; it throws on one it cannot read. */
 export function parseEvent(type: string, data: string, id: string): LeaseEvent {
@@ -55,7 +55,8 @@ export function parseEvent(type: string, data: string, id: string): LeaseEvent {
 /**
  * isNewer reports whether event b comes after event a of the same lease in
  * the order consumers use (docs/contract.md §5): by fencing token, and
- * within one token the start of a holding before its end. Keep the newest
+ * within one token the start of a holding before its end, and its end
+ * before the deletion of the lease (docs/contract.md §15). Keep the newest
  * event per lease and drop any event for which isNewer(kept, ev) is false:
  * duplicates and late arrivals (a reconnect can repeat events).
  */
@@ -69,5 +70,6 @@ export function isNewer(a: LeaseEvent, b: LeaseEvent): boolean {
 function rank(e: LeaseEvent): number {
   if (e.type === "acquired") return 0;
   if (e.type === "lease" && e.lease?.held) return 0;
+  if (e.type === "deleted") return 2;
   return 1;
 }

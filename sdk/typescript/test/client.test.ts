@@ -17,6 +17,7 @@ import {
   UnauthenticatedError,
   UnavailableError,
   isNewer,
+  parseEvent,
 } from "@leasesvc/client";
 import { FakeService } from "./helpers/fake.js";
 
@@ -275,6 +276,15 @@ describe("Client.watch", () => {
     // After the drop: the state again (token 2 held by b, or still released), then maybe acquired.
     assert.equal(got[2]!.type, "lease");
     assert.ok(fake.lastEventIds.includes("w.a/1/released"), `Last-Event-ID sent on reconnect: ${JSON.stringify(fake.lastEventIds)}`);
+  });
+
+  test("a deleted event parses and orders after its holding's end, before the next holding", () => {
+    const d = parseEvent("deleted", JSON.stringify({ type: "deleted", lease: { name: "x", fencingToken: 2 }, operator: "ops" }), "x/2/deleted");
+    assert.equal(d.type, "deleted");
+    assert.equal(d.operator, "ops");
+    const ended = parseEvent("released", JSON.stringify({ type: "released", lease: { name: "x", fencingToken: 2 } }), "x/2/released");
+    const next = parseEvent("acquired", JSON.stringify({ type: "acquired", lease: { name: "x", fencingToken: 3, held: true } }), "x/3/acquired");
+    assert.ok(isNewer(ended, d) && !isNewer(d, ended) && isNewer(d, next));
   });
 
   test("a stream silent for idleTimeoutMs is taken for dead and reconnected", async () => {

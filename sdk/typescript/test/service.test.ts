@@ -86,6 +86,31 @@ describe("real service", { skip: skip || undefined }, () => {
     assert.equal(got[1]!.id, `${name}/1/acquired`);
   });
 
+  test("delete: a free lease goes, keeping its token; held and missing ones are refused", async () => {
+    const c = new Client(svc.url);
+    const name = leaseName("delete");
+    await assert.rejects(c.delete(name), NotFoundError);
+    await c.acquire(name, { holder: "a", ttlMs: 30000 });
+    const held = await c.delete(name).catch((e: unknown) => e);
+    assert.ok(held instanceof LeaseHeldError, String(held));
+    assert.equal(held.lease.holder, "a");
+    const ac = new AbortController();
+    const got: LeaseEvent[] = [];
+    for await (const ev of c.watch(name, { signal: ac.signal })) {
+      got.push(ev);
+      if (got.length === 1) {
+        await c.release(name, "a", 1);
+        const d = await c.delete(name);
+        assert.deepEqual([d.name, d.holder, d.fencingToken, d.held], [name, "a", 1, false]);
+      }
+      if (got.length === 3) ac.abort();
+    }
+    assert.deepEqual(got.map((e) => [e.type, e.lease?.fencingToken ?? null]), [["lease", 1], ["released", 1], ["deleted", 1]]);
+    await assert.rejects(c.get(name), NotFoundError);
+    await assert.rejects(c.delete(name), NotFoundError);
+    assert.equal((await c.acquire(name, { holder: "b", ttlMs: 5000 })).fencingToken, 2);
+  });
+
   test("two electors: one leads, the other takes over when it stops", async () => {
     const c = new Client(svc.url);
     const name = leaseName("electors");

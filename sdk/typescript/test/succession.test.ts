@@ -50,8 +50,8 @@ describe("succession on the wire (fake)", () => {
     fake.seen.length = 0;
   });
 
-  test("the request bodies carry priority, preempt, checkpoint, to and reserveMs", async () => {
-    for (let i = 0; i < 8; i++) fake.script.push({ match: "*", status: 200, body: leaseJSON() });
+  test("the request bodies carry priority, preempt, checkpoint, to, reserveMs and toPrincipal", async () => {
+    for (let i = 0; i < 9; i++) fake.script.push({ match: "*", status: 200, body: leaseJSON() });
     const c = new Client(fake.url);
     await c.acquire("a", { holder: "me", ttlMs: 1000, waitMs: 2000, priority: 7, preempt: true });
     await c.acquire("a", { holder: "me", ttlMs: 1000, priority: 0 });
@@ -61,6 +61,7 @@ describe("succession on the wire (fake)", () => {
     await c.release("a", "me", 1);
     await c.transfer("a", { holder: "me", fencingToken: 1, to: "you", checkpoint: { n: 3 }, reserveMs: 2500 });
     await c.transfer("a", { holder: "me", fencingToken: 1, to: "you" });
+    await c.transfer("a", { holder: "me", fencingToken: 1, to: "you", toPrincipal: "you@example.com" });
     assert.deepEqual(
       fake.seen.map((s) => s.body),
       [
@@ -72,9 +73,12 @@ describe("succession on the wire (fake)", () => {
         { holder: "me", fencingToken: 1 },
         { holder: "me", fencingToken: 1, to: "you", checkpoint: { n: 3 }, reserveMs: 2500 },
         { holder: "me", fencingToken: 1, to: "you" },
+        { holder: "me", fencingToken: 1, to: "you", toPrincipal: "you@example.com" },
       ],
     );
     assert.ok(fake.seen.at(-1)!.path.endsWith("/v1/leases/a:transfer"));
+    // The service refuses a POST without it (docs/contract.md §4).
+    for (const s of fake.seen) assert.equal(s.headers["content-type"], "application/json", s.path);
   });
 
   test("the lease's succession fields are read, and zero when absent", async () => {

@@ -68,7 +68,23 @@ for (const t of tools) {
   assert.equal(t.inputSchema.type, "object", `${t.name} input schema`);
   assert.equal(t.outputSchema?.type, "object", `${t.name} output schema`);
 }
+const hints = Object.fromEntries(tools.map((t) => [t.name, t.annotations]));
+for (const n of ["lease_get", "lease_list", "lease_held"]) {
+  assert.equal(hints[n]?.readOnlyHint, true, `${n} readOnlyHint`);
+}
+for (const n of ["lease_acquire", "lease_claim_next"]) {
+  assert.equal(hints[n]?.readOnlyHint, false, `${n} readOnlyHint`);
+  assert.equal(hints[n]?.destructiveHint, false, `${n} destructiveHint`);
+}
+assert.equal(hints.lease_acquire.idempotentHint, true, "lease_acquire idempotentHint");
+assert.equal(hints.lease_claim_next.idempotentHint, false, "lease_claim_next idempotentHint");
+assert.equal(hints.lease_release?.destructiveHint, true, "lease_release destructiveHint");
 log("initialized", { tools: tools.length });
+
+// Arguments out of range are refused in plain words naming the argument.
+await assert.rejects(call(a, "lease_acquire", { name, ttlSeconds: 0 }),
+  (e) => e.toolError && e.message.includes("ttlSeconds must be a number between 1 and 3600") && !e.message.includes("validating"));
+log("plain input error");
 
 let r = await call(a, "lease_acquire", { name });
 assert.equal(r.acquired, true);

@@ -70,6 +70,24 @@ async function basic(c: Client, name: string, a: string, ttlMs: number): Promise
   emit({ step: "done" });
 }
 
+/** The "delete" case of PROTOCOL.md (docs/contract.md §15). */
+async function deleteCase(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
+  const b = a + "-b";
+  await step("acquire", () => c.acquire(name, { holder: a, ttlMs }), (l) => ({ token: l.fencingToken }));
+  await step(
+    "delete_held",
+    () => c.delete(name),
+    (l) => ({ holder: l.holder, token: l.fencingToken }),
+    (err) => (err instanceof LeaseHeldError ? { holder: err.lease.holder } : {}),
+  );
+  await step("release", () => c.release(name, a, 1), (l) => ({ held: l.held }));
+  await step("delete", () => c.delete(name), (l) => ({ holder: l.holder, token: l.fencingToken, held: l.held }));
+  await step("get_deleted", () => c.get(name), (l) => ({ holder: l.holder, token: l.fencingToken }));
+  await step("delete_again", () => c.delete(name), (l) => ({ holder: l.holder, token: l.fencingToken }));
+  await step("acquire_after", () => c.acquire(name, { holder: b, ttlMs }), (l) => ({ holder: l.holder, token: l.fencingToken }));
+  emit({ step: "done" });
+}
+
 async function wait(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
   emit({ step: "waiting" });
   const start = performance.now();
@@ -176,6 +194,9 @@ async function main(): Promise<number> {
     case "wait":
       await wait(c, name, holder, ttlMs);
       return 0;
+    case "delete":
+      await deleteCase(c, name, holder, ttlMs);
+      return 0;
     case "ratelimit":
       return ratelimit(c, name);
     case "succession":
@@ -186,7 +207,7 @@ async function main(): Promise<number> {
       await elector(c, name, holder, ttlMs, kase);
       return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke or succession)\n`);
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession or delete)\n`);
   return 2;
 }
 

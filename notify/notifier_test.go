@@ -1,8 +1,9 @@
-package main
+package notify_test
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/notify"
 )
 
 // bus is a backend.Notifier in memory: every Listen gets every Notify.
@@ -46,20 +48,25 @@ func (b *bus) Listen(ctx context.Context, got func(string)) error {
 	return ctx.Err()
 }
 
-// TestRelayCarriesEventsToOtherInstances: what one instance's relay
+// TestNotifierCarriesEventsToOtherInstances: what one instance's Notifier
 // publishes, another's hands over whole and in order; an instance does not
 // get its own events back; an event too large for a notification goes
-// without its metadata rather than not at all; close flushes the queue.
-func TestRelayCarriesEventsToOtherInstances(t *testing.T) {
+// without its metadata rather than not at all; an ended notification
+// reaches Handler.Ended; Close flushes the queue; Subscribe returns nil
+// once its context is done.
+func TestNotifierCarriesEventsToOtherInstances(t *testing.T) {
 	b := &bus{}
 	log := slog.New(slog.DiscardHandler)
-	a, other := newRelay(b, "a", log), newRelay(b, "b", log)
+	var a, other notify.Transport = notify.NewNotifier(b, "a", log), notify.NewNotifier(b, "b", log)
 	got := map[string]chan lease.Event{"a": make(chan lease.Event, 8), "b": make(chan lease.Event, 8)}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	woken := make(chan string, 8)
-	go func() { _ = a.listen(ctx, func(ev lease.Event) { got["a"] <- ev }, func(string) {}) }()
-	go func() { _ = other.listen(ctx, func(ev lease.Event) { got["b"] <- ev }, func(n string) { woken <- n }) }()
+	subscribed := make(chan error, 2)
+	go func() { subscribed <- a.Subscribe(ctx, notify.Handler{Event: func(ev lease.Event) { got["a"] <- ev }}) }()
+	go func() {
+		subscribed <- other.Subscribe(ctx, notify.Handler{Event: func(ev lease.Event) { got["b"] <- ev }, Ended: func(n string) { woken <- n }})
+	}()
 	for b.listeners() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -82,9 +89,14 @@ func TestRelayCarriesEventsToOtherInstances(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("an ended notification woke nobody")
 	}
-	a.publish(ev(lease.EventAcquired, 1, `{"addr":"10.0.0.7"}`))
-	a.publish(ev(lease.EventReleased, 1, big))
-	a.close(t.Context())
+	for _, e := range []lease.Event{ev(lease.EventAcquired, 1, `{"addr":"10.0.0.7"}`), ev(lease.EventReleased, 1, big)} {
+		if err := a.Publish(e); err != nil {
+			t.Fatalf("Publish(%s) = %v", e.ID(), err)
+		}
+	}
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
 	for i, want := range []struct {
 		typ lease.EventType
 		md  string
@@ -103,5 +115,13 @@ func TestRelayCarriesEventsToOtherInstances(t *testing.T) {
 		t.Fatalf("the sender got its own event back: %s", e.ID())
 	case <-time.After(100 * time.Millisecond):
 	}
-	a.publish(ev(lease.EventAcquired, 2, `{}`)) // after close: dropped, no panic
+	if err := a.Publish(ev(lease.EventAcquired, 2, `{}`)); !errors.Is(err, notify.ErrDropped) { // after Close: dropped, no panic
+		t.Fatalf("Publish after Close = %v, want ErrDropped", err)
+	}
+	cancel()
+	for range 2 {
+		if err := <-subscribed; err != nil {
+			t.Fatalf("Subscribe after its context ended = %v, want nil", err)
+		}
+	}
 }

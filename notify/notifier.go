@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"context"
@@ -19,11 +19,13 @@ import (
 // the next change of that lease, a read, or their waiters' expiry timers.
 const relayQueue = 4096
 
-// relay carries this instance's changes of holding to the other instances
-// through the backend's own notifications (backend.Notifier) when no
-// Pub/Sub topic is set, and hands theirs to this instance's waiters and
-// watchers: what Pub/Sub does otherwise (docs/contract.md §6, §10).
-type relay struct {
+// Notifier is the Transport over a backend's own notifications
+// (backend.Notifier, PostgreSQL's LISTEN/NOTIFY), for a service without a
+// Pub/Sub topic: it carries this instance's changes of holding to the
+// other instances and hands theirs, and the backend's ended notices, to
+// this instance's waiters and watchers: what PubSub does otherwise
+// (docs/contract.md §6, §10).
+type Notifier struct {
 	n    backend.Notifier
 	from string // this instance, to skip its own messages
 	log  *slog.Logger
@@ -40,29 +42,36 @@ type relayMsg struct {
 	Event json.RawMessage `json:"event"`
 }
 
-// newRelay starts the sender of n's relay; close stops it.
-func newRelay(n backend.Notifier, from string, log *slog.Logger) *relay {
-	r := &relay{n: n, from: from, log: log, out: make(chan lease.Event, relayQueue), done: make(chan struct{})}
+// NewNotifier returns the Transport over n for the instance named from
+// (its own messages come back through n and are skipped), logging to log
+// (nil: slog.Default()). It starts the sender; Close stops it.
+func NewNotifier(n backend.Notifier, from string, log *slog.Logger) *Notifier {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Notifier{n: n, from: from, log: log, out: make(chan lease.Event, relayQueue), done: make(chan struct{})}
 	go r.send()
 	return r
 }
 
-// publish queues ev for the other instances; it never blocks.
-func (r *relay) publish(ev lease.Event) {
+// Publish implements Transport.Publish.
+func (r *Notifier) Publish(ev lease.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return
+		return ErrDropped
 	}
 	select {
 	case r.out <- ev:
+		return nil
 	default:
 		r.log.Warn("events: relay queue full: a change is not relayed", "lease", ev.Lease.Name, "event", ev.ID())
+		return ErrDropped
 	}
 }
 
 // send notifies each queued event, in order, until close.
-func (r *relay) send() {
+func (r *Notifier) send() {
 	defer close(r.done)
 	for ev := range r.out {
 		payload, err := r.encode(ev)
@@ -79,7 +88,7 @@ func (r *relay) send() {
 
 // encode is ev's notification. An event too large for a notification goes
 // without its lease's metadata (docs/backends.md says so).
-func (r *relay) encode(ev lease.Event) (string, error) {
+func (r *Notifier) encode(ev lease.Event) (string, error) {
 	for _, strip := range []bool{false, true} {
 		if strip {
 			ev.Lease.Metadata = nil
@@ -99,14 +108,17 @@ func (r *relay) encode(ev lease.Event) (string, error) {
 	return "", fmt.Errorf("relay: event %s: over %d bytes even without metadata", ev.ID(), backend.MaxNotification)
 }
 
-// listen calls handle with each event another instance relays, and wake
-// with the name of each lease whose holding a write through any instance
-// ended (backend.EndedNotification, sent at that write's commit), until
-// ctx is done.
-func (r *relay) listen(ctx context.Context, handle func(lease.Event), wake func(name string)) error {
-	return r.n.Listen(ctx, func(payload string) {
+// Subscribe implements Transport.Subscribe: h.Event gets each event
+// another instance relays, and h.Ended the name of each lease whose
+// holding a write through any instance ended (backend.EndedNotification,
+// sent at that write's commit).
+func (r *Notifier) Subscribe(ctx context.Context, h Handler) error {
+	r.log.Info("events: relayed through the backend's notifications")
+	err := r.n.Listen(ctx, func(payload string) {
 		if name, ok := strings.CutPrefix(payload, backend.EndedNotification); ok {
-			wake(name)
+			if h.Ended != nil {
+				h.Ended(name)
+			}
 			return
 		}
 		var msg relayMsg
@@ -122,12 +134,17 @@ func (r *relay) listen(ctx context.Context, handle func(lease.Event), wake func(
 			r.log.Warn("events: a relayed event that is not one", "from", msg.From, "err", err)
 			return
 		}
-		handle(ev)
+		h.Event(ev)
 	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
-// close relays what is queued, until ctx is done.
-func (r *relay) close(ctx context.Context) {
+// Close implements Transport.Close: it relays what is queued, until ctx is
+// done (then logs what it could not).
+func (r *Notifier) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
@@ -139,4 +156,5 @@ func (r *relay) close(ctx context.Context) {
 	case <-ctx.Done():
 		r.log.Warn("events: relay not flushed in time", "err", ctx.Err())
 	}
+	return nil
 }
