@@ -42,7 +42,35 @@ type Hints struct {
 	// attempt, with the reason (see Conflict); for a metric. It must not
 	// block.
 	OnRetry func(reason string)
+	// MaxBatch is how many attempts on distinct names one transaction of a
+	// BatchStore may carry (see BatchStore); 0 or 1 turns batching off.
+	// Loop ignores it for a Store that is not a BatchStore. With batching
+	// on, one transaction at a time leaves the process per store, whatever
+	// the number of Loops over it (OneAtATime then only keeps the per-name
+	// gate).
+	MaxBatch int
 }
+
+// LoopOption sets one of the Hints of a Loop, over what the Store declares.
+type LoopOption func(*Hints)
+
+// WithHints makes the Loop use h, whatever the Store declares.
+func WithHints(h Hints) LoopOption { return func(d *Hints) { *d = h } }
+
+// WithReadFirst sets Hints.ReadFirst.
+func WithReadFirst(m ReadFirst) LoopOption { return func(h *Hints) { h.ReadFirst = m } }
+
+// WithOneAtATime sets Hints.OneAtATime.
+func WithOneAtATime(on bool) LoopOption { return func(h *Hints) { h.OneAtATime = on } }
+
+// WithMaxAttempts sets Hints.MaxAttempts.
+func WithMaxAttempts(n int) LoopOption { return func(h *Hints) { h.MaxAttempts = n } }
+
+// WithRetryHook sets Hints.OnRetry.
+func WithRetryHook(f func(reason string)) LoopOption { return func(h *Hints) { h.OnRetry = f } }
+
+// WithMaxBatch sets Hints.MaxBatch.
+func WithMaxBatch(n int) LoopOption { return func(h *Hints) { h.MaxBatch = n } }
 
 // Hinter is implemented by a Store that asks Loop for more than the zero
 // Hints.
@@ -61,6 +89,10 @@ type Hinter interface {
 //     Get first, and an answer that writes nothing needs no attempt;
 //   - retries of conflicts with a capped, jittered exponential backoff
 //     (gax.Backoff), bounded by ctx and Hints.MaxAttempts;
+//   - group commit over a BatchStore (Hints.MaxBatch): the attempts that
+//     arrive while a transaction is in flight share the next one, each
+//     with its own decide and its own answer; a batch that fails as a
+//     whole is split into attempts made alone;
 //   - settling at ctx's deadline: an error within DeadlineSlack of ctx's
 //     deadline waits for ctx and becomes ctx's error, so callers can compare
 //     it with ctx.Err().
@@ -73,18 +105,37 @@ type Loop struct {
 	hints Hints
 	gate  gate
 	path  pathHints
+	batch *batcher // nil without batching
 }
 
-// NewLoop returns the Loop over s.
-func NewLoop(s Store) *Loop {
+// NewLoop returns the Loop over s, driven as s declares (Hinter) and then
+// as opts say.
+func NewLoop(s Store, opts ...LoopOption) *Loop {
 	l := &Loop{store: s}
 	if h, ok := s.(Hinter); ok {
 		l.hints = h.Hints()
 	}
+	for _, o := range opts {
+		o(&l.hints)
+	}
 	if l.hints.MaxAttempts < 1 {
 		l.hints.MaxAttempts = DefaultMaxAttempts
 	}
+	if bs, ok := s.(BatchStore); ok && l.hints.MaxBatch > 1 {
+		l.batch = sharedBatcher(bs, l.hints.MaxBatch)
+	}
 	return l
+}
+
+// BatchStats returns what the Loop's batcher (shared by the Loops over the
+// same store in the process) has done: the attempts it ran, the transactions that carried them (a batch that was split counts
+// one more per attempt made alone), and how many batches were split. All
+// zero without batching.
+func (l *Loop) BatchStats() (attempts, transactions, splits int64) {
+	if l.batch == nil {
+		return 0, 0, 0
+	}
+	return l.batch.attempts.Load(), l.batch.txns.Load(), l.batch.splits.Load()
 }
 
 // Store returns the driver the Loop drives.
@@ -149,7 +200,7 @@ func (l *Loop) Update(ctx context.Context, name string, decide Decide) (Snapshot
 		}
 	}
 	key := name
-	if l.hints.OneAtATime {
+	if l.hints.OneAtATime && l.batch == nil {
 		key = ""
 	}
 	leave, err := l.gate.enter(ctx, key)
@@ -168,7 +219,7 @@ func (l *Loop) Update(ctx context.Context, name string, decide Decide) (Snapshot
 	}
 	bo := gax.Backoff{Initial: retryInitial, Max: retryMax, Multiplier: 2}
 	for attempt := 1; ; attempt++ {
-		snap, err := l.store.Try(ctx, name, tracked)
+		snap, err := l.try(ctx, name, tracked)
 		switch {
 		case err == nil:
 			l.note(name, wrote)
@@ -188,6 +239,14 @@ func (l *Loop) Update(ctx context.Context, name string, decide Decide) (Snapshot
 			return Snapshot{}, err
 		}
 	}
+}
+
+// try makes one attempt: in the next batch with batching on, else alone.
+func (l *Loop) try(ctx context.Context, name string, decide Decide) (Snapshot, error) {
+	if l.batch != nil {
+		return l.batch.do(ctx, name, decide)
+	}
+	return l.store.Try(ctx, name, decide)
 }
 
 func (l *Loop) readFirst(name string) bool {

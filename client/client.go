@@ -419,8 +419,11 @@ func (c *Client) call(ctx context.Context, op, name, method, path string, in, ou
 	return fmt.Errorf("leasesvc %s %q: %w", op, name, last)
 }
 
-// maxBody bounds what is read of an answer.
-const maxBody = 1 << 20
+// MaxAnswerBytes bounds what the client reads of one answer: twice the
+// largest list page the service may send (its LEASESVC_MAX_PAGE_BYTES is at
+// most 32 MiB), so that any page fits, even one whose single lease is
+// larger than the service's bound. A larger answer is an error that says so.
+const MaxAnswerBytes = 64 << 20
 
 // once sends one attempt.
 func (c *Client) once(ctx context.Context, method, path string, body []byte, out any, timeout time.Duration) error {
@@ -447,9 +450,19 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		return &Error{Err: err, kind: ErrUnavailable}
 	}
 	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	tooLarge := &Error{Status: resp.StatusCode, Err: fmt.Errorf("answer larger than %d bytes (client.MaxAnswerBytes): ask for smaller pages", MaxAnswerBytes), kind: ErrInternal}
+	if resp.StatusCode == http.StatusOK && resp.ContentLength > MaxAnswerBytes {
+		return tooLarge
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return &Error{Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err), kind: ErrUnavailable}
+	}
+	if len(raw) > MaxAnswerBytes {
+		if resp.StatusCode == http.StatusOK {
+			return tooLarge
+		}
+		raw = raw[:MaxAnswerBytes] // a problem: what it says is at its start
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(raw, out); err != nil {

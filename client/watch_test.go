@@ -218,3 +218,42 @@ func TestWatchPrefixOverTheService(t *testing.T) {
 		t.Fatal("no reconnect counted")
 	}
 }
+
+// TestStreamResumesAfterOverflow: a stream the service ends with an
+// overflow event (its client fell behind) resumes from the last event read,
+// and the overflow event is not handed to the caller.
+func TestStreamResumesAfterOverflow(t *testing.T) {
+	var mu sync.Mutex
+	var lastIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		n := len(lastIDs)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = fmt.Fprintf(w, "id: %d\nevent: acquired\ndata: {\"type\":\"acquired\",\"lease\":{\"name\":\"x\",\"holder\":\"h\",\"fencingToken\":%d,\"held\":true},\"eventTime\":\"2026-11-23T18:00:00Z\"}\n\n", n*100, n)
+		if n == 1 {
+			_, _ = fmt.Fprint(w, "event: overflow\ndata: {\"reason\":\"the client fell more than 262144 bytes behind the stream\"}\n\n")
+			return // the service ends the stream
+		}
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	st, err := fastClient(t, srv.URL).WatchPrefix(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	for want := int64(1); want <= 2; want++ {
+		ev, err := st.Next()
+		if err != nil || ev.Type != client.EventAcquired || ev.Lease.FencingToken != want {
+			t.Fatalf("event %d: %+v, %v; want acquired with token %d", want, ev, err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(lastIDs, []string{"", "100"}) {
+		t.Fatalf("Last-Event-ID per connection %q, want the resume after 100", lastIDs)
+	}
+}

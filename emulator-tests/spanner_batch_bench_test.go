@@ -17,8 +17,8 @@ import (
 func BenchmarkSpannerBatch(b *testing.B) {
 	for _, max := range []int{1, spannerstore.DefaultBatchMax} {
 		b.Run(fmt.Sprintf("BatchMax=%d", max), func(b *testing.B) {
-			s := spannerStore(b, spannerstore.WithSerialTransactions(true), spannerstore.WithBatchMax(max),
-				spannerstore.WithFastPath(spannerstore.FastPathNever))
+			s := spannerStore(b, spannerstore.WithLoop(backend.WithOneAtATime(true)), spannerstore.WithBatchMax(max),
+				spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 			loop := backend.NewLoop(s)
 			prefix := spannerID("bench.batch.")
 			attempts0, txns0, _ := s.BatchStats()
@@ -45,7 +45,7 @@ func BenchmarkSpannerBatch(b *testing.B) {
 func BenchmarkSpannerBatchPaced(b *testing.B) {
 	for _, rate := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("Rate=%d", rate), func(b *testing.B) {
-			s := spannerStore(b, spannerstore.WithSerialTransactions(true), spannerstore.WithFastPath(spannerstore.FastPathNever))
+			s := spannerStore(b, spannerstore.WithLoop(backend.WithOneAtATime(true)), spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 			loop := backend.NewLoop(s)
 			prefix := spannerID("bench.paced.")
 			n := b.N

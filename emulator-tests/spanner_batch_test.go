@@ -40,17 +40,24 @@ func increment(ctx context.Context, loop *backend.Loop, name string) error {
 	return err
 }
 
-// holdBatch starts a Try on its own lease whose decide blocks until the
-// returned release is called, so that the Try calls made meanwhile queue
-// behind its transaction and then share the next one. It returns once the
-// blocking transaction is open, and release waits for its answer.
-func holdBatch(t *testing.T, s *spannerstore.Store, name string) (release func()) {
+// batchLoop returns a Loop over s that never reads first, so that every
+// Update is an attempt, and that batches as s declares.
+func batchLoop(s *spannerstore.Store) *backend.Loop {
+	return backend.NewLoop(s, backend.WithReadFirst(backend.ReadFirstNever))
+}
+
+// holdBatch starts an Update through loop on its own lease whose decide
+// blocks until the returned release is called, so that the Updates made
+// through loop meanwhile queue behind its transaction in the loop's
+// batcher and then share the next one. It returns once the blocking
+// transaction is open, and release waits for its answer.
+func holdBatch(t *testing.T, loop *backend.Loop, name string) (release func()) {
 	t.Helper()
 	entered, unblock := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Try(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		_, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 			once.Do(func() { close(entered) })
 			<-unblock
 			return counterRecord(snap), nil
@@ -70,9 +77,9 @@ func holdBatch(t *testing.T, s *spannerstore.Store, name string) (release func()
 	}
 }
 
-// waitQueued waits until the store's batcher has n attempts waiting; the
+// waitQueued waits until the loop's batcher has the attempts waiting; the
 // queue is not visible, so it waits for the callers' goroutines to have
-// called Try (a short, bounded pause after they all started).
+// called Update (a short, bounded pause after they all started).
 func waitQueued(started *sync.WaitGroup) {
 	started.Wait()
 	time.Sleep(200 * time.Millisecond)
@@ -83,12 +90,14 @@ func waitQueued(started *sync.WaitGroup) {
 // to write nothing, one whose record cannot be written (a sub-millisecond
 // TTL) and one whose decide panics: each caller gets its own answer, as if alone; the failures write
 // nothing and do not fail the others; the increments all land, in one
-// transaction.
+// transaction. (backend's TestLoopBatch* check the same of the loop's
+// batcher over a fake BatchStore; this is Spanner's TryBatch under it.)
 func TestSpannerBatchAnswersEachCaller(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithSerialTransactions(true), spannerstore.WithBatchMax(50))
+	s := spannerStore(t, spannerstore.WithLoop(backend.WithOneAtATime(true)), spannerstore.WithBatchMax(50))
+	loop := batchLoop(s)
 	prefix := spannerID("batch.")
-	release := holdBatch(t, s, prefix+"blocker")
-	attempts0, txns0, _ := s.BatchStats()
+	release := holdBatch(t, loop, prefix+"blocker")
+	attempts0, txns0, _ := loop.BatchStats()
 
 	const incrs = 8
 	errDecide := errors.New("decide refuses")
@@ -104,7 +113,7 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
-			snap, err := s.Try(t.Context(), name, decide)
+			snap, err := loop.Update(t.Context(), name, decide)
 			answers[i] = answer{snap, err}
 		})
 	}
@@ -125,7 +134,7 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 	release()
 	wg.Wait()
 
-	attempts, txns, _ := s.BatchStats()
+	attempts, txns, _ := loop.BatchStats()
 	if attempts-attempts0 != incrs+4 || txns-txns0 != 1 {
 		t.Fatalf("%d attempts in %d transactions after the blocker, want %d in 1: the attempts did not share one batch",
 			attempts-attempts0, txns-txns0, incrs+4)
@@ -159,10 +168,11 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 // allows), which fails the whole transaction: the batch is split, each
 // attempt runs alone, and only that caller gets the error.
 func TestSpannerBatchSplitsAFailedCommit(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithSerialTransactions(true))
+	s := spannerStore(t, spannerstore.WithLoop(backend.WithOneAtATime(true)))
+	loop := batchLoop(s)
 	prefix := spannerID("split.")
-	release := holdBatch(t, s, prefix+"blocker")
-	_, _, splits0 := s.BatchStats()
+	release := holdBatch(t, loop, prefix+"blocker")
+	_, _, splits0 := loop.BatchStats()
 
 	const n = 6
 	var (
@@ -173,7 +183,7 @@ func TestSpannerBatchSplitsAFailedCommit(t *testing.T) {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
-			_, errs[i] = s.Try(t.Context(), fmt.Sprintf("%s%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
+			_, errs[i] = loop.Update(t.Context(), fmt.Sprintf("%s%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
 				r := counterRecord(snap)
 				if i == 0 {
 					r.Holder = strings.Repeat("h", 300) // Holder is STRING(256)
@@ -186,7 +196,7 @@ func TestSpannerBatchSplitsAFailedCommit(t *testing.T) {
 	release()
 	wg.Wait()
 
-	if _, _, splits := s.BatchStats(); splits-splits0 != 1 {
+	if _, _, splits := loop.BatchStats(); splits-splits0 != 1 {
 		t.Fatalf("%d batches split, want 1", splits-splits0)
 	}
 	if errs[0] == nil || errors.Is(errs[0], backend.ErrConflict) {
@@ -216,11 +226,12 @@ func TestSpannerBatchConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	var batchRuns atomic.Int64
-	s := spannerStore(t, spannerstore.WithSerialTransactions(true))
+	s := spannerStore(t, spannerstore.WithLoop(backend.WithOneAtATime(true)))
+	loop := batchLoop(s)
 	prefix := spannerID("conflict.")
 	shared := prefix + "shared"
-	release := holdBatch(t, s, prefix+"blocker")
-	_, _, splits0 := s.BatchStats()
+	release := holdBatch(t, loop, prefix+"blocker")
+	_, _, splits0 := loop.BatchStats()
 
 	const n = 5
 	var (
@@ -238,7 +249,7 @@ func TestSpannerBatchConflict(t *testing.T) {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
-			snap, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+			snap, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 				if i == 0 && batchRuns.Add(1) == 1 {
 					rivalDone := make(chan struct{})
 					go func() { // a transaction of the same client, while the batch's is open
@@ -259,7 +270,7 @@ func TestSpannerBatchConflict(t *testing.T) {
 	release()
 	wg.Wait()
 
-	_, _, splits := s.BatchStats()
+	_, _, splits := loop.BatchStats()
 	t.Logf("the batch's decide ran %d times on the shared lease; %d batches split; %d retries",
 		batchRuns.Load(), splits-splits0, s.Retries())
 	if splits-splits0 != 1 {
@@ -339,7 +350,7 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 				t.Fatalf("spanner.NewClient: %v", err)
 			}
 			defer client.Close()
-			s, err := spannerstore.New(client, spannerstore.WithSerialTransactions(true),
+			s, err := spannerstore.New(client, spannerstore.WithLoop(backend.WithOneAtATime(true)),
 				spannerstore.WithBatchMax(tc.batchMax), spannerstore.WithMaxCommitDelay(tc.delay))
 			if err != nil {
 				t.Fatal(err)
@@ -354,9 +365,9 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 			// among those checked; with it off, each is its own.
 			release := func() {}
 			if tc.batchMax > 1 {
-				release = holdBatch(t, s, prefix+".blocker")
+				release = holdBatch(t, loop, prefix+".blocker")
 			}
-			attempts0, txns0, _ := s.BatchStats()
+			attempts0, txns0, _ := loop.BatchStats()
 			var started, wg sync.WaitGroup
 			for i := range 20 {
 				started.Add(1)
@@ -370,7 +381,7 @@ func TestSpannerCommitDelayReachesEveryCommit(t *testing.T) {
 			waitQueued(&started)
 			release()
 			wg.Wait()
-			if attempts, txns, _ := s.BatchStats(); tc.batchMax > 1 && attempts-attempts0 <= txns-txns0 {
+			if attempts, txns, _ := loop.BatchStats(); tc.batchMax > 1 && attempts-attempts0 <= txns-txns0 {
 				t.Fatalf("%d attempts in %d transactions after the blocker: no batch was formed", attempts-attempts0, txns-txns0)
 			}
 			rec.mu.Lock()

@@ -48,7 +48,7 @@ func spannerBench(b *testing.B, renew bool) {
 			db, client := spannerSetup(b)
 			svc := e2e.StartService(b, spannerServiceEnv(db, "LEASESVC_SPANNER_FAST_PATH", fast.String()))
 			mem := e2e.StartService(b, map[string]string{"LEASESVC_BACKEND": "memory"})
-			store, err := spannerstore.New(client, spannerstore.WithFastPath(fast), spannerstore.WithSerialTransactions(true))
+			store, err := spannerstore.New(client, spannerstore.WithLoop(backend.WithReadFirst(fast)), spannerstore.WithLoop(backend.WithOneAtATime(true)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -29,8 +29,8 @@ import (
 func BenchmarkSpannerCeiling(b *testing.B) {
 	for _, batch := range []int{1, 100, 500} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s := spannerStore(b, spannerstore.WithSerialTransactions(true), spannerstore.WithBatchMax(batch),
-				spannerstore.WithFastPath(spannerstore.FastPathNever))
+			s := spannerStore(b, spannerstore.WithLoop(backend.WithOneAtATime(true)), spannerstore.WithBatchMax(batch),
+				spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 			loop := backend.NewLoop(s)
 			prefix := spannerID(fmt.Sprintf("bench.ceiling%d.", batch))
 			n := b.N * batch
@@ -66,14 +66,14 @@ func BenchmarkSpannerSetup10k(b *testing.B) {
 	for _, clients := range []int{1, 2} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			db, _ := spannerSetup(b)
-			stores := []*spannerstore.Store{spannerStore(b, spannerstore.WithSerialTransactions(true))}
+			stores := []*spannerstore.Store{spannerStore(b, spannerstore.WithLoop(backend.WithOneAtATime(true)))}
 			if clients == 2 {
 				second, err := spanner.NewClient(context.Background(), db)
 				if err != nil {
 					b.Fatalf("spanner.NewClient: %v", err)
 				}
 				b.Cleanup(second.Close)
-				s, err := spannerstore.New(second, spannerstore.WithSerialTransactions(true))
+				s, err := spannerstore.New(second, spannerstore.WithLoop(backend.WithOneAtATime(true)))
 				if err != nil {
 					b.Fatalf("spanner.New: %v", err)
 				}

@@ -196,8 +196,8 @@ func TestSpannerConformance(t *testing.T) {
 			// once, after 11 s). That is the emulator's scheduling, not
 			// contention the default bound is for; the test's context still
 			// bounds the retries.
-			s := spannerStore(t, spannerstore.WithFastPath(c.fast), spannerstore.WithSerialTransactions(true),
-				spannerstore.WithBatchMax(c.batchMax), spannerstore.WithMaxAttempts(1000))
+			s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(c.fast)), spannerstore.WithLoop(backend.WithOneAtATime(true)),
+				spannerstore.WithBatchMax(c.batchMax), spannerstore.WithLoop(backend.WithMaxAttempts(1000)))
 			t.Cleanup(func() {
 				attempts, txns, splits := s.BatchStats()
 				t.Logf("retried read-write transactions: %d; batched %d attempts in %d transactions (%d split)",
@@ -227,7 +227,7 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 		loops  []*backend.Loop // one per store, as one per service instance
 	)
 	for _, c := range []*spanner.Client{first, second} {
-		s, err := spannerstore.New(c, spannerstore.WithSerialTransactions(true))
+		s, err := spannerstore.New(c, spannerstore.WithLoop(backend.WithOneAtATime(true)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,11 +296,11 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 func TestSpannerRetriesOverlappingTransactions(t *testing.T) {
 	var mu sync.Mutex
 	reasons := map[string]int{}
-	s := spannerStore(t, spannerstore.WithBatchMax(1), spannerstore.WithMaxAttempts(1000), spannerstore.WithRetryHook(func(r string) {
+	s := spannerStore(t, spannerstore.WithBatchMax(1), spannerstore.WithLoop(backend.WithMaxAttempts(1000), backend.WithRetryHook(func(r string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reasons[r]++
-	}))
+	})))
 	prefix := spannerID("retry.")
 	const workers, each = 12, 5
 	var wg sync.WaitGroup
@@ -377,7 +377,7 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 // TestSpannerUpdateRejectsSubMillisecondTTL checks that a TTL the TtlMs
 // column cannot hold is an error, not silently rounded.
 func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithFastPath(spannerstore.FastPathNever))
+	s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 	name := spannerID("ttl.")
 	_, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
 		now := snap.ServerTime
@@ -641,7 +641,7 @@ func TestSpannerErrorsClassified(t *testing.T) {
 // Spanner's: an Update's server time lies between the commit timestamps of
 // a write before it and a write after it, as read from UpdateTime.
 func TestSpannerServerTimeIsSpanners(t *testing.T) {
-	s := spannerStore(t, spannerstore.WithFastPath(spannerstore.FastPathNever))
+	s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 	_, client := spannerSetup(t)
 	write := func(name string) (backend.Snapshot, time.Time) {
 		t.Helper()

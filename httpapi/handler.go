@@ -124,6 +124,20 @@ type Limits struct {
 	// StreamRefresh); a stream asking for refresh of another prefix is
 	// answered 429. Default 64.
 	RefreshPrefixes int
+	// WriteTimeout bounds the time to write a response, from its first
+	// byte, and each event of a :watch stream; a client that takes no more
+	// than that loses its connection. It is set per response, never on the
+	// server, so streams and waiting acquires can last. Default 30s.
+	WriteTimeout time.Duration
+	// StreamBuffer bounds the bytes a :watch stream queues for a client
+	// that reads slower than its events come; a stream whose client falls
+	// further behind is closed with an `overflow` event. Default 256 KiB
+	// (the kernel's socket buffer holds more before this queue fills).
+	StreamBuffer int
+	// PageBytes bounds the encoded size of a list page: the page ends
+	// early, with a nextPageToken, before it would pass it; a page always
+	// holds at least one lease. Default 4 MiB, at most MaxPageBytes.
+	PageBytes int
 }
 
 // Defaults of Limits.
@@ -136,10 +150,18 @@ const (
 	DefaultWaiting          = 10000
 	DefaultReadyCache       = time.Second
 	DefaultRefreshPrefixes  = 64
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultStreamBuffer     = 256 << 10
+	DefaultPageBytes        = 4 << 20
 )
 
 // StreamRefreshOff, as Limits.StreamRefresh, turns refresh events off.
 const StreamRefreshOff time.Duration = -1
+
+// MaxPageBytes is the largest Limits.PageBytes: clients read answers of up
+// to twice as much (client.MaxAnswerBytes), so that any page, even one
+// whose single lease is larger than the bound, reaches them whole.
+const MaxPageBytes = 32 << 20
 
 // withDefaults fills in the zero fields and checks the others.
 func (l Limits) withDefaults() (Limits, error) {
@@ -153,7 +175,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		name string
 		v    *time.Duration
 		def  time.Duration
-	}{{"BodyTimeout", &l.BodyTimeout, DefaultBodyTimeout}, {"StreamLifetime", &l.StreamLifetime, DefaultStreamLifetime}, {"ReadyCache", &l.ReadyCache, DefaultReadyCache}} {
+	}{{"BodyTimeout", &l.BodyTimeout, DefaultBodyTimeout}, {"StreamLifetime", &l.StreamLifetime, DefaultStreamLifetime}, {"ReadyCache", &l.ReadyCache, DefaultReadyCache},
+		{"WriteTimeout", &l.WriteTimeout, DefaultWriteTimeout}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
@@ -167,13 +190,17 @@ func (l Limits) withDefaults() (Limits, error) {
 		def  int
 	}{{"StreamsPerCaller", &l.StreamsPerCaller, DefaultStreamsPerCaller}, {"Streams", &l.Streams, DefaultStreams},
 		{"WaitingPerCaller", &l.WaitingPerCaller, DefaultWaitingPerCaller}, {"Waiting", &l.Waiting, DefaultWaiting},
-		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}, {"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget}} {
+		{"RefreshPrefixes", &l.RefreshPrefixes, DefaultRefreshPrefixes}, {"ListScanBudget", &l.ListScanBudget, lease.DefaultScanBudget},
+		{"StreamBuffer", &l.StreamBuffer, DefaultStreamBuffer}, {"PageBytes", &l.PageBytes, DefaultPageBytes}} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("httpapi: Config.Limits.%s must not be negative", f.name)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if l.PageBytes > MaxPageBytes {
+		return l, fmt.Errorf("httpapi: Config.Limits.PageBytes must be at most %d", MaxPageBytes)
 	}
 	return l, nil
 }

@@ -248,19 +248,20 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		req.PageSize = n
 	}
-	ctx, cancel := a.timeout(r, 0)
-	defer cancel()
-	res, err := a.m.List(ctx, req)
-	if err != nil {
-		a.fail(w, r, a.errorProblem(r, err))
+	size := req.PageSize
+	switch {
+	case size < 0:
+		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "pageSize", Description: "must not be negative"}}})
 		return
+	case size == 0:
+		size = lease.DefaultPageSize
+	case size > lease.MaxPageSize:
+		size = lease.MaxPageSize
 	}
-	a.observeOp(r, "ok")
-	out := wire.List{Leases: make([]wire.Lease, 0, len(res.Leases)), NextPageToken: a.sealPageToken(res.NextPageToken, req.Prefix, principal)}
-	for _, l := range res.Leases {
-		out.Leases = append(out.Leases, wire.FromLease(l))
-	}
-	writeJSON(w, http.StatusOK, "application/json", out)
+	// A page may come out shorter than pageSize (PageBytes, or the scan
+	// budget of lease.List's Keep); nextPageToken still continues it.
+	a.writePage(w, r, a.newLister(r, req, size), func(inner string) string { return a.sealPageToken(inner, req.Prefix, principal) })
 }
 
 // internal reports whether name is one of the service's own leases, which

@@ -55,16 +55,21 @@ func routed(r *http.Request, route, op, name string) {
 	}
 }
 
-// statusWriter remembers the status written; Unwrap lets
+// statusWriter remembers the status written, and gives the response
+// writeTimeout from its first byte (Limits.WriteTimeout): a client that does
+// not read cannot hold a response, and the memory behind it, for longer.
+// Streams then set a deadline per event (stream.send). Unwrap lets
 // http.ResponseController reach the Flusher of a :watch stream.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status       int
+	writeTimeout time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.startDeadline()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -72,8 +77,15 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.startDeadline()
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// startDeadline sets the connection's write deadline for the response.
+// An error means no real connection (httptest.ResponseRecorder).
+func (w *statusWriter) startDeadline() {
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.writeTimeout))
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -84,7 +96,10 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (a *api) observe(next http.Handler) http.Handler {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &reqInfo{start: time.Now()}
-		sw := &statusWriter{ResponseWriter: w}
+		// A keep-alive connection keeps the write deadline of its previous
+		// response: lift it until this response starts.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		sw := &statusWriter{ResponseWriter: w, writeTimeout: a.cfg.Limits.WriteTimeout}
 		a.bodyDeadline(sw, r) // on every route: a refused request's body is bounded too
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), infoKey{}, info)))
 		d := time.Since(info.start)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -93,7 +92,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 // writeJSON writes v as the response. Encoding our own types cannot fail,
 // and a failed write means the client has gone; neither has anyone to tell.
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
-	b, err := json.Marshal(v)
+	b, err := wire.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"type":"` + ProblemTypeBase + codeInternal + `","title":"Internal Server Error","status":500,"code":"internal"}`)
@@ -103,7 +102,9 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	h.Set("Content-Type", contentType)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	if _, err := w.Write(b); err == nil {
+		_, _ = w.Write([]byte{'\n'})
+	}
 }
 
 // errorProblem maps an error of the lease.Manager to its problem: the one

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/leasesvc/leasesvc/internal/wire"
@@ -73,8 +72,7 @@ func (p *prefixStream) refresh(items []refreshed, now time.Time) {
 		if lease.Newer(st, last) || keyOf(last.Lease) == e.key {
 			continue // the stream told a newer state, or this one already
 		}
-		last.Lease = e.l
-		p.last[n] = last
+		p.last[n] = mark(lease.Event{Type: last.Type, Lease: e.l})
 		out = append(out, refreshOf(e, now))
 	}
 	var batch []byte
@@ -85,9 +83,9 @@ func (p *prefixStream) refresh(items []refreshed, now time.Time) {
 		}
 	}
 	for _, l := range out {
-		b, err := json.Marshal(l)
+		b, err := wire.Marshal(l)
 		if err != nil {
-			p.s.err = err
+			p.s.fail(err)
 			return
 		}
 		if len(batch)+len(b) > refreshBytes {

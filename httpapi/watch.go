@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
-	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -40,13 +37,15 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	a.observeOp(r, "ok")
-	rc := http.NewResponseController(w)
 	if !startEventStream(w, r) {
 		return
 	}
-	s := &stream{w: w, rc: rc}
+	s := a.openStream(w, r)
+	defer s.close()
+	s.backlog = true // the replay and the state go at the client's pace
 	a.replayLease(s, r, name)
 	s.snapshot(cur, found)
+	s.backlog = false
 
 	var last lease.Event // the newest state the client has, as an event
 	backstop := time.NewTimer(time.Hour)
@@ -61,15 +60,13 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		last = stateEvent(cur)
 		arm(cur)
 	}
-	heartbeat, lifetime, stopTimers := a.streamTimers()
+	heartbeat, stopTimers := a.streamTimers()
 	defer stopTimers()
-	for s.err == nil {
+	for s.ok() {
 		select {
-		case <-ctx.Done():
+		case <-s.ctx.Done(): // the client went, shutdown, or the lifetime ended
 			return
-		case <-a.stopCtx.Done():
-			return
-		case <-lifetime: // the stream ends cleanly; the client reconnects
+		case <-s.done: // a write failed, or the client fell behind
 			return
 		case <-heartbeat:
 			s.write([]byte(": heartbeat\n\n"))
@@ -79,7 +76,9 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 				if err != nil {
 					return
 				}
+				s.backlog = true
 				s.snapshot(cur, found)
+				s.backlog = false
 				last = stateEvent(cur)
 				arm(cur)
 				continue
@@ -143,49 +142,32 @@ func missed(last lease.Event, cur lease.Lease) []lease.Event {
 	return out
 }
 
-// stream writes Server-Sent Events and remembers the first write error.
-type stream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	err error
-}
-
-func (s *stream) write(b []byte) {
-	if s.err != nil {
+func (s *stream) snapshot(l lease.Lease, found bool) {
+	if !found {
+		s.write(frame("", "lease", []byte("null")))
 		return
 	}
-	if _, s.err = s.w.Write(b); s.err == nil {
-		s.err = s.rc.Flush()
-	}
-}
-
-func (s *stream) snapshot(l lease.Lease, found bool) {
-	data := []byte("null")
-	if found {
-		data, _ = json.Marshal(wire.FromLease(l))
-	}
-	s.write(frame("", "lease", data))
+	s.write(leaseFrame("", "lease", l))
 }
 
 func (s *stream) event(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame(ev.ID(), string(ev.Type), ev)
 	if err != nil {
-		s.err = err
+		s.fail(err)
 		return
 	}
-	s.write(frame(ev.ID(), string(ev.Type), data))
+	s.write(f)
 }
 
 // frame renders one SSE event; data is one line of JSON.
+// It has the capacity it needs and no more: a stream's queue holds frames.
 func frame(id, event string, data []byte) []byte {
-	var b bytes.Buffer
+	b := make([]byte, 0, len("id: \nevent: \ndata: \n\n")+len(id)+len(event)+len(data))
 	if id != "" {
-		b.WriteString("id: " + id + "\n")
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	b.WriteString("event: " + event + "\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	return b.Bytes()
+	b = append(append(append(b, "event: "...), event...), "\ndata: "...)
+	return append(append(b, data...), "\n\n"...)
 }
 
 // admitStream takes one of the caller's and the instance's :watch stream
@@ -214,10 +196,10 @@ func startEventStream(w http.ResponseWriter, r *http.Request) bool {
 	return r.Method != http.MethodHead
 }
 
-// streamTimers returns a stream's heartbeat ticks and the end of its
-// lifetime (docs/contract.md §9), and the function that stops both.
-func (a *api) streamTimers() (heartbeat, lifetime <-chan time.Time, stop func()) {
+// streamTimers returns a stream's heartbeat ticks and the function that
+// stops them. The stream's lifetime (docs/contract.md §9) is its context's
+// (openStream).
+func (a *api) streamTimers() (heartbeat <-chan time.Time, stop func()) {
 	hb := time.NewTicker(a.cfg.Heartbeat)
-	lt := time.NewTimer(a.cfg.Limits.StreamLifetime)
-	return hb.C, lt.C, func() { hb.Stop(); lt.Stop() }
+	return hb.C, hb.Stop
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/auth"
-	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -105,6 +103,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	defer release()
 
 	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
+	if !resume && !history {
+		recent = nil // not kept while the snapshot waits for a slow client
+	}
 	defer a.cfg.Events.Unsubscribe(sub)
 	var rsub *refreshSub
 	var refreshed <-chan struct{} // nil without refresh: never ready
@@ -119,7 +120,8 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			refreshed = rsub.C
 		}
 	}
-	leases, err := a.listAll(r, prefix, readable)
+	ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+	first, err := ls.next()
 	if err != nil {
 		a.fail(w, r, a.errorProblem(r, err))
 		return
@@ -128,7 +130,10 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !startEventStream(w, r) {
 		return
 	}
-	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
+	s := a.openStream(w, r)
+	defer s.close()
+	s.backlog = true // the replay, the snapshot and the history go at the client's pace
+	ps := &prefixStream{s: s, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, cursor: cursor, readable: readable}
 	if resume {
 		// The kept events of the window, each lease's in token order (they
@@ -154,15 +159,17 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 		ps.replaying = false
 	}
-	for _, l := range leases {
+	if eachReadable(s, ls, first, readable, func(l lease.Lease) {
 		_, replayed := ps.last[l.Name]
 		if ps.held[l.Name] != nil || replayed {
 			// What the replay lacks may still be on its way to this
 			// instance: the state waits behind it, as a held event.
 			ps.hold(heldItem{ev: stateEvent(l), snap: &l}, time.Now())
-			continue
+			return
 		}
 		ps.snapshot(l)
+	}) != nil {
+		return // the client reconnects
 	}
 	if history && !resume {
 		for _, ev := range recent {
@@ -172,9 +179,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ps.s.write([]byte(": live\n\n"))
+	s.backlog = false
 
-	ctx := r.Context()
-	heartbeat, lifetime, stopTimers := a.streamTimers()
+	heartbeat, stopTimers := a.streamTimers()
 	defer stopTimers()
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
@@ -182,27 +189,29 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if d, ok := ps.nextDeadline(); ok {
 		hold.Reset(max(time.Until(d), time.Millisecond))
 	}
-	for ps.s.err == nil {
+	for s.ok() {
 		select {
-		case <-ctx.Done():
+		case <-s.ctx.Done(): // the client went, shutdown, or the lifetime ended
 			return
-		case <-a.stopCtx.Done():
-			return
-		case <-lifetime: // the stream ends cleanly; the client reconnects
+		case <-s.done: // a write failed, or the client fell behind
 			return
 		case <-heartbeat:
 			ps.s.write([]byte(": heartbeat\n\n"))
 		case ev := <-sub.C:
 			if sub.Lagged() { // events were dropped: say the states anew
-				leases, err := a.listAll(r, prefix, readable)
+				ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+				first, err := ls.next()
 				if err != nil {
 					return
 				}
+				s.backlog = true
 				ps.flushAll(time.Time{})
-				for _, l := range leases {
-					ps.snapshot(l)
+				seen := map[string]bool{}
+				if eachReadable(s, ls, first, readable, func(l lease.Lease) { seen[l.Name] = true; ps.snapshot(l) }) != nil {
+					return
 				}
-				ps.gone(leases)
+				ps.gone(seen)
+				s.backlog = false
 			}
 			ps.offer(ev, time.Now())
 		case <-hold.C:
@@ -216,26 +225,25 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// listAll lists every readable lease under prefix, page by page.
-func (a *api) listAll(r *http.Request, prefix string, readable func(string) bool) ([]lease.Lease, error) {
-	var out []lease.Lease
-	req := lease.ListRequest{Prefix: prefix, PageSize: 1000}
+// eachReadable calls f with each readable lease that ls reads, first (a
+// chunk it has read) and then chunk by chunk, while the stream goes on:
+// the stream holds one chunk of leases at a time while its client takes
+// their snapshots.
+func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(string) bool, f func(lease.Lease)) error {
+	chunk := first
 	for {
-		ctx, cancel := a.timeout(r, 0)
-		res, err := a.m.List(ctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range res.Leases {
+		for _, l := range chunk {
 			if readable(l.Name) {
-				out = append(out, l)
+				f(l)
 			}
 		}
-		if res.NextPageToken == "" {
-			return out, nil
+		if ls.done || !s.ok() {
+			return nil
 		}
-		req.PageToken = res.NextPageToken
+		var err error
+		if chunk, err = ls.next(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -250,6 +258,17 @@ type prefixStream struct {
 	// replaying is set while a resume replays kept events: a lease's first
 	// one needs no predecessor.
 	replaying bool
+}
+
+// mark is what a prefix stream remembers of the newest event it sent of
+// a lease: what lease.Newer and ready compare, what a refresh compares
+// (keyOf) and what a deleted event found by a re-list says, without the
+// lease's metadata and checkpoint, so that a stream over many large leases
+// does not keep a copy of each.
+func mark(ev lease.Event) lease.Event {
+	l := ev.Lease
+	l.Metadata, l.Checkpoint = nil, nil
+	return lease.Event{Type: ev.Type, Lease: l}
 }
 
 // heldBack is a lease's events waiting, in Newer order, for the events
@@ -400,13 +419,13 @@ func (p *prefixStream) advance(t time.Time) string {
 }
 
 func (p *prefixStream) send(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame(p.advance(ev.Time), string(ev.Type), ev)
 	if err != nil {
-		p.s.err = err
+		p.s.fail(err)
 		return
 	}
-	p.last[ev.Lease.Name] = ev
-	p.s.write(frame(p.advance(ev.Time), string(ev.Type), data))
+	p.last[ev.Lease.Name] = mark(ev)
+	p.s.write(f)
 }
 
 // snapshot sends the lease as it is, unless the stream already sent its
@@ -416,19 +435,14 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 	if last, ok := p.last[l.Name]; ok && !lease.Newer(last, st) {
 		return
 	}
-	p.last[l.Name] = st
-	data, _ := json.Marshal(wire.FromLease(l))
-	p.s.write(frame(p.advance(l.ServerTime), "snapshot", data))
+	p.last[l.Name] = mark(st)
+	p.s.write(leaseFrame(p.advance(l.ServerTime), "snapshot", l))
 }
 
 // gone sends a deleted event for each lease the stream showed that is not
-// among leases any more: after events were dropped, a deletion is seen only
+// listed any more: after events were dropped, a deletion is seen only
 // as the lease's absence from the list (docs/contract.md §15).
-func (p *prefixStream) gone(leases []lease.Lease) {
-	listed := make(map[string]bool, len(leases))
-	for _, l := range leases {
-		listed[l.Name] = true
-	}
+func (p *prefixStream) gone(listed map[string]bool) {
 	for n, last := range p.last {
 		if listed[n] || last.Type == lease.EventDeleted {
 			continue
@@ -440,10 +454,10 @@ func (p *prefixStream) gone(leases []lease.Lease) {
 
 // history sends a kept event as it was, outside the order of the stream.
 func (p *prefixStream) history(ev lease.Event) {
-	data, err := wire.MarshalEvent(ev)
+	f, err := eventFrame("", "history", ev)
 	if err != nil {
-		p.s.err = err
+		p.s.fail(err)
 		return
 	}
-	p.s.write(frame("", "history", data))
+	p.s.write(f)
 }

@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"net/http"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,20 +16,45 @@ import (
 // one deleted event (docs/contract.md §15), once.
 func TestPrefixStreamGone(t *testing.T) {
 	w := httptest.NewRecorder()
-	ps := &prefixStream{s: &stream{w: w, rc: http.NewResponseController(w)}, last: map[string]lease.Event{},
+	a := &api{log: slog.New(slog.DiscardHandler), stopCtx: t.Context(),
+		cfg: Config{Limits: Limits{StreamLifetime: time.Minute, WriteTimeout: time.Minute, StreamBuffer: 1 << 20}}}
+	s := a.openStream(w, httptest.NewRequest("GET", "/v1/leases:watch", nil))
+	defer s.close()
+	ps := &prefixStream{s: s, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, readable: func(string) bool { return true }}
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	kept := lease.Lease{Record: backend.Record{Name: "team-a.kept", Holder: "a", FencingToken: 1, ExpireTime: at}, ServerTime: at}
 	old := lease.Lease{Record: backend.Record{Name: "team-a.old", Holder: "b", FencingToken: 3, ExpireTime: at}, ServerTime: at}
 	ps.snapshot(kept)
 	ps.snapshot(old)
-	ps.gone([]lease.Lease{kept})
-	ps.gone([]lease.Lease{kept})
+	ps.gone(map[string]bool{kept.Name: true})
+	ps.gone(map[string]bool{kept.Name: true})
+	drained(t, s)
 	out := w.Body.String()
 	if n := strings.Count(out, "event: deleted"); n != 1 || !strings.Contains(out, `"name":"team-a.old"`) {
 		t.Fatalf("stream:\n%s\nwant one deleted event, of team-a.old", out)
 	}
 	if ps.last["team-a.old"].Type != lease.EventDeleted || ps.last["team-a.kept"].Type == lease.EventDeleted {
 		t.Fatalf("last events %+v", ps.last)
+	}
+}
+
+// drained waits until the stream's writer has written all that was queued.
+func drained(t *testing.T, s *stream) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		n, err := s.queued, s.err
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			t.Fatalf("stream ended: %v", err)
+		case n == 0:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("%d bytes still queued after 10 s", n)
+		}
+		time.Sleep(time.Millisecond) // polls the writer's progress
 	}
 }

@@ -43,6 +43,9 @@ type ListResult struct {
 	Leases []Lease
 	// NextPageToken continues the list; "" when this is the last page.
 	NextPageToken string
+	// PassedOver is how many leases the page passed over (Keep refused
+	// them, or they were deleted): what it spent of its scan budget.
+	PassedOver int
 }
 
 // pageTokenVersion starts every page token, so the format can change.
@@ -99,6 +102,7 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 				// A lease to show follows the full page, or the budget
 				// ran out: the next page continues from resume.
 				res.NextPageToken = encodePageToken(req.Prefix, resume)
+				res.PassedOver = skipped
 				return res, nil
 			}
 			after = name
@@ -113,10 +117,15 @@ func (m *Manager) List(ctx context.Context, req ListRequest) (ListResult, error)
 			}
 		}
 		if len(recs) < batch {
+			res.PassedOver = skipped
 			return res, nil // the list ended
 		}
 	}
 }
+
+// PageTokenAfter is the page token of the list of prefix that continues
+// after the lease name: what a caller uses to end a page early.
+func PageTokenAfter(prefix, name string) string { return encodePageToken(prefix, name) }
 
 func encodePageToken(prefix, after string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(pageTokenVersion + prefix + "\x00" + after))

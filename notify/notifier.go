@@ -97,7 +97,7 @@ func (r *Notifier) encode(ev lease.Event) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		msg, err := json.Marshal(relayMsg{From: r.from, Event: data})
+		msg, err := wire.Marshal(relayMsg{From: r.from, Event: data})
 		if err != nil {
 			return "", fmt.Errorf("relay: %w", err)
 		}

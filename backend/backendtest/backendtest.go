@@ -69,6 +69,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Store/ListOrderPrefixAfter", testStoreList},
 		{"Store/CancelledContext", testCancelledContext},
 		{"Store/ScanExpiry", testScanExpiry},
+		{"Store/BatchedUpdates", testBatchedUpdates},
+		{"Store/TryBatch", testTryBatch},
 		{"Acquire/New", testAcquireNew},
 		{"Acquire/FiftyRacersOneWinner", testAcquireRace},
 		{"Acquire/HeldByAnother", testAcquireHeld},

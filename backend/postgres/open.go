@@ -19,6 +19,7 @@ func init() {
 		Summary: "PostgreSQL (Cloud SQL, AlloyDB): one row per lease; clock_timestamp() after the row lock decides",
 		Settings: []backend.Setting{
 			{Env: "LEASESVC_POSTGRES_URL", Usage: "libpq connection URL, e.g. `postgres://user@host:5432/db?sslmode=require` (a password may come from `PGPASSWORD`; `pool_max_conns`, default 20, sizes the pool)"},
+			{Env: "LEASESVC_POSTGRES_BATCH_MAX", Default: "`1` (off)", Usage: "`1`–`1000`: how many acquires, renews and releases of distinct leases that arrive while a transaction is in flight share the next one ([docs/backends.md](docs/backends.md#batching))"},
 			{Env: "LEASESVC_POSTGRES_MIGRATE", Default: "`false`", Usage: "`true` creates the `leasesvc_leases` table and its expiry index if missing, and adds the columns of a table created by an older version; the columns are always checked at start-up"},
 		},
 		Open: open,
@@ -43,6 +44,10 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	if err != nil {
 		return nil, nil, err
 	}
+	batchMax, err := envBatchMax(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err) // pgx never echoes the password
@@ -56,7 +61,7 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	if err != nil {
 		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err)
 	}
-	s := New(pool)
+	s := New(pool, WithBatchMax(batchMax))
 	start, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	if migrate {
@@ -70,6 +75,12 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 		return nil, nil, fmt.Errorf("postgres at %s:%d, database %q (within %v): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, startTimeout, err)
 	}
 	return s, func() error { pool.Close(); return nil }, nil
+}
+
+// envBatchMax reads LEASESVC_POSTGRES_BATCH_MAX: 1–BatchMaxLimit, unset
+// DefaultBatchMax.
+func envBatchMax(getenv func(string) string) (int, error) {
+	return backend.EnvBatchMax(getenv, "LEASESVC_POSTGRES_BATCH_MAX", DefaultBatchMax, BatchMaxLimit)
 }
 
 // Migrate creates the table and its index (schema.sql) when missing, one

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,9 +17,16 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s := postgres.New(pool)
-	if err := s.Migrate(t.Context()); err != nil {
+	if err := postgres.New(pool).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	backendtest.Run(t, func(*testing.T) backendtest.Harness { return backendtest.Harness{Store: s} }, backendtest.Options{})
+	// Without batching (the default) and with it: backend.Loop then hands
+	// the attempts that arrive while a transaction is in flight to
+	// TryBatch together.
+	for _, n := range []int{postgres.DefaultBatchMax, 100} {
+		t.Run(fmt.Sprintf("BatchMax=%d", n), func(t *testing.T) {
+			s := postgres.New(pool, postgres.WithBatchMax(n))
+			backendtest.Run(t, func(*testing.T) backendtest.Harness { return backendtest.Harness{Store: s} }, backendtest.Options{})
+		})
+	}
 }

@@ -22,17 +22,50 @@ const Channel = "leasesvc_events"
 // columns are the table's columns, in the order scanRecord reads them.
 const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason, succession"
 
-// Store is a backend.Store, backend.ExpiryScanner and backend.Notifier
-// over the table of schema.sql. It is safe for concurrent use; the pool
-// stays the caller's.
-type Store struct{ pool *pgxpool.Pool }
+// Store is a backend.Store, backend.BatchStore, backend.ExpiryScanner and
+// backend.Notifier over the table of schema.sql. It is safe for concurrent
+// use; the pool stays the caller's.
+type Store struct {
+	pool     *pgxpool.Pool
+	batchMax int
+}
+
+var _ backend.BatchStore = (*Store)(nil)
+
+// DefaultBatchMax is how many attempts one transaction carries, at most,
+// unless WithBatchMax says otherwise: 1, no batching, as a pool runs many
+// transactions at once.
+const DefaultBatchMax = 1
+
+// BatchMaxLimit bounds WithBatchMax: a batch's read names every lease in
+// one statement and its writes are one round trip.
+const BatchMaxLimit = 1000
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithBatchMax sets the batch limit the Store declares (Hints.MaxBatch,
+// 1 ≤ n ≤ BatchMaxLimit, default DefaultBatchMax): with n > 1, a
+// backend.Loop lets the attempts on distinct leases that arrive while one
+// transaction is in flight share the next, up to n (see TryBatch). Out of
+// range values are clamped.
+func WithBatchMax(n int) Option { return func(s *Store) { s.batchMax = min(max(n, 1), BatchMaxLimit) } }
 
 // New returns a Store over pool. It does no I/O; see Migrate and CheckSchema.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, batchMax: DefaultBatchMax}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Hints implements backend.Hinter: a read takes no lock and costs one round
-// trip, an attempt a transaction, so refusals are answered from a read.
-func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }
+// trip, an attempt a transaction, so refusals are answered from a read; and
+// the batch limit of WithBatchMax.
+func (s *Store) Hints() backend.Hints {
+	return backend.Hints{ReadFirst: backend.ReadFirstAdaptive, MaxBatch: s.batchMax}
+}
 
 // batcher is a pool or a transaction.
 type batcher interface {
@@ -104,6 +137,37 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	if err != nil || next == nil {
 		return snap, err
 	}
+	b := &pgx.Batch{} // one round trip: the write and, when the holding ends, the wake-up sent at commit
+	w, err := queueWrite(b, name, snap, next)
+	if err != nil {
+		return backend.Snapshot{}, err
+	}
+	res := tx.SendBatch(ctx, b)
+	lost, err := w.check(res)
+	if err = errors.Join(err, res.Close()); err != nil { // the notification's error, if any
+		return backend.Snapshot{}, classify(ctx, "write "+name, err)
+	}
+	if lost != nil {
+		return backend.Snapshot{}, lost
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return backend.Snapshot{}, classify(ctx, "commit "+name, err)
+	}
+	return w.snapshot(), nil
+}
+
+// write is one record queued for writing, with what checks its outcome.
+type write struct {
+	rec    backend.Record
+	at     time.Time
+	notify bool // an ended-holding notification follows the write
+}
+
+// queueWrite queues on b the write of next under name, decided on snap: an
+// insert of a row that was missing at the read, or an update of the locked
+// row (a row created since the read is a conflict: no row affected), and,
+// when the write ends a holding, the wake-up sent at commit.
+func queueWrite(b *pgx.Batch, name string, snap backend.Snapshot, next *backend.Record) (*write, error) {
 	rec := *next
 	rec.Name = name
 	succ, err := backend.MarshalSuccession(&rec) // docs/contract.md §8, one text column ("" for none)
@@ -111,37 +175,112 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 		err = fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, rec.TTL)
 	}
 	if err != nil {
-		return backend.Snapshot{}, err
+		return nil, err
 	}
 	for _, t := range []*time.Time{&rec.AcquireTime, &rec.RenewTime, &rec.ExpireTime} {
 		*t = t.Truncate(time.Microsecond).UTC()
 	}
-	// An insert of a row that was missing at the read, or an update of the
-	// locked row; a row created since the read is a conflict (no row
-	// affected).
-	b := &pgx.Batch{} // one round trip: the write and, when the holding ends, the wake-up sent at commit
 	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (name) DO UPDATE SET ("+
 		columns+") = ROW(EXCLUDED.*) WHERE $14", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
 		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, string(succ), snap.Record != nil)
+	w := &write{rec: rec, at: snap.ServerTime}
 	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
 		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
+		w.notify = true
 	}
-	res := tx.SendBatch(ctx, b)
+	return w, nil
+}
+
+// check reads the outcome of w's statements from res, in the order
+// queueWrite queued them: err is a statement's error (which fails the
+// transaction), lost a conflict of this write alone (no row written: a row
+// created since the read).
+func (w *write) check(res pgx.BatchResults) (lost, err error) {
 	tag, err := res.Exec()
-	err = errors.Join(err, res.Close()) // the notification's error, if any
-	if err != nil {
-		return backend.Snapshot{}, classify(ctx, "write "+name, err)
+	if w.notify {
+		_, nerr := res.Exec()
+		err = errors.Join(err, nerr)
 	}
-	if tag.RowsAffected() != 1 {
-		return backend.Snapshot{}, backend.Conflict("inserted", fmt.Errorf("postgres: write %q: another transaction created the row", name))
+	if err == nil && tag.RowsAffected() != 1 {
+		lost = backend.Conflict("inserted", fmt.Errorf("postgres: write %q: another transaction created the row", w.rec.Name))
+	}
+	return lost, err
+}
+
+// TryBatch implements backend.BatchStore: one READ COMMITTED transaction
+// that locks the rows of every attempt (in name order, as every batch does,
+// so that two batches wait for each other rather than deadlock), takes the
+// clock after the locks, runs each attempt's decide on its own row, and
+// sends the writes in one round trip before one commit. An attempt whose
+// decide fails, whose record cannot be written, or whose insert finds a
+// row created since the read (a conflict, which Loop retries) gets that as
+// its Result and writes nothing; the others are unaffected. err is the
+// transaction's failure as a whole: nothing was written.
+func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) ([]backend.Result, error) {
+	names := make([]string, len(attempts))
+	for i, a := range attempts {
+		names[i] = a.Name
+	}
+	what := fmt.Sprintf("update %d leases in one transaction", len(attempts))
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, classify(ctx, "begin", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	recs, now, err := query(ctx, tx, what, "name = ANY($1) ORDER BY name FOR UPDATE", names)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*backend.Record, len(recs))
+	for i := range recs {
+		byName[recs[i].Name] = &recs[i]
+	}
+	results := make([]backend.Result, len(attempts))
+	writes := make([]*write, len(attempts))
+	b := &pgx.Batch{}
+	for i, a := range attempts {
+		snap := backend.Snapshot{Record: byName[a.Name], ServerTime: now}
+		next, err := a.Decide(snap)
+		if err != nil || next == nil {
+			results[i] = backend.Result{Snapshot: snap, Err: err}
+			continue
+		}
+		if writes[i], err = queueWrite(b, a.Name, snap, next); err != nil {
+			results[i] = backend.Result{Err: err}
+		}
+	}
+	if b.Len() > 0 {
+		res := tx.SendBatch(ctx, b)
+		for i, w := range writes {
+			if w == nil {
+				continue
+			}
+			lost, err := w.check(res)
+			if err != nil {
+				_ = res.Close()
+				return nil, classify(ctx, what, err)
+			}
+			if results[i].Err = lost; lost == nil {
+				results[i].Snapshot = w.snapshot()
+			}
+		}
+		if err := res.Close(); err != nil {
+			return nil, classify(ctx, what, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return backend.Snapshot{}, classify(ctx, "commit "+name, err)
+		return nil, classify(ctx, "commit: "+what, err)
 	}
+	return results, nil
+}
+
+// snapshot returns the snapshot the write produced.
+func (w *write) snapshot() backend.Snapshot {
+	rec := w.rec
 	if len(rec.Metadata) == 0 {
 		rec.Metadata = nil
 	}
-	return backend.Snapshot{Record: &rec, ServerTime: snap.ServerTime}, nil
+	return backend.Snapshot{Record: &rec, ServerTime: w.at}
 }
 
 // List implements backend.Store with one query on the primary key, ordered

@@ -5,8 +5,9 @@
 // # Clock
 //
 // Every decision is made with Spanner's time, never the process's:
-// Try reads the row together with CURRENT_TIMESTAMP() in one statement
-// inside its read-write transaction and passes that time to decide; the
+// Try reads the row by key inside its read-write transaction (which locks
+// the key), then CURRENT_TIMESTAMP(), and passes that time (or the row's
+// commit timestamp, when later) to decide; the
 // acquire, renew and expire times derive from it and are stored in plain
 // TIMESTAMP columns (a commit-timestamp column refuses the future expire
 // time). UpdateTime is the commit timestamp, for operators. Get and List are
@@ -20,12 +21,21 @@
 // read and its write one serializable step, and two processes that race for
 // a lease cannot both win. backend.Loop drives it: one transaction per
 // lease name at a time in a process (they would serialize on the row's lock
-// anyway; WithSerialTransactions makes that one at a time for all names,
+// anyway; backend.WithOneAtATime makes that one at a time for all names,
 // which the emulator needs), and retries of transactions that lost a race
 // (the client library retries Aborted itself; the Loop retries what reaches
 // it, and what the emulator answers for a transaction it ended because
-// another began), bounded by WithMaxAttempts and the caller's context.
-// Retries counts them and WithRetryHook reports each.
+// another began), bounded by backend.WithMaxAttempts and the caller's
+// context. Retries counts them and backend.WithRetryHook reports each.
+// These are the Loop's settings: the Store only hands them on (WithLoop).
+//
+// # Batching
+//
+// The Store is a backend.BatchStore: TryBatch makes several attempts, on
+// distinct leases, in one read-write transaction, and the Store declares
+// its limit (WithBatchMax, Hints.MaxBatch). The queueing, the splitting of
+// a transaction that fails as a whole and each caller's answer are
+// backend.Loop's.
 //
 // Before its transaction an Update may decide once on a strong single read
 // (the fast path, see FastPath, which the Store asks of the Loop through

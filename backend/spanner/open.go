@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -90,8 +89,12 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 		client.Close()
 		return nil, nil, err
 	}
-	store, err := New(client, WithFastPath(fastPath), WithSerialTransactions(getenv("SPANNER_EMULATOR_HOST") != ""),
-		WithRetryHook(o.OnRetry), WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
+	// The loop's settings: the service's, for the Loop over the Store (one
+	// read-write transaction at a time on the emulator, which runs one at a
+	// time and fails the one a newcomer interrupts).
+	loop := WithLoop(backend.WithReadFirst(fastPath), backend.WithOneAtATime(getenv("SPANNER_EMULATOR_HOST") != ""),
+		backend.WithRetryHook(o.OnRetry))
+	store, err := New(client, loop, WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
 	if err != nil {
 		client.Close()
 		return nil, nil, err
@@ -109,15 +112,7 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 // envBatchMax reads LEASESVC_SPANNER_BATCH_MAX: 1–BatchMaxLimit, unset
 // DefaultBatchMax.
 func envBatchMax(getenv func(string) string) (int, error) {
-	v := getenv("LEASESVC_SPANNER_BATCH_MAX")
-	if v == "" {
-		return DefaultBatchMax, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > BatchMaxLimit {
-		return 0, fmt.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: must be a whole number from 1 (no batching) to %d", v, BatchMaxLimit)
-	}
-	return n, nil
+	return backend.EnvBatchMax(getenv, "LEASESVC_SPANNER_BATCH_MAX", DefaultBatchMax, BatchMaxLimit)
 }
 
 // envMaxCommitDelay reads LEASESVC_SPANNER_MAX_COMMIT_DELAY: a duration

@@ -13,10 +13,6 @@ import (
 	"github.com/leasesvc/leasesvc/backend"
 )
 
-// DefaultMaxAttempts is how many read-write transactions an Update runs, at
-// most, when they keep losing races; see WithMaxAttempts.
-const DefaultMaxAttempts = backend.DefaultMaxAttempts
-
 // Store is a backend.Store over one Cloud Spanner database with the table of
 // schema.sql. The zero value is not usable; call New. A Store is safe for
 // concurrent use.
@@ -24,48 +20,30 @@ type Store struct {
 	client  *spanner.Client
 	cfg     config
 	retries atomic.Int64
-	batch   *batcher // nil when batching is off (WithBatchMax(1))
 
-	txns, batched, splits atomic.Int64 // counts of the batcher (see BatchStats)
+	txns, batched, splits atomic.Int64 // see BatchStats
 }
 
-var _ backend.Store = (*Store)(nil)
+var _ backend.BatchStore = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*config)
 
 type config struct {
-	fastPath    FastPath
-	serial      bool
-	maxAttempts int
-	onRetry     func(reason string)
+	loop        []backend.LoopOption
 	commitDelay time.Duration
 	batchMax    int
 }
 
-// WithFastPath sets when an Update reads before its read-write transaction;
-// default FastPathAdaptive.
-func WithFastPath(m FastPath) Option { return func(c *config) { c.fastPath = m } }
-
-// WithSerialTransactions makes an Update run one read-write transaction at a
-// time in this process, whatever the lease name, instead of one per name.
-// Default off. Turn it on against the emulator, which runs one read-write
-// transaction at a time and fails the one a newcomer interrupts: without it
-// concurrent updates of different leases keep failing each other there.
-func WithSerialTransactions(on bool) Option { return func(c *config) { c.serial = on } }
-
-// WithMaxAttempts bounds how many times an Update runs its read-write
-// transaction when it loses races (n ≥ 1; default DefaultMaxAttempts);
-// after that it returns an error wrapping backend.ErrConflict. The
-// request's context bounds the retries as well.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
-
-// WithRetryHook makes an Update call f, synchronously, each time it retries
-// a read-write transaction, with the reason (RetryAborted,
-// RetryEmulatorInvalidTransaction, RetryEmulatorTransactionNotFound,
-// RetryEmulatorTransactionEnded), for a metric. f must be safe for
-// concurrent use and must not block.
-func WithRetryHook(f func(reason string)) Option { return func(c *config) { c.onRetry = f } }
+// WithLoop sets how a backend.Loop over the Store drives it, over what the
+// Store declares (see Hints): the loop's own settings (backend.WithReadFirst,
+// backend.WithOneAtATime, backend.WithMaxAttempts, backend.WithRetryHook),
+// which the Store hands to the Loop unchanged and never acts on itself.
+// The service's opener sets them from its settings; a program that makes
+// its own Loop may pass them to backend.NewLoop instead.
+func WithLoop(opts ...backend.LoopOption) Option {
+	return func(c *config) { c.loop = append(c.loop, opts...) }
+}
 
 // MaxCommitDelayLimit is the longest commit delay Spanner accepts (see
 // WithMaxCommitDelay).
@@ -79,11 +57,12 @@ const MaxCommitDelayLimit = 500 * time.Millisecond
 func WithMaxCommitDelay(d time.Duration) Option { return func(c *config) { c.commitDelay = d } }
 
 // WithBatchMax sets how many operations on distinct leases one read-write
-// transaction may carry (1 ≤ n ≤ BatchMaxLimit; default DefaultBatchMax).
-// The attempts that arrive while a transaction is in flight join the next
-// one, up to n; an attempt on an idle Store starts at once. 1 turns
-// batching off: every attempt is its own transaction, as many in flight as
-// the Loop lets through. See docs/spanner.md.
+// transaction may carry (1 ≤ n ≤ BatchMaxLimit; default DefaultBatchMax),
+// the batch limit the Store declares (Hints.MaxBatch): with it, a
+// backend.Loop lets the attempts that arrive while a transaction is in
+// flight join the next one, up to n; an attempt on an idle Loop starts at
+// once. 1 turns batching off: every attempt is its own transaction, as
+// many in flight as the Loop lets through. See docs/spanner.md.
 func WithBatchMax(n int) Option { return func(c *config) { c.batchMax = n } }
 
 // New returns a Store over client, whose database must have the table of
@@ -93,15 +72,19 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("spanner: New: client is nil")
 	}
-	c := config{fastPath: FastPathAdaptive, maxAttempts: DefaultMaxAttempts, batchMax: DefaultBatchMax}
+	c := config{batchMax: DefaultBatchMax}
 	for _, o := range opts {
 		o(&c)
 	}
-	if _, err := ParseFastPath(c.fastPath.String()); err != nil {
-		return nil, fmt.Errorf("spanner: New: WithFastPath(%v) is not a mode", c.fastPath)
+	h := backend.Hints{ReadFirst: FastPathAdaptive}
+	for _, o := range c.loop {
+		o(&h)
 	}
-	if c.maxAttempts < 1 {
-		return nil, fmt.Errorf("spanner: New: WithMaxAttempts(%d) must be at least 1", c.maxAttempts)
+	if _, err := ParseFastPath(h.ReadFirst.String()); err != nil {
+		return nil, fmt.Errorf("spanner: New: WithLoop(backend.WithReadFirst(%v)) is not a mode", h.ReadFirst)
+	}
+	if h.MaxAttempts < 0 {
+		return nil, fmt.Errorf("spanner: New: WithLoop(backend.WithMaxAttempts(%d)) must be at least 1", h.MaxAttempts)
 	}
 	if c.commitDelay < 0 || c.commitDelay > MaxCommitDelayLimit {
 		return nil, fmt.Errorf("spanner: New: WithMaxCommitDelay(%v) must be within 0–%v", c.commitDelay, MaxCommitDelayLimit)
@@ -109,35 +92,33 @@ func New(client *spanner.Client, opts ...Option) (*Store, error) {
 	if c.batchMax < 1 || c.batchMax > BatchMaxLimit {
 		return nil, fmt.Errorf("spanner: New: WithBatchMax(%d) must be within 1–%d", c.batchMax, BatchMaxLimit)
 	}
-	s := &Store{client: client, cfg: c}
-	if c.batchMax > 1 {
-		s.batch = &batcher{s: s, max: c.batchMax}
-	}
-	return s, nil
+	return &Store{client: client, cfg: c}, nil
 }
 
-// Hints implements backend.Hinter: the fast path, the serial transactions
-// of the emulator, the bound on attempts, and the retry count and hook.
-// With batching on, the Loop lets one attempt per lease through (its
-// per-name gate), never one for all leases: the batcher itself runs one
-// transaction at a time, which is what the emulator needs, and the
-// attempts waiting for it are what it batches.
+// Hints implements backend.Hinter. The Store declares the read-first path
+// (adaptive: a strong read costs much less than a read-write transaction)
+// and its batch limit (WithBatchMax), then applies WithLoop's settings;
+// OnRetry also counts the retries (Retries).
 func (s *Store) Hints() backend.Hints {
-	return backend.Hints{
-		ReadFirst: s.cfg.fastPath, OneAtATime: s.cfg.serial && s.batch == nil, MaxAttempts: s.cfg.maxAttempts,
-		OnRetry: func(reason string) {
-			s.retries.Add(1)
-			if s.cfg.onRetry != nil {
-				s.cfg.onRetry(reason)
-			}
-		},
+	h := backend.Hints{ReadFirst: FastPathAdaptive, MaxBatch: s.cfg.batchMax}
+	for _, o := range s.cfg.loop {
+		o(&h)
 	}
+	hook := h.OnRetry
+	h.OnRetry = func(reason string) {
+		s.retries.Add(1)
+		if hook != nil {
+			hook(reason)
+		}
+	}
+	return h
 }
 
-// BatchStats returns what the batcher has done since the Store was
-// created: the attempts it ran, the read-write transactions that carried
-// them (a batch that was split counts one more per attempt run alone), and
-// how many batches were split. All zero when batching is off.
+// BatchStats returns what the Store has done with batching on
+// (WithBatchMax > 1) since it was created: the attempts it made, the
+// read-write transactions that carried them (a batch the Loop split counts
+// again one transaction per attempt made alone) and how many batches
+// failed as a whole (and were split). All zero with batching off.
 func (s *Store) BatchStats() (attempts, transactions, splits int64) {
 	return s.batched.Load(), s.txns.Load(), s.splits.Load()
 }
@@ -164,7 +145,7 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, error) {
 	ro := s.client.Single()
 	defer ro.Close()
-	rec, _, err := readRow(ctx, ro, name)
+	rec, err := readKey(ctx, ro, name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
@@ -180,21 +161,15 @@ func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, 
 // the write. Spanner's locks make the read and the write one serializable
 // step. A transaction that lost a race (Aborted, and what the emulator
 // answers instead; see classify) is an error wrapping backend.ErrConflict.
-// With batching on (WithBatchMax), the transaction may be shared with the
-// attempts on other leases that arrived while the previous one was in
-// flight; each still gets its own answer, as if alone.
+// (Several attempts share one transaction through TryBatch.)
 func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Snapshot{}, err
 	}
-	if s.batch != nil {
-		return s.batch.do(ctx, name, decide)
+	if s.cfg.batchMax > 1 {
+		s.txns.Add(1)
+		s.batched.Add(1)
 	}
-	return s.attempt(ctx, name, decide)
-}
-
-// attempt runs one attempt alone in its own read-write transaction.
-func (s *Store) attempt(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	snap, decideErr, err := s.transact(ctx, name, decide)
 	switch {
 	case decideErr != nil:
@@ -211,7 +186,7 @@ func (s *Store) attempt(ctx context.Context, name string, decide backend.Decide)
 func (s *Store) transact(ctx context.Context, name string, decide backend.Decide) (snap backend.Snapshot, decideErr, err error) {
 	_, err = s.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		decideErr = nil
-		rec, now, err := readRow(ctx, tx, name)
+		rec, now, err := readForUpdate(ctx, tx, name)
 		if err != nil {
 			return err
 		}

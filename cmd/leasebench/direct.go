@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	gfs "cloud.google.com/go/firestore"
@@ -48,7 +49,7 @@ func openDirect(ctx context.Context, c config) (direct, error) {
 		if err != nil {
 			return nil, fmt.Errorf("direct: spanner client for %s: %w", c.spannerDatabase, err)
 		}
-		return &spannerDirect{c: client}, nil
+		return &spannerDirect{c: client, db: c.spannerDatabase}, nil
 	case "postgres":
 		return openPostgresDirect(ctx, c.postgresURL)
 	}
@@ -139,7 +140,13 @@ func (d *firestoreDirect) close() error {
 // buffers the write of the whole row, with the Store's own reads and writes
 // (spannerstore.ReadForUpdate, spannerstore.Mutation) so the two cannot
 // drift apart.
-type spannerDirect struct{ c *spanner.Client }
+type spannerDirect struct {
+	c  *spanner.Client
+	db string
+
+	once       sync.Once // creates the minimal transaction's table
+	minimalErr error
+}
 
 // update runs one read-write transaction: decide gets the time and the
 // record (nil when absent) and returns the record to write.

@@ -50,6 +50,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		StreamLifetime: httpapi.DefaultStreamLifetime, WaitingPerCaller: httpapi.DefaultWaitingPerCaller, Waiting: httpapi.DefaultWaiting,
 		ReadyCache: httpapi.DefaultReadyCache, StreamRefresh: httpapi.DefaultStreamRefresh, RefreshPrefixes: httpapi.DefaultRefreshPrefixes,
 		ListScanBudget: lease.DefaultScanBudget,
+		WriteTimeout:   httpapi.DefaultWriteTimeout, StreamBuffer: httpapi.DefaultStreamBuffer, PageBytes: httpapi.DefaultPageBytes,
 	}}
 	durs := []struct {
 		key string
@@ -58,6 +59,7 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		{"LEASESVC_HEADER_TIMEOUT", &l.headerTimeout}, {"LEASESVC_BODY_TIMEOUT", &l.api.BodyTimeout},
 		{"LEASESVC_IDLE_TIMEOUT", &l.idleTimeout}, {"LEASESVC_STREAM_LIFETIME", &l.api.StreamLifetime},
 		{"LEASESVC_READY_CACHE", &l.api.ReadyCache}, {"LEASESVC_SHUTDOWN_TIMEOUT", &l.shutdown},
+		{"LEASESVC_WRITE_TIMEOUT", &l.api.WriteTimeout},
 	}
 	for _, d := range durs {
 		if v := getenv(d.key); v != "" {
@@ -103,6 +105,23 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		}
 		l.retainFree = x
 	}
+	sizes := []struct {
+		key      string
+		dst      *int
+		min, max int
+	}{
+		{"LEASESVC_STREAM_BUFFER", &l.api.StreamBuffer, 4 << 10, 64 << 20},
+		{"LEASESVC_MAX_PAGE_BYTES", &l.api.PageBytes, 64 << 10, httpapi.MaxPageBytes},
+	}
+	for _, n := range sizes {
+		if v := getenv(n.key); v != "" {
+			x, err := strconv.Atoi(v)
+			if err != nil || x < n.min || x > n.max {
+				return l, fmt.Errorf("%s=%q: want a number of bytes from %d to %d", n.key, v, n.min, n.max)
+			}
+			*n.dst = x
+		}
+	}
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(key) != httpapi.PageTokenKeySize {
@@ -128,6 +147,7 @@ func (l limits) logAttrs() []any {
 		"headerTimeout", l.headerTimeout.String(), "bodyTimeout", l.api.BodyTimeout.String(), "idleTimeout", l.idleTimeout.String(),
 		"streamsPerCaller", l.api.StreamsPerCaller, "streams", l.api.Streams, "streamLifetime", l.api.StreamLifetime.String(),
 		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
+		"writeTimeout", l.api.WriteTimeout.String(), "streamBuffer", l.api.StreamBuffer, "pageBytes", l.api.PageBytes,
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
 		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String())}
 }

@@ -25,7 +25,8 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
-		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64, ListScanBudget: 10000}
+		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64, ListScanBudget: 10000,
+		WriteTimeout: 30 * time.Second, StreamBuffer: 256 << 10, PageBytes: 4 << 20}
 	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
 		t.Fatalf("defaults %+v", l)
 	}
@@ -34,12 +35,14 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 		"LEASESVC_READY_CACHE": "2s", "LEASESVC_SHUTDOWN_TIMEOUT": "8s", "LEASESVC_MAX_STREAMS_PER_CALLER": "7", "LEASESVC_MAX_STREAMS": "70",
 		"LEASESVC_MAX_WAITING_PER_CALLER": "8", "LEASESVC_MAX_WAITING": "80", "LEASESVC_PAGE_TOKEN_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 		"LEASESVC_LISTEN": "::", "LEASESVC_STREAM_REFRESH": "2500ms", "LEASESVC_MAX_REFRESH_PREFIXES": "9", "LEASESVC_LIST_SCAN_BUDGET": "50",
+		"LEASESVC_WRITE_TIMEOUT": "7s", "LEASESVC_STREAM_BUFFER": "65536", "LEASESVC_MAX_PAGE_BYTES": "100000",
 	}), "none")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = httpapi.Limits{BodyTimeout: 3 * time.Second, StreamsPerCaller: 7, Streams: 70, StreamLifetime: 10 * time.Minute,
-		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second, StreamRefresh: 2500 * time.Millisecond, RefreshPrefixes: 9, ListScanBudget: 50}
+		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second, StreamRefresh: 2500 * time.Millisecond, RefreshPrefixes: 9, ListScanBudget: 50,
+		WriteTimeout: 7 * time.Second, StreamBuffer: 65536, PageBytes: 100000}
 	if l.api != want || l.headerTimeout != 4*time.Second || l.idleTimeout != 5*time.Minute || l.shutdown != 8*time.Second || len(l.pageTokenKey) != 32 || l.pageTokenKey[31] != 31 || l.listenHost != "::" {
 		t.Fatalf("overrides %+v", l)
 	}

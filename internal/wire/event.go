@@ -45,7 +45,7 @@ func FromEvent(ev lease.Event) Event {
 
 // MarshalEvent returns the JSON of ev.
 func MarshalEvent(ev lease.Event) ([]byte, error) {
-	b, err := json.Marshal(FromEvent(ev))
+	b, err := Marshal(FromEvent(ev))
 	if err != nil {
 		return nil, fmt.Errorf("wire: marshal %s event of %q: %w", ev.Type, ev.Lease.Name, err)
 	}

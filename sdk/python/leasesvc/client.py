@@ -35,7 +35,11 @@ Credentials = Union[str, Callable[[], str], None]
 #: every 15 s) before it is taken for dead and reconnected, seconds.
 WATCH_IDLE = 45.0
 
-_MAX_BODY = 1 << 20
+#: What the client reads of one answer, and of one line of a watch stream:
+#: twice the largest list page the service may send (its
+#: LEASESVC_MAX_PAGE_BYTES is at most 32 MiB). A larger answer is an
+#: InternalError that says so.
+MAX_ANSWER_BYTES = 64 << 20
 
 
 class _Cancel:
@@ -465,12 +469,15 @@ class Client:
             try:
                 conn.request(method, self._prefix + path, body=body, headers=headers)
                 resp = conn.getresponse()
-                data = resp.read(_MAX_BODY)
+                data = resp.read(MAX_ANSWER_BYTES + 1)
             except (OSError, http.client.HTTPException) as e:
                 err = UnavailableError(f"{type(e).__name__}: {e}", cause=e)
                 err.sent = True  # type: ignore[attr-defined]
                 raise err from e
             if resp.status == 200:
+                if len(data) > MAX_ANSWER_BYTES:
+                    raise InternalError(f"answer larger than {MAX_ANSWER_BYTES} bytes (MAX_ANSWER_BYTES): ask for smaller pages",
+                                        status=200)
                 try:
                     out = json.loads(data)
                 except ValueError as e:
@@ -665,13 +672,17 @@ class Watch:
     def _read(self, resp: http.client.HTTPResponse) -> Optional[Event]:
         typ, data, eid = "", "", ""
         while True:
-            line = resp.readline(_MAX_BODY)
+            line = resp.readline(MAX_ANSWER_BYTES + 1)
             if not line:
                 raise _Dropped()
+            if len(line) > MAX_ANSWER_BYTES:
+                raise InternalError(f"watch: an event line larger than {MAX_ANSWER_BYTES} bytes (MAX_ANSWER_BYTES)")
             s = line.decode("utf-8", "replace").rstrip("\r\n")
             if s == "":
                 if not typ:
                     continue
+                if typ == "overflow":
+                    raise _Dropped()  # the service closed a stream that fell behind: resume
                 if eid:
                     self.last_event_id = eid
                 return _decode_sse(typ, data, eid)

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import unittest
+import unittest.mock
 from typing import Any, List
 
 import leasesvc
@@ -185,6 +186,23 @@ class ListTest(FakeTestCase):
         page = c.list("t.", page_size=2)
         self.assertEqual((len(page.leases), page.next_page_token), (2, "p2"))
 
+    def test_large_page(self) -> None:
+        # 64 leases of 32 KiB (16 KiB of metadata and of checkpoint, the most
+        # of each): 2 MiB, more than the 1 MiB the client once read.
+        blob = {"b": "x" * ((16 << 10) - 8)}
+        big = [lease_json(name=f"t.{i:02d}", metadata=blob, checkpoint=blob) for i in range(64)]
+        f = self.serve(lambda req: (200, {}, {"leases": big, "nextPageToken": ""}))
+        page = leasesvc.Client(f.url).list("t.", page_size=1000)
+        self.assertEqual(len(page.leases), 64)
+        self.assertEqual(page.leases[63].metadata, blob)
+
+    def test_answer_too_large_says_so(self) -> None:
+        f = self.serve(lambda req: (200, {}, {"leases": [lease_json(name="t.a")], "nextPageToken": ""}))
+        with unittest.mock.patch.object(leasesvc.client, "MAX_ANSWER_BYTES", 100):
+            with self.assertRaises(leasesvc.InternalError) as cm:
+                leasesvc.Client(f.url).list("t.")
+        self.assertIn("answer larger than 100 bytes", str(cm.exception))
+
 
 def sse(frames: List[str], hold: float = 0.0) -> Any:
     """A stream answer: the frames, then (after hold seconds) the end."""
@@ -235,6 +253,21 @@ class WatchTest(FakeTestCase):
         self.assertNotIn("Last-Event-ID", reqs[0].headers)
         self.assertEqual(reqs[-1].headers.get("Last-Event-ID"), "a/2/acquired")
         self.assertGreaterEqual(w.reconnects, 1)
+
+    def test_overflow_reconnects(self) -> None:
+        n = [0]
+
+        def handler(req: Request) -> Any:
+            n[0] += 1
+            if n[0] == 1:
+                return sse([acquired_event(1), 'event: overflow\ndata: {"reason":"the client fell behind"}\n\n'], hold=5)
+            return sse([acquired_event(2)], hold=5)
+
+        f = self.serve(handler)
+        w = leasesvc.Client(f.url, backoff=FAST).watch("a")
+        self.addCleanup(w.close)
+        self.assertEqual([next(w).lease.fencing_token, next(w).lease.fencing_token], [1, 2])
+        self.assertEqual(f.calls(":watch")[-1].headers.get("Last-Event-ID"), "a/1/acquired")
 
     def test_close_ends_iteration_from_another_thread(self) -> None:
         f = self.serve(lambda req: sse(["event: lease\ndata: null\n\n"], hold=10))
