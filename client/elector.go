@@ -1,9 +1,7 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -91,32 +89,10 @@ type Elector struct {
 
 	mu           sync.Mutex
 	leading      bool
-	token        int64      // of the current term, while leading
-	term         *termState // the current term, from its start until lead returns
+	token        int64 // of the current term, while leading
+	term         *term // the current term, from its start until lead returns
 	leaderHolder string
 	leaderToken  int64
-}
-
-// termState is what Checkpoint, SetCheckpoint and Transfer share with the
-// lead loop of one term. Its fields are guarded by Elector.mu.
-type termState struct {
-	token   int64
-	pending json.RawMessage // the latest checkpoint not yet known to be stored
-	gen     uint64          // counts SetCheckpoint calls, so a renew clears only what it sent
-	// ended says why the holding can take no more checkpoints (lost, run
-	// out, transferred, released); nil while it can.
-	ended error
-	reqs  chan termReq  // to the lead loop
-	over  chan struct{} // closed when the lead loop has returned
-}
-
-// termReq asks the lead loop to write the pending checkpoint now (to == "")
-// or to transfer the holding to to.
-type termReq struct {
-	ctx        context.Context
-	to         string
-	checkpoint json.RawMessage
-	done       chan error // buffered: the loop never blocks on it
 }
 
 // NewElector returns an Elector for the lease name, calling the service
@@ -170,168 +146,6 @@ type tokenKey struct{}
 func TokenFromContext(ctx context.Context) (int64, bool) {
 	t, ok := ctx.Value(tokenKey{}).(int64)
 	return t, ok
-}
-
-type checkpointKey struct{}
-
-// inherited is the checkpoint a term began with.
-type inherited struct {
-	checkpoint json.RawMessage
-	token      int64
-}
-
-// CheckpointFromContext returns the checkpoint that the term whose leading
-// ctx ctx is (or derives from) inherited (docs/contract.md §8): the JSON
-// object its predecessor (or an earlier term of this Elector) last wrote,
-// as the acquire answered it, and the fencing token of the holding that
-// wrote it. nil and 0 when the lease has no checkpoint or ctx is no
-// leading ctx. Resume the work from it.
-func CheckpointFromContext(ctx context.Context) (checkpoint json.RawMessage, writtenBy int64) {
-	in, _ := ctx.Value(checkpointKey{}).(inherited)
-	return in.checkpoint, in.token
-}
-
-// encodeCheckpoint returns v as a JSON object of at most
-// MaxCheckpointBytes: a json.RawMessage or []byte is taken as it is,
-// anything else is marshalled.
-func encodeCheckpoint(v any) (json.RawMessage, error) {
-	var raw []byte
-	switch x := v.(type) {
-	case json.RawMessage:
-		raw = x
-	case []byte:
-		raw = x
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("client: checkpoint: %w", err)
-		}
-		raw = b
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, fmt.Errorf("client: checkpoint must be a JSON object: %w", err)
-	}
-	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
-		return nil, errors.New("client: checkpoint must be a JSON object")
-	}
-	if buf.Len() > MaxCheckpointBytes {
-		return nil, fmt.Errorf("client: checkpoint is %d bytes, more than %d", buf.Len(), MaxCheckpointBytes)
-	}
-	return buf.Bytes(), nil
-}
-
-// SetCheckpoint records v, a JSON object of at most 16 KiB (a
-// json.RawMessage is sent as it is, anything else is marshalled), as the
-// checkpoint of the current term (docs/contract.md §8). It is written with
-// the next renew, or with the release or transfer that ends the term if
-// that comes first, and the next holder inherits it
-// (CheckpointFromContext). A later call replaces a checkpoint not yet
-// written. It costs no request. It may be called until OnStartedLeading
-// returns, also after the leading ctx is cancelled by a graceful stop or
-// a step-down (the release then carries it). Without a term, or once the
-// holding is lost, it returns an error that matches ErrNotLeading.
-func (e *Elector) SetCheckpoint(v any) error {
-	cp, err := encodeCheckpoint(v)
-	if err != nil {
-		return err
-	}
-	_, err = e.setPending(cp)
-	return err
-}
-
-// setPending stores cp as the term's pending checkpoint.
-func (e *Elector) setPending(cp json.RawMessage) (*termState, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t := e.term
-	if t == nil {
-		return nil, ErrNotLeading
-	}
-	if t.ended != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotLeading, t.ended)
-	}
-	t.pending, t.gen = cp, t.gen+1
-	return t, nil
-}
-
-// Checkpoint is SetCheckpoint, then writes the checkpoint at once with a
-// renew of the holding and returns when the service has stored it: after
-// it returns nil, a successor inherits it even if this process dies now.
-// ctx bounds the wait. When the renew fails, the error is returned and the
-// checkpoint stays pending: the next renew, or the release, sends it. It
-// works the same after the leading ctx was cancelled by a graceful stop or
-// a step-down (not a loss), since the Elector renews until
-// OnStartedLeading returns. Without a term, or once the holding is lost,
-// it returns an error that matches ErrNotLeading. It may be called from
-// OnStartedLeading and OnYieldRequested.
-func (e *Elector) Checkpoint(ctx context.Context, v any) error {
-	cp, err := encodeCheckpoint(v)
-	if err != nil {
-		return err
-	}
-	t, err := e.setPending(cp)
-	if err != nil {
-		return err
-	}
-	return e.ask(ctx, t, termReq{ctx: ctx})
-}
-
-// Transfer hands the holding over to the holder to (docs/contract.md §8):
-// the service ends the holding now, writes checkpoint (if not nil, as
-// SetCheckpoint takes it; nil sends the pending one, if any) and reserves
-// the lease for to for the service's default of 5s, so that
-// to's acquire gets the next fencing token and the checkpoint, and
-// anyone else's is refused meanwhile. Stop acting as leader before calling
-// it: to may begin as soon as the service has answered. On success the
-// leading ctx is cancelled with a cause that matches ErrTransferred, no
-// release follows, and once OnStartedLeading has returned the Elector
-// campaigns again as a follower (cancel Run's ctx to stop it). It may be
-// called from OnStartedLeading. On failure the term goes on, unless the
-// holding was lost. Without a term it returns ErrNotLeading.
-func (e *Elector) Transfer(ctx context.Context, to string, checkpoint any) error {
-	var cp json.RawMessage
-	if checkpoint != nil {
-		var err error
-		if cp, err = encodeCheckpoint(checkpoint); err != nil {
-			return err
-		}
-	}
-	if to == "" || to == e.cfg.Holder {
-		return fmt.Errorf("client: Elector.Transfer: the successor %q must be another holder than %q", to, e.cfg.Holder)
-	}
-	e.mu.Lock()
-	t := e.term
-	var ended error
-	if t != nil {
-		ended = t.ended
-	}
-	e.mu.Unlock()
-	switch {
-	case t == nil:
-		return ErrNotLeading
-	case ended != nil:
-		return fmt.Errorf("%w: %w", ErrNotLeading, ended)
-	}
-	return e.ask(ctx, t, termReq{ctx: ctx, to: to, checkpoint: cp})
-}
-
-// ask hands r to the lead loop of t and waits for its answer.
-func (e *Elector) ask(ctx context.Context, t *termState, r termReq) error {
-	r.done = make(chan error, 1)
-	select {
-	case t.reqs <- r:
-	case <-t.over:
-		return ErrNotLeading
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // Run campaigns and leads until ctx is cancelled, as the type's doc says,
@@ -552,29 +366,45 @@ func (e *Elector) attemptTimeout() time.Duration {
 	return max(time.Millisecond, min(e.c.cfg.RequestTimeout, e.cfg.RenewInterval))
 }
 
-// renewResult is the outcome of one renew attempt.
-type renewResult struct {
-	l    Lease
-	err  error
-	sent time.Time
-	gen  uint64 // the checkpoint generation it carried
-	cp   bool   // it carried a checkpoint
-}
+// stepDown is why a leader stops leading while its term could go on.
+type stepDown int
+
+const (
+	// notStepping: it leads until its term ends.
+	notStepping stepDown = iota
+	// stepGraceful: Run's ctx is done; the holding is released.
+	stepGraceful
+	// stepYielded: it steps down for a preempting candidate
+	// (OnYieldRequested); the holding is released.
+	stepYielded
+	// stepResigned: OnStartedLeading returned while leading; the holding
+	// is released.
+	stepResigned
+)
 
 // lead runs one term of leadership for the holding l, acquired or renewed
-// by a request sent at sent. It returns true when Run should return (a
-// graceful stop or a resignation) and false to campaign again.
+// by a request sent at sent: it starts OnStartedLeading, lets the term
+// renew, and decides when to stop leading (a graceful stop, a step-down, a
+// resignation). It returns true when Run should return (a graceful stop or
+// a resignation) and false to campaign again.
 func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
-	clock := e.cfg.Clock
-	stopAt := sent.Add(e.safe - e.cfg.CancelBefore)
-	if !clock.Now().Before(stopAt) {
+	if !e.cfg.Clock.Now().Before(sent.Add(e.safe - e.cfg.CancelBefore)) {
 		return false // too late to lead on this holding
 	}
 	vctx := context.WithValue(ctx, tokenKey{}, l.FencingToken)
 	vctx = context.WithValue(vctx, checkpointKey{}, inherited{checkpoint: l.Checkpoint, token: l.CheckpointToken})
 	termCtx, cancelTerm := context.WithCancelCause(vctx)
 	defer cancelTerm(context.Canceled)
-	t := &termState{token: l.FencingToken, reqs: make(chan termReq), over: make(chan struct{})}
+	var t *term
+	t = newTerm(ctx, e, l.FencingToken, func(cause, over error) {
+		e.mu.Lock()
+		e.leading = false
+		if over != nil && t.ended == nil {
+			t.ended = over
+		}
+		e.mu.Unlock()
+		cancelTerm(cause)
+	})
 	e.mu.Lock()
 	e.leading, e.token, e.term = true, l.FencingToken, t
 	e.mu.Unlock()
@@ -584,96 +414,41 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 		e.mu.Unlock()
 		close(t.over)
 	}()
-	e.cfg.Logger.Info("leasesvc elector: leading", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken)
+	t.log("leasesvc elector: leading", false)
 
 	if e.cfg.OnSafeDeadline != nil {
-		e.cfg.OnSafeDeadline(sent.Add(e.safe))
+		e.cfg.OnSafeDeadline(t.deadline(sent))
 	}
 	cbDone := make(chan struct{})
 	go func() {
 		defer close(cbDone)
 		e.cfg.OnStartedLeading(termCtx)
 	}()
+	t.arm(sent)
+	defer t.close()
 
-	// end cancels the leading ctx; over, if not nil, also says that the
-	// holding takes no more checkpoints.
-	end := func(cause, over error) {
-		e.mu.Lock()
-		e.leading = false
-		if over != nil && t.ended == nil {
-			t.ended = over
-		}
-		e.mu.Unlock()
-		cancelTerm(cause)
-	}
-
-	stop := clock.NewTimer(stopAt.Sub(clock.Now()))
-	defer stop.Stop()
-	renewT := clock.NewTimer(sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
-	defer renewT.Stop()
-	results := make(chan renewResult, 1)
-	var cancelRenew context.CancelFunc = func() {}
-	defer func() { cancelRenew() }()
-	inFlight, renewing := false, true
-	lost := false // the holding is gone (lost, or transferred): no release
-	failures := 0
-	var lastErr error
-	graceful, steppedDown, cbReturned, resigned := false, false, false, false
+	why, cbReturned := notStepping, false
 	parentDone := ctx.Done()
 	// stopping begins a graceful stop: Run's ctx is done.
 	stopping := func() {
 		parentDone = nil
-		graceful = true
-		end(context.Cause(ctx), nil)
+		why = stepGraceful
+		t.end(context.Cause(ctx), nil)
 		e.cfg.Logger.Info("leasesvc elector: stopping", "lease", e.name, "holder", e.cfg.Holder)
 	}
-
-	// Checkpoint writes waiting for a renew: queued ones for the next,
-	// covered ones for the one in flight.
-	var queued, covered []termReq
-	reply := func(rs []termReq, err error) {
-		for _, r := range rs {
-			r.done <- err
-		}
-	}
-	sendRenew := func() {
-		e.mu.Lock()
-		cp, gen := t.pending, t.gen
-		e.mu.Unlock()
-		var rctx context.Context
-		rctx, cancelRenew = context.WithCancel(context.WithoutCancel(ctx))
-		inFlight = true
-		covered, queued = queued, nil
-		go func(at time.Time) {
-			r, err := e.c.renew(rctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken, Checkpoint: cp},
-				callOpts{attempts: 1, timeout: e.attemptTimeout()})
-			results <- renewResult{l: r, err: err, sent: at, gen: gen, cp: cp != nil}
-		}(clock.Now())
-	}
-
 	// A yield request, asked once per term (OnYieldRequested).
 	yieldAsked := false
 	yieldDone := make(chan string, 1)
-	// A transfer in flight (Elector.Transfer).
-	var transfer *termReq
-	transferDone := make(chan error, 1)
 
 	for {
-		if cbReturned && transfer == nil {
-			end(context.Canceled, nil)
-			cancelRenew()
-			resigned = resigned && !lost // a transfer that finished meanwhile is no resignation
-			var err error = ErrNotLeading
-			if (graceful || resigned || steppedDown) && !lost {
-				err = e.release(t)
-			}
-			reply(covered, err)
-			reply(queued, err)
-			e.cfg.Logger.Info("leasesvc elector: stopped leading", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken)
+		if cbReturned && !t.busy() {
+			t.finish(why != notStepping)
+			t.log("leasesvc elector: stopped leading", false)
 			if e.cfg.OnStoppedLeading != nil {
 				e.cfg.OnStoppedLeading()
 			}
-			return graceful || resigned
+			// A transfer that finished meanwhile is no resignation.
+			return why == stepGraceful || (why == stepResigned && t.phase != termGone)
 		}
 		select {
 		case <-parentDone:
@@ -689,156 +464,41 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 				stopping()
 			}
 			// Returning while still leading resigns.
-			resigned = !graceful && !steppedDown && termCtx.Err() == nil
+			if why == notStepping && termCtx.Err() == nil {
+				why = stepResigned
+			}
 
 		case r := <-t.reqs:
-			switch {
-			case !renewing:
-				e.mu.Lock()
-				over := t.ended
-				e.mu.Unlock()
-				r.done <- fmt.Errorf("%w: %w", ErrNotLeading, over)
-			case r.to != "" && transfer != nil:
-				r.done <- errors.New("client: Elector.Transfer: a transfer is already in flight")
-			case r.to != "":
-				transfer = &r
-				cancelRenew() // no renew may land after the transfer: it would say lost
-				e.mu.Lock()
-				cp := r.checkpoint
-				if cp == nil {
-					cp = t.pending
-				}
-				e.mu.Unlock()
-				go func() {
-					_, err := e.c.transfer(r.ctx, e.name, TransferRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken, To: r.to, Checkpoint: cp}, callOpts{})
-					transferDone <- err
-				}()
-			default:
-				queued = append(queued, r)
-				if !inFlight && transfer == nil {
-					sendRenew()
-				}
-			}
+			t.onRequest(r)
 
-		case err := <-transferDone:
-			r := *transfer
-			transfer = nil
-			switch {
-			case err == nil:
-				lost, renewing = true, false
-				cancelRenew()
-				e.cfg.Logger.Info("leasesvc elector: transferred", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "to", r.to)
-				end(fmt.Errorf("%w to %q", ErrTransferred, r.to), ErrTransferred)
-				reply(queued, ErrNotLeading)
-				queued = nil
-			case errors.Is(err, ErrLost):
-				lost, renewing = true, false
-				e.cfg.Logger.Warn("leasesvc elector: leadership lost", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", err)
-				end(err, err)
-			default:
-				e.cfg.Logger.Warn("leasesvc elector: transfer failed", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "to", r.to, "err", err)
-				if renewing && !inFlight {
-					renewT.Reset(0) // renewals were held back: catch up now
-				}
-			}
-			r.done <- err
+		case err := <-t.transferDone:
+			t.onTransferDone(err)
 
 		case to := <-yieldDone:
-			if renewing && transfer == nil && !graceful && termCtx.Err() == nil {
-				steppedDown = true
-				e.cfg.Logger.Info("leasesvc elector: stepping down", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "yieldTo", to)
-				end(fmt.Errorf("%w %q", ErrYielded, to), nil)
+			if t.phase == termRenewing && !t.busy() && why != stepGraceful && termCtx.Err() == nil {
+				why = stepYielded
+				t.log("leasesvc elector: stepping down", false, "yieldTo", to)
+				t.end(fmt.Errorf("%w %q", ErrYielded, to), nil)
 			}
 
-		case <-renewT.C():
-			if !renewing || inFlight || transfer != nil {
-				continue
-			}
-			sendRenew()
+		case <-t.renewT.C():
+			t.onRenewTimer()
 
-		case r := <-results:
-			inFlight = false
-			if r.err == nil && r.cp {
-				e.mu.Lock()
-				if t.gen == r.gen {
-					t.pending = nil
-				}
-				e.mu.Unlock()
-			}
-			reply(covered, r.err)
-			covered = nil
-			if !renewing || transfer != nil {
-				continue
-			}
-			switch {
-			case r.err == nil:
-				failures = 0
-				stopAt = r.sent.Add(e.safe - e.cfg.CancelBefore)
-				stop.Reset(stopAt.Sub(clock.Now()))
-				if e.cfg.OnSafeDeadline != nil {
-					e.cfg.OnSafeDeadline(r.sent.Add(e.safe))
-				}
-				renewT.Reset(r.sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
-				if r.l.YieldRequested && !yieldAsked && !graceful && termCtx.Err() == nil {
-					yieldAsked = true
-					e.cfg.Logger.Info("leasesvc elector: asked to yield", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "yieldTo", r.l.YieldTo)
-					go func(to string) {
-						if e.cfg.OnYieldRequested != nil {
-							e.cfg.OnYieldRequested(termCtx, to)
-						}
-						yieldDone <- to
-					}(r.l.YieldTo)
-				}
-			case errors.Is(r.err, ErrLost) || permanent(r.err):
-				lost, renewing = errors.Is(r.err, ErrLost), false
-				e.cfg.Logger.Warn("leasesvc elector: leadership lost", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", r.err)
-				end(r.err, r.err)
-				reply(queued, r.err)
-				queued = nil
-				continue
-			default:
-				lastErr = r.err
-				e.cfg.Logger.Warn("leasesvc elector: renew failed", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", r.err)
-				renewT.Reset(e.retryDelay(r.err, failures))
-				failures++
-			}
-			if len(queued) > 0 {
-				sendRenew()
+		case r := <-t.results:
+			rl, renewed := t.onRenewResult(r)
+			if renewed && rl.YieldRequested && !yieldAsked && why != stepGraceful && termCtx.Err() == nil {
+				yieldAsked = true
+				t.log("leasesvc elector: asked to yield", false, "yieldTo", rl.YieldTo)
+				go func(to string) {
+					if e.cfg.OnYieldRequested != nil {
+						e.cfg.OnYieldRequested(termCtx, to)
+					}
+					yieldDone <- to
+				}(rl.YieldTo)
 			}
 
-		case <-stop.C():
-			if !renewing {
-				continue
-			}
-			renewing = false
-			cancelRenew()
-			if lastErr == nil {
-				lastErr = errors.New("no answer to the renew in time")
-			}
-			e.cfg.Logger.Warn("leasesvc elector: safe deadline reached", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", l.FencingToken, "err", lastErr)
-			cause := fmt.Errorf("%w: %w", ErrSafeDeadline, lastErr)
-			end(cause, cause)
-			reply(queued, cause)
-			queued = nil
+		case <-t.stop.C():
+			t.onDeadline()
 		}
 	}
-}
-
-// release gives up the holding of term t after a graceful stop, a
-// resignation or a step-down, with its pending checkpoint, if any. From
-// here on the term takes no more checkpoints.
-func (e *Elector) release(t *termState) error {
-	e.mu.Lock()
-	cp := t.pending
-	if t.ended == nil {
-		t.ended = errors.New("released")
-	}
-	e.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
-	defer cancel()
-	_, err := e.c.release(ctx, e.name, ReleaseRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}, callOpts{})
-	if err != nil {
-		e.cfg.Logger.Warn("leasesvc elector: release failed; the lease runs out at its expiry", "lease", e.name, "holder", e.cfg.Holder, "fencingToken", t.token, "err", err)
-	}
-	return err
 }

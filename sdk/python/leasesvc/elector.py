@@ -16,8 +16,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .backoff import Backoff
 from .client import Client, _Cancel
 from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
-                     SafeDeadlineError, UnavailableError)
+                     UnavailableError)
 from .lease import Lease
+from .term import GONE, RELEASED, RENEWING, Term
 
 #: The lease duration an Elector asks for by default, seconds.
 DEFAULT_TTL = 30.0
@@ -102,55 +103,6 @@ def _encode_checkpoint(value: Dict[str, Any]) -> Dict[str, Any]:
     if n > MAX_CHECKPOINT_BYTES:
         raise ValueError(f"leasesvc: the checkpoint is {n} bytes, more than {MAX_CHECKPOINT_BYTES}")
     return value
-
-
-class Term:
-    """One term of leadership, given to ``on_started_leading``.
-
-    Attributes:
-        token: the fencing token of the term: pass it with every write
-            downstream, which must refuse tokens lower than the highest it
-            has seen.
-        lease: the lease as the acquire that began the term answered it.
-        ended: a :class:`threading.Event` set the moment leadership ends.
-        cause: why it ended (:class:`~leasesvc.LeaseLostError`,
-            :class:`~leasesvc.SafeDeadlineError`, :class:`StoppedError`, ...), ``None``
-            while leading.
-        ended_at: the Elector's monotonic clock when the term ended, ``None``
-            while leading.
-        checkpoint: the checkpoint the term inherited (docs/contract.md §8):
-            the JSON object its predecessor (or an earlier term) last wrote,
-            as the acquire answered it; ``None`` when there is none. Resume
-            the work from it.
-        checkpoint_token: the fencing token of the holding that wrote
-            ``checkpoint``; 0 without one.
-    """
-
-    def __init__(self, lease: Lease) -> None:
-        self.token = lease.fencing_token
-        self.lease = lease
-        self.ended = threading.Event()
-        self.cause: Optional[BaseException] = None
-        self.ended_at: Optional[float] = None
-        self.checkpoint: Optional[Dict[str, Any]] = lease.checkpoint
-        self.checkpoint_token = lease.checkpoint_token if lease.checkpoint is not None else 0
-        # Guarded by the Elector's condition.
-        self._pending: Optional[Dict[str, Any]] = None  # the latest checkpoint not yet known stored
-        self._gen = 0  # counts checkpoints set, so a renew clears only what it sent
-        self._closed: Optional[BaseException] = None  # why the holding takes no more checkpoints
-        self._transferred = False
-        self._yield_to = ""  # set once a renew asked this term to step down
-        self._yield_ready = False  # on_yield_requested returned
-
-    @property
-    def leading(self) -> bool:
-        """Whether the term still lasts."""
-        return not self.ended.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Wait until the term ends or ``timeout`` seconds pass; True when it
-        ended."""
-        return self.ended.wait(timeout)
 
 
 class Elector:
@@ -701,8 +653,9 @@ class Elector:
                 results.append(res)
                 cond.notify_all()
 
+        term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
         try:
-            return self._lead_loop(term, sent, end, results, cb_done, renew)
+            return self._lead_loop(term, end, results, cb_done, renew)
         finally:
             end(StoppedError("the Elector's run ended"))  # a no-op unless something raised
             with cond:
@@ -711,97 +664,82 @@ class Elector:
                 if self._term is term:
                     self._term = None
 
-    def _lead_loop(self, term: Term, sent: float, end: Callable[[BaseException], None],
+    def _lead_loop(self, term: Term, end: Callable[[BaseException], None],
                    results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
                    cb_done: threading.Event, renew: Callable[[float], None]) -> bool:
-        """The event loop of one term: renewals, their answers, the safe
-        deadline, stop() and the callback's return."""
+        """The event loop of one term: the term's renewals, their answers and
+        its safe deadline; the campaign's side: stop(), a step-down and the
+        callback's return."""
         clock, cond = self._clock, self._cond
-        stop_at = sent + self._safe - self.cancel_before
-        next_renew = sent + self._jittered(self.renew_interval)
-        in_flight, renewing, lost, graceful = False, True, False, False
-        yielded = False  # stepped down for a preempting candidate
+        # Why this leader stops leading while its term could go on: "" (it
+        # leads until the term ends), "graceful" (stop()), "yielded" (for a
+        # preempting candidate) or "resigned" (the callback returned).
+        why = ""
         yield_seen = False  # on_yield_requested returned and the loop acted on it
-        failures = 0
-        last_err: Optional[BaseException] = None
         while True:
             with cond:
                 while True:
                     now = clock()
-                    if (self._stopping and not graceful) or cb_done.is_set() or results:
+                    if (self._stopping and why != "graceful") or cb_done.is_set() or results:
                         break
-                    if renewing and term._transferred:
+                    if term.phase == RENEWING and term._transferred:
                         break
                     if term._yield_ready and not yield_seen:
                         break
-                    if renewing and (now >= stop_at or (not in_flight and now >= next_renew)):
+                    if term._due(now):
                         break
-                    waits = [stop_at - now] if renewing else []
-                    if renewing and not in_flight:
-                        waits.append(next_renew - now)
-                    cond.wait(min(waits) if waits else None)
+                    cond.wait(term._wait(now))
                 got, results[:] = list(results), []
                 stopping = self._stopping
                 transferred, yield_ready = term._transferred, term._yield_ready
             now = clock()
-            if transferred and renewing:
-                renewing = False  # the service ended the holding: nothing to renew, nothing to release
+            if transferred:
+                term._on_transferred()  # the service ended the holding: nothing to renew, nothing to release
             if yield_ready and not yield_seen:
                 yield_seen = True
                 if term.leading:  # (not when the term already ended otherwise)
-                    yielded = True
+                    why = "yielded"
                     self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
                                    self.name, self.holder, term._yield_to, term.token)
                     end(YieldedError(term._yield_to))
-            if renewing and now >= stop_at:
-                renewing = False
+            deadline = term._check_deadline(now)
+            if deadline is not None:
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
-                                  self.name, self.holder, term.token, last_err or "no answer to the renew in time")
-                end(SafeDeadlineError(last_err))
-            if stopping and not graceful:
-                graceful = True
+                                  self.name, self.holder, term.token, term._last_err or "no answer to the renew in time")
+                end(deadline)
+            if stopping and why != "graceful":
+                why = "graceful"
                 end(StoppedError("Elector.stop"))
                 self._log.info("leasesvc elector %s (%s): stopping", self.name, self.holder)
             for r, err, at in got:
-                in_flight = False
-                if not renewing:
-                    continue
-                if err is None and r is not None:
-                    failures = 0
-                    stop_at = at + self._safe - self.cancel_before
-                    next_renew = at + self._jittered(self.renew_interval)
-                    renewed = Lease.from_json(r)
-                    if self._on_renewed is not None:
-                        self._hook("on_renewed", self._on_renewed, renewed, at)
-                    if renewed.yield_requested and term.leading and not graceful:
-                        self._ask_yield(term, renewed.yield_to)
-                elif isinstance(err, (LeaseLostError, InvalidArgumentError, AccessDeniedError)):
-                    lost, renewing = isinstance(err, LeaseLostError), False
-                    with cond:
-                        if term._closed is None:
-                            term._closed = err
-                    self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
-                                      self.name, self.holder, term.token, err)
-                    end(err)
-                else:
-                    last_err = err
-                    self._log.warning("leasesvc elector %s (%s): renew failed: %s", self.name, self.holder, err)
-                    next_renew = clock() + self._retry_delay(err, failures)  # type: ignore[arg-type]
-                    failures += 1
-            if cb_done.is_set():
-                resigned = not graceful and not yielded and term.leading
-                end(ResignedError("on_started_leading returned") if resigned else StoppedError("term over"))
                 with cond:
-                    transferred = term._transferred
-                if (graceful or resigned or yielded) and not lost and not transferred:
+                    kind, v = term._on_result(r, err, at, lambda: self._jittered(self.renew_interval), self._retry_delay, clock())
+                if kind == "renewed":
+                    if self._on_renewed is not None:
+                        self._hook("on_renewed", self._on_renewed, v, at)
+                    if v.yield_requested and term.leading and why != "graceful":
+                        self._ask_yield(term, v.yield_to)
+                elif kind == "ended":
+                    self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
+                                      self.name, self.holder, term.token, v)
+                    end(v)
+                elif kind == "failed":
+                    self._log.warning("leasesvc elector %s (%s): renew failed: %s", self.name, self.holder, v)
+            if cb_done.is_set():
+                if why == "" and term.leading:
+                    why = "resigned"
+                end(ResignedError("on_started_leading returned") if why == "resigned" else StoppedError("term over"))
+                with cond:
+                    if term._transferred:
+                        term._on_transferred()
+                if why and term.phase != GONE:
                     self._release(term)
                 self._log.info("leasesvc elector %s (%s): stopped leading, fencing token %d",
                                self.name, self.holder, term.token)
                 if self._on_stopped is not None:
                     self._hook("on_stopped_leading", self._on_stopped)
-                return graceful or resigned
-            if renewing and not in_flight and clock() >= next_renew:
-                in_flight = True
+                return why in ("graceful", "resigned")
+            if term._take_renew(clock()):
                 threading.Thread(target=renew, args=(clock(),), daemon=True).start()
 
     def _hook(self, what: str, f: Optional[Callable[..., None]], *args: Any) -> None:
@@ -844,6 +782,7 @@ class Elector:
             term._pending = None
             if term._closed is None:
                 term._closed = StoppedError("released")
+            term._phase = RELEASED
         token = term.token
         try:
             self._c._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout,

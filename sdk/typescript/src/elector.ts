@@ -2,8 +2,9 @@ import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
 import type { Client } from "./client.js";
-import { DeniedError, InvalidArgumentError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError, SafeDeadlineError } from "./errors.js";
+import { LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError } from "./errors.js";
 import { type Lease, validName } from "./lease.js";
+import { Term, type TermHost, permanent } from "./term.js";
 
 /** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
 export interface ElectorLogger {
@@ -79,20 +80,6 @@ function checkCheckpoint(v: unknown): Record<string, unknown> {
   const n = Buffer.byteLength(JSON.stringify(v), "utf8");
   if (n > maxCheckpointBytes) throw new RangeError(`leasesvc: the checkpoint is ${n} bytes, more than ${maxCheckpointBytes}`);
   return v as Record<string, unknown>;
-}
-
-/** What setCheckpoint, checkpoint and transfer share with the lead loop of one term. */
-interface TermState {
-  token: number;
-  /** The latest checkpoint not yet known to be stored. */
-  pending: Record<string, unknown> | undefined;
-  /** Counts checkpoints set, so a renew clears only what it sent. */
-  gen: number;
-  /** Why the holding takes no more checkpoints; undefined while it can. */
-  closed: unknown;
-  transferred: boolean;
-  /** Called by transfer once the service handed the holding over. */
-  onTransferred: (to: string) => void;
 }
 
 /** Options of an Elector. Every field but onStartedLeading has a default; the constructor checks them all. */
@@ -208,11 +195,6 @@ function validHolder(h: string): boolean {
   return chars.length >= 1 && chars.length <= 256 && chars.every((c) => !/[\p{C}\p{Z}]/u.test(c) || c === " ");
 }
 
-/** permanent reports whether err cannot go away by retrying. */
-function permanent(err: unknown): boolean {
-  return err instanceof InvalidArgumentError || err instanceof DeniedError;
-}
-
 /**
  * Elector campaigns for one lease and keeps it while this process leads,
  * like the Go SDK's client.Elector.
@@ -251,10 +233,12 @@ export class Elector {
   #running = false;
   #leading = false;
   #token = 0;
-  #lastSentAt = 0;
   #leaderHolder = "";
   #leaderToken = 0;
-  #term: TermState | undefined;
+  /** The term checkpoints and transfers act on, until onStartedLeading has returned. */
+  #term: Term | undefined;
+  /** The current or last term. */
+  #lastTerm: Term | undefined;
 
   /** Returns an Elector for the lease name, calling the service through client. It checks options and does not modify them. */
   constructor(client: Client, name: string, options: ElectorOptions) {
@@ -289,12 +273,13 @@ export class Elector {
 
   /** performance.now() when the acquire or renew that last succeeded in this (or the last) term was sent; 0 before any. */
   get lastSentAt(): number {
-    return this.#lastSentAt;
+    return this.#lastTerm?.sentAt ?? 0;
   }
 
   /** The safe deadline of the current (or last) term on performance.now(): lastSentAt + ttlMs × (1 − driftMargin). */
   get safeDeadline(): number {
-    return this.#lastSentAt === 0 ? 0 : this.#lastSentAt + safeSpan(this.#o);
+    const at = this.lastSentAt;
+    return at === 0 ? 0 : at + safeSpan(this.#o);
   }
 
   /** The options in force, defaults filled in. */
@@ -304,7 +289,7 @@ export class Elector {
   }
 
   /** The term checkpoints and transfers act on. */
-  #openTerm(): TermState {
+  #openTerm(): Term {
     const t = this.#term;
     if (t === undefined) throw new NotLeadingError();
     if (t.closed !== undefined) throw new NotLeadingError("the holding is over: " + String(t.closed));
@@ -366,7 +351,7 @@ export class Elector {
       { signal: opts.signal ?? AbortSignal.timeout(this.#o.releaseTimeoutMs) },
     );
     t.pending = undefined;
-    t.onTransferred(to);
+    t.transferred(to, new TransferredError(to));
     return l;
   }
 
@@ -488,180 +473,94 @@ export class Elector {
     }
   }
 
-  /** Gives up the holding after a graceful stop, a step-down or a resignation, with the pending checkpoint. */
-  async #release(t: TermState): Promise<void> {
-    const token = t.token;
-    const checkpoint = t.pending;
-    t.pending = undefined;
-    t.closed ??= new Error("released");
-    try {
-      await this.#client.release(this.#name, this.#o.holder, token, { signal: AbortSignal.timeout(this.#o.releaseTimeoutMs), checkpoint });
-    } catch (err) {
-      this.#o.logger.warn("leasesvc elector: release failed; the lease runs out at its expiry", { lease: this.#name, holder: this.#o.holder, fencingToken: token, err: String(err) });
-    }
-  }
-
   /**
    * Runs one term of leadership for the holding l, acquired or renewed by a
-   * request sent at sent. Resolves to true when run should return (a
-   * graceful stop or a resignation), false to campaign again.
+   * request sent at sent: it starts onStartedLeading, lets the term renew,
+   * and decides when to stop leading (a graceful stop, a step-down, a
+   * resignation). Resolves to true when run should return (a graceful stop
+   * or a resignation), false to campaign again.
    */
   #lead(parent: AbortSignal | undefined, l: Lease, sent: number): Promise<boolean> {
     const o = this.#o;
     const token = l.fencingToken;
-    let stopAt = sent + this.#span;
-    if (performance.now() >= stopAt) return Promise.resolve(false); // too late to lead on this holding
+    if (performance.now() >= sent + this.#span) return Promise.resolve(false); // too late to lead on this holding
     return new Promise<boolean>((resolveTerm) => {
-      const term = new AbortController();
-      this.#leading = true;
-      this.#token = token;
-      this.#lastSentAt = sent;
-      o.logger.info("leasesvc elector: leading", { lease: this.#name, holder: o.holder, fencingToken: token });
-
-      let renewing = true;
-      let inFlight = false;
-      let lost = false; // the service said the holding is gone: no release
-      let graceful = false;
-      let yielded = false; // stepped down for a preempting candidate
+      const leading = new AbortController();
+      /** Why this leader stops leading while its term could go on. */
+      let why: "leading" | "graceful" | "yielded" | "resigned" = "leading";
       let yieldAsked = false;
-      const ts: TermState = {
-        token,
-        pending: undefined,
-        gen: 0,
-        closed: undefined,
-        transferred: false,
-        onTransferred: (to) => {
-          ts.transferred = true;
-          ts.closed ??= new TransferredError(to);
-          renewing = false;
-          clearTimeout(stopTimer);
-          clearTimeout(renewTimer);
-          renewAbort?.abort();
-          o.logger.info("leasesvc elector: transferred", { lease: this.#name, holder: o.holder, fencingToken: token, to });
-          end(new TransferredError(to));
-        },
-      };
-      this.#term = ts;
-      let failures = 0;
-      let lastErr: unknown;
-      let renewAbort: AbortController | undefined;
-      let stopTimer: ReturnType<typeof setTimeout> | undefined;
-      let renewTimer: ReturnType<typeof setTimeout> | undefined;
-
       const end = (reason: unknown): void => {
         this.#leading = false;
-        if (!term.signal.aborted) term.abort(reason);
+        if (!leading.signal.aborted) leading.abort(reason);
       };
-      const armStop = (): void => {
-        clearTimeout(stopTimer);
-        stopTimer = setTimeout(onDeadline, Math.max(0, stopAt - performance.now()));
+      const host: TermHost = {
+        client: this.#client,
+        name: this.#name,
+        holder: o.holder,
+        logger: o.logger,
+        spanMs: this.#span,
+        releaseTimeoutMs: o.releaseTimeoutMs,
+        renewDelay: () => this.#jittered(o.renewIntervalMs),
+        retryDelay: (err, failures) => this.#retryDelay(err, failures),
+        attemptTimeoutMs: () => this.#attemptTimeout(),
+        end,
+        renewed: (rl, sentAt, deadline) => {
+          if (rl.yieldRequested && why !== "graceful" && !leading.signal.aborted) askYield(rl.yieldTo);
+          try {
+            o.onRenewed?.({ fencingToken: token, sentAt, deadline });
+          } catch (cbErr) {
+            o.logger.warn("leasesvc elector: onRenewed failed", { lease: this.#name, holder: o.holder, err: String(cbErr) });
+          }
+        },
       };
-      const armRenew = (delay: number): void => {
-        clearTimeout(renewTimer);
-        renewTimer = setTimeout(onRenewTimer, Math.max(0, delay));
-      };
-      const onDeadline = (): void => {
-        if (!renewing) return;
-        renewing = false;
-        clearTimeout(renewTimer);
-        renewAbort?.abort();
-        lastErr ??= new Error("no answer to the renew in time");
-        o.logger.warn("leasesvc elector: safe deadline reached", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(lastErr) });
-        end(new SafeDeadlineError(lastErr));
-      };
-      const onRenewTimer = (): void => {
-        if (!renewing || inFlight) return;
-        inFlight = true;
-        const ac = new AbortController();
-        renewAbort = ac;
-        const at = performance.now();
-        const checkpoint = ts.pending;
-        const gen = ts.gen;
-        this.#client.renew(this.#name, { holder: o.holder, fencingToken: token, checkpoint }, { signal: ac.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() }).then(
-          (l) => {
-            if (checkpoint !== undefined && ts.gen === gen) ts.pending = undefined; // stored
-            onResult(undefined, at, l);
-          },
-          (err: unknown) => onResult(err ?? new Error("renew failed"), at),
-        );
-      };
+      const t = new Term(host, token, sent);
+      this.#leading = true;
+      this.#token = token;
+      this.#term = t;
+      this.#lastTerm = t;
+      o.logger.info("leasesvc elector: leading", { lease: this.#name, holder: o.holder, fencingToken: token });
+
       const askYield = (to: string): void => {
         if (yieldAsked) return;
         yieldAsked = true;
         o.logger.info("leasesvc elector: asked to step down", { lease: this.#name, holder: o.holder, fencingToken: token, yieldTo: to });
         Promise.resolve()
-          .then(() => o.onYieldRequested?.(term.signal, to))
+          .then(() => o.onYieldRequested?.(leading.signal, to))
           .catch((err: unknown) => o.logger.warn("leasesvc elector: onYieldRequested failed", { lease: this.#name, holder: o.holder, err: String(err) }))
           .finally(() => {
-            if (yielded || term.signal.aborted) return;
-            yielded = true;
+            if (why === "yielded" || leading.signal.aborted) return;
+            why = "yielded";
             o.logger.info("leasesvc elector: stepping down", { lease: this.#name, holder: o.holder, fencingToken: token, yieldTo: to });
             end(new YieldedError(to));
           });
       };
-      const onResult = (err: unknown, at: number, l?: Lease): void => {
-        inFlight = false;
-        if (!renewing) return;
-        if (err === undefined) {
-          if (l?.yieldRequested && !graceful && !term.signal.aborted) askYield(l.yieldTo);
-          failures = 0;
-          lastErr = undefined;
-          stopAt = at + this.#span;
-          this.#lastSentAt = at;
-              armStop();
-          armRenew(at + this.#jittered(o.renewIntervalMs) - performance.now());
-          try {
-            o.onRenewed?.({ fencingToken: token, sentAt: at, deadline: stopAt });
-          } catch (cbErr) {
-            o.logger.warn("leasesvc elector: onRenewed failed", { lease: this.#name, holder: o.holder, err: String(cbErr) });
-          }
-          return;
-        }
-        if (err instanceof LeaseLostError || permanent(err)) {
-          lost = err instanceof LeaseLostError;
-          ts.closed ??= err;
-          renewing = false;
-          clearTimeout(stopTimer);
-          o.logger.warn("leasesvc elector: leadership lost", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(err) });
-          end(err);
-          return;
-        }
-        lastErr = err;
-        o.logger.warn("leasesvc elector: renew failed", { lease: this.#name, holder: o.holder, fencingToken: token, err: String(err) });
-        armRenew(this.#retryDelay(err, failures));
-        failures++;
-      };
       const onParentAbort = (): void => {
-        graceful = true;
+        why = "graceful";
         o.logger.info("leasesvc elector: stopping", { lease: this.#name, holder: o.holder });
         end(parent?.reason);
       };
       const onCallbackDone = async (): Promise<void> => {
-        const resigned = !graceful && !yielded && !term.signal.aborted;
+        // Returning while still leading resigns.
+        if (why === "leading" && !leading.signal.aborted) why = "resigned";
         end(new Error("leasesvc elector: onStartedLeading returned"));
-        renewing = false;
-        clearTimeout(stopTimer);
-        clearTimeout(renewTimer);
-        renewAbort?.abort();
         parent?.removeEventListener("abort", onParentAbort);
-        if ((graceful || resigned || yielded) && !lost && !ts.transferred) await this.#release(ts);
-        ts.closed ??= term.signal.reason ?? new Error("term over");
-        if (this.#term === ts) this.#term = undefined;
+        await t.finish(why !== "leading");
+        t.closed ??= leading.signal.reason ?? new Error("term over");
+        if (this.#term === t) this.#term = undefined;
         o.logger.info("leasesvc elector: stopped leading", { lease: this.#name, holder: o.holder, fencingToken: token });
         try {
           o.onStoppedLeading?.();
         } catch (err) {
           o.logger.warn("leasesvc elector: onStoppedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) });
         }
-        resolveTerm(graceful || resigned);
+        resolveTerm(why === "graceful" || why === "resigned");
       };
 
-      armStop();
-      armRenew(sent + this.#jittered(o.renewIntervalMs) - performance.now());
+      t.start();
       if (parent?.aborted) onParentAbort();
       else parent?.addEventListener("abort", onParentAbort, { once: true });
       Promise.resolve()
-        .then(() => o.onStartedLeading(term.signal, token, { lease: l, checkpoint: l.checkpoint, checkpointToken: l.checkpoint === null ? 0 : l.checkpointToken }))
+        .then(() => o.onStartedLeading(leading.signal, token, { lease: l, checkpoint: l.checkpoint, checkpointToken: l.checkpoint === null ? 0 : l.checkpointToken }))
         .catch((err: unknown) => o.logger.warn("leasesvc elector: onStartedLeading failed", { lease: this.#name, holder: o.holder, err: String(err) }))
         .finally(() => void onCallbackDone());
     });

@@ -1,0 +1,95 @@
+"""The Term's renewal state machine, driven by hand on a made-up clock:
+each phase (docs/contract.md §2, §8) and what the loop is told to do."""
+
+import unittest
+
+from leasesvc import AccessDeniedError, LeaseLostError, SafeDeadlineError, UnavailableError
+from leasesvc.lease import Lease
+from leasesvc.term import GONE, RENEWING, STOPPED, Term
+
+SPAN = 27.0  # TTL 30 s less the 10 % drift margin
+INTERVAL = 10.0
+
+
+def new_term(sent: float = 100.0) -> Term:
+    """A term of a holding with fencing token 7 acquired at ``sent``."""
+    t = Term(Lease.from_json({"name": "svc.term", "holder": "a", "fencingToken": 7, "held": True}))
+    t._arm(sent, SPAN, sent + INTERVAL)
+    return t
+
+
+def answer(t: Term, r, err, at: float, now: float):
+    """The term's verdict on a renew sent at ``at``, answered at ``now``."""
+    return t._on_result(r, err, at, lambda: INTERVAL, lambda e, n: 0.5 * (n + 1), now)
+
+
+class TermPhases(unittest.TestCase):
+    """The phases of one term."""
+
+    def test_renewals_move_the_deadline(self) -> None:
+        """Each successful renew moves the safe deadline to its send time + span."""
+        t = new_term()
+        self.assertEqual(t.phase, RENEWING)
+        self.assertFalse(t._due(105.0))
+        self.assertAlmostEqual(t._wait(105.0), 5.0)  # the first renew, before the deadline
+        self.assertFalse(t._take_renew(105.0))
+        self.assertTrue(t._take_renew(110.0))
+        self.assertFalse(t._due(111.0), "a renew is in flight: only the deadline is due")
+        self.assertAlmostEqual(t._wait(111.0), 16.0)
+        kind, lease = answer(t, {"fencingToken": 7, "held": True}, None, 110.0, 110.2)
+        self.assertEqual((kind, lease.fencing_token), ("renewed", 7))
+        self.assertEqual(t.phase, RENEWING)
+        self.assertIsNone(t._check_deadline(127.5), "past the acquire's deadline, not the renew's")
+        self.assertTrue(t._due(137.0))
+        self.assertIsInstance(t._check_deadline(137.0), SafeDeadlineError)
+        self.assertEqual(t.phase, STOPPED)
+
+    def test_failures_retry_until_the_safe_deadline(self) -> None:
+        """Failed renewals retry after the backoff; the safe deadline stops the term."""
+        t = new_term()
+        self.assertTrue(t._take_renew(110.0))
+        kind, err = answer(t, None, UnavailableError("503"), 110.0, 111.0)
+        self.assertEqual(kind, "failed")
+        self.assertFalse(t._take_renew(111.4))
+        self.assertTrue(t._take_renew(111.5), "retried after the backoff")
+        answer(t, None, UnavailableError("503"), 111.5, 112.0)
+        self.assertFalse(t._take_renew(112.9))
+        self.assertTrue(t._take_renew(113.0), "the second retry waits longer")
+        deadline = t._check_deadline(127.0)
+        self.assertIsInstance(deadline, SafeDeadlineError)
+        self.assertEqual(t.phase, STOPPED)
+        self.assertEqual(answer(t, {"held": True}, None, 113.0, 127.1), ("", None), "a late answer changes nothing")
+        self.assertEqual(t.phase, STOPPED)
+        self.assertIsNone(t._wait(128.0))
+
+    def test_lease_lost_is_gone(self) -> None:
+        """lease_lost: the holding is gone, nothing more is due."""
+        t = new_term()
+        t._take_renew(110.0)
+        kind, err = answer(t, None, LeaseLostError("lost"), 110.0, 110.1)
+        self.assertEqual(kind, "ended")
+        self.assertEqual(t.phase, GONE)
+        self.assertIs(t._closed, err)
+        self.assertIsNone(t._check_deadline(200.0))
+        self.assertFalse(t._take_renew(200.0))
+
+    def test_refused_for_good_stops(self) -> None:
+        """A refusal for good stops the term but leaves the release possible."""
+        t = new_term()
+        t._take_renew(110.0)
+        kind, err = answer(t, None, AccessDeniedError("no"), 110.0, 110.1)
+        self.assertEqual(kind, "ended")
+        self.assertEqual(t.phase, STOPPED, "the holding may still be ours: a release may end it")
+
+    def test_transferred_is_gone(self) -> None:
+        """A transfer leaves nothing to release, also after the deadline."""
+        for stopped_first in (False, True):
+            t = new_term()
+            if stopped_first:
+                t._check_deadline(127.0)
+            t._on_transferred()
+            self.assertEqual(t.phase, GONE)
+
+
+if __name__ == "__main__":
+    unittest.main()
