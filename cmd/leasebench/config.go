@@ -43,6 +43,9 @@ type config struct {
 	// succession: the holder's TTL and its pause between renewals.
 	successionTTL, successionRenew time.Duration
 	topic                          string        // events: a Pub/Sub topic to subscribe to; "" uses a watch stream
+	timeout                        time.Duration // one request's limit
+	json                           bool          // JSON output instead of a table
+	prefix                         string        // lease name prefix, unique per run by default
 
 	// The session scenarios.
 	sessionWindows   []time.Duration // sessiontakeover: the session windows, one arm each
@@ -58,9 +61,6 @@ type config struct {
 	scaleSessions    []int           // sessionscale: session counts, one run each
 	scaleDuration    time.Duration   // sessionscale: how long the sessions heartbeat
 	scaleWindow      time.Duration   // sessionscale: their window
-	timeout                        time.Duration // one request's limit
-	json                           bool          // JSON output instead of a table
-	prefix                         string        // lease name prefix, unique per run by default
 
 	// From the environment, as leasesvc reads them, for the direct path.
 	project           string // LEASESVC_PROJECT or GOOGLE_CLOUD_PROJECT
