@@ -38,6 +38,7 @@ type Agent struct {
 	id      string
 	window  time.Duration
 	held    map[string]Held
+	dropped map[string]time.Time // holdings lost: name → until when the agent led them
 	acked   time.Time // latest acked heartbeat's send time over every socket
 	stopped bool      // frozen or killed: sends nothing more
 	beats   int64     // heartbeats sent
@@ -62,7 +63,7 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 	}
 	a.mu.Lock()
 	a.conn, a.id, a.window = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond
-	a.held = map[string]Held{}
+	a.held, a.dropped = map[string]Held{}, map[string]time.Time{}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.mu.Unlock()
 	go a.loop()
@@ -77,9 +78,7 @@ func (a *Agent) push(m Message) {
 		go a.move()
 	case "lost", "revoked":
 		a.mu.Lock()
-		if h, ok := a.held[m.Name]; ok && h.FencingToken == m.FencingToken {
-			delete(a.held, m.Name)
-		}
+		a.dropLocked(m.Name, m.FencingToken)
 		a.mu.Unlock()
 	}
 	if a.OnPush != nil {
@@ -218,9 +217,7 @@ func (a *Agent) resume(old *Conn) bool {
 	}
 	a.mu.Lock()
 	for _, l := range m.Lost {
-		if h, ok := a.held[l.Name]; ok && h.FencingToken == l.FencingToken {
-			delete(a.held, l.Name)
-		}
+		a.dropLocked(l.Name, l.FencingToken)
 	}
 	a.conn, a.url = c, next
 	a.mu.Unlock()
@@ -230,6 +227,36 @@ func (a *Agent) resume(old *Conn) bool {
 	// Heartbeat at once: the agent leads again from the first ack here.
 	_ = c.Heartbeat(ctx)
 	return true
+}
+
+// dropLocked forgets a lost holding, noting until when the agent led it:
+// now, or its deadline if that came first (the acks of the socket that
+// reported the loss do not vouch for it).
+func (a *Agent) dropLocked(name string, token int64) {
+	h, ok := a.held[name]
+	if !ok || h.FencingToken != token {
+		return
+	}
+	delete(a.held, name)
+	if a.conn != nil {
+		a.noteAckLocked(a.conn)
+	}
+	until := time.Now()
+	if !a.acked.IsZero() {
+		if d := a.acked.Add(time.Duration(float64(a.window) * (1 - a.Margin))); d.Before(until) {
+			until = d
+		}
+	}
+	a.dropped[name] = until
+}
+
+// Dropped reports whether the holding of name was lost (pushed lost or
+// revoked, or lost on a resume) and until when the agent led it.
+func (a *Agent) Dropped(name string) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.dropped[name]
+	return t, ok
 }
 
 func (a *Agent) noteAckLocked(c *Conn) {
