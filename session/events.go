@@ -5,7 +5,7 @@ import (
 )
 
 // SessionExpired is the reason of a released event on session death.
-const SessionExpired = "session_expired"
+const SessionExpired = lease.ReasonSessionExpired
 
 // follow delivers the hub's events of every lease a session here holds to
 // that session, until the returned stop is called.

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // RecordPrefix starts the names of the session records, the service's own
 // internal leases that httpapi hides.
-const RecordPrefix = "leasesvc.session."
+const RecordPrefix = lease.SessionRecordPrefix
 
 // newID returns a fresh session id: 256 random bits, base64url without
 // padding (43 characters).
@@ -27,7 +29,7 @@ func Key(id string) string {
 }
 
 // RecordName is the name of the session record of key.
-func RecordName(key string) string { return RecordPrefix + key[:32] }
+func RecordName(key string) string { return lease.SessionRecordName(key) }
 
 // validID reports whether id has the shape newID makes.
 func validID(id string) bool {
