@@ -19,26 +19,43 @@ import (
 // side by side: -write-sessions sessions at window 1 s holding
 // -write-leases leases each, then as many leases held with plain renewals
 // of TTL 1 s (every 333 ms), each arm for -write-duration. The writes are
-// counted, not computed: on PostgreSQL, a row trigger that leasebench adds
-// to the leases table for the scenario (and drops after) counts every row
-// inserted, updated or deleted, the scenario's leases and the sessions'
-// own records apart. The other backends offer no such count: the scenario
-// says so.
+// counted, not computed, the scenario's leases and the sessions' own
+// records apart: on PostgreSQL, by a row trigger that leasebench adds to
+// the leases table of the service at the first URL for the scenario (and
+// drops after), which counts every row inserted, updated or deleted; on
+// the memory backend, by a counting store under an instance that
+// leasebench runs in its own process (the -url instance's writes cannot be
+// seen). Firestore and Spanner offer no such count: the scenario says so.
 func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
-	pd, ok := b.direct.(*postgresDirect)
-	if !ok {
-		return []row{{Scenario: "sessionwrites", Metric: "not counted", Unit: "-", Note: "writes are counted on PostgreSQL only (a row trigger); run with -backend postgres"}}, nil
-	}
-	cnt, err := installWriteCounter(ctx, pd.pool, b.cfg.prefix+".writes.")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := cnt.remove(context.WithoutCancel(ctx)); err != nil {
-			b.progress(true, "sessionwrites: %v", err)
+	prefix := b.cfg.prefix + ".writes."
+	var (
+		cnt writeCount
+		url string
+		how string
+	)
+	switch pd, ok := b.direct.(*postgresDirect); {
+	case ok:
+		tc, err := installWriteCounter(ctx, pd.pool, prefix)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	url := b.cfg.urls[0]
+		defer func() {
+			if err := tc.remove(context.WithoutCancel(ctx)); err != nil {
+				b.progress(true, "sessionwrites: %v", err)
+			}
+		}()
+		cnt, url, how = tc, b.cfg.urls[0], "rows written to PostgreSQL, counted by a row trigger"
+	case b.cfg.backend == "memory":
+		in, err := startInProcess(prefix)
+		if err != nil {
+			return nil, fmt.Errorf("in-process instance: %w", err)
+		}
+		defer in.stop()
+		cnt, url, how = in.store, in.url, "writes stored by a memory backend under an in-process instance, counted by a wrapper of the store"
+	default:
+		return []row{{Scenario: "sessionwrites", Metric: "not counted", Unit: "-",
+			Note: "writes are counted on PostgreSQL (a row trigger) and on the memory backend (in process) only"}}, nil
+	}
 	leases := b.cfg.writeSessions * b.cfg.writeLeases
 
 	// Sessions at window 1 s.
@@ -56,7 +73,7 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 	}
 	defer closeAll()
 	var lost atomic.Int64
-	err = parallel(ctx, len(agents), b.cfg.concurrency, func(i int) error {
+	err := parallel(ctx, len(agents), b.cfg.concurrency, func(i int) error {
 		a := &rawsession.Agent{URLs: []string{url}, Window: time.Second, OnPush: func(m rawsession.Message) {
 			if m.Type == "lost" || m.Type == "revoked" {
 				lost.Add(1)
@@ -77,7 +94,7 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 		return nil, fmt.Errorf("open the sessions: %w", err)
 	}
 	b.progress(true, "sessionwrites: %d sessions × %d leases held; counting for %v", b.cfg.writeSessions, b.cfg.writeLeases, b.cfg.writeDuration)
-	sLeases, sRecords, sElapsed, err := cnt.over(ctx, b.cfg.writeDuration)
+	sLeases, sRecords, sElapsed, err := countOver(ctx, cnt, b.cfg.writeDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +136,8 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 		wg.Wait()
 		return nil, fmt.Errorf("acquire the plain leases: %w", err)
 	}
-	b.progress(true, "sessionwrites: %d leases renewed every %v; counting for %v", leases, ttl/3, b.cfg.writeDuration)
-	pLeases, _, pElapsed, err := cnt.over(ctx, b.cfg.writeDuration)
+	b.progress(true, "sessionwrites: %d leases renewed every %v; counting for %v", leases, (ttl / 3).Round(time.Millisecond), b.cfg.writeDuration)
+	pLeases, _, pElapsed, err := countOver(ctx, cnt, b.cfg.writeDuration)
 	s()
 	wg.Wait()
 	if err != nil {
@@ -128,18 +145,18 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 	}
 	perMin := func(n int64, per int, d time.Duration) float64 { return float64(n) / float64(per) / d.Minutes() }
 	sc := "sessionwrites"
-	note := fmt.Sprintf("rows written to PostgreSQL, counted by a row trigger, over %v", sElapsed.Round(time.Second))
+	note := fmt.Sprintf("%s, over %v", how, sElapsed.Round(time.Second))
 	return []row{
 		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (lease rows)", Unit: "/min", Service: perMin(sLeases, leases, sElapsed), N: int(sLeases),
 			Note: fmt.Sprintf("%s; %d sessions × %d leases; %d leases lost", note, b.cfg.writeSessions, b.cfg.writeLeases, lost.Load())},
 		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (with the sessions' own records)", Unit: "/min", Service: perMin(sLeases+sRecords, leases, sElapsed), N: int(sLeases + sRecords),
 			Note: fmt.Sprintf("the session records: %.1f writes per session per minute", perMin(sRecords, b.cfg.writeSessions, sElapsed))},
 		{Scenario: sc, Metric: "writes per held lease per minute, plain renewals ttl 1s", Unit: "/min", Service: perMin(pLeases, leases, pElapsed), N: int(pLeases),
-			Note: fmt.Sprintf("%d leases renewed every %v for %v; %d renewals failed", leases, ttl/3, pElapsed.Round(time.Second), fails.Load())},
+			Note: fmt.Sprintf("%d leases renewed every %v for %v; %d renewals failed", leases, (ttl / 3).Round(time.Millisecond), pElapsed.Round(time.Second), fails.Load())},
 	}, nil
 }
 
-// writeCounter counts the rows written to the leases table by a trigger:
+// writeCounter counts the rows written to PostgreSQL's leases table by a trigger:
 // those whose name starts with the prefix, and the sessions' records.
 type writeCounter struct {
 	pool *pgxpool.Pool
@@ -190,8 +207,14 @@ func (w *writeCounter) read(ctx context.Context) (leases, sessions int64, err er
 	return leases, sessions, nil
 }
 
-// over returns the writes counted during d from now.
-func (w *writeCounter) over(ctx context.Context, d time.Duration) (leases, sessions int64, elapsed time.Duration, err error) {
+// writeCount reads the writes counted so far: of the scenario's leases
+// and of the sessions' records.
+type writeCount interface {
+	read(ctx context.Context) (leases, sessions int64, err error)
+}
+
+// countOver returns the writes counted during d from now.
+func countOver(ctx context.Context, w writeCount, d time.Duration) (leases, sessions int64, elapsed time.Duration, err error) {
 	l0, s0, err := w.read(ctx)
 	if err != nil {
 		return 0, 0, 0, err
