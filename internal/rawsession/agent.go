@@ -39,9 +39,9 @@ type Agent struct {
 	window  time.Duration
 	held    map[string]Held
 	dropped map[string]time.Time // holdings lost: name → until when the agent led them
-	acked   time.Time // latest acked heartbeat's send time over every socket
-	stopped bool      // frozen or killed: sends nothing more
-	beats   int64     // heartbeats sent
+	acked   time.Time            // latest acked heartbeat's send time over every socket
+	stopped bool                 // frozen or killed: sends nothing more
+	beats   int64                // heartbeats sent
 	stop    chan struct{}
 	done    chan struct{}
 	lastErr error
