@@ -30,9 +30,8 @@ const safetySessionTTL = 3 * time.Second
 // (waiting, one time in three), renews it a few times with a checkpoint
 // while it leads, and then releases it, closes the session, or stops as a
 // crashed agent would: killed (the socket drops, no close) or frozen (the
-// socket stays open and silent: SIGSTOP). Its terms go to the history as
-// Led entries ending at its own deadline, and a holding it left to its
-// instance to end as an unanswered release.
+// socket stays open and silent: SIGSTOP). Its operations go to the history
+// marked Session, and its terms as Led entries ending at its own deadline.
 type sessionContender struct {
 	id     int
 	name   string
@@ -90,26 +89,32 @@ func (c *sessionContender) session(ctx context.Context) {
 	_, err := a.Open(octx)
 	cancel()
 	if err != nil {
-		c.run.stats.add("session open failed")
+		reason := rawsession.Code(err)
+		if reason == "" {
+			reason = "no answer"
+		}
+		c.run.stats.add("session open failed: " + reason)
 		return
 	}
-	var wait time.Duration
-	if c.rng.IntN(3) == 0 {
-		wait = c.run.cfg.ttl + time.Duration(c.rng.Int64N(int64(c.run.cfg.ttl)))
-	}
-	e := history.Entry{Op: history.Acquire, Outcome: history.Maybe, Call: time.Now()}
+	// A candidate (docs/contract.md §8): it waits, with a priority, and
+	// asks to preempt one time in three.
+	wait := c.run.cfg.ttl + time.Duration(c.rng.Int64N(int64(2*c.run.cfg.ttl)))
+	e := history.Entry{Op: history.Acquire, Outcome: history.Maybe, Call: time.Now(), Priority: c.rng.IntN(11), Preempt: c.rng.IntN(3) == 0}
 	actx, cancel := context.WithTimeout(context.Background(), safetyRequestTimeout+wait)
-	l, err := a.Acquire(actx, c.name, c.holder, wait)
+	l, err := a.AcquireAs(actx, rawsession.Message{Name: c.name, Holder: c.holder, WaitMs: wait.Milliseconds(), Priority: e.Priority, Preempt: e.Preempt})
 	cancel()
 	e.Return = time.Now()
 	switch code := rawsession.Code(err); {
 	case err == nil:
 		e.Outcome, e.Lease, e.TTL = history.OK, &l, l.TTL
-	case code == "lease_held" || code == "lease_reserved":
-		c.run.stats.add("session acquire " + code) // a refusal changes nothing; its problem carries no lease to record
+	case code == "lease_held" || code == "lease_reserved" || code == "session_held":
+		// A refusal changes nothing; its problem carries no lease to
+		// record. session_held: its previous session's holding is still
+		// live (that session dies a window after its agent went).
+		c.run.stats.add("session acquire " + code)
 		c.close(a)
 		return
-	case code != "":
+	case refusedOutright(err):
 		c.run.unexpected("session acquire %s by %s: %v", c.name, c.holder, err)
 		c.close(a)
 		return
@@ -130,11 +135,9 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 		c.record(history.Entry{Op: history.Led, Token: token, Call: start, Return: until})
 	}
 	// left ends the term at the agent's deadline and leaves the holding to
-	// the instance (an unanswered release stands for its release).
-	left := func() {
-		term(a.Deadline())
-		c.record(history.Entry{Op: history.Release, Token: token, Outcome: history.Maybe, Call: time.Now()})
-	}
+	// the instance, which ends it unseen when the session dies (the checks
+	// allow that of a session holder).
+	left := func() { term(a.Deadline()) }
 	for range c.rng.IntN(5) {
 		if !c.pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) || yield.Load() {
 			break
@@ -161,7 +164,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 			e.Outcome, e.Lease = history.OK, &l
 		case code == "lease_lost":
 			e.Outcome = history.Lost
-		case code != "":
+		case refusedOutright(err):
 			c.run.unexpected("session renew %s by %s: %v", c.name, c.holder, err)
 		}
 		c.record(e)
@@ -194,14 +197,13 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 			e.Outcome, e.Lease = history.OK, &l
 		case code == "lease_lost":
 			e.Outcome = history.Lost
-		case code != "":
+		case refusedOutright(err):
 			c.run.unexpected("session release %s by %s: %v", c.name, c.holder, err)
 		}
 		c.record(e)
 		c.close(a)
 	case k < 4: // close: the service releases every holding of the session
 		term(minTime(time.Now(), a.Deadline()))
-		c.record(history.Entry{Op: history.Release, Token: token, Outcome: history.Maybe, Call: time.Now()})
 		c.close(a)
 	case k < 6: // killed: the socket drops without a close
 		c.run.stats.add("session agent killed")
@@ -224,6 +226,18 @@ func (c *sessionContender) close(a *rawsession.Agent) {
 		c.run.stats.add("session close unanswered")
 	}
 	a.Kill()
+}
+
+// refusedOutright reports an error answer no rule allows a session
+// request here (a 4xx other than those the caller handles); a 5xx, a
+// session that ended under the request (lease_lost) or no answer at all
+// leave the request unanswered (Maybe).
+func refusedOutright(err error) bool {
+	var e *rawsession.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.Problem.Status < 500 && e.Problem.Code != "lease_lost"
 }
 
 func minTime(a, b time.Time) time.Time {

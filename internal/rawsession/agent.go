@@ -295,7 +295,15 @@ func (a *Agent) current() *Conn {
 // Acquire acquires name for holder through the session (wait > 0: a
 // waiting acquire, waitMs). A holding is kept for resumes.
 func (a *Agent) Acquire(ctx context.Context, name, holder string, wait time.Duration) (lease.Lease, error) {
-	m, err := a.current().Request(ctx, Message{Type: "acquire", Name: name, Holder: holder, WaitMs: wait.Milliseconds()})
+	return a.AcquireAs(ctx, Message{Name: name, Holder: holder, WaitMs: wait.Milliseconds()})
+}
+
+// AcquireAs sends the acquire m (Name, Holder and, as a candidate,
+// WaitMs, Priority, Preempt) through the session.
+func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
+	m.Type = "acquire"
+	name, holder := m.Name, m.Holder
+	m, err := a.current().Request(ctx, m)
 	if err != nil {
 		return lease.Lease{}, err
 	}
