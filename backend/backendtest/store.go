@@ -40,7 +40,6 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 // sampleSessionKey is a session key: the hex SHA-256 of a session id.
 const sampleSessionKey = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
-
 // plainRecord is sampleRecord without any succession state, as records
 // written before it existed are.
 func plainRecord(name string, now time.Time) *backend.Record {
