@@ -50,7 +50,9 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 		// The session ended while the acquire was under way: the holding
 		// must not outlive it.
 		s.mu.Unlock()
-		_, _ = s.r.b.Expire(context.WithoutCancel(ctx), ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl/3)
+		defer cancel()
+		_, _ = s.r.b.Expire(ectx, ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
 		return lease.Lease{}, ErrClosed
 	}
 	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
