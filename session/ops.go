@@ -58,6 +58,12 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
 	s.mu.Unlock()
 	s.r.track(l.Name, s)
+	if time.Since(sent) > s.ttl/10 {
+		// A waiting acquire wrote long after it was sent: its safe
+		// deadline counts from the send, so renew now, before it holds
+		// the session's acks back.
+		s.Kick()
+	}
 	return l, nil
 }
 
