@@ -124,8 +124,13 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	elapsed := time.Since(start)
 	beats := heartbeats(agents) - beats0
 	stopMonitor()
-	nLapsed := 0
+	nLapsed, ended := 0, 0
 	lapsed.Range(func(any, any) bool { nLapsed++; return true })
+	for _, a := range agents {
+		if a.Ended() {
+			ended++
+		}
+	}
 	// Is every lease still held by its agent?
 	var notHeld atomic.Int64
 	if err := parallel(ctx, n, b.cfg.concurrency, func(i int) error {
@@ -146,8 +151,9 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	return []row{
 		{Scenario: sc, Metric: "heartbeats", Unit: "/s", Service: float64(beats) / elapsed.Seconds(), N: int(beats), Note: note},
 		{Scenario: sc, Metric: "sessions expired or lapsed (lease lost, deadline passed, or not held at the end)", Unit: "count",
-			Service: float64(max(lost.Load(), int64(nLapsed), notHeld.Load())), N: n,
-			Note: fmt.Sprintf("lost pushes %d, agents whose deadline passed %d, leases not held at the end %d, resumes %d", lost.Load(), nLapsed, notHeld.Load(), resumes.Load())},
+			Service: float64(max(int64(ended), lost.Load(), int64(nLapsed), notHeld.Load())), N: n,
+			Note: fmt.Sprintf("sessions ended by the service %d, lost pushes %d, agents whose deadline passed %d, leases not held at the end %d, resumes %d",
+				ended, lost.Load(), nLapsed, notHeld.Load(), resumes.Load())},
 		{Scenario: sc, Metric: "instance CPU per 1,000 heartbeats", Unit: "ms", Service: float64(cpu.Milliseconds()) / (float64(beats) / 1000), N: int(beats),
 			Note: fmt.Sprintf("%v CPU in %v (%.0f%% of a core), /proc/%d/stat", cpu, elapsed.Round(time.Second), 100*cpu.Seconds()/elapsed.Seconds(), in.pid())},
 		{Scenario: sc, Metric: "instance memory per session", Unit: "KiB", Service: float64(rss1-rss0) / 1024 / float64(n), N: n,

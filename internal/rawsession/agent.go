@@ -42,6 +42,7 @@ type Agent struct {
 	acked   time.Time            // latest acked heartbeat's send time over every socket
 	stopped bool                 // frozen or killed: sends nothing more
 	beats   int64                // heartbeats sent
+	ended   bool                 // the service ended the session (a resume found it gone)
 	stop    chan struct{}
 	done    chan struct{}
 	lastErr error
@@ -210,6 +211,13 @@ func (a *Agent) resume(old *Conn) bool {
 	if err != nil {
 		c.Drop()
 		a.setErr(err)
+		if Code(err) == "session_not_found" { // it died: nothing to resume, ever
+			a.mu.Lock()
+			a.ended = true
+			a.mu.Unlock()
+			go a.halt(false)
+			return false
+		}
 		a.mu.Lock()
 		a.url = next
 		a.mu.Unlock()
@@ -269,6 +277,15 @@ func (a *Agent) setErr(err error) {
 	a.mu.Lock()
 	a.lastErr = err
 	a.mu.Unlock()
+}
+
+// Ended reports whether the service ended the session: a resume found it
+// gone (its window passed without a heartbeat reaching an instance). The
+// agent has stopped.
+func (a *Agent) Ended() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ended
 }
 
 // Heartbeats returns how many heartbeats the agent sent.
