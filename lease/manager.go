@@ -322,8 +322,8 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 		if !holds(cur, holder, principal, token) || cur.RevokeReason != "" {
 			return nil, ErrLost // a revoked holding is lost, not released
 		}
-		if err := sessionWrite(cur, sess, false); err != nil {
-			return nil, err
+		if !endsSession(cur, sess, now) {
+			return nil, ErrLost
 		}
 		next := *cur
 		if cp != nil {
