@@ -69,7 +69,8 @@ type Config struct {
 	// Internal names the service's own leases (its sweeper's election,
 	// docs/contract.md §15): list and the prefix stream leave them out; get
 	// and the single-lease stream still show them to a caller who may read
-	// them.
+	// them. The sessions' own records (names beginning
+	// lease.SessionRecordPrefix, §14) are always internal.
 	Internal []string
 	// AllowedOrigins lists the origins (scheme://host[:port]) besides the
 	// service's own whose requests the lease API serves; a request whose

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/internal/wire"
@@ -227,7 +228,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			req.Keep = func(name string) bool { return p.Allowed(principal, auth.Read, name) }
 		}
 	}
-	if len(a.cfg.Internal) > 0 { // the service's own leases are not listed (docs/contract.md §15)
+	if len(a.cfg.Internal) > 0 || sessionRecords(req.Prefix) { // the service's own leases are not listed (docs/contract.md §15)
 		readable := req.Keep
 		req.Keep = func(name string) bool { return !a.internal(name) && (readable == nil || readable(name)) }
 	}
@@ -265,8 +266,17 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // internal reports whether name is one of the service's own leases, which
-// list and the prefix stream leave out (docs/contract.md §15).
-func (a *api) internal(name string) bool { return slices.Contains(a.cfg.Internal, name) }
+// list and the prefix stream leave out (docs/contract.md §15): those of
+// Config.Internal and the sessions' own records (§14).
+func (a *api) internal(name string) bool {
+	return slices.Contains(a.cfg.Internal, name) || strings.HasPrefix(name, lease.SessionRecordPrefix)
+}
+
+// sessionRecords reports whether a list of prefix may meet a session's own
+// record.
+func sessionRecords(prefix string) bool {
+	return strings.HasPrefix(lease.SessionRecordPrefix, prefix) || strings.HasPrefix(prefix, lease.SessionRecordPrefix)
+}
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ok"})
