@@ -225,8 +225,13 @@ func cmdRevoke(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("get")
-	pos, err := parse(fs, args, "NAME")
+	return onName(ctx, e, args, "get", (*client.Client).Get)
+}
+
+// onName runs command cmd, whose only argument is a lease NAME: it calls op
+// with the client and the name and prints the lease op returns.
+func onName(ctx context.Context, e *env, args []string, cmd string, op func(*client.Client, context.Context, string) (client.Lease, error)) error {
+	pos, err := parse(e.flags(cmd), args, "NAME")
 	if err != nil {
 		return err
 	}
@@ -234,7 +239,7 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.Get(ctx, pos[0])
+	l, err := op(c, ctx, pos[0])
 	if err != nil {
 		return err
 	}
