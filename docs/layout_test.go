@@ -39,12 +39,7 @@ func goDirs(t *testing.T, root string, within ...string) []string {
 // top-level directory that is a Go package, and every package of cmd/ and
 // internal/, so that a new one gets its line.
 func TestREADMELayoutListsEveryPackage(t *testing.T) {
-	readme := read(t, filepath.Join("..", "README.md"))
-	_, section, ok := strings.Cut(readme, "\n## Layout\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Layout" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := readmeSection(t, "Layout")
 	dirs := goDirs(t, "..", "cmd", "internal")
 	if len(dirs) < 10 {
 		t.Fatalf("found only %v: the walk is wrong", dirs)
