@@ -88,9 +88,9 @@ func sameSession(r *backend.Record, ref *SessionRef) bool {
 	return r != nil && r.SessionKey == ref.Key && r.SessionEpoch == ref.Epoch
 }
 
-// sessionWrite checks a renew's or an end's session against the stored
-// holding cur, which the caller holds: through a session, the record must
-// be held through it at its epoch (ErrLost otherwise); without one, a live
+// sessionWrite checks a renew's session against the stored holding cur,
+// which the caller holds: through a session, the record must be held
+// through it at its epoch (ErrLost otherwise); without one, a live
 // session-held holding refuses renewals (ErrSessionHeld) when live is set.
 func sessionWrite(cur *backend.Record, ref *SessionRef, live bool) error {
 	switch {
@@ -100,6 +100,15 @@ func sessionWrite(cur *backend.Record, ref *SessionRef, live bool) error {
 		return ErrSessionHeld
 	}
 	return nil
+}
+
+// endsSession reports whether an end (release, transfer, ExpireSession)
+// through ref may end the caller's holding cur at now: without a session
+// always; through one, when the record is held through it at its epoch,
+// or when the holding already ended by a release that cleared its session
+// (a repeated release, which changes nothing, succeeds as without one).
+func endsSession(cur *backend.Record, ref *SessionRef, now time.Time) bool {
+	return ref == nil || sameSession(cur, ref) || !sessionHeld(cur) && !now.Before(cur.ExpireTime)
 }
 
 // setSession marks next as held through the session of ref, keeping the
