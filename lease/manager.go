@@ -44,8 +44,10 @@ type Manager struct {
 }
 
 // NewManager returns a Manager over store. It checks cfg and names the first
-// bad field.
-func NewManager(store backend.Store, cfg Config) (*Manager, error) {
+// bad field. The loop options set how the Manager's backend.Loop drives
+// store, over what store declares (backend.Hinter): the service passes
+// those its backend's opener returned (backend.Opened.Loop).
+func NewManager(store backend.Store, cfg Config, loop ...backend.LoopOption) (*Manager, error) {
 	if store == nil {
 		return nil, errors.New("lease: NewManager: store is nil")
 	}
@@ -71,7 +73,7 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 	case cfg.MaxCandidates < 0:
 		return nil, fmt.Errorf("lease: Config.MaxCandidates %d must not be negative", cfg.MaxCandidates)
 	}
-	return &Manager{loop: backend.NewLoop(store), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+	return &Manager{loop: backend.NewLoop(store, loop...), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
 
 // Config returns the Manager's configuration with defaults filled in.
