@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -267,9 +266,18 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 
 // internal reports whether name is one of the service's own leases, which
 // list and the prefix stream leave out (docs/contract.md §15): those of
-// Config.Internal and the sessions' own records (§14).
+// Config.Internal (an entry ending in "." is a prefix) and the sessions'
+// own records (§14).
 func (a *api) internal(name string) bool {
-	return slices.Contains(a.cfg.Internal, name) || strings.HasPrefix(name, lease.SessionRecordPrefix)
+	if strings.HasPrefix(name, lease.SessionRecordPrefix) {
+		return true
+	}
+	for _, n := range a.cfg.Internal {
+		if n == name || strings.HasSuffix(n, ".") && strings.HasPrefix(name, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionRecords reports whether a list of prefix may meet a session's own

@@ -1,7 +1,10 @@
 // Package audit writes the audit trail of leasesvc: one structured log line
 // per change of holding (acquired, released, revoked, expired), per
-// deletion of a lease (deleted, docs/contract.md §15) and per
-// request refused for authentication or authorization reasons.
+// deletion of a lease (deleted, docs/contract.md §15), per
+// request refused for authentication or authorization reasons, and per
+// step of a session (opened, resumed, closed, expired, moved, refused;
+// docs/contract.md §14), which names the session by the first 8 hex
+// characters of its stored key, never by its id.
 //
 // Every line is an INFO record with the message "audit", the Cloud Logging
 // label leasesvc_log=audit (under logging.googleapis.com/labels, which
@@ -115,6 +118,24 @@ func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, det
 		str("outcome", outcome),
 		str("principal", principal),
 		str("lease", name),
+		str("detail", detail),
+	))
+}
+
+// Session records a step of a session (docs/contract.md §14): action is
+// session_open, session_resume, session_close, session_expire or
+// session_moved, outcome "ok" or the refusal's problem code, principal the
+// session's, session the first 8 hex characters of its stored key (never
+// the session id, a bearer secret) and detail why.
+func (a *Log) Session(ctx context.Context, action, outcome, principal, session, detail string) {
+	if a == nil {
+		return
+	}
+	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit",
+		str("action", action),
+		str("outcome", outcome),
+		str("principal", principal),
+		str("session", session),
 		str("detail", detail),
 	))
 }
