@@ -25,6 +25,8 @@ UnavailableError         unavailable (503),           ErrUnavailable
 RateLimitedError         resource_exhausted (429)     ErrRateLimited
 InternalError            internal (500), unreadable   ErrInternal
 CredentialsError         the token callable failed    ErrCredentials
+SessionsUnsupportedError 404/405/501 at the session   ErrSessionsUnsupported
+                         upgrade
 =======================  ===========================  =======================
 
 Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
@@ -243,6 +245,15 @@ class SafeDeadlineError(LeaseError):
         super().__init__(f"safe deadline reached without a successful renew (last: {last or 'no answer in time'})")
 
 
+class SessionsUnsupportedError(LeaseError):
+    """The service does not offer sessions (docs/contract.md §14): it
+    answered the session upgrade (``GET /v1/sessions:connect``) with 404,
+    405 or 501. An :class:`~leasesvc.Elector` then keeps its lease with
+    plain renewals."""
+
+    default_code = "unimplemented"
+
+
 _BY_CODE = {
     "lease_lost": LeaseLostError,
     "not_found": NotFoundError,
@@ -256,6 +267,7 @@ _BY_CODE = {
     "unauthenticated": UnauthenticatedError,
     "permission_denied": PermissionDeniedError,
     "internal": InternalError,
+    "session_not_found": NotFoundError,
 }
 
 
