@@ -728,6 +728,30 @@ class Elector:
                 self.leading.clear()
                 term.ended.set()
 
+        # (the session's pushes reach the term from before its callback starts)
+        watch = 0
+        if sess is not None:
+            cb = self._session_cancel_before(sess)
+
+            def on_session(kind: str, msg: Dict[str, Any]) -> None:
+                with cond:
+                    if kind == "deadline":
+                        term._follow(msg["deadline"] - cb)
+                    else:
+                        pushed.append((kind, msg))
+                    cond.notify_all()
+
+            with cond:
+                term._arm_session(stop_at)
+            watch = sess._watch(self.name, term.token, on_session)
+            d = sess.deadline()
+            with cond:
+                if d is not None:
+                    term._follow(d - cb)
+                if not sess._holds(self.name, term.token):  # lost before the watch began
+                    pushed.append(("lost", {"name": self.name, "fencingToken": term.token, "reason": "lost"}))
+        else:
+            term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
         with cond:
             self._term = term
             self.leading.set()
@@ -769,29 +793,6 @@ class Elector:
                 results.append(res)
                 cond.notify_all()
 
-        watch = 0
-        if sess is not None:
-            cb = self._session_cancel_before(sess)
-
-            def on_session(kind: str, msg: Dict[str, Any]) -> None:
-                with cond:
-                    if kind == "deadline":
-                        term._follow(msg["deadline"] - cb)
-                    else:
-                        pushed.append((kind, msg))
-                    cond.notify_all()
-
-            with cond:
-                term._arm_session(stop_at)
-            watch = sess._watch(self.name, term.token, on_session)
-            d = sess.deadline()
-            with cond:
-                if d is not None:
-                    term._follow(d - cb)
-                if not sess._holds(self.name, term.token):  # lost before the watch began
-                    pushed.append(("lost", {"name": self.name, "fencingToken": term.token, "reason": "lost"}))
-        else:
-            term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
         try:
             return self._lead_loop(term, end, results, cb_done, renew, pushed)
         finally:
