@@ -118,10 +118,11 @@ def case_ratelimit(env: Env) -> None:
 
 
 def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
-                on_renewed: Callable[[leasesvc.Lease, float], None]) -> None:
-    """Run an Elector with the SDK's defaults until stdin says stop."""
+                on_renewed: Callable[[leasesvc.Lease, float], None], plain_renewals: bool = False) -> None:
+    """Run an Elector with the SDK's defaults (through a session where the
+    service offers them) until stdin says stop."""
     e = leasesvc.Elector(env.client, env.name, holder=env.holder, ttl=env.ttl,
-                         on_started_leading=on_term, on_renewed=on_renewed)
+                         on_started_leading=on_term, on_renewed=on_renewed, plain_renewals=plain_renewals)
     e.start()
     wait_for_stop()
     e.stop(timeout=15)
@@ -132,7 +133,8 @@ def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
 
 def case_freeze(env: Env) -> None:
     # The driver freezes the service after the first renewed line, so the
-    # last successful send is always a renew's.
+    # last successful send is always a renew's. The case is about plain
+    # renewals' safe deadline (docs/contract.md §2): a session has no renews.
     last_sent = [time.monotonic()]
 
     def on_renewed(lease: leasesvc.Lease, sent: float) -> None:
@@ -146,7 +148,7 @@ def case_freeze(env: Env) -> None:
         emit(step="stopped", sinceLastSentMs=round((now - last_sent[0]) * 1000, 3), ttlMs=int(env.ttl * 1000),
              driftMargin=leasesvc.DEFAULT_DRIFT_MARGIN)
 
-    run_elector(env, on_term, on_renewed)
+    run_elector(env, on_term, on_renewed, plain_renewals=True)
 
 
 def case_revoke(env: Env) -> None:
