@@ -708,7 +708,10 @@ class Elector:
         if sess is not None:
             s_stop = self._session_stop_at(sess, lease)
             if s_stop is None:
-                return not self._sleep(self._retry_delay(UnavailableError("no heartbeat acknowledged"), 0))
+                if self._sleep(self._retry_delay(UnavailableError("no heartbeat acknowledged"), 0)):
+                    return False  # campaign again: the session's repeated acquire finds the holding
+                self._abandon_session(sess, lease)
+                return True
             stop_at = s_stop
         else:
             stop_at = sent + self._safe - self.cancel_before

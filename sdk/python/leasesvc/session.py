@@ -567,13 +567,22 @@ class Session:
                                 "reason": str(why.get("reason", "lost"))})
         return early
 
-    def _install(self, ws: _websocket.WebSocket, early: List[Dict[str, Any]]) -> _Conn:
-        """Make ``ws`` the socket requests and heartbeats go to, start its
-        reader, and send a heartbeat at once."""
+    def _install(self, ws: _websocket.WebSocket, early: List[Dict[str, Any]]) -> Optional[_Conn]:
+        """Make ``ws`` the socket requests and heartbeats go to (ending a
+        reconnect), start its reader, and send a heartbeat at once; None
+        (and ``ws`` closed) when the session closed meanwhile."""
         conn = _Conn(ws)
         with self._mu:
-            self._conn = conn
-            self._cond.notify_all()
+            if self._closing:
+                closing = True
+            else:
+                closing = False
+                self._conn = conn
+                self._reconnecting = False  # a drop of this socket reconnects again
+                self._cond.notify_all()
+        if closing:
+            ws.close()
+            return None
         for msg in early:
             self._dispatch(conn, msg)
         threading.Thread(target=self._read, args=(conn,), name="leasesvc-session-reader", daemon=True).start()
@@ -640,7 +649,8 @@ class Session:
             self._log.warning("leasesvc session: the service refused the socket: %s %s", p.get("code", ""),
                               p.get("detail", ""))
         elif typ in ("lost", "revoked", "yield"):
-            self._push(str(typ), msg)
+            if not conn.moved:  # (the new socket's instance tells what still matters)
+                self._push(str(typ), msg)
         elif typ == "move":
             threading.Thread(target=self._move, args=(conn, str(msg.get("reason", ""))),
                              name="leasesvc-session-move", daemon=True).start()
@@ -671,6 +681,7 @@ class Session:
         session the service ended is opened anew (its leases are lost)."""
         n = 0
         backoff = self._backoff()
+        installed = False
         try:
             while not self._closing:
                 ws: Optional[_websocket.WebSocket] = None
@@ -685,11 +696,7 @@ class Session:
                         self._adopt(ans)
                         self.restarts += 1
                         self._log.warning("leasesvc session: opened anew (window %gs)", self.window)
-                    with self._mu:
-                        closing = self._closing
-                    if closing:
-                        ws.close()
-                        return
+                    installed = True
                     self._install(ws, early)
                     return
                 except NotFoundError as e:  # session_not_found: the service ended it
@@ -704,8 +711,9 @@ class Session:
                     self._cond.wait_for(lambda: self._closing, timeout=backoff.delay(min(n, 16)))
                 n += 1
         finally:
-            with self._mu:
-                self._reconnecting = False
+            if not installed:
+                with self._mu:
+                    self._reconnecting = False
 
     def _move(self, old: _Conn, reason: str) -> None:
         """The service asks the session to move: resume on a new socket,
