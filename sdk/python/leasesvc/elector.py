@@ -624,7 +624,7 @@ class Elector:
                 if sess is not None:
                     return lease, sent, sess  # the session's heartbeats keep it
                 if self._clock() - sent <= self.renew_interval / 2:
-                    return lease, sent
+                    return lease, sent, None
                 # The acquire waited on the service: the holding began well
                 # after it was sent. A renew sent now gives a deadline that
                 # is not mostly spent already.
