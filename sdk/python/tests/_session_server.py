@@ -73,6 +73,7 @@ class FakeSessionService:
         self.refuse_resume = ""  # a problem code to refuse resumes with
         self.lost_on_resume: List[str] = []  # lease names a resume reports lost
         self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
+        self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
         self.conns: List[Conn] = []
         self.sessions: Dict[str, Dict[str, Any]] = {}
         self.leases: Dict[str, Dict[str, Any]] = {}
@@ -203,6 +204,9 @@ class FakeSessionService:
                        "heartbeatMs": w // 4, "leaseTtlMs": 30000, "leases": kept, "lost": lost}
             elif typ == "heartbeat":
                 ans = {"type": "ack", "re": i} if self.acking else None
+            elif typ == "acquire" and self.hold_acquires.is_set():
+                threading.Thread(target=self._later, args=(c, m), daemon=True).start()
+                ans = None
             elif typ == "acquire":
                 ans = self._acquire(c, m)
             elif typ in ("renew", "release", "transfer"):
@@ -220,6 +224,14 @@ class FakeSessionService:
         if ans is not None:
             c.send(ans)
         return False
+
+    def _later(self, c: Conn, m: Dict[str, Any]) -> None:
+        """Answer a held acquire once acquires are no longer held."""
+        while self.hold_acquires.is_set():
+            time.sleep(0.01)
+        with self.lock:
+            ans = self._acquire(c, m)
+        c.send(ans)
 
     def _acquire(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:
         name, holder, i = m["name"], m["holder"], m["id"]

@@ -148,6 +148,32 @@ class OperationsTest(SessionTestCase):
         _, m = f.next("transfer")
         self.assertEqual((m["to"], m["reserveMs"], m["fencingToken"]), ("next", 3000, 2))
 
+    def test_an_acquire_answered_after_its_caller_gave_up_is_released(self) -> None:
+        from leasesvc.client import _Cancel
+
+        f = self.fake()
+        s = self.session(f)
+        f.hold_acquires.set()
+        cancel = _Cancel()
+        errs: List[BaseException] = []
+
+        def acquire() -> None:
+            try:
+                s._acquire("x", "me", wait=30, cancel=cancel)
+            except leasesvc.LeaseError as e:
+                errs.append(e)
+
+        t = threading.Thread(target=acquire)
+        t.start()
+        f.next("acquire")
+        cancel.cancel()
+        t.join(5)
+        self.assertIsInstance(errs[0], leasesvc.UnavailableError)
+        f.hold_acquires.clear()  # the service took it after all
+        _, m = f.next("release")
+        self.assertEqual((m["name"], m["holder"], m["fencingToken"]), ("x", "me", 1))
+        f.wait(lambda: not f.leases["x"]["held"])
+
     def test_close_sends_close_and_the_service_releases(self) -> None:
         f = self.fake()
         s = self.session(f)
@@ -204,6 +230,20 @@ class ReconnectTest(SessionTestCase):
         self.assertGreater(s._wait_deadline(first, 5) or 0, first, "acks on the new socket move the deadline")
         self.assertEqual((s.resumes, s.epoch, s.held()), (1, 2, {"x": ("me", 1)}))
         self.assertEqual(s.renew("x", "me", 1).fencing_token, 1, "requests go to the new socket")
+
+    def test_reconnects_until_the_service_answers_again(self) -> None:
+        f = self.fake()
+        s = self.session(f, window=0.4)
+        s.acquire("x", "me")
+        ok = f.server.answer
+        f.server.answer = refusal(503, "unavailable")
+        f.conn(0).drop()
+        for _ in range(3):  # the open's, then two refused upgrades: retried
+            f.server.handshakes.get(timeout=10)
+        f.server.answer = ok
+        _, m = f.next("resume")
+        self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        f.wait(lambda: s.resumes == 1 and s.held() == {"x": ("me", 1)})
 
     def test_a_lease_the_resume_reports_lost_is_pushed(self) -> None:
         f = self.fake()
