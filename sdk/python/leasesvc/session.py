@@ -699,6 +699,10 @@ class Session:
                     installed = True
                     self._install(ws, early)
                     return
+                except SessionsUnsupportedError as e:  # the service no longer offers sessions
+                    self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
+                    threading.Thread(target=self.close, name="leasesvc-session-close", daemon=True).start()
+                    return
                 except NotFoundError as e:  # session_not_found: the service ended it
                     self._log.warning("leasesvc session: the service ended the session (%s); its leases are lost", e)
                     with self._mu:

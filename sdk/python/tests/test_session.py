@@ -245,6 +245,17 @@ class ReconnectTest(SessionTestCase):
         self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
         f.wait(lambda: s.resumes == 1 and s.held() == {"x": ("me", 1)})
 
+    def test_a_service_that_no_longer_offers_sessions_closes_the_session(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        got, ev = self.watch(s, "x", 1)
+        f.server.answer = refusal(404, "not_found")
+        f.conn(0).drop()
+        self.assertTrue(ev.wait(10))
+        self.assertEqual(got[0][0], "lost")
+        f.wait(lambda: s.closed)
+
     def test_a_lease_the_resume_reports_lost_is_pushed(self) -> None:
         f = self.fake()
         s = self.session(f)
