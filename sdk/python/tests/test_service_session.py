@@ -65,9 +65,10 @@ class SessionServiceTest(unittest.TestCase):
         name = unique("crash")
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO_ROOT, "sdk", "python"))
         p = subprocess.Popen([sys.executable, "-c", CHILD, SVC.url, name], env=env, stdout=subprocess.PIPE)
+        assert p.stdout is not None
+        self.addCleanup(p.stdout.close)
         self.addCleanup(p.wait)
         self.addCleanup(p.kill)
-        assert p.stdout is not None
         token = int(p.stdout.readline())
         self.assertTrue(self.c.get(name).session)
         p.kill()
@@ -76,6 +77,26 @@ class SessionServiceTest(unittest.TestCase):
         took = time.monotonic() - t0
         self.assertEqual(lease.fencing_token, token + 1)
         self.assertLess(took, 10, "freed by the session's death, long before the 30 s TTL")
+
+    def test_a_dropped_socket_resumes_with_its_lease(self) -> None:
+        name = unique("resume")
+        s = self.c.open_session(window=0.4)
+        self.addCleanup(s.close)
+        lease = s.acquire(name, "a")
+        first = s._conn
+        assert first is not None
+        first.ws._sock.shutdown(2)  # the connection breaks under the session
+        deadline = time.monotonic() + 10
+        while (s.resumes == 0 or s._conn is None or s._conn is first) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual((s.resumes, s.epoch), (1, 2))
+        self.assertEqual(s.held(), {name: ("a", lease.fencing_token)})
+        before = s.deadline() or 0
+        self.assertGreater(s._wait_deadline(before, 5) or 0, before, "the new socket's heartbeats are acked")
+        g = self.c.get(name)
+        self.assertEqual((g.holder, g.fencing_token, g.session), ("a", lease.fencing_token, True))
+        r = s.renew(name, "a", lease.fencing_token, checkpoint={"after": "resume"})
+        self.assertEqual(r.checkpoint, {"after": "resume"})
 
     def test_an_elector_through_a_session_loses_its_term_to_a_rest_release(self) -> None:
         name = unique("elect")
