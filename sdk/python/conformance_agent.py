@@ -135,6 +135,7 @@ def case_freeze(env: Env) -> None:
     # The driver freezes the service after the first renewed line, so the
     # last successful send is always a renew's. The case is about plain
     # renewals' safe deadline (docs/contract.md §2): a session has no renews.
+    # (revoke too keeps plain renewals, as the Go agent's does.)
     last_sent = [time.monotonic()]
 
     def on_renewed(lease: leasesvc.Lease, sent: float) -> None:
@@ -158,7 +159,7 @@ def case_revoke(env: Env) -> None:
         if isinstance(term.cause, leasesvc.LeaseError):
             emit(step="stopped", reason=code(term.cause))
 
-    run_elector(env, on_term, lambda lease, sent: None)
+    run_elector(env, on_term, lambda lease, sent: None, plain_renewals=True)  # a renew notices the revoke
 
 
 def _checkpoint_n(lease: leasesvc.Lease) -> Any:
