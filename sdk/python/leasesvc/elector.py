@@ -183,7 +183,8 @@ class Elector:
         on_renewed: ``f(lease, sent)``, called from the run thread after each
             successful renew of a term, ``sent`` being the
             :func:`time.monotonic` time the renew was sent. It must not
-            block.
+            block. Through a session a term renews only to write a
+            checkpoint: the session's heartbeats keep it.
         priority: 0 … 1000, ranks this Elector among the candidates waiting
             for the lease (docs/contract.md §8): when a holding ends, the
             lease is reserved for a few seconds for the best waiting
