@@ -136,6 +136,19 @@ class ElectorSessionTest(unittest.TestCase):
         _, m = self.f.next("renew", timeout=15)
         self.assertEqual(m["checkpoint"], {"offset": 4})
 
+    def test_stop_during_an_acquire_releases_what_it_took_late(self) -> None:
+        self.f.hold_acquires.set()
+        e = self.elector()
+        e.start()
+        self.f.next("acquire")
+        t0 = time.monotonic()
+        e.stop(10)
+        self.assertLess(time.monotonic() - t0, 5, "stop does not wait for the acquire's answer")
+        self.f.hold_acquires.clear()  # the service grants it after all
+        _, m = self.f.next("release")
+        self.assertEqual((m["name"], m["fencingToken"]), ("a", 1))
+        self.assertEqual(self.rec.terms, [])
+
     def test_a_dropped_socket_keeps_the_term(self) -> None:
         e = self.elector()
         e.start()
