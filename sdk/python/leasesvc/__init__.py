@@ -75,6 +75,7 @@ from .errors import (
     RateLimitedError,
     SafeDeadline,
     SafeDeadlineError,
+    SessionHeldError,
     SessionsUnsupportedError,
     Unauthenticated,
     UnauthenticatedError,
@@ -106,7 +107,7 @@ __all__ = [
     "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
     "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
     "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
-    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionsUnsupportedError", "StoppedError", "Term",
+    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionHeldError", "SessionsUnsupportedError", "StoppedError", "Term",
     "TransferredError", "UnauthenticatedError", "UnavailableError", "WATCH_IDLE", "Watch", "YieldedError",
     "default_cancel_before", "default_holder", "newer", "valid_name",
     # The names of the 0.1 releases, aliases of the classes above.

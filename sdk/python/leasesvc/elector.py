@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .backoff import Backoff
 from .client import Client, _Cancel
 from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
-                     SessionsUnsupportedError, UnavailableError)
+                     SessionHeldError, SessionsUnsupportedError, UnavailableError)
 from .lease import Lease
 from .session import Session
 from .term import GONE, RELEASED, RENEWING, Term
@@ -647,6 +647,12 @@ class Elector:
                 if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
                     wait = True
                     continue  # wait on the service now, or again
+                if not self._sleep(self._jittered(self.renew_interval)):
+                    return None
+            elif isinstance(err, SessionHeldError):
+                failures = 0  # another session holds it for this holder: wait as for a holding by another
+                self._log.warning("leasesvc elector %s (%s): the lease is held through another session with this "
+                                  "holder: %s", self.name, self.holder, err)
                 if not self._sleep(self._jittered(self.renew_interval)):
                     return None
             elif isinstance(err, (InvalidArgumentError, AccessDeniedError)):

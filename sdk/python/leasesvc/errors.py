@@ -27,6 +27,7 @@ InternalError            internal (500), unreadable   ErrInternal
 CredentialsError         the token callable failed    ErrCredentials
 SessionsUnsupportedError 404/405/501 at the session   ErrSessionsUnsupported
                          upgrade
+SessionHeldError         session_held (409)           lease.ErrSessionHeld
 =======================  ===========================  =======================
 
 Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
@@ -254,6 +255,15 @@ class SessionsUnsupportedError(LeaseError):
     default_code = "unimplemented"
 
 
+class SessionHeldError(LeaseError):
+    """The holding is held through a session (docs/contract.md §14): a
+    REST renew of it, a REST acquire by its holder, or an acquire by its
+    holder through another session is refused. Only its session renews it;
+    a release by its holder with its token ends it."""
+
+    default_code = "session_held"
+
+
 _BY_CODE = {
     "lease_lost": LeaseLostError,
     "not_found": NotFoundError,
@@ -268,6 +278,7 @@ _BY_CODE = {
     "permission_denied": PermissionDeniedError,
     "internal": InternalError,
     "session_not_found": NotFoundError,
+    "session_held": SessionHeldError,
 }
 
 

@@ -73,6 +73,7 @@ class FakeSessionService:
         self.refuse_resume = ""  # a problem code to refuse resumes with
         self.lost_on_resume: List[str] = []  # lease names a resume reports lost
         self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
+        self.acquire_problem: Optional[Dict[str, Any]] = None  # answer acquires with this problem
         self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
         self.conns: List[Conn] = []
         self.sessions: Dict[str, Dict[str, Any]] = {}
@@ -235,6 +236,8 @@ class FakeSessionService:
 
     def _acquire(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:
         name, holder, i = m["name"], m["holder"], m["id"]
+        if self.acquire_problem is not None:
+            return {"type": "error", "re": i, "problem": self.acquire_problem}
         cur = self.leases.get(name)
         if cur is not None and cur["held"] and cur["holder"] != holder:
             return {"type": "error", "re": i, "problem": {"status": 409, "code": "lease_held", "detail": "held",

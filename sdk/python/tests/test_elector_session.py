@@ -149,6 +149,16 @@ class ElectorSessionTest(unittest.TestCase):
         self.assertEqual((m["name"], m["fencingToken"]), ("a", 1))
         self.assertEqual(self.rec.terms, [])
 
+    def test_held_through_another_session_by_the_same_holder_waits(self) -> None:
+        self.f.acquire_problem = {"status": 409, "code": "session_held", "title": "held through a session",
+                                  "detail": "held through a session"}
+        e = self.elector(ttl=3.0)  # renew_interval 1 s
+        e.start()
+        self.f.wait(lambda: self.f.count("acquire") >= 2)  # refused, then tried again
+        self.assertIsNone(e.error)
+        self.f.acquire_problem = None
+        self.assertEqual(self.rec.next(self).token, 1)
+
     def test_a_dropped_socket_keeps_the_term(self) -> None:
         e = self.elector()
         e.start()

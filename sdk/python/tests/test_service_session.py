@@ -53,9 +53,11 @@ class SessionServiceTest(unittest.TestCase):
         self.assertEqual((lease.held, lease.session, lease.session_window_ms), (True, True, 400))
         g = self.c.get(name)
         self.assertEqual((g.holder, g.session, g.session_window_ms), ("a", True, 400))
-        with self.assertRaises(leasesvc.LeaseError) as cm:
+        with self.assertRaises(leasesvc.SessionHeldError) as cm:
             self.c.renew(name, "a", lease.fencing_token)
         self.assertEqual((cm.exception.status, cm.exception.code), (409, "session_held"))
+        with self.assertRaises(leasesvc.SessionHeldError):
+            self.c.open_session(window=0.4).acquire(name, "a")  # the same holder through another session
         r = s.renew(name, "a", lease.fencing_token, checkpoint={"n": 1})
         self.assertEqual(r.checkpoint, {"n": 1})
         s.close()
