@@ -45,6 +45,11 @@ ROUTE = "/v1/sessions:connect"
 DEFAULT_WINDOW = 1.0
 MIN_WINDOW = 0.2
 MAX_WINDOW = 60.0
+#: A socket on which nothing at all arrived for this many windows (at least
+#: SILENT_MIN seconds) while heartbeats went out is taken for dead (a
+#: half-open connection) and replaced: the session resumes on a new one.
+SILENT_WINDOWS = 4
+SILENT_MIN = 5.0
 #: The statuses of an upgrade that mean "no sessions here".
 UNSUPPORTED_STATUSES = (404, 405, 501)
 
@@ -78,6 +83,7 @@ class _Conn:
         self.ws = ws
         self.pending: Dict[int, _Call] = {}
         self.moved = False  # replaced by a newer socket: its end is no drop
+        self.last_rx = time.monotonic()  # when a message last arrived on it
 
 
 class Session:
@@ -368,12 +374,19 @@ class Session:
         return True
 
     def _beat(self) -> None:
-        """The heartbeat thread."""
+        """The heartbeat thread; it also replaces a socket gone silent."""
         while True:
             with self._mu:
                 if self._closing:
                     return
                 interval = self.heartbeat_interval
+                conn = self._conn
+                silent = max(SILENT_WINDOWS * self.window, SILENT_MIN)
+            if conn is not None and time.monotonic() - conn.last_rx > silent:
+                self._log.warning("leasesvc session: nothing arrived for %gs; replacing the socket", silent)
+                threading.Thread(target=conn.ws.close, args=(_websocket.CLOSE_GOING_AWAY, "silent", 0.5),
+                                 daemon=True).start()
+                conn.last_rx = time.monotonic()  # (once)
             self._heartbeat()
             with self._mu:
                 self._cond.wait_for(lambda: self._closing, timeout=interval)
@@ -604,6 +617,7 @@ class Session:
                 why = e
                 conn.ws.close()
                 break
+            conn.last_rx = time.monotonic()
             try:
                 msg = json.loads(text)
             except ValueError:
@@ -684,6 +698,9 @@ class Session:
         installed = False
         try:
             while not self._closing:
+                with self._mu:
+                    if self._conn is not None:
+                        return  # a move installed a new socket meanwhile
                 ws: Optional[_websocket.WebSocket] = None
                 try:
                     ws = self._dial()

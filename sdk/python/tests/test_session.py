@@ -245,6 +245,19 @@ class ReconnectTest(SessionTestCase):
         self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
         f.wait(lambda: s.resumes == 1 and s.held() == {"x": ("me", 1)})
 
+    def test_a_silent_socket_is_replaced(self) -> None:
+        from unittest import mock
+
+        f = self.fake()
+        with mock.patch("leasesvc.session.SILENT_MIN", 0.5):
+            s = self.session(f, window=0.2)
+            s.acquire("x", "me")
+            f.acking = False  # nothing arrives any more: a half-open connection looks the same
+            i, m = f.next("resume")
+        self.assertEqual(i, 1)
+        self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        f.wait(lambda: f.conn(0).ended.is_set())
+
     def test_a_service_that_no_longer_offers_sessions_closes_the_session(self) -> None:
         f = self.fake()
         s = self.session(f)
