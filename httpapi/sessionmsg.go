@@ -223,6 +223,9 @@ func (c *sessionConn) claims(b *body) []session.Claim {
 		if len(eb.bad) == 0 {
 			eb.merge(lease.ValidateRelease(lease.ReleaseRequest{Name: cl.Name, Holder: cl.Holder, FencingToken: cl.FencingToken}))
 		}
+		if strings.HasPrefix(cl.Name, session.RecordPrefix) {
+			eb.fail("name", "must not begin with %q: the name is reserved for the service", session.RecordPrefix)
+		}
 		if len(eb.bad) == 0 && seen[cl.Name] {
 			eb.fail("name", "repeats an earlier lease of the list")
 		}
@@ -293,6 +296,9 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		}
 		validate = func() error { return lease.ValidateTransfer(req) }
 		run = func(ctx context.Context) (lease.Lease, error) { return s.Transfer(ctx, req) }
+	}
+	if strings.HasPrefix(name, session.RecordPrefix) {
+		b.fail("name", "must not begin with %q: the name is reserved for the service", session.RecordPrefix)
 	}
 	if len(b.bad) > 0 {
 		b.merge(validate())

@@ -160,7 +160,9 @@ func (s *Session) watchDeath() {
 		return
 	}
 	s.mu.Unlock()
-	_ = s.end(context.Background(), endExpired)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	_ = s.end(ctx, endExpired)
 }
 
 // idle reports whether no message arrived for a whole window.

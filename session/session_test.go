@@ -209,3 +209,45 @@ func TestShutdownMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestLongWaitDoesNotHoldAcksBack: an acquire that waited most of the TTL
+// is renewed at once, so the session's acks go on.
+func TestLongWaitDoesNotHoldAcksBack(t *testing.T) {
+	m := manager(t, memory.New())
+	r := newRegistry(t, session.Manager{M: m}, session.Config{LeaseTTL: time.Second})
+	s, _, err := r.Open(t.Context(), "c", "", 200*time.Millisecond, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "other", TTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// The other holding runs out after 1 s; the session's acquire waits
+	// for it (heartbeating meanwhile), then is written long after it was
+	// sent.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "h", Wait: 5 * time.Second})
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !s.Heartbeat() {
+				if time.Now().After(deadline) {
+					t.Fatal("acks held back after a long waiting acquire")
+				}
+				time.Sleep(10 * time.Millisecond) // the heartbeat interval
+			}
+			return
+		default:
+			s.Touch()
+			time.Sleep(20 * time.Millisecond) // the heartbeat interval
+		}
+	}
+}
