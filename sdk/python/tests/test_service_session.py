@@ -141,5 +141,40 @@ class SessionServiceTest(unittest.TestCase):
         self.assertIsInstance(terms[0].cause, leasesvc.LeaseLostError)
 
 
+    def test_a_preempting_candidate_gets_the_lease_through_the_yield_push(self) -> None:
+        name = unique("yield")
+        started = threading.Event()
+        terms: List[leasesvc.Term] = []
+
+        def lead(term: leasesvc.Term) -> None:
+            terms.append(term)
+            started.set()
+            term.wait()
+
+        e = leasesvc.Elector(self.c, name, holder="low", priority=1, wait=-1, on_started_leading=lead,
+                             on_yield_requested=lambda term, to: e.set_checkpoint({"handed": to}))
+        self.addCleanup(e.stop, 10)
+        e.start()
+        self.assertTrue(started.wait(10))
+        got = self.c.acquire(name, "high", 30, wait=20, priority=9, preempt=True)
+        self.assertEqual(got.holder, "high")
+        self.assertEqual(got.checkpoint, {"handed": "high"})
+        self.assertTrue(terms[0].wait(5))
+        self.assertIsInstance(terms[0].cause, leasesvc.YieldedError)
+
+    def test_transfer_over_the_session(self) -> None:
+        name = unique("transfer")
+        s = self.c.open_session(window=0.4)
+        self.addCleanup(s.close)
+        lease = s.acquire(name, "a")
+        t = s.transfer(name, "a", lease.fencing_token, "b", checkpoint={"n": 2})
+        self.assertFalse(t.held)
+        self.assertEqual(t.reserved_for, "b")
+        with self.assertRaises(leasesvc.LeaseReservedError):
+            self.c.acquire(name, "c", 5)
+        nxt = self.c.acquire(name, "b", 5)
+        self.assertEqual((nxt.fencing_token, nxt.checkpoint), (lease.fencing_token + 1, {"n": 2}))
+        self.assertEqual(s.held(), {})
+
 if __name__ == "__main__":
     unittest.main()
