@@ -500,7 +500,8 @@ class Elector:
             InvalidArgumentError, AccessDeniedError: the service refuses the Elector's
                 requests for good (a TTL out of its bounds, credentials
                 refused, ...).
-            RuntimeError: already running.
+            RuntimeError: already running, or the client (or the session
+                given to it) is closed.
         """
         with self._cond:
             if self._running:
@@ -562,10 +563,13 @@ class Elector:
 
         Raises:
             LeaseError: the shared session could not be opened (retried).
+            RuntimeError: the session given to the Elector is closed.
         """
         if self.plain_renewals:
             return self._say("plain", "plain renewals (plain_renewals=True)")
         s = self._given_session
+        if s is not None and s.closed:
+            raise RuntimeError("leasesvc.Elector: its session is closed")
         if s is None:
             try:
                 s = self._c._shared_session()

@@ -171,11 +171,16 @@ class ElectorSessionTest(unittest.TestCase):
     def test_a_given_session_and_plain_renewals(self) -> None:
         s = self.client.open_session(window=0.4)
         e = self.elector(session=s)
-        e.start()
+        th = e.start()
         term = self.rec.next(self)
         self.assertIs(term._via, s)
         with self.assertRaises(ValueError):
             leasesvc.Elector(self.client, "a", session=s, plain_renewals=True)
+        s.close()  # the term is lost, and the Elector cannot go on with a closed session
+        self.assertTrue(term.wait(5))
+        self.assertIsInstance(term.cause, leasesvc.LeaseLostError)
+        th.join(10)  # run() ends by itself
+        self.assertIsInstance(e.error, RuntimeError)
 
     def test_async_elector_holds_through_the_session(self) -> None:
         async def main() -> int:
