@@ -217,8 +217,36 @@ def case_delete(env: Env) -> None:
     emit(step="done")
 
 
+def case_session(env: Env) -> None:
+    """The ``session`` case of PROTOCOL.md (docs/contract.md §14): a session
+    of window 1 s, its deadline after the first acknowledged heartbeat, an
+    acquire through it, a plain renew refused as session_held, a checkpoint
+    and a release over it, then a holding the driver frees by killing the
+    agent (or a stop line closes the session)."""
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    s = c.open_session(window=1.0)
+    emit(step="opened", windowMs=int(round(s.window * 1000)))
+    while s.deadline() is None:  # the first heartbeat goes out at once
+        time.sleep(0.005)
+    emit(step="deadline", aheadMs=int(((s.deadline() or 0) - time.monotonic()) * 1000))
+    lease = s.acquire(name, a)
+    emit(step="acquire", holder=lease.holder, token=lease.fencing_token, held=lease.held, session=lease.session,
+         sessionWindowMs=lease.session_window_ms)
+    expect_error("renew_plain", lambda: c.renew(name, a, lease.fencing_token))
+    expect_error("acquire_other", lambda: c.acquire(name, b, ttl))
+    r = s.renew(name, a, lease.fencing_token, checkpoint={"n": 1})
+    emit(step="checkpoint", token=r.fencing_token, checkpointN=_checkpoint_n(r))
+    rel = s.release(name, a, lease.fencing_token, checkpoint={"n": 2})
+    emit(step="release", held=rel.held, checkpointN=_checkpoint_n(rel))
+    h = s.acquire(name, a)
+    emit(step="holding", token=h.fencing_token)
+    wait_for_stop()  # the driver kills the agent here; a stop closes the session
+    s.close()
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
-         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete}
+         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete,
+         "session": case_session}
 
 
 def main() -> None:
