@@ -28,9 +28,9 @@ type fakeSessions struct {
 	mu      sync.Mutex
 	sockets []*fakeSocket
 	ids     int
-	known   map[string]bool           // session ids
-	leases  map[string]*fakeHolding   // by lease name
-	changed chan struct{}             // closed and replaced on every message and socket
+	known   map[string]bool         // session ids
+	leases  map[string]*fakeHolding // by lease name
+	changed chan struct{}           // closed and replaced on every message and socket
 }
 
 // fakeHolding is a lease the fake holds for a session.
