@@ -97,6 +97,10 @@ type Elector struct {
 	// sess is the session Run holds the lease through; nil: plain
 	// renewals. Set by Run before it campaigns.
 	sess *Session
+	// cancelBefore is ElectorConfig.CancelBefore as given (0: the default,
+	// which a session's window may lower) and plainCancelBefore the value
+	// with plain renewals.
+	cancelBefore, plainCancelBefore time.Duration
 }
 
 // NewElector returns an Elector for the lease name, calling the service
@@ -108,11 +112,13 @@ func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("client.NewElector: lease name %q must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit", name)
 	}
+	given := cfg.CancelBefore
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("client.NewElector: %w", err)
 	}
-	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin)}, nil
+	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin),
+		cancelBefore: given, plainCancelBefore: cfg.CancelBefore}, nil
 }
 
 // Holder returns this Elector's identity.

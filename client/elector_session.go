@@ -13,7 +13,9 @@ import (
 // which. done is called when Run returns.
 func (e *Elector) holdWith(ctx context.Context) (s *Session, done func(), err error) {
 	noop := func() {}
+	e.cfg.CancelBefore = e.plainCancelBefore
 	plain := func(why string) (*Session, func(), error) {
+		e.cfg.CancelBefore = e.plainCancelBefore
 		e.cfg.Logger.Info("leasesvc elector: plain renewals"+why, "lease", e.name, "holder", e.cfg.Holder)
 		return nil, noop, nil
 	}
@@ -61,8 +63,12 @@ func (e *Elector) logSession(s *Session) {
 
 // fitsWindow checks that a term through a session of this window can
 // last: its deadline moves with every acknowledged heartbeat (every
-// window/4), so CancelBefore must leave room for a missed one.
+// window/4), so CancelBefore must leave room for a missed one. A default
+// CancelBefore becomes at most a tenth of the window.
 func (e *Elector) fitsWindow(w time.Duration) error {
+	if e.cancelBefore == 0 {
+		e.cfg.CancelBefore = min(e.plainCancelBefore, w/10)
+	}
 	if room := safeSpan(w, e.cfg.DriftMargin) - w/2; e.cfg.CancelBefore >= room {
 		return fmt.Errorf("ElectorConfig.CancelBefore %v must be below %v for a session window of %v", e.cfg.CancelBefore, room, w)
 	}

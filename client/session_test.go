@@ -157,13 +157,15 @@ func TestSessionTermEndsAtTheSessionDeadline(t *testing.T) {
 	f.acks.Store(false)
 	beat(t, clock, sock, 3, 3) // +500ms
 	beat(t, clock, sock, 4, 3) // +750ms
-	clock.Advance(100 * time.Millisecond)
+	beat(t, clock, sock, 5, 3) // +1000ms
+	clock.Advance(40 * time.Millisecond)
 	if _, _, ctx := rec.get(); ctx.Err() != nil {
-		t.Fatalf("the term ended at +850ms, before its deadline: %v", context.Cause(ctx))
+		t.Fatalf("the term ended at +1040ms, before its deadline: %v", context.Cause(ctx))
 	}
-	clock.Advance(50 * time.Millisecond) // +900ms = 1150ms − CancelBefore (250ms)
-	if at := rec.cancelledAt(t); !at.Equal(epoch.Add(900 * time.Millisecond)) {
-		t.Fatalf("leading ctx cancelled at +%v, want +900ms", at.Sub(epoch))
+	// +1050ms = 1150ms − CancelBefore (by default a tenth of the window).
+	clock.Advance(10 * time.Millisecond)
+	if at := rec.cancelledAt(t); !at.Equal(epoch.Add(1050 * time.Millisecond)) {
+		t.Fatalf("leading ctx cancelled at +%v, want +1050ms", at.Sub(epoch))
 	}
 	if _, _, ctx := rec.get(); !errors.Is(context.Cause(ctx), client.ErrSafeDeadline) {
 		t.Fatalf("cause %v, want ErrSafeDeadline", context.Cause(ctx))

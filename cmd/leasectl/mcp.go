@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	holder := fs.String("holder", "", "the session's holder identity, unique per session (default $LEASESVC_HOLDER, else hostname-pid)")
 	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration of an acquire that names none; renewed every ttl/3")
 	logLevel := fs.String("log-level", "warn", "stderr log level: debug, info, warn or error")
+	plain := fs.Bool("plain-renewals", false, "hold the leases with plain renewals every ttl/3 rather than through a session")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,8 +42,30 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(e.stderr, "leasectl mcp: "+format+"\n", args...)
+	}
+	var sess *client.Session
+	if !*plain {
+		if sess, err = openRunSession(ctx, c, client.DefaultSessionWindow, logf); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("mcp: %w", err)
+		}
+	}
+	if sess != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = sess.Close(cctx)
+		}()
+		logf("holding leases through a session (window %v)", sess.Window())
+	} else {
+		logf("holding leases with plain renewals")
+	}
 	srv, err := leasemcp.New(c, leasemcp.Config{
-		Holder: *holder, TTL: *ttl,
+		Holder: *holder, TTL: *ttl, Session: sess,
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
