@@ -42,6 +42,14 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg := leasemcp.Config{
+		Holder: *holder, TTL: *ttl,
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
+	}
+	// The flags are checked before anything reaches the service.
+	if _, err := leasemcp.New(c, cfg); err != nil {
+		return usageError("mcp: %v", err)
+	}
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl mcp: "+format+"\n", args...)
 	}
@@ -64,10 +72,8 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	} else {
 		logf("holding leases with plain renewals")
 	}
-	srv, err := leasemcp.New(c, leasemcp.Config{
-		Holder: *holder, TTL: *ttl, Session: sess,
-		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
-	})
+	cfg.Session = sess
+	srv, err := leasemcp.New(c, cfg)
 	if err != nil {
 		return usageError("mcp: %v", err)
 	}

@@ -62,7 +62,79 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
-	var sess *client.Session
+	var sess *client.Session // nil: plain renewals
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var mu sync.Mutex
+	var out outcome
+	var el *client.Elector
+	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
+	newElector := func() (*client.Elector, error) {
+		return client.NewElector(c, *name, client.ElectorConfig{
+			Holder: *holder,
+			TTL:    *ttl,
+			// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
+			// grace later: it is gone a grace period before the deadline.
+			CancelBefore:   2 * *grace,
+			ReleaseTimeout: max(*grace, time.Second),
+			Priority:       *priority,
+			Preempt:        *preempt,
+			Session:        sess,
+			PlainRenewals:  sess == nil,
+			// Asked to yield, the Elector steps down by itself (no callback):
+			// the leading ctx ends with ErrYielded, CMD is stopped as on any
+			// end of leadership, and the release carries its checkpoint.
+			OnNewLeader: func(h string) {
+				logf("leader of %s: %s", *name, h)
+			},
+			// CMD runs once: when its term is over, so is leasectl. (Stopping in
+			// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
+			// release the lease only when CMD ended by itself or on a signal;
+			// a lost lease is not released through a service that is gone.)
+			OnStoppedLeading: stopRun,
+			OnSafeDeadline:   feed.set,
+			OnStartedLeading: func(lctx context.Context) {
+				token, _ := client.TokenFromContext(lctx)
+				cpf, err := newCheckpointFile(lctx, el, logf)
+				if err != nil {
+					mu.Lock()
+					out = outcome{started: true, setup: err}
+					mu.Unlock()
+					return
+				}
+				defer cpf.close()
+				logf("leading %s with fencing token %d: starting %q", *name, token, argv)
+				env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
+					"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10), "LEASE_CHECKPOINT_FILE="+cpf.path)
+				if _, by := client.CheckpointFromContext(lctx); by != 0 {
+					env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
+				}
+				watchCtx, stopWatch := context.WithCancel(lctx)
+				watched := make(chan struct{})
+				go func() {
+					defer close(watched)
+					cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
+				}()
+				o, finish := supervise(lctx, argv, env, *grace, cpf.dir, feed, e, logf)
+				stopWatch()
+				<-watched
+				cpf.send() // CMD is gone: its last word goes with the release
+				cpf.close()
+				finish()
+				o.started = true
+				if o.stopped && ctx.Err() == nil && o.cause == nil {
+					o.cause = context.Cause(lctx)
+				}
+				mu.Lock()
+				out = o
+				mu.Unlock()
+			},
+		})
+	}
+	// The flags are checked before anything reaches the service.
+	if _, err := newElector(); err != nil {
+		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
+	}
 	if !*plain {
 		if sess, err = openRunSession(ctx, c, window, logf); err != nil {
 			if ctx.Err() != nil {
@@ -84,73 +156,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	} else {
 		logf("holding %s with plain renewals", *name)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	var mu sync.Mutex
-	var out outcome
-	var el *client.Elector
-	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
-	el, err = client.NewElector(c, *name, client.ElectorConfig{
-		Holder: *holder,
-		TTL:    *ttl,
-		// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
-		// grace later: it is gone a grace period before the deadline.
-		CancelBefore:   2 * *grace,
-		ReleaseTimeout: max(*grace, time.Second),
-		Priority:       *priority,
-		Preempt:        *preempt,
-		Session:        sess,
-		PlainRenewals:  sess == nil,
-		// Asked to yield, the Elector steps down by itself (no callback):
-		// the leading ctx ends with ErrYielded, CMD is stopped as on any
-		// end of leadership, and the release carries its checkpoint.
-		OnNewLeader: func(h string) {
-			logf("leader of %s: %s", *name, h)
-		},
-		// CMD runs once: when its term is over, so is leasectl. (Stopping in
-		// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
-		// release the lease only when CMD ended by itself or on a signal;
-		// a lost lease is not released through a service that is gone.)
-		OnStoppedLeading: stopRun,
-		OnSafeDeadline:   feed.set,
-		OnStartedLeading: func(lctx context.Context) {
-			token, _ := client.TokenFromContext(lctx)
-			cpf, err := newCheckpointFile(lctx, el, logf)
-			if err != nil {
-				mu.Lock()
-				out = outcome{started: true, setup: err}
-				mu.Unlock()
-				return
-			}
-			defer cpf.close()
-			logf("leading %s with fencing token %d: starting %q", *name, token, argv)
-			env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
-				"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10), "LEASE_CHECKPOINT_FILE="+cpf.path)
-			if _, by := client.CheckpointFromContext(lctx); by != 0 {
-				env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
-			}
-			watchCtx, stopWatch := context.WithCancel(lctx)
-			watched := make(chan struct{})
-			go func() {
-				defer close(watched)
-				cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
-			}()
-			o, finish := supervise(lctx, argv, env, *grace, cpf.dir, feed, e, logf)
-			stopWatch()
-			<-watched
-			cpf.send() // CMD is gone: its last word goes with the release
-			cpf.close()
-			finish()
-			o.started = true
-			if o.stopped && ctx.Err() == nil && o.cause == nil {
-				o.cause = context.Cause(lctx)
-			}
-			mu.Lock()
-			out = o
-			mu.Unlock()
-		},
-	})
-	if err != nil {
+	if el, err = newElector(); err != nil {
 		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
 	}
 	if err := el.Run(runCtx); err != nil {
