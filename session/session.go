@@ -197,18 +197,20 @@ func (s *Session) end(ctx context.Context, kind endKind) error {
 	s.r.unregister(s, hs)
 
 	log := s.r.cfg.Logger.With("session", s.ShortKey())
-	switch kind {
-	case endMoved:
+	moved := func() error {
 		s.r.cfg.Audit.Session(ctx, "session_moved", "ok", s.principal, s.ShortKey(), "resumed elsewhere")
 		if conn != nil {
 			conn.Push(Push{Type: PushEnded, Reason: "the session was resumed elsewhere"})
 		}
 		return nil
+	}
+	switch kind {
+	case endMoved:
+		return moved()
 	case endExpired, endShutdown:
 		// One read spares a write per lease when the session moved on.
 		if r, err := s.r.b.Get(ctx, rec.name); err == nil && (r.Key != ref.Key || r.Epoch != ref.Epoch) {
-			s.r.cfg.Audit.Session(ctx, "session_moved", "ok", s.principal, s.ShortKey(), "resumed elsewhere")
-			return nil
+			return moved()
 		}
 	}
 	var released int64
