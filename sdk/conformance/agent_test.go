@@ -33,7 +33,7 @@ type language struct {
 
 var languages = []language{
 	{name: "go", prepare: prepareGo, sessions: true},
-	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}},
+	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true},
 	{name: "typescript", prepare: prepareTypeScript},
 }
 
