@@ -212,6 +212,10 @@ resource "google_cloud_run_v2_service" "leasesvc" {
       condition     = var.min_instances <= var.max_instances
       error_message = "min_instances (${var.min_instances}) must not exceed max_instances (${var.max_instances})."
     }
+    precondition {
+      condition     = var.rest_concurrency_reserve < var.max_concurrency
+      error_message = "rest_concurrency_reserve (${var.rest_concurrency_reserve}) must be less than max_concurrency (${var.max_concurrency}): sessions get the request slots between them (LEASESVC_MAX_SESSIONS)."
+    }
     # Memory a number of CPUs may have (https://cloud.google.com/run/docs/configuring/services/cpu).
     precondition {
       condition     = local.memory_mib >= local.cpu_memory_mib[var.cpu].min && local.memory_mib <= local.cpu_memory_mib[var.cpu].max
