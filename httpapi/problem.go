@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -17,6 +18,7 @@ const (
 	codeLeaseHeld            = "lease_held"
 	codeLeaseLost            = "lease_lost"
 	codeLeaseReserved        = "lease_reserved"
+	codeSessionHeld          = "session_held"
 	codeNotFound             = "not_found"
 	codeInvalidArgument      = "invalid_argument"
 	codePayloadTooLarge      = "payload_too_large"
@@ -30,8 +32,10 @@ const (
 
 // problem is an RFC 9457 problem detail with the code member of docs/contract.md §4.
 type problem struct {
-	status     int
-	code       string
+	status int
+	code   string
+	// title, if set, replaces the status text as the problem's title.
+	title      string
 	detail     string
 	violations []lease.FieldViolation
 	lease      *lease.Lease
@@ -67,7 +71,7 @@ const ProblemTypeBase = "urn:leasesvc:problem:"
 func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	body := problemJSON{
 		Type:     ProblemTypeBase + p.code,
-		Title:    http.StatusText(p.status),
+		Title:    cmp.Or(p.title, http.StatusText(p.status)),
 		Status:   p.status,
 		Code:     p.code,
 		Detail:   p.detail,
@@ -125,6 +129,9 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 		return problem{status: http.StatusConflict, code: codeLeaseHeld, lease: &l,
 			detail:     "the lease is held by another holder",
 			retryAfter: int(math.Ceil(l.Remaining().Seconds()))}
+	case errors.Is(err, lease.ErrSessionHeld):
+		return problem{status: http.StatusConflict, code: codeSessionHeld, title: "held through a session",
+			detail: "the holding is held through a session (docs/contract.md §14): only its session renews it; a release by its holder with its token ends it"}
 	case errors.Is(err, lease.ErrLost):
 		return problem{status: http.StatusConflict, code: codeLeaseLost,
 			detail: "no live holding with this holder and fencing token: stop acting as leader"}
