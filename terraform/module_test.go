@@ -110,7 +110,11 @@ var otherBackendPrefix = map[string]string{"firestore": "LEASESVC_SPANNER_", "sp
 // readIndirectly lists variables the service reads in a way the Go scan
 // cannot see (through a library, or a name built at run time), each with
 // where it is read. Keep it empty where a getenv call can say it instead.
-var readIndirectly = map[string]string{}
+var readIndirectly = map[string]string{
+	// parseSessions reads them from its tables of settings, getenv(d.key).
+	"LEASESVC_MAX_SESSIONS":    "cmd/leasesvc/sessions.go (parseSessions, its integers)",
+	"LEASESVC_SESSION_MAX_AGE": "cmd/leasesvc/sessions.go (parseSessions, its durations)",
+}
 
 // envValueChecks checks the values the module gives some variables.
 var envValueChecks = map[string]func(backend, v string) bool{

@@ -61,6 +61,14 @@ locals {
       LEASESVC_RATE_LIMIT   = tostring(var.rate_limit)      # requests/s per principal and instance
       LEASESVC_RATE_BURST   = tostring(var.rate_burst)      # a whole number: the service parses it as one
 
+      # Sessions (one WebSocket per agent process) each hold a request slot
+      # for as long as they stay open: they may take what max_concurrency
+      # leaves after the slots kept for REST calls, and each socket is asked
+      # to move to a new one before Cloud Run's request timeout cuts it
+      # (11/12 of it: 55 min of 60, time enough to resume elsewhere).
+      LEASESVC_MAX_SESSIONS    = tostring(var.max_concurrency - var.rest_concurrency_reserve)
+      LEASESVC_SESSION_MAX_AGE = "${floor(var.request_timeout_seconds * 11 / 12)}s"
+
       # The policy file, in the secret volume of the template below.
       LEASESVC_POLICY = "${local.policy_mount_path}/${local.policy_file}"
 

@@ -4,30 +4,36 @@ import (
 	"math/big"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/zclconf/go-cty/cty"
 )
 
 // TestSessionsFitCloudRunConcurrency checks what the module gives sessions
-// (docs/deploy.md, "Sessions on Cloud Run"): each session socket is a Cloud
-// Run request for its whole life, so the instance's concurrency and the
-// request timeout are the Cloud Run maximums (1000, 3600 s) by default, and
-// a rest_concurrency_reserve that leaves no slot for sessions is refused at
-// plan.
+// (docs/deploy.md, "Sessions on Cloud Run"):
+// each session socket is a Cloud Run request for its whole life, so the
+// instance's concurrency is the Cloud Run maximum (1000) by default, the
+// service may take all of it but rest_concurrency_reserve for sessions
+// (LEASESVC_MAX_SESSIONS, 900 by default), the request timeout is the
+// Cloud Run maximum (3600 s), and the service asks each socket to move
+// before that timeout cuts it (LEASESVC_SESSION_MAX_AGE below the timeout,
+// 55 min by default); a reserve that leaves no slot for sessions is refused
+// at plan.
 func TestSessionsFitCloudRunConcurrency(t *testing.T) {
 	m := loadModule(t, moduleDir)
 	for _, c := range []struct {
-		name                     string
-		in                       map[string]cty.Value
-		concurrency, timeoutSecs int64
+		name                                  string
+		in                                    map[string]cty.Value
+		concurrency, maxSessions, timeoutSecs int64
+		maxAge                                time.Duration
 	}{
-		{"defaults", nil, 1000, 3600},
+		{"defaults", nil, 1000, 900, 3600, 55 * time.Minute},
 		{"smaller", map[string]cty.Value{
 			"max_concurrency":          cty.NumberIntVal(250),
 			"rest_concurrency_reserve": cty.NumberIntVal(50),
 			"request_timeout_seconds":  cty.NumberIntVal(600),
-		}, 250, 600},
-		{"shortest timeout", map[string]cty.Value{"request_timeout_seconds": cty.NumberIntVal(70)}, 1000, 70},
+		}, 250, 200, 600, 550 * time.Second},
+		{"shortest timeout", map[string]cty.Value{"request_timeout_seconds": cty.NumberIntVal(70)}, 1000, 900, 70, 64 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, backend := range backends {
@@ -44,6 +50,17 @@ func TestSessionsFitCloudRunConcurrency(t *testing.T) {
 				timeout, ok := e.attr(t, tpls[0], "timeout")
 				if want := strconv.FormatInt(c.timeoutSecs, 10) + "s"; !ok || timeout.Type() != cty.String || timeout.AsString() != want {
 					t.Errorf("backend %s: template timeout = %#v, want %q", backend, timeout, want)
+				}
+				env := containerEnv(t, e)
+				if got, want := env["LEASESVC_MAX_SESSIONS"], strconv.FormatInt(c.maxSessions, 10); got != want {
+					t.Errorf("backend %s: LEASESVC_MAX_SESSIONS = %q, want %q (max_concurrency less rest_concurrency_reserve)", backend, got, want)
+				}
+				age, err := time.ParseDuration(env["LEASESVC_SESSION_MAX_AGE"])
+				if err != nil || age != c.maxAge {
+					t.Errorf("backend %s: LEASESVC_SESSION_MAX_AGE = %q (%v), want %v", backend, env["LEASESVC_SESSION_MAX_AGE"], err, c.maxAge)
+				}
+				if limit := time.Duration(c.timeoutSecs) * time.Second; age >= limit {
+					t.Errorf("backend %s: sessions move at %v, not before the request timeout %v cuts them", backend, age, limit)
 				}
 			}
 		})
