@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -110,11 +111,7 @@ var otherBackendPrefix = map[string]string{"firestore": "LEASESVC_SPANNER_", "sp
 // readIndirectly lists variables the service reads in a way the Go scan
 // cannot see (through a library, or a name built at run time), each with
 // where it is read. Keep it empty where a getenv call can say it instead.
-var readIndirectly = map[string]string{
-	// parseSessions reads them from its tables of settings, getenv(d.key).
-	"LEASESVC_MAX_SESSIONS":    "cmd/leasesvc/sessions.go (parseSessions, its integers)",
-	"LEASESVC_SESSION_MAX_AGE": "cmd/leasesvc/sessions.go (parseSessions, its durations)",
-}
+var readIndirectly = map[string]string{}
 
 // envValueChecks checks the values the module gives some variables.
 var envValueChecks = map[string]func(backend, v string) bool{
@@ -142,6 +139,15 @@ var envValueChecks = map[string]func(backend, v string) bool{
 	},
 	"LEASESVC_SPANNER_DATABASE": func(_, v string) bool {
 		return regexp.MustCompile(`^projects/` + testProject + `/instances/[^/]+/databases/[^/]+$`).MatchString(v)
+	},
+	// The service's own parsing (cmd/leasesvc/sessions.go), and the
+	// defaults the module promises: the default concurrency 1000 less the
+	// 100 kept for REST, a socket moved at 11/12 of the default request
+	// timeout 3600 s (sessions_test.go checks other inputs).
+	"LEASESVC_MAX_SESSIONS": func(_, v string) bool { return v == "900" },
+	"LEASESVC_SESSION_MAX_AGE": func(_, v string) bool {
+		d, err := time.ParseDuration(v)
+		return err == nil && d == 55*time.Minute
 	},
 	// The provider's id of a google_pubsub_topic is projects/P/topics/T.
 	"LEASESVC_PUBSUB_TOPIC": func(_, v string) bool {
