@@ -27,6 +27,8 @@ export {
   UnavailableError,
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
+export { Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+export type { SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
 export { isNewer, parseEvent } from "./event.js";
 export type { EventType, LeaseEvent } from "./event.js";
 export { parseLease, parseTime, validName } from "./lease.js";
