@@ -92,6 +92,21 @@ type Record struct {
 	// acquire continues from them. Package lease decides what a tombstone
 	// holds; a backend stores it like any record.
 	DeleteTime time.Time
+
+	// The session of docs/contract.md §14 that the current (or last)
+	// holding is held through; all zero for a holding that is not. Stored
+	// with the succession fields (MarshalSuccession).
+
+	// SessionKey is the hex SHA-256 of the session id (64 characters),
+	// never the id itself; "" for a holding not held through a session.
+	SessionKey string
+	// SessionEpoch is the ownership epoch of the session instance that
+	// last wrote the holding, ≥ 1 when SessionKey is set: renewals and
+	// releases through the session compare-and-set on it.
+	SessionEpoch int64
+	// SessionWindow is the session's heartbeat window (shown as
+	// sessionWindowMs).
+	SessionWindow time.Duration
 }
 
 // Candidate is one registered waiting acquire of a lease (docs/contract.md §8).

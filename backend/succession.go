@@ -19,15 +19,21 @@ type succession struct {
 	ReservedPrincipal string     `json:"reservedPrincipal,omitempty"`
 	ReservedUntil     *time.Time `json:"reservedUntil,omitempty"`
 	DeleteTime        *time.Time `json:"deleteTime,omitempty"`
+	// The session fields (docs/contract.md §14); the window in
+	// milliseconds.
+	SessionKey      string `json:"sessionKey,omitempty"`
+	SessionEpoch    int64  `json:"sessionEpoch,omitempty"`
+	SessionWindowMs int64  `json:"sessionWindowMs,omitempty"`
 }
 
 // MarshalSuccession returns the succession fields of r (docs/contract.md §8),
-// and its DeleteTime (§15), as one JSON object, for a backend to store in a single column or field;
+// its DeleteTime (§15) and its session fields (§14), as one JSON object, for a backend to store in a single column or field;
 // nil when they are all zero, so records that never used succession store
 // nothing new.
 func MarshalSuccession(r *Record) ([]byte, error) {
 	s := succession{Priority: r.Priority, Checkpoint: r.Checkpoint, CheckpointToken: r.CheckpointToken,
-		Candidates: r.Candidates, ReservedFor: r.ReservedFor, ReservedPrincipal: r.ReservedPrincipal}
+		Candidates: r.Candidates, ReservedFor: r.ReservedFor, ReservedPrincipal: r.ReservedPrincipal,
+		SessionKey: r.SessionKey, SessionEpoch: r.SessionEpoch, SessionWindowMs: r.SessionWindow.Milliseconds()}
 	if !r.ReservedUntil.IsZero() {
 		t := r.ReservedUntil.UTC()
 		s.ReservedUntil = &t
@@ -36,7 +42,8 @@ func MarshalSuccession(r *Record) ([]byte, error) {
 		t := r.DeleteTime.UTC()
 		s.DeleteTime = &t
 	}
-	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedPrincipal == "" && s.ReservedUntil == nil && s.DeleteTime == nil {
+	if s.Priority == 0 && len(s.Checkpoint) == 0 && s.CheckpointToken == 0 && len(s.Candidates) == 0 && s.ReservedFor == "" && s.ReservedPrincipal == "" && s.ReservedUntil == nil && s.DeleteTime == nil &&
+		s.SessionKey == "" && s.SessionEpoch == 0 && s.SessionWindowMs == 0 {
 		return nil, nil
 	}
 	var buf bytes.Buffer
@@ -67,5 +74,7 @@ func UnmarshalSuccession(data []byte, r *Record) error {
 	if s.DeleteTime != nil {
 		r.DeleteTime = *s.DeleteTime
 	}
+	r.SessionKey, r.SessionEpoch = s.SessionKey, s.SessionEpoch
+	r.SessionWindow = time.Duration(s.SessionWindowMs) * time.Millisecond
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
 )
 
 // Config configures the handler. The zero value of every field means its
@@ -69,8 +70,14 @@ type Config struct {
 	// Internal names the service's own leases (its sweeper's election,
 	// docs/contract.md §15): list and the prefix stream leave them out; get
 	// and the single-lease stream still show them to a caller who may read
-	// them.
+	// them. An entry ending in "." names every lease under that prefix.
+	// The session records (lease.SessionRecordPrefix, docs/contract.md §14)
+	// are hidden from every route whatever this says: no route finds them.
 	Internal []string
+	// Sessions serves GET /v1/sessions:connect (docs/contract.md §14); nil
+	// turns sessions off (the route answers 404, and clients fall back to
+	// plain renewals).
+	Sessions *session.Registry
 	// AllowedOrigins lists the origins (scheme://host[:port]) besides the
 	// service's own whose requests the lease API serves; a request whose
 	// Origin header names any other is 403 origin_not_allowed. Nil allows

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/internal/wire"
@@ -227,7 +227,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			req.Keep = func(name string) bool { return p.Allowed(principal, auth.Read, name) }
 		}
 	}
-	if len(a.cfg.Internal) > 0 { // the service's own leases are not listed (docs/contract.md §15)
+	{ // the service's own leases are not listed (docs/contract.md §15)
 		readable := req.Keep
 		req.Keep = func(name string) bool { return !a.internal(name) && (readable == nil || readable(name)) }
 	}
@@ -266,7 +266,17 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 
 // internal reports whether name is one of the service's own leases, which
 // list and the prefix stream leave out (docs/contract.md §15).
-func (a *api) internal(name string) bool { return slices.Contains(a.cfg.Internal, name) }
+func (a *api) internal(name string) bool {
+	if strings.HasPrefix(name, lease.SessionRecordPrefix) {
+		return true
+	}
+	for _, n := range a.cfg.Internal {
+		if n == name || strings.HasSuffix(n, ".") && strings.HasPrefix(name, n) {
+			return true
+		}
+	}
+	return false
+}
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, "application/json", map[string]string{"status": "ok"})

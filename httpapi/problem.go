@@ -26,11 +26,13 @@ const (
 	codeDeadlineExceeded     = "deadline_exceeded"
 	codeInternal             = "internal"
 	codeRequestTimeout       = "request_timeout"
+	codeSessionHeld          = "session_held"
 )
 
 // problem is an RFC 9457 problem detail with the code member of docs/contract.md §4.
 type problem struct {
 	status     int
+	title      string // default the status text
 	code       string
 	detail     string
 	violations []lease.FieldViolation
@@ -67,7 +69,7 @@ const ProblemTypeBase = "urn:leasesvc:problem:"
 func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	body := problemJSON{
 		Type:     ProblemTypeBase + p.code,
-		Title:    http.StatusText(p.status),
+		Title:    p.titleText(),
 		Status:   p.status,
 		Code:     p.code,
 		Detail:   p.detail,
@@ -87,6 +89,14 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
 	writeJSON(w, p.status, "application/problem+json", body)
+}
+
+// titleText is the problem's title: its own, or the status text.
+func (p problem) titleText() string {
+	if p.title != "" {
+		return p.title
+	}
+	return http.StatusText(p.status)
 }
 
 // writeJSON writes v as the response. Encoding our own types cannot fail,
@@ -125,6 +135,9 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 		return problem{status: http.StatusConflict, code: codeLeaseHeld, lease: &l,
 			detail:     "the lease is held by another holder",
 			retryAfter: int(math.Ceil(l.Remaining().Seconds()))}
+	case errors.Is(err, lease.ErrSessionHeld):
+		return problem{status: http.StatusConflict, code: codeSessionHeld, title: "held through a session",
+			detail: "the holding is held through a session: only the session renews it (docs/contract.md §14)"}
 	case errors.Is(err, lease.ErrLost):
 		return problem{status: http.StatusConflict, code: codeLeaseLost,
 			detail: "no live holding with this holder and fencing token: stop acting as leader"}

@@ -31,6 +31,7 @@ func Routes() []Route {
 	for _, rt := range fixedRoutes {
 		out = append(out, Route{rt.method, rt.path})
 	}
+	out = append(out, Route{http.MethodGet, SessionsPath})
 	for _, rt := range leaseRoutes {
 		p := leasesPrefix + "/{name}"
 		if rt.verb != "" {
@@ -107,6 +108,9 @@ func (a *api) routes(r chi.Router) {
 			return
 		}
 		var allow []string
+		if r.URL.Path == SessionsPath {
+			allow = append(allow, http.MethodGet)
+		}
 		for _, rt := range fixedRoutes {
 			if rt.path == r.URL.Path {
 				allow = append(allow, rt.method)
@@ -137,6 +141,9 @@ func (a *api) routes(r chi.Router) {
 		if rt.method == http.MethodGet {
 			r.Method(http.MethodHead, rt.path, handler)
 		}
+	}
+	if a.cfg.Sessions != nil { // without sessions the route is 404: clients fall back to plain renewals
+		r.Method(http.MethodGet, SessionsPath, http.HandlerFunc(a.connectSession))
 	}
 	a.extraRoutes(r)
 	r.HandleFunc(leasesPrefix+"/", a.dispatchLease)
@@ -174,6 +181,12 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			}
 			routed(r, route, op, logged)
 			if !a.authenticate(w, r, op, logged) {
+				return
+			}
+			if valid && strings.HasPrefix(name, lease.SessionRecordPrefix) {
+				// A session's own record is the service's: no route finds it
+				// (docs/contract.md §14).
+				writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"})
 				return
 			}
 			if !valid {

@@ -40,7 +40,9 @@ type Event struct {
 	// released and revoked, the holding's expire time for expired.
 	Time time.Time
 	// Reason is, on a revoked event, the operator's reason; on a deleted
-	// event, why the service deleted it ("" for a caller's delete).
+	// event, why the service deleted it ("" for a caller's delete); on a
+	// released event, ReasonSessionExpired when the holding's session died
+	// (ExpireSession), "" otherwise.
 	Reason string
 	// Operator is, on a revoked or deleted event, the principal who revoked
 	// or deleted ("" without authentication, or the service itself).

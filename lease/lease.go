@@ -14,6 +14,10 @@ type Lease struct {
 	backend.Record
 	// ServerTime is the backend's time at which this view was decided.
 	ServerTime time.Time
+	// Session reports that the holding is (or, once ended, was) held
+	// through a session (docs/contract.md §14); SessionWindow, promoted
+	// from the record, is then the session's window.
+	Session bool
 }
 
 // Held reports whether the holding was live at ServerTime.
@@ -47,5 +51,5 @@ func existing(r *backend.Record) *backend.Record {
 
 // view builds the Lease seen at serverTime from a stored record.
 func view(r *backend.Record, serverTime time.Time) Lease {
-	return Lease{Record: *r, ServerTime: serverTime}
+	return Lease{Record: *r, ServerTime: serverTime, Session: r.SessionKey != ""}
 }

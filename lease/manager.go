@@ -106,6 +106,14 @@ type AcquireRequest struct {
 	// holding's, asks the holder to step down (its renewals answer with
 	// YieldTo). Nothing is taken by force.
 	Preempt bool
+	// Session, if set, acquires into that session (docs/contract.md §14):
+	// the holding records it, TTL is the session lease TTL (any whole
+	// number of milliseconds > 0; MinTTL and MaxTTL do not bound it), and
+	// a repeat acquire of a holding held through the same session at
+	// another epoch is ErrLost. Without it, a new holding is not held
+	// through any session, and a repeat acquire by the holder of a live
+	// session-held holding is ErrSessionHeld.
+	Session *SessionRef
 }
 
 // RenewRequest extends a holding (docs/contract.md §3 renew).
@@ -125,6 +133,10 @@ type RenewRequest struct {
 	Checkpoint json.RawMessage
 	// Principal is the authenticated caller; it must be the holding's.
 	Principal string
+	// Session, if set, renews through that session: the holding must be
+	// held through it at its epoch, or the renew is ErrLost. Without it,
+	// renewing a holding held through a session is ErrSessionHeld.
+	Session *SessionRef
 }
 
 // ReleaseRequest ends a holding (docs/contract.md §3 release).
@@ -140,6 +152,10 @@ type ReleaseRequest struct {
 	Checkpoint json.RawMessage
 	// Principal is the authenticated caller; it must be the holding's.
 	Principal string
+	// Session, if set, releases through that session: the holding must be
+	// held through it at its epoch, or the release is ErrLost. A release
+	// without it ends a session-held holding too.
+	Session *SessionRef
 }
 
 // Acquire makes req.Holder the holder of req.Name, or refuses with a
@@ -168,7 +184,13 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 		prev, refusal = cur, nil
 		held := cur != nil && now.Before(cur.ExpireTime)
 		if held && cur.Holder == req.Holder && cur.Principal == req.Principal {
+			if err := repeatSession(cur, req.Session); err != nil {
+				return nil, err
+			}
 			next := *cur // the holder again: extend as renew does
+			if req.Session != nil {
+				setSession(&next, req.Session)
+			}
 			next.TTL = req.TTL
 			next.RenewTime = now
 			next.ExpireTime = now.Add(req.TTL)
@@ -208,6 +230,9 @@ func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte
 			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
 			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
 		}
+		if req.Session != nil {
+			setSession(next, req.Session)
+		}
 		return next, nil
 	})
 	if err == nil && refusal != nil {
@@ -241,7 +266,13 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || !now.Before(cur.ExpireTime) {
 			return nil, ErrLost
 		}
+		if err := sessionWrite(cur, req.Session, true); err != nil {
+			return nil, err
+		}
 		next := *cur
+		if req.Session != nil {
+			setSession(&next, req.Session)
+		}
 		if req.TTL != 0 {
 			next.TTL = req.TTL
 		}
@@ -270,15 +301,19 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 	if err != nil {
 		return Lease{}, err
 	}
-	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0)
+	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0, req.Session, "")
 }
 
 // end ends the caller's holding now, for Release or, with a successor to,
 // for Transfer, which also reserves the lease for to, acquiring as
 // toPrincipal, until reserve has passed. Ending a holding that already ended succeeds and changes nothing
 // but the checkpoint while nobody has acquired since (for a transfer, only
-// when it is the same transfer again); anything else is ErrLost.
-func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to, toPrincipal string, reserve time.Duration) (Lease, error) {
+// when it is the same transfer again); anything else is ErrLost. With
+// sess, the holding must be held through that session at its epoch
+// (ErrLost otherwise). reason is the released event's: ExpireSession's
+// ReasonSessionExpired keeps the record's session, so that a resume may
+// restart the holding (TakeOver); any other end clears it.
+func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to, toPrincipal string, reserve time.Duration, sess *SessionRef, reason string) (Lease, error) {
 	wrote := false
 	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
 		now := decisionTime(s)
@@ -286,6 +321,9 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 		wrote = false
 		if !holds(cur, holder, principal, token) || cur.RevokeReason != "" {
 			return nil, ErrLost // a revoked holding is lost, not released
+		}
+		if err := sessionWrite(cur, sess, false); err != nil {
+			return nil, err
 		}
 		next := *cur
 		if cp != nil {
@@ -303,6 +341,9 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 			return &next, nil
 		}
 		next.ExpireTime = now
+		if reason != ReasonSessionExpired {
+			clearSession(&next)
+		}
 		if to != "" {
 			next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = to, toPrincipal, now.Add(reserve)
 		}
@@ -315,7 +356,7 @@ func (m *Manager) end(ctx context.Context, op, name, holder, principal string, t
 	}
 	l := view(snap.Record, decisionTime(snap))
 	if wrote {
-		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: to})
+		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: to, Reason: reason})
 	}
 	return l, nil
 }

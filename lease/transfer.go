@@ -36,6 +36,9 @@ type TransferRequest struct {
 	// lease; "" means Principal, the transfer's own. Anyone else's acquire
 	// as To is refused with a *ReservedError, as a stranger's is.
 	ToPrincipal string
+	// Session, if set, transfers through that session: the holding must be
+	// held through it at its epoch, or the transfer is ErrLost.
+	Session *SessionRef
 }
 
 // ValidateTransfer checks req and returns an *InvalidError naming every bad
@@ -64,6 +67,9 @@ func checkTransfer(req TransferRequest) (checkpoint []byte, err error) {
 	if req.Reserve < 0 || req.Reserve > MaxTransferReserve || req.Reserve%time.Millisecond != 0 {
 		v.add("reserveMs", "must be between 1 and %d", MaxTransferReserve.Milliseconds())
 	}
+	if req.Session != nil {
+		checkSession(&v, req.Session, false)
+	}
 	checkpoint = normalizeCheckpoint(&v, req.Checkpoint)
 	return checkpoint, v.err()
 }
@@ -87,5 +93,5 @@ func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, err
 	if toPrincipal == "" {
 		toPrincipal = req.Principal
 	}
-	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, toPrincipal, reserve)
+	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, toPrincipal, reserve, req.Session, "")
 }

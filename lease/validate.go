@@ -126,8 +126,14 @@ func (m *Manager) ValidateAcquire(req AcquireRequest) error {
 func (m *Manager) checkAcquire(req AcquireRequest) (metadata []byte, err error) {
 	var v violations
 	checkName(&v, req.Name)
+	checkReservedName(&v, req.Name, req.Session)
 	checkHolder(&v, req.Holder)
-	m.checkTTL(&v, req.TTL)
+	if req.Session != nil {
+		checkSessionTTL(&v, req.TTL)
+		checkSession(&v, req.Session, true)
+	} else {
+		m.checkTTL(&v, req.TTL)
+	}
 	if req.Metadata != nil {
 		metadata = normalizeMetadata(&v, req.Metadata)
 	}
@@ -155,7 +161,13 @@ func (m *Manager) checkRenew(req RenewRequest) (metadata, checkpoint []byte, err
 	checkName(&v, req.Name)
 	checkHolder(&v, req.Holder)
 	checkToken(&v, req.FencingToken)
-	if req.TTL != 0 {
+	switch {
+	case req.Session != nil:
+		checkSession(&v, req.Session, false)
+		if req.TTL != 0 {
+			checkSessionTTL(&v, req.TTL)
+		}
+	case req.TTL != 0:
 		m.checkTTL(&v, req.TTL)
 	}
 	if req.Metadata != nil {
@@ -176,6 +188,9 @@ func checkRelease(req ReleaseRequest) (checkpoint []byte, err error) {
 	checkName(&v, req.Name)
 	checkHolder(&v, req.Holder)
 	checkToken(&v, req.FencingToken)
+	if req.Session != nil {
+		checkSession(&v, req.Session, false)
+	}
 	checkpoint = normalizeCheckpoint(&v, req.Checkpoint)
 	return checkpoint, v.err()
 }

@@ -118,3 +118,21 @@ func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, det
 		str("detail", detail),
 	))
 }
+
+// Session records a step of a session (docs/contract.md §14): action is
+// session_open, session_resume, session_close, session_expire or
+// session_moved, outcome "ok" or the refusal's problem code, principal the
+// session's, session the first 8 hex characters of its stored key (never
+// the session id, a bearer secret) and detail why.
+func (a *Log) Session(ctx context.Context, action, outcome, principal, session, detail string) {
+	if a == nil {
+		return
+	}
+	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit",
+		str("action", action),
+		str("outcome", outcome),
+		str("principal", principal),
+		str("session", session),
+		str("detail", detail),
+	))
+}

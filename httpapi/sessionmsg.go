@@ -1,0 +1,343 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/internal/wire"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
+)
+
+// parseMessage reads one message as a JSON object, with the strictness of
+// a request body (readBody).
+func parseMessage(raw []byte) (*body, *problem) {
+	b := &body{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&b.fields); err != nil || b.fields == nil {
+		p := protocolError("a message must be one JSON object")
+		return nil, &p
+	}
+	if _, err := dec.Token(); err == nil {
+		p := protocolError("a message must be one JSON object, with nothing after it")
+		return nil, &p
+	}
+	strict(raw, b)
+	if len(b.bad) > 0 {
+		p := protocolError("the message is not valid JSON: " + b.bad[0].Field + " " + b.bad[0].Description)
+		return nil, &p
+	}
+	return b, nil
+}
+
+// handle acts on one message; false ends the socket.
+func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
+	b, p := parseMessage(raw)
+	if p != nil {
+		c.fatal(websocket.StatusPolicyViolation, *p)
+		return false
+	}
+	typ := b.str("type", true)
+	id, hasID := b.integer("id", true)
+	c.mu.Lock()
+	s, last := c.sess, c.lastID
+	if hasID && id > last {
+		c.lastID = id
+	}
+	c.mu.Unlock()
+	switch {
+	case len(b.bad) > 0:
+		c.fatal(websocket.StatusPolicyViolation, protocolError("every message needs a string type and an integer id"))
+		return false
+	case id < 1 || id <= last:
+		c.fatal(websocket.StatusPolicyViolation, protocolError("id "+strconv.FormatInt(id, 10)+" must be a positive integer larger than every earlier id of the socket"))
+		return false
+	case s == nil && typ != "open" && typ != "resume":
+		c.fatal(websocket.StatusPolicyViolation, protocolError("the first message must be open or resume"))
+		return false
+	case s != nil && (typ == "open" || typ == "resume"):
+		c.fatal(websocket.StatusPolicyViolation, protocolError("the socket already carries a session"))
+		return false
+	}
+	switch typ {
+	case "open":
+		return c.open(r, b, id)
+	case "resume":
+		return c.resume(r, b, id)
+	case "heartbeat":
+		b.only("type", "id")
+		if len(b.bad) > 0 {
+			c.answerError(id, *b.problem())
+			return true
+		}
+		if s.Heartbeat() {
+			c.send(map[string]any{"type": "ack", "re": id})
+		}
+		return true
+	case "close":
+		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
+		defer cancel()
+		if err := s.Close(ctx); err != nil && !errors.Is(err, session.ErrClosed) {
+			c.answerError(id, c.a.errorProblem(r, err))
+		}
+		c.send(map[string]any{"type": "closed", "re": id})
+		c.shut(websocket.StatusNormalClosure, "closed")
+		return false
+	case "acquire", "renew", "release", "transfer":
+		return c.leaseOp(r, s, typ, id, b)
+	}
+	c.fatal(websocket.StatusPolicyViolation, protocolError("unknown message type "+strconv.Quote(clip(typ, 32))))
+	return false
+}
+
+// window reads the optional windowMs of open and resume.
+func window(b *body) (time.Duration, bool) {
+	ms, has := b.integer("windowMs", false)
+	return millis(ms), has
+}
+
+// refuseStart answers a refused open or resume and closes the socket (1008).
+func (c *sessionConn) refuseStart(r *http.Request, id int64, err error) bool {
+	var limit *session.LimitError
+	var win *session.WindowError
+	var p problem
+	switch {
+	case errors.As(err, &win):
+		p = problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "windowMs", Description: "must be an integer between 200 and 60000"}}}
+	case errors.As(err, &limit):
+		p = problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
+			detail: "too many " + limit.What + " (at most " + strconv.Itoa(limit.Max) + "); retry later"}
+	case errors.Is(err, session.ErrNotFound):
+		p = problem{status: http.StatusNotFound, code: codeSessionNotFound, detail: "no live session with this id for this caller"}
+	case errors.Is(err, session.ErrConflict):
+		p = problem{status: http.StatusConflict, code: codeSessionConflict, detail: "another resume of this session won; the session lives there"}
+	case errors.Is(err, session.ErrShuttingDown):
+		p = shuttingDown()
+	default:
+		p = c.a.errorProblem(r, err)
+	}
+	c.answerError(id, p)
+	c.shut(websocket.StatusPolicyViolation, p.detail)
+	return false
+}
+
+// opened is the answer to open and resume.
+func (c *sessionConn) opened(typ string, id int64, s *session.Session, sessionID string) map[string]any {
+	m := map[string]any{"type": typ, "re": id, "epoch": s.Epoch(), "windowMs": s.Window().Milliseconds(),
+		"heartbeatMs": s.Window().Milliseconds() / 4, "leaseTtlMs": s.TTL().Milliseconds()}
+	if sessionID != "" {
+		m["sessionId"] = sessionID
+	}
+	return m
+}
+
+func (c *sessionConn) open(r *http.Request, b *body, id int64) bool {
+	w, has := window(b)
+	b.only("type", "id", "windowMs")
+	if len(b.bad) > 0 {
+		c.answerError(id, *b.problem())
+		c.shut(websocket.StatusPolicyViolation, "invalid open")
+		return false
+	}
+	if !has {
+		w = session.DefaultWindow
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
+	defer cancel()
+	s, sid, err := c.a.cfg.Sessions.Open(ctx, c.caller, c.principal, w, c)
+	if err != nil {
+		return c.refuseStart(r, id, err)
+	}
+	c.attach(s)
+	c.send(c.opened("opened", id, s, sid))
+	return true
+}
+
+// attach makes s the socket's session.
+func (c *sessionConn) attach(s *session.Session) {
+	c.mu.Lock()
+	c.sess = s
+	c.mu.Unlock()
+}
+
+func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
+	sid := b.str("sessionId", true)
+	w, _ := window(b)
+	claims := c.claims(b)
+	b.only("type", "id", "sessionId", "windowMs", "leases")
+	if len(b.bad) > 0 {
+		c.answerError(id, *b.problem())
+		c.shut(websocket.StatusPolicyViolation, "invalid resume")
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
+	defer cancel()
+	s, leases, lost, err := c.a.cfg.Sessions.Resume(ctx, c.caller, c.principal, sid, w, claims, c)
+	if err != nil {
+		return c.refuseStart(r, id, err)
+	}
+	c.attach(s)
+	m := c.opened("resumed", id, s, sid)
+	ls := make([]wire.Lease, 0, len(leases))
+	for _, l := range leases {
+		ls = append(ls, wire.FromLease(l))
+	}
+	m["leases"] = ls
+	lj := make([]map[string]any, 0, len(lost))
+	for _, l := range lost {
+		lj = append(lj, map[string]any{"name": l.Name, "fencingToken": l.FencingToken, "reason": l.Reason})
+	}
+	m["lost"] = lj
+	c.send(m)
+	return true
+}
+
+// claims reads the leases member of resume, reporting bad entries on b.
+func (c *sessionConn) claims(b *body) []session.Claim {
+	raw, ok := b.fields["leases"]
+	if !ok {
+		return nil
+	}
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		b.fail("leases", "must be an array of {name, holder, fencingToken} objects")
+		return nil
+	}
+	out := make([]session.Claim, 0, len(items))
+	seen := map[string]bool{}
+	for i, item := range items {
+		eb := &body{fields: item}
+		cl := session.Claim{Name: eb.str("name", true), Holder: eb.str("holder", true)}
+		cl.FencingToken, _ = eb.integer("fencingToken", true)
+		eb.only("name", "holder", "fencingToken")
+		if len(eb.bad) == 0 {
+			eb.merge(lease.ValidateRelease(lease.ReleaseRequest{Name: cl.Name, Holder: cl.Holder, FencingToken: cl.FencingToken}))
+		}
+		if len(eb.bad) == 0 && seen[cl.Name] {
+			eb.fail("name", "repeats an earlier lease of the list")
+		}
+		for _, v := range eb.bad {
+			b.fail("leases."+strconv.Itoa(i)+"."+v.Field, "%s", v.Description)
+		}
+		seen[cl.Name] = true
+		out = append(out, cl)
+	}
+	return out
+}
+
+// validationRef stands for the session in a semantic check: the lease
+// layer checks a session write's TTL against the session's bounds, not
+// MinTTL and MaxTTL.
+var validationRef = &lease.SessionRef{Key: strings.Repeat("0", lease.SessionKeyLen), Epoch: 1, Window: session.DefaultWindow}
+
+// leaseOp decodes and runs acquire, renew, release or transfer on its own
+// goroutine (an acquire may wait); the answer carries re.
+func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, id int64, b *body) bool {
+	name := b.str("name", true)
+	holder := b.str("holder", true)
+	var run func(ctx context.Context) (lease.Lease, error)
+	var validate func() error
+	var wait time.Duration
+	switch typ {
+	case "acquire":
+		req := lease.AcquireRequest{Name: name, Holder: holder, Principal: c.principal, TTL: s.TTL(), Session: validationRef}
+		req.Metadata = b.object("metadata")
+		ms, _ := b.integer("waitMs", false)
+		req.Wait = millis(ms)
+		prio, hasPrio := b.integer("priority", false)
+		req.Priority, req.Candidate = clampInt(prio), hasPrio
+		req.Preempt = b.boolean("preempt")
+		b.only("type", "id", "name", "holder", "metadata", "waitMs", "priority", "preempt")
+		wait = req.Wait
+		validate = func() error { return c.a.m.ValidateAcquire(req) }
+		run = func(ctx context.Context) (lease.Lease, error) { req.Session = nil; return s.Acquire(ctx, req) }
+	case "renew":
+		req := lease.RenewRequest{Name: name, Holder: holder, Principal: c.principal}
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		req.Metadata = b.object("metadata")
+		req.Checkpoint = b.object("checkpoint")
+		b.only("type", "id", "name", "holder", "fencingToken", "metadata", "checkpoint")
+		validate = func() error { return c.a.m.ValidateRenew(req) }
+		run = func(ctx context.Context) (lease.Lease, error) { return s.Renew(ctx, req) }
+	case "release":
+		req := lease.ReleaseRequest{Name: name, Holder: holder, Principal: c.principal}
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		req.Checkpoint = b.object("checkpoint")
+		b.only("type", "id", "name", "holder", "fencingToken", "checkpoint")
+		validate = func() error { return lease.ValidateRelease(req) }
+		run = func(ctx context.Context) (lease.Lease, error) { return s.Release(ctx, req) }
+	default:
+		req := lease.TransferRequest{Name: name, Holder: holder, Principal: c.principal}
+		req.FencingToken, _ = b.integer("fencingToken", true)
+		req.To = b.str("to", true)
+		req.Checkpoint = b.object("checkpoint")
+		ms, hasMs := b.integer("reserveMs", false)
+		req.Reserve = millis(ms)
+		req.ToPrincipal = b.str("toPrincipal", false)
+		b.only("type", "id", "name", "holder", "fencingToken", "to", "checkpoint", "reserveMs", "toPrincipal")
+		if hasMs && ms < 1 {
+			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
+		}
+		if _, has := b.fields["toPrincipal"]; has && (req.ToPrincipal == "" || c.a.cfg.Authenticator == nil) {
+			b.fail("toPrincipal", "must name an authenticated principal; it needs authentication on (LEASESVC_AUTH)")
+		}
+		validate = func() error { return lease.ValidateTransfer(req) }
+		run = func(ctx context.Context) (lease.Lease, error) { return s.Transfer(ctx, req) }
+	}
+	if len(b.bad) > 0 {
+		b.merge(validate())
+		c.answerError(id, *b.problem())
+		return true
+	}
+	if err := validate(); err != nil {
+		c.answerError(id, c.a.errorProblem(r, err))
+		return true
+	}
+	if c.a.cfg.Policy != nil && !c.a.cfg.Policy.Allowed(c.principal, auth.Acquire, name) {
+		detail := "the policy does not grant acquire on this name to this caller"
+		c.a.cfg.Audit.Refused(c.ctx, typ, codePermissionDenied, c.principal, name, detail)
+		c.answerError(id, problem{status: http.StatusForbidden, code: codePermissionDenied, detail: detail})
+		return true
+	}
+	select {
+	case c.inflight <- struct{}{}:
+	default:
+		c.answerError(id, exhausted("requests under way on this session", 1))
+		return true
+	}
+	go func() {
+		defer func() { <-c.inflight }()
+		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout+wait)
+		defer cancel()
+		l, err := run(ctx)
+		if err != nil {
+			c.answerError(id, c.opProblem(r, err))
+			return
+		}
+		c.send(map[string]any{"type": "result", "re": id, "lease": wire.FromLease(l)})
+	}()
+	return true
+}
+
+// opProblem maps a session lease operation's error to its problem.
+func (c *sessionConn) opProblem(r *http.Request, err error) problem {
+	var limit *session.LimitError
+	switch {
+	case errors.As(err, &limit):
+		return problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
+			detail: "too many " + limit.What + " (at most " + strconv.Itoa(limit.Max) + ")"}
+	case errors.Is(err, session.ErrClosed):
+		return problem{status: http.StatusConflict, code: codeLeaseLost, detail: "the session has ended: stop acting as leader"}
+	}
+	return c.a.errorProblem(r, err)
+}

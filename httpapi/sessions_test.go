@@ -1,0 +1,393 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
+)
+
+// tokenAuth authenticates "Bearer <principal>": the token is the principal.
+type tokenAuth struct{}
+
+func (tokenAuth) Authenticate(r *http.Request) (string, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return "", errors.New("no token")
+	}
+	return tok, nil
+}
+
+// sessionInstance is one instance of the service with sessions on: its own
+// Manager, hub and Registry over a store that instances may share.
+type sessionInstance struct {
+	m   *lease.Manager
+	hub *hub.Hub
+	reg *session.Registry
+	srv *httptest.Server
+}
+
+// newSessionInstance starts an instance over store. The hub gets this
+// instance's events only (tests that need another instance's events
+// publish them across).
+func newSessionInstance(t *testing.T, store backend.Store, scfg session.Config, hcfg httpapi.Config) *sessionInstance {
+	t.Helper()
+	in := &sessionInstance{hub: hub.New()}
+	m, err := lease.NewManager(store, lease.Config{OnChange: in.hub.Publish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.m = m
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	scfg.Events, scfg.Logger = in.hub, log
+	if scfg.LeaseTTL == 0 {
+		scfg.LeaseTTL = 3 * time.Second // renewals every second
+	}
+	in.reg, err = session.New(session.Manager{M: m}, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcfg.Logger, hcfg.Events, hcfg.Sessions = log, in.hub, in.reg
+	h, err := httpapi.New(m, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.srv = httptest.NewServer(h)
+	t.Cleanup(func() {
+		in.srv.CloseClientConnections()
+		in.srv.Close()
+		in.reg.Stop()
+	})
+	return in
+}
+
+// wsClient is a test agent's socket.
+type wsClient struct {
+	t    *testing.T
+	c    *websocket.Conn
+	id   int64
+	msgs chan map[string]any
+	end  chan error // the read error that ended the socket
+}
+
+// dial opens a session socket as principal ("" sends no credentials).
+func dial(t *testing.T, url, principal string) *wsClient {
+	t.Helper()
+	opts := &websocket.DialOptions{Subprotocols: []string{httpapi.SessionSubprotocol}, HTTPHeader: http.Header{}}
+	if principal != "" {
+		opts.HTTPHeader.Set("Authorization", "Bearer "+principal)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, strings.Replace(url, "http", "ws", 1)+httpapi.SessionsPath, opts)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	c.SetReadLimit(8 << 20)
+	w := &wsClient{t: t, c: c, msgs: make(chan map[string]any, 1024), end: make(chan error, 1)}
+	go func() {
+		for {
+			_, data, err := c.Read(context.Background())
+			if err != nil {
+				w.end <- err
+				close(w.msgs)
+				return
+			}
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Errorf("message %s: %v", data, err)
+			}
+			w.msgs <- m
+		}
+	}()
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return w
+}
+
+// send sends a request of type typ with the next id and returns the id.
+func (w *wsClient) send(typ string, fields map[string]any) int64 {
+	w.t.Helper()
+	w.id++
+	m := map[string]any{"type": typ, "id": w.id}
+	for k, v := range fields {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	w.raw(b)
+	return w.id
+}
+
+func (w *wsClient) raw(b []byte) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.c.Write(ctx, websocket.MessageText, b); err != nil {
+		w.t.Fatalf("write: %v", err)
+	}
+}
+
+// next returns the next message that is not an ack (acks are skipped).
+func (w *wsClient) next() map[string]any {
+	w.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-w.msgs:
+			if !ok {
+				w.t.Fatalf("socket ended: %v", <-w.end)
+			}
+			if m["type"] == "ack" {
+				continue
+			}
+			return m
+		case <-timeout:
+			w.t.Fatal("no message in 20s")
+		}
+	}
+}
+
+// expect returns the next message, which must be of type typ.
+func (w *wsClient) expect(typ string) map[string]any {
+	w.t.Helper()
+	m := w.next()
+	if m["type"] != typ {
+		w.t.Fatalf("got %v, want a %s message", m, typ)
+	}
+	return m
+}
+
+// closed waits for the socket to end and returns its close status.
+func (w *wsClient) closed() websocket.StatusCode {
+	w.t.Helper()
+	for {
+		select {
+		case _, ok := <-w.msgs:
+			if !ok {
+				return websocket.CloseStatus(<-w.end)
+			}
+		case <-time.After(20 * time.Second):
+			w.t.Fatal("socket still open after 20s")
+		}
+	}
+}
+
+// open opens a session of window ms and returns its opened message.
+func (w *wsClient) open(windowMs int) map[string]any {
+	w.t.Helper()
+	w.send("open", map[string]any{"windowMs": windowMs})
+	return w.expect("opened")
+}
+
+// problemCode is the code of an error message.
+func problemCode(m map[string]any) string {
+	p, _ := m["problem"].(map[string]any)
+	s, _ := p["code"].(string)
+	return s
+}
+
+func TestSessionOpenAcquireAck(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{})
+	w := dial(t, in.srv.URL, "")
+	op := w.open(1000)
+	if id, _ := op["sessionId"].(string); len(id) != 43 || op["epoch"] != 1.0 || op["windowMs"] != 1000.0 || op["heartbeatMs"] != 250.0 || op["leaseTtlMs"] != 3000.0 {
+		t.Fatalf("opened = %v", op)
+	}
+	re := w.send("acquire", map[string]any{"name": "a", "holder": "h"})
+	res := w.expect("result")
+	l := res["lease"].(map[string]any)
+	if res["re"] != float64(re) || l["holder"] != "h" || l["held"] != true {
+		t.Fatalf("result = %v", res)
+	}
+	hb := w.send("heartbeat", nil)
+	for m := range w.msgs {
+		if m["type"] == "ack" {
+			if m["re"] != float64(hb) {
+				t.Fatalf("ack %v, want re %d", m, hb)
+			}
+			break
+		}
+	}
+}
+
+// waitEvent waits for an event of sub that match accepts.
+func waitEvent(t *testing.T, sub *hub.Sub, match func(lease.Event) bool) lease.Event {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-sub.C:
+			if match(ev) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no matching event in 20s")
+		}
+	}
+}
+
+// ackedHeartbeat sends a heartbeat and waits for its ack.
+func (w *wsClient) ackedHeartbeat() {
+	w.t.Helper()
+	id := w.send("heartbeat", nil)
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case m, ok := <-w.msgs:
+			if !ok {
+				w.t.Fatalf("socket ended: %v", <-w.end)
+			}
+			if m["type"] == "ack" && m["re"] == float64(id) {
+				return
+			}
+		case <-timeout:
+			w.t.Fatal("no ack in 20s")
+		}
+	}
+}
+
+// TestSessionDeathReleases: an agent that stops heartbeating loses its
+// leases a window after its last message, never sooner, with event reason
+// session_expired; the session is then gone.
+func TestSessionDeathReleases(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{})
+	sub := in.hub.Subscribe("a")
+	defer in.hub.Unsubscribe(sub)
+	w := dial(t, in.srv.URL, "")
+	op := w.open(200)
+	w.send("acquire", map[string]any{"name": "a", "holder": "h"})
+	w.expect("result")
+	var last time.Time
+	for range 3 {
+		last = time.Now()
+		w.ackedHeartbeat()
+	}
+	ev := waitEvent(t, sub, func(ev lease.Event) bool { return ev.Type == lease.EventReleased })
+	gone := time.Since(last)
+	if ev.Reason != lease.ReasonSessionExpired {
+		t.Fatalf("released event reason %q, want %q", ev.Reason, lease.ReasonSessionExpired)
+	}
+	if gone < 200*time.Millisecond {
+		t.Fatalf("released %v after the last heartbeat was sent, before the 200ms window", gone)
+	}
+	if gone > 5*time.Second {
+		t.Errorf("released %v after the last heartbeat: far past the window", gone)
+	}
+	l, err := in.m.Get(t.Context(), "a")
+	if err != nil || l.Held() {
+		t.Fatalf("after death: %+v, %v", l, err)
+	}
+	// The session is over: resuming it is 404.
+	w2 := dial(t, in.srv.URL, "")
+	w2.send("resume", map[string]any{"sessionId": op["sessionId"]})
+	if m := w2.expect("error"); problemCode(m) != "session_not_found" {
+		t.Fatalf("resume of a dead session: %v", m)
+	}
+	if code := w2.closed(); code != websocket.StatusPolicyViolation {
+		t.Fatalf("closed with %v, want 1008", code)
+	}
+}
+
+// TestSessionCloseReleases: close releases every lease at once (a normal
+// release event) and ends the socket with 1000.
+func TestSessionCloseReleases(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{})
+	sub := in.hub.Subscribe("a")
+	defer in.hub.Unsubscribe(sub)
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	w.send("acquire", map[string]any{"name": "a", "holder": "h"})
+	w.expect("result")
+	re := w.send("close", nil)
+	if m := w.expect("closed"); m["re"] != float64(re) {
+		t.Fatalf("closed = %v", m)
+	}
+	if code := w.closed(); code != websocket.StatusNormalClosure {
+		t.Fatalf("closed with %v, want 1000", code)
+	}
+	ev := waitEvent(t, sub, func(ev lease.Event) bool { return ev.Type == lease.EventReleased })
+	if ev.Reason != "" {
+		t.Fatalf("close released with reason %q, want none", ev.Reason)
+	}
+	if in.reg.Len() != 0 {
+		t.Fatalf("%d sessions after close", in.reg.Len())
+	}
+}
+
+// TestSessionResumeElsewhere: a resume on a second instance over the same
+// store takes the session (epoch 2) and its leases; the first instance's
+// renewals then fail the compare-and-set and it lets the session go.
+func TestSessionResumeElsewhere(t *testing.T) {
+	store := memory.New()
+	a := newSessionInstance(t, store, session.Config{}, httpapi.Config{})
+	b := newSessionInstance(t, store, session.Config{}, httpapi.Config{})
+	wa := dial(t, a.srv.URL, "")
+	op := wa.open(1000)
+	wa.send("acquire", map[string]any{"name": "a", "holder": "h"})
+	tok := wa.expect("result")["lease"].(map[string]any)["fencingToken"]
+	wb := dial(t, b.srv.URL, "")
+	wb.send("resume", map[string]any{"sessionId": op["sessionId"],
+		"leases": []any{map[string]any{"name": "a", "holder": "h", "fencingToken": tok}, map[string]any{"name": "gone", "holder": "h", "fencingToken": 3}}})
+	res := wb.expect("resumed")
+	if res["epoch"] != 2.0 || len(res["leases"].([]any)) != 1 || len(res["lost"].([]any)) != 1 {
+		t.Fatalf("resumed = %v", res)
+	}
+	if lost := res["lost"].([]any)[0].(map[string]any); lost["name"] != "gone" || lost["reason"] != "deleted" {
+		t.Fatalf("lost = %v", lost)
+	}
+	wb.ackedHeartbeat()
+	key := session.Key(op["sessionId"].(string))
+	if _, err := a.m.Renew(t.Context(), lease.RenewRequest{Name: "a", Holder: "h", FencingToken: int64(tok.(float64)),
+		Session: &lease.SessionRef{Key: key, Epoch: 1}}); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("the old epoch's renew: %v, want ErrLost", err)
+	}
+	// The first instance learns at its next renewal (or when the old
+	// socket's window passes) and closes the socket; the agent heartbeats
+	// on the new one meanwhile.
+	var code websocket.StatusCode
+	wb.beatUntil(func() bool {
+		select {
+		case err := <-wa.end:
+			code = websocket.CloseStatus(err)
+			return true
+		default:
+			return false
+		}
+	})
+	if code != websocket.StatusNormalClosure {
+		t.Fatalf("old socket closed with %v, want 1000", code)
+	}
+	l, err := b.m.Get(t.Context(), "a")
+	if err != nil || !l.Held() || l.SessionEpoch != 2 {
+		t.Fatalf("after the move: %+v, %v", l, err)
+	}
+	// The old socket's end did not end the session: still acked on b.
+	wb.ackedHeartbeat()
+}
+
+// beatUntil heartbeats (acked) every 50ms until done reports true.
+func (w *wsClient) beatUntil(done func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			w.t.Fatal("condition not met in 20s")
+		}
+		w.ackedHeartbeat()
+		time.Sleep(50 * time.Millisecond) // the heartbeat interval, not a wait for an outcome
+	}
+}

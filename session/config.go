@@ -1,0 +1,121 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasesvc/leasesvc/internal/audit"
+	"github.com/leasesvc/leasesvc/internal/hub"
+)
+
+// Window bounds and default (docs/contract.md §14).
+const (
+	MinWindow     = 200 * time.Millisecond
+	MaxWindow     = 60 * time.Second
+	DefaultWindow = time.Second
+)
+
+// Defaults of Config (the LEASESVC_SESSION_* settings of cmd/leasesvc).
+const (
+	DefaultLeaseTTL       = 30 * time.Second
+	DefaultMaxSessions    = 900
+	DefaultMaxPerCaller   = 100
+	DefaultMaxLeases      = 1000
+	DefaultMessageRate    = 200
+	DefaultMaxMessage     = 1 << 20
+	DefaultMaxAge         = 55 * time.Minute
+	DefaultShutdownWindow = 10 * time.Second
+)
+
+// safeFraction is the part of the TTL, counted from the send time of a
+// successful write, that the instance relies on (drift margin 0.1).
+const safeFraction = 0.9
+
+// Config configures a Registry. The zero value of every field means its
+// default.
+type Config struct {
+	// LeaseTTL is the shortest TTL of a session's leases in the backend;
+	// a session's TTL is max(LeaseTTL, 3 × window). Default 30s.
+	LeaseTTL time.Duration
+	// MaxSessions caps the sessions of this instance. Default 900.
+	MaxSessions int
+	// MaxPerCaller caps the sessions of one caller (principal; client
+	// address without authentication) on this instance. Default 100.
+	MaxPerCaller int
+	// MaxLeases caps the leases of one session. Default 1000.
+	MaxLeases int
+	// MessageRate caps the messages per second of one session's socket
+	// (burst the same). Default 200.
+	MessageRate int
+	// MaxMessage is the largest message in bytes. Default 1 MiB.
+	MaxMessage int64
+	// MaxAge is how long a socket lives before it is asked to move.
+	// Default 55m.
+	MaxAge time.Duration
+	// Events delivers the leadership events of every instance; the
+	// Registry tells sessions of their leases' losses from it. Nil means
+	// losses are found by the renewals only.
+	Events *hub.Hub
+	// Logger receives what the Registry cannot tell a client. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Audit receives a line per open, resume, close, expiry and refusal.
+	Audit *audit.Log
+	// Observer counts sessions for metrics; nil counts nothing.
+	Observer Observer
+}
+
+// Observer receives what the session metrics count (telemetry).
+type Observer interface {
+	// SessionsOpen adds delta to the sessions open on this instance.
+	SessionsOpen(delta int64)
+	// Heartbeat counts one heartbeat received.
+	Heartbeat()
+	// ExpiredReleases counts leases released because their session died.
+	ExpiredReleases(n int64)
+	// Resume counts one successful resume.
+	Resume()
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxPerCaller == 0 {
+		c.MaxPerCaller = DefaultMaxPerCaller
+	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = DefaultMaxLeases
+	}
+	if c.MessageRate == 0 {
+		c.MessageRate = DefaultMessageRate
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.LeaseTTL < time.Second:
+		return c, fmt.Errorf("session: Config.LeaseTTL %v must be at least 1s", c.LeaseTTL)
+	case c.MaxSessions < 0, c.MaxPerCaller < 0, c.MaxLeases < 0, c.MessageRate < 0, c.MaxMessage < 0:
+		return c, errors.New("session: Config limits must not be negative")
+	case c.MaxMessage < 4<<10:
+		return c, fmt.Errorf("session: Config.MaxMessage %d must be at least 4096 bytes", c.MaxMessage)
+	case c.MaxAge < time.Minute:
+		return c, fmt.Errorf("session: Config.MaxAge %v must be at least 1m", c.MaxAge)
+	}
+	return c, nil
+}
+
+// TTL is the backend TTL of a session of window w: max(LeaseTTL, 3 × w).
+func (c Config) TTL(w time.Duration) time.Duration { return max(c.LeaseTTL, 3*w) }

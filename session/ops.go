@@ -1,0 +1,153 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// withSession bounds ctx by the session's life: an acquire still waiting
+// when the session ends stops.
+func (s *Session) withSession(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// Acquire acquires a lease into the session, at the session's TTL and for
+// its principal. Beyond the session's lease limit it returns a
+// *LimitError.
+func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.Lease, error) {
+	s.mu.Lock()
+	if s.state != live {
+		s.mu.Unlock()
+		return lease.Lease{}, ErrClosed
+	}
+	if _, has := s.leases[req.Name]; !has && len(s.leases)+s.pending >= s.r.cfg.MaxLeases {
+		s.mu.Unlock()
+		return lease.Lease{}, &LimitError{What: "leases of this session", Max: s.r.cfg.MaxLeases}
+	}
+	s.pending++
+	ref := s.ref()
+	s.mu.Unlock()
+	req.Principal, req.TTL = s.principal, s.ttl
+	ctx, cancel := s.withSession(ctx)
+	defer cancel()
+	sent := time.Now()
+	l, err := s.r.b.Acquire(ctx, ref, req)
+	s.mu.Lock()
+	s.pending--
+	if err != nil {
+		s.mu.Unlock()
+		if s.ctx.Err() != nil {
+			return lease.Lease{}, ErrClosed
+		}
+		return lease.Lease{}, err
+	}
+	if s.state != live || s.epoch != ref.Epoch {
+		// The session ended while the acquire was under way: the holding
+		// must not outlive it.
+		s.mu.Unlock()
+		_, _ = s.r.b.Expire(context.WithoutCancel(ctx), ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
+		return lease.Lease{}, ErrClosed
+	}
+	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
+	s.mu.Unlock()
+	s.r.track(l.Name, s)
+	return l, nil
+}
+
+// lookup returns the session's holding of (name, holder, token), or
+// lease.ErrLost when the session holds no such holding; s.mu held.
+func (s *Session) lookup(name, holder string, token int64) (*held, error) {
+	if s.state != live {
+		return nil, ErrClosed
+	}
+	h := s.leases[name]
+	if h == nil || h.holder != holder || h.token != token || h.ending {
+		return nil, lease.ErrLost
+	}
+	return h, nil
+}
+
+// Renew writes a session lease's metadata or checkpoint (and extends it at
+// the session's TTL).
+func (s *Session) Renew(ctx context.Context, req lease.RenewRequest) (lease.Lease, error) {
+	s.mu.Lock()
+	if _, err := s.lookup(req.Name, req.Holder, req.FencingToken); err != nil {
+		s.mu.Unlock()
+		return lease.Lease{}, err
+	}
+	ref := s.ref()
+	s.mu.Unlock()
+	req.Principal, req.TTL = s.principal, s.ttl
+	sent := time.Now()
+	l, err := s.r.b.Renew(ctx, ref, req)
+	s.mu.Lock()
+	h := s.leases[req.Name]
+	if h != nil && h.token == req.FencingToken && !h.ending {
+		switch {
+		case err == nil:
+			h.sent = sent
+		case errors.Is(err, lease.ErrLost):
+			delete(s.leases, req.Name)
+			s.mu.Unlock()
+			s.r.untrack(req.Name, s)
+			return l, err
+		}
+	}
+	s.mu.Unlock()
+	return l, err
+}
+
+// finish runs a write that ends a session lease (release, transfer): the
+// lease leaves the session when it succeeds or the holding is gone anyway.
+func (s *Session) finish(ctx context.Context, name, holder string, token int64, write func(Ref) (lease.Lease, error)) (lease.Lease, error) {
+	s.mu.Lock()
+	h, err := s.lookup(name, holder, token)
+	if err != nil {
+		s.mu.Unlock()
+		return lease.Lease{}, err
+	}
+	h.ending = true
+	ref := s.ref()
+	s.mu.Unlock()
+	l, err := write(ref)
+	s.mu.Lock()
+	if err != nil && !errors.Is(err, lease.ErrLost) {
+		h.ending = false
+		s.mu.Unlock()
+		return l, err
+	}
+	if s.leases[name] == h {
+		delete(s.leases, name)
+	}
+	s.mu.Unlock()
+	s.r.untrack(name, s)
+	return l, err
+}
+
+// Release releases a session lease.
+func (s *Session) Release(ctx context.Context, req lease.ReleaseRequest) (lease.Lease, error) {
+	req.Principal = s.principal
+	return s.finish(ctx, req.Name, req.Holder, req.FencingToken, func(ref Ref) (lease.Lease, error) {
+		return s.r.b.Release(ctx, ref, req)
+	})
+}
+
+// Transfer hands a session lease to another holder (docs/contract.md §8).
+func (s *Session) Transfer(ctx context.Context, req lease.TransferRequest) (lease.Lease, error) {
+	req.Principal = s.principal
+	return s.finish(ctx, req.Name, req.Holder, req.FencingToken, func(ref Ref) (lease.Lease, error) {
+		return s.r.b.Transfer(ctx, ref, req)
+	})
+}
+
+// Leases is the number of leases the session holds.
+func (s *Session) Leases() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.leases)
+}

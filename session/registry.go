@@ -1,0 +1,410 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// Registry holds the sessions this instance owns. It is safe for
+// concurrent use.
+type Registry struct {
+	b   Backend
+	cfg Config
+
+	mu        sync.Mutex
+	byKey     map[string]*Session
+	perCaller map[string]int
+	names     map[string]map[*Session]struct{} // lease name → the sessions holding it here
+	closing   bool
+	changed   chan struct{} // closed and replaced whenever a session leaves
+	stopHub   func()
+}
+
+// New returns a Registry over b. It follows cfg.Events until Stop.
+func New(b Backend, cfg Config) (*Registry, error) {
+	if b == nil {
+		return nil, errors.New("session: New: Backend is nil")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{b: b, cfg: cfg, byKey: map[string]*Session{}, perCaller: map[string]int{},
+		names: map[string]map[*Session]struct{}{}, changed: make(chan struct{}), stopHub: func() {}}
+	if cfg.Events != nil {
+		r.stopHub = r.follow()
+	}
+	return r, nil
+}
+
+// Config returns the Registry's configuration with defaults filled in.
+func (r *Registry) Config() Config { return r.cfg }
+
+// Stop stops following events. Sessions are left as they are.
+func (r *Registry) Stop() { r.stopHub() }
+
+// Len is the number of sessions this instance owns.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byKey)
+}
+
+func (r *Registry) observe(f func(Observer)) {
+	if r.cfg.Observer != nil {
+		f(r.cfg.Observer)
+	}
+}
+
+// CheckWindow returns a *WindowError when w is outside 200ms … 60s or not
+// whole milliseconds.
+func CheckWindow(w time.Duration) error {
+	if w < MinWindow || w > MaxWindow || w%time.Millisecond != 0 {
+		return &WindowError{Window: w}
+	}
+	return nil
+}
+
+// reserve takes a session slot for caller, or returns a *LimitError.
+func (r *Registry) reserve(caller string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closing:
+		return ErrShuttingDown
+	case r.perCaller[caller] >= r.cfg.MaxPerCaller:
+		return &LimitError{What: "sessions of this caller", Max: r.cfg.MaxPerCaller}
+	case r.slots() >= r.cfg.MaxSessions:
+		return &LimitError{What: "sessions of this instance", Max: r.cfg.MaxSessions}
+	}
+	r.perCaller[caller]++
+	return nil
+}
+
+// slots is the number of session slots taken; r.mu held.
+func (r *Registry) slots() int {
+	n := 0
+	for _, c := range r.perCaller {
+		n += c
+	}
+	return n
+}
+
+// unreserve gives back caller's slot.
+func (r *Registry) unreserve(caller string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.giveBack(caller)
+}
+
+// giveBack gives back caller's slot; r.mu held.
+func (r *Registry) giveBack(caller string) {
+	if r.perCaller[caller]--; r.perCaller[caller] <= 0 {
+		delete(r.perCaller, caller)
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// newSession makes a live session; its loops start in register.
+func (r *Registry) newSession(key, principal, caller string, window time.Duration, epoch int64) *Session {
+	s := &Session{r: r, key: key, principal: principal, caller: caller, window: window, ttl: r.cfg.TTL(window),
+		stop: make(chan struct{}), kick: make(chan struct{}, 1), epoch: epoch, leases: map[string]*held{}, lastRecv: time.Now()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// register makes s the session of its key on this instance, ends a session
+// of the same key it replaces (resumed here: that one moved) and starts
+// s's death timer and renewals.
+func (r *Registry) register(s *Session, c Conn) {
+	s.mu.Lock()
+	s.conn = c
+	s.lastRecv = time.Now()
+	s.death = time.AfterFunc(s.window, s.watchDeath)
+	names := make([]string, 0, len(s.leases))
+	for n := range s.leases {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	r.mu.Lock()
+	old := r.byKey[s.key]
+	r.byKey[s.key] = s
+	for _, n := range names {
+		r.trackLocked(n, s)
+	}
+	r.mu.Unlock()
+	if old != nil {
+		_ = old.end(context.Background(), endMoved)
+	}
+	r.observe(func(o Observer) { o.SessionsOpen(1) })
+	go s.renewLoop()
+}
+
+// unregister forgets s (ended) and the leases hs it held.
+func (r *Registry) unregister(s *Session, hs []held) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byKey[s.key] == s {
+		delete(r.byKey, s.key)
+	}
+	for _, h := range hs {
+		r.untrackLocked(h.name, s)
+	}
+	r.giveBack(s.caller)
+	r.observe(func(o Observer) { o.SessionsOpen(-1) })
+}
+
+func (r *Registry) track(name string, s *Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trackLocked(name, s)
+}
+
+func (r *Registry) trackLocked(name string, s *Session) {
+	if r.names[name] == nil {
+		r.names[name] = map[*Session]struct{}{}
+	}
+	r.names[name][s] = struct{}{}
+}
+
+func (r *Registry) untrack(name string, s *Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.untrackLocked(name, s)
+}
+
+func (r *Registry) untrackLocked(name string, s *Session) {
+	delete(r.names[name], s)
+	if len(r.names[name]) == 0 {
+		delete(r.names, name)
+	}
+}
+
+// Open opens a session of window for principal (caller is the key its
+// per-caller limit counts: the principal, or the client address without
+// authentication). It writes the session record and returns the session
+// and its id, the bearer secret only the agent keeps.
+func (r *Registry) Open(ctx context.Context, caller, principal string, window time.Duration, c Conn) (*Session, string, error) {
+	if err := CheckWindow(window); err != nil {
+		return nil, "", err
+	}
+	if err := r.reserve(caller); err != nil {
+		r.refused(ctx, "session_open", principal, "", err)
+		return nil, "", err
+	}
+	id := newID()
+	key := Key(id)
+	s := r.newSession(key, principal, caller, window, 1)
+	md, _ := json.Marshal(map[string]int64{"windowMs": window.Milliseconds()})
+	sent := time.Now()
+	l, err := r.b.Acquire(ctx, s.ref(), lease.AcquireRequest{Name: RecordName(key), Holder: recordHolder, Principal: principal, TTL: s.ttl, Metadata: md})
+	if err != nil {
+		r.unreserve(caller)
+		return nil, "", fmt.Errorf("session: writing the session record: %w", err)
+	}
+	s.record = held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
+	r.register(s, c)
+	r.cfg.Audit.Session(ctx, "session_open", "ok", principal, s.ShortKey(), "")
+	return s, id, nil
+}
+
+// Resume takes the session id over on this instance for principal: first
+// the session record, with the epoch one past the stored one (of two
+// racing resumes one wins, the other gets ErrConflict), then each claimed
+// lease. It returns the leases taken over and those that were lost. window
+// 0 keeps the session's.
+func (r *Registry) Resume(ctx context.Context, caller, principal, id string, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
+	fail := func(err error) (*Session, []lease.Lease, []Lost, error) {
+		r.refused(ctx, "session_resume", principal, "", err)
+		return nil, nil, nil, err
+	}
+	if window != 0 {
+		if err := CheckWindow(window); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(claims) > r.cfg.MaxLeases {
+		return fail(&LimitError{What: "leases of this session", Max: r.cfg.MaxLeases})
+	}
+	if !validID(id) {
+		return fail(ErrNotFound)
+	}
+	key := Key(id)
+	rec, err := r.b.Get(ctx, RecordName(key))
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return fail(ErrNotFound)
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("session: reading the session record: %w", err)
+	}
+	l := rec.Lease
+	if rec.Key != key || l.Holder != recordHolder || l.Principal != principal || l.Revoked() || l.Released() {
+		return fail(ErrNotFound)
+	}
+	if window == 0 {
+		window = rec.Window
+		if CheckWindow(window) != nil {
+			window = DefaultWindow
+		}
+	}
+	if err := r.reserve(caller); err != nil {
+		return fail(err)
+	}
+	s := r.newSession(key, principal, caller, window, rec.Epoch+1)
+	ref := s.ref()
+	sent := time.Now()
+	got, err := r.b.TakeOver(ctx, ref, TakeOver{Name: l.Name, Holder: recordHolder, Principal: principal, FencingToken: l.FencingToken, TTL: s.ttl})
+	if err != nil {
+		r.unreserve(caller)
+		if errors.Is(err, lease.ErrLost) {
+			return fail(ErrConflict)
+		}
+		return nil, nil, nil, fmt.Errorf("session: taking the session record over: %w", err)
+	}
+	s.record = held{name: got.Name, holder: got.Holder, token: got.FencingToken, sent: sent}
+	taken := make([]lease.Lease, len(claims))
+	errs := make([]error, len(claims))
+	sent = time.Now()
+	r.fanOutIdx(len(claims), func(i int) {
+		cl := claims[i]
+		taken[i], errs[i] = r.b.TakeOver(ctx, ref, TakeOver{Name: cl.Name, Holder: cl.Holder, Principal: principal, FencingToken: cl.FencingToken, TTL: s.ttl})
+	})
+	var leases []lease.Lease
+	var lost []Lost
+	for i, cl := range claims {
+		if errs[i] != nil {
+			reason := LostExpired
+			if errors.Is(errs[i], lease.ErrLost) {
+				reason, _ = r.lostReason(ctx, cl.Name, cl.FencingToken)
+			} else {
+				r.cfg.Logger.Warn("session: resume could not take a lease over", "session", s.ShortKey(), "lease", cl.Name, "err", errs[i])
+			}
+			lost = append(lost, Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: reason})
+			continue
+		}
+		leases = append(leases, taken[i])
+		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent}
+	}
+	r.register(s, c)
+	r.observe(func(o Observer) { o.Resume() })
+	r.cfg.Audit.Session(ctx, "session_resume", "ok", principal, s.ShortKey(), "")
+	return s, leases, lost, nil
+}
+
+// lostReason reads a lease that a session lost and says how it ended.
+func (r *Registry) lostReason(ctx context.Context, name string, token int64) (string, lease.Lease) {
+	rec, err := r.b.Get(ctx, name)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return LostDeleted, lease.Lease{}
+	case err != nil:
+		return LostExpired, lease.Lease{}
+	}
+	l := rec.Lease
+	switch {
+	case l.FencingToken != token:
+		return LostTaken, l
+	case l.Held():
+		return LostTaken, l // held again by the same token, but through another session or epoch
+	case l.Revoked():
+		return LostRevoked, l
+	case l.Released():
+		return LostReleased, l
+	}
+	return LostExpired, l
+}
+
+// refused writes the audit line of a refused open or resume.
+func (r *Registry) refused(ctx context.Context, action, principal, short string, err error) {
+	outcome := "refused"
+	var limit *LimitError
+	switch {
+	case errors.As(err, &limit):
+		outcome = "resource_exhausted"
+	case errors.Is(err, ErrNotFound):
+		outcome = "session_not_found"
+	case errors.Is(err, ErrConflict):
+		outcome = "session_conflict"
+	case errors.Is(err, ErrShuttingDown):
+		outcome = "unavailable"
+	}
+	r.cfg.Audit.Session(ctx, action, outcome, principal, short, err.Error())
+}
+
+// fanOut runs f on every holding, at most 64 at once, and waits.
+func (r *Registry) fanOut(hs []held, f func(held)) {
+	r.fanOutIdx(len(hs), func(i int) { f(hs[i]) })
+}
+
+// fanOutIdx runs f(0) … f(n-1), at most 64 at once, and waits.
+func (r *Registry) fanOutIdx(n int, f func(int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+// Shutdown asks every socket to move (make before break) and waits, until
+// ctx is done, for every session to leave: moved elsewhere (its renewal's
+// compare-and-set fails, or its socket closed and its window passed:
+// ending it then finds the epoch moved on) or dead. Then it ends the
+// sessions that neither moved nor sent a message within their window
+// (compare-and-set on the epoch, so a moved one is never touched) and
+// leaves those still heartbeating: their leases run out at the session
+// TTL. It opens no session after it starts.
+func (r *Registry) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closing = true
+	all := make([]*Session, 0, len(r.byKey))
+	for _, s := range r.byKey {
+		all = append(all, s)
+	}
+	r.mu.Unlock()
+	for _, s := range all {
+		s.push(Push{Type: PushMove, Reason: MoveShutdown})
+	}
+	for {
+		r.mu.Lock()
+		n, ch := len(r.byKey), r.changed
+		r.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			r.mu.Lock()
+			left := make([]*Session, 0, len(r.byKey))
+			for _, s := range r.byKey {
+				left = append(left, s)
+			}
+			r.mu.Unlock()
+			end := context.WithoutCancel(ctx)
+			end, cancel := context.WithTimeout(end, 5*time.Second)
+			defer cancel()
+			r.fanOutIdx(len(left), func(i int) {
+				if left[i].idle() {
+					_ = left[i].end(end, endShutdown)
+				}
+			})
+			r.cfg.Logger.Info("sessions: shutdown grace over", "left", len(left))
+			return
+		}
+	}
+}
+
+// Move asks the session's socket to move (max age).
+func (s *Session) Move(reason string) { s.push(Push{Type: PushMove, Reason: reason}) }

@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// held is one holding of a session, as this instance last wrote it.
+type held struct {
+	name, holder string
+	token        int64
+	sent         time.Time // monotonic send time of the last successful write
+	ending       bool      // a release, transfer or expiry of this instance is under way
+	yieldTo      string    // the candidate of the last yield pushed
+}
+
+// safeUntil is the instance's safe deadline of h (docs/contract.md §14).
+func (h *held) safeUntil(ttl time.Duration) time.Time {
+	return h.sent.Add(time.Duration(float64(ttl) * safeFraction))
+}
+
+// state is where a session is in its life.
+type state int
+
+const (
+	live state = iota
+	ended
+)
+
+// endKind says why a session ends.
+type endKind int
+
+const (
+	endClosed   endKind = iota // a close message: release everything
+	endExpired                 // no message for a window: release everything, session_expired
+	endMoved                   // resumed elsewhere: touch nothing
+	endShutdown                // the instance stops and the agent neither moved nor heartbeat
+)
+
+// Session is one session owned by this instance. Its methods are safe for
+// concurrent use.
+type Session struct {
+	r         *Registry
+	key       string
+	principal string
+	caller    string
+	window    time.Duration
+	ttl       time.Duration
+	ctx       context.Context // done when the session ends: in-flight acquires stop
+	cancel    context.CancelFunc
+	stop      chan struct{} // closed when the session ends: the renew loop stops
+	kick      chan struct{} // asks the renew loop for a round now
+
+	mu       sync.Mutex
+	epoch    int64
+	record   held
+	leases   map[string]*held
+	pending  int // acquires under way
+	lastRecv time.Time
+	conn     Conn
+	state    state
+	death    *time.Timer
+}
+
+// Epoch is the session's ownership epoch on this instance.
+func (s *Session) Epoch() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// Window is the session's heartbeat window.
+func (s *Session) Window() time.Duration { return s.window }
+
+// TTL is the backend TTL of the session's leases.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// ShortKey is the first 8 hex characters of the session key, for logs and
+// the audit trail.
+func (s *Session) ShortKey() string { return s.key[:8] }
+
+// ref is the session's reference for a backend write; s.mu held.
+func (s *Session) ref() Ref { return Ref{Key: s.key, Epoch: s.epoch, Window: s.window} }
+
+// Touch records a message received from the agent: the death timer counts
+// from the last one.
+func (s *Session) Touch() {
+	s.mu.Lock()
+	s.lastRecv = time.Now()
+	s.mu.Unlock()
+}
+
+// Heartbeat records a heartbeat and reports whether to ack it: only while
+// the session is live here and every lease of it, the session record
+// included, is safe on the backend for at least one window beyond now.
+func (s *Session) Heartbeat() bool {
+	now := time.Now()
+	s.r.observe(func(o Observer) { o.Heartbeat() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRecv = now
+	if s.state != live {
+		return false
+	}
+	need := now.Add(s.window)
+	if s.record.safeUntil(s.ttl).Before(need) {
+		return false
+	}
+	for _, h := range s.leases {
+		if h.safeUntil(s.ttl).Before(need) {
+			return false
+		}
+	}
+	return true
+}
+
+// Attach makes c the socket the session pushes to.
+func (s *Session) Attach(c Conn) {
+	s.mu.Lock()
+	s.conn = c
+	s.mu.Unlock()
+}
+
+// Detach forgets c if it is the session's socket: the socket closed
+// without a close message. The session lives on until its window passes
+// without a message (it may be resumed meanwhile).
+func (s *Session) Detach(c Conn) {
+	s.mu.Lock()
+	if s.conn == c {
+		s.conn = nil
+	}
+	s.mu.Unlock()
+}
+
+// push sends p to the session's socket, if one is attached.
+func (s *Session) push(p Push) {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		c.Push(p)
+	}
+}
+
+// watchDeath runs when the death timer fires: the session dies when no
+// message arrived for a whole window; otherwise the timer is set again.
+func (s *Session) watchDeath() {
+	s.mu.Lock()
+	if s.state != live {
+		s.mu.Unlock()
+		return
+	}
+	if idle := time.Since(s.lastRecv); idle < s.window {
+		s.death.Reset(s.window - idle)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	_ = s.end(context.Background(), endExpired)
+}
+
+// idle reports whether no message arrived for a whole window.
+func (s *Session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.lastRecv) >= s.window
+}
+
+// Close ends the session at the agent's request: every lease and the
+// session record are released at once.
+func (s *Session) Close(ctx context.Context) error { return s.end(ctx, endClosed) }
+
+// end ends the session once; a second call returns ErrClosed.
+func (s *Session) end(ctx context.Context, kind endKind) error {
+	s.mu.Lock()
+	if s.state != live {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.state = ended
+	s.death.Stop()
+	close(s.stop)
+	s.cancel()
+	ref := s.ref()
+	hs := make([]held, 0, len(s.leases))
+	for _, h := range s.leases {
+		h.ending = true
+		hs = append(hs, *h)
+	}
+	rec := s.record
+	conn := s.conn
+	s.mu.Unlock()
+	s.r.unregister(s, hs)
+
+	log := s.r.cfg.Logger.With("session", s.ShortKey())
+	moved := func() error {
+		s.r.cfg.Audit.Session(ctx, "session_moved", "ok", s.principal, s.ShortKey(), "resumed elsewhere")
+		if conn != nil {
+			conn.Push(Push{Type: PushEnded, Reason: "the session was resumed elsewhere"})
+		}
+		return nil
+	}
+	switch kind {
+	case endMoved:
+		return moved()
+	case endExpired, endShutdown:
+		// One read spares a write per lease when the session moved on.
+		if r, err := s.r.b.Get(ctx, rec.name); err == nil && (r.Key != ref.Key || r.Epoch != ref.Epoch) {
+			return moved()
+		}
+	}
+	var released int64
+	var mu sync.Mutex
+	s.r.fanOut(hs, func(h held) {
+		req := lease.ReleaseRequest{Name: h.name, Holder: h.holder, FencingToken: h.token, Principal: s.principal}
+		var err error
+		if kind == endClosed {
+			_, err = s.r.b.Release(ctx, ref, req)
+		} else {
+			_, err = s.r.b.Expire(ctx, ref, req)
+		}
+		switch {
+		case err == nil:
+			mu.Lock()
+			released++
+			mu.Unlock()
+		case errors.Is(err, lease.ErrLost):
+		default:
+			log.Warn("session: ending a lease failed; it runs out at its TTL", "lease", h.name, "err", err)
+		}
+	})
+	if _, err := s.r.b.Release(ctx, ref, lease.ReleaseRequest{Name: rec.name, Holder: rec.holder, FencingToken: rec.token, Principal: s.principal}); err != nil && !errors.Is(err, lease.ErrLost) {
+		log.Warn("session: ending the session record failed; it runs out at its TTL", "err", err)
+	}
+	switch kind {
+	case endClosed:
+		s.r.cfg.Audit.Session(ctx, "session_close", "ok", s.principal, s.ShortKey(), "")
+	default:
+		s.r.observe(func(o Observer) { o.ExpiredReleases(released) })
+		s.r.cfg.Audit.Session(ctx, "session_expire", "ok", s.principal, s.ShortKey(), "no heartbeat for the window")
+		if conn != nil {
+			conn.Push(Push{Type: PushEnded, Reason: "the session expired: no message for its window"})
+		}
+	}
+	return nil
+}
