@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/wire"
 )
 
 // TestOpenAPIMatchesRoutes fails when a route and the OpenAPI document
@@ -67,5 +69,45 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))
 	if w.Code != 200 || w.Body.String() != string(httpapi.OpenAPI) {
 		t.Fatalf("GET /openapi.json = %d, want the document", w.Code)
+	}
+}
+
+// TestOpenAPILeaseMatchesWire fails when the lease JSON and the OpenAPI
+// Lease schema disagree: every member the wire form can carry is a
+// property of the schema (which allows no others) and every property is
+// one the wire form carries; and every problem code the service answers
+// with is in the Problem schema's enum.
+func TestOpenAPILeaseMatchesWire(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(httpapi.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema := doc.Components.Schemas["Lease"].Properties
+	members := map[string]bool{}
+	for f := range reflect.TypeFor[wire.Lease]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		members[name] = true
+		if _, ok := schema[name]; !ok {
+			t.Errorf("lease member %q is not in the OpenAPI Lease schema", name)
+		}
+	}
+	for name := range schema {
+		if !members[name] {
+			t.Errorf("OpenAPI Lease has %q, which the lease JSON never carries", name)
+		}
+	}
+	codes := doc.Components.Schemas["Problem"].Properties["code"].Enum
+	for _, code := range []string{"lease_held", "lease_lost", "lease_reserved", "session_held", "invalid_argument"} {
+		if !slices.Contains(codes, code) {
+			t.Errorf("problem code %q is not in the OpenAPI Problem enum %v", code, codes)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -17,6 +18,7 @@ const (
 	codeLeaseHeld            = "lease_held"
 	codeLeaseLost            = "lease_lost"
 	codeLeaseReserved        = "lease_reserved"
+	codeSessionHeld          = "session_held"
 	codeNotFound             = "not_found"
 	codeInvalidArgument      = "invalid_argument"
 	codePayloadTooLarge      = "payload_too_large"
@@ -26,14 +28,14 @@ const (
 	codeDeadlineExceeded     = "deadline_exceeded"
 	codeInternal             = "internal"
 	codeRequestTimeout       = "request_timeout"
-	codeSessionHeld          = "session_held"
 )
 
 // problem is an RFC 9457 problem detail with the code member of docs/contract.md §4.
 type problem struct {
-	status     int
-	title      string // default the status text
-	code       string
+	status int
+	code   string
+	// title, if set, replaces the status text as the problem's title.
+	title      string
 	detail     string
 	violations []lease.FieldViolation
 	lease      *lease.Lease
@@ -69,7 +71,7 @@ const ProblemTypeBase = "urn:leasesvc:problem:"
 func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	body := problemJSON{
 		Type:     ProblemTypeBase + p.code,
-		Title:    p.titleText(),
+		Title:    cmp.Or(p.title, http.StatusText(p.status)),
 		Status:   p.status,
 		Code:     p.code,
 		Detail:   p.detail,
@@ -89,14 +91,6 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
 	writeJSON(w, p.status, "application/problem+json", body)
-}
-
-// titleText is the problem's title: its own, or the status text.
-func (p problem) titleText() string {
-	if p.title != "" {
-		return p.title
-	}
-	return http.StatusText(p.status)
 }
 
 // writeJSON writes v as the response. Encoding our own types cannot fail,
@@ -137,7 +131,7 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 			retryAfter: int(math.Ceil(l.Remaining().Seconds()))}
 	case errors.Is(err, lease.ErrSessionHeld):
 		return problem{status: http.StatusConflict, code: codeSessionHeld, title: "held through a session",
-			detail: "the holding is held through a session: only the session renews it (docs/contract.md §14)"}
+			detail: "the holding is held through a session (docs/contract.md §14): only its session renews it; a release by its holder with its token ends it"}
 	case errors.Is(err, lease.ErrLost):
 		return problem{status: http.StatusConflict, code: codeLeaseLost,
 			detail: "no live holding with this holder and fencing token: stop acting as leader"}

@@ -391,3 +391,184 @@ func (w *wsClient) beatUntil(done func() bool) {
 		time.Sleep(50 * time.Millisecond) // the heartbeat interval, not a wait for an outcome
 	}
 }
+
+// TestSessionStartRefusals: the refusals of open and resume, each an error
+// answering the request and then a close with 1008.
+func TestSessionStartRefusals(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{MaxPerCaller: 1}, httpapi.Config{Authenticator: tokenAuth{}})
+	owner := dial(t, in.srv.URL, "alice")
+	op := owner.open(1000)
+	for _, tc := range []struct {
+		name, principal, typ string
+		fields               map[string]any
+		code                 string
+	}{
+		{"window too short", "bob", "open", map[string]any{"windowMs": 199}, "invalid_argument"},
+		{"window too long", "bob", "open", map[string]any{"windowMs": 60001}, "invalid_argument"},
+		{"unknown id", "bob", "resume", map[string]any{"sessionId": strings.Repeat("A", 43)}, "session_not_found"},
+		{"malformed id", "bob", "resume", map[string]any{"sessionId": "x"}, "session_not_found"},
+		{"another principal's session", "bob", "resume", map[string]any{"sessionId": op["sessionId"]}, "session_not_found"},
+		{"sessions per caller", "alice", "open", nil, "resource_exhausted"},
+		{"bad lease claim", "alice", "resume", map[string]any{"sessionId": op["sessionId"], "leases": []any{map[string]any{"name": "a"}}}, "invalid_argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := dial(t, in.srv.URL, tc.principal)
+			w.send(tc.typ, tc.fields)
+			if m := w.expect("error"); problemCode(m) != tc.code || m["re"] != 1.0 {
+				t.Fatalf("got %v, want %s", m, tc.code)
+			}
+			if code := w.closed(); code != websocket.StatusPolicyViolation {
+				t.Fatalf("closed with %v, want 1008", code)
+			}
+		})
+	}
+	// The owner's session lives on.
+	owner.ackedHeartbeat()
+}
+
+// TestSessionUpgradeRefusals: refusals before the upgrade are problem+json.
+func TestSessionUpgradeRefusals(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{Authenticator: tokenAuth{}})
+	url := strings.Replace(in.srv.URL, "http", "ws", 1) + httpapi.SessionsPath
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		protos []string
+		status int
+	}{
+		{"no credentials", http.Header{}, []string{httpapi.SessionSubprotocol}, 401},
+		{"no subprotocol", http.Header{"Authorization": {"Bearer alice"}}, nil, 400},
+		{"foreign origin", http.Header{"Authorization": {"Bearer alice"}, "Origin": {"https://evil.example"}}, []string{httpapi.SessionSubprotocol}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, resp, err := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: tc.header, Subprotocols: tc.protos})
+			if err == nil || resp == nil || resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("dial: %v, %+v; want %d problem+json", err, resp, tc.status)
+			}
+		})
+	}
+	// A service without sessions answers 404: clients fall back.
+	plain := httptest.NewServer(newHandler(t, memory.New()))
+	defer plain.Close()
+	_, resp, err := websocket.Dial(t.Context(), strings.Replace(plain.URL, "http", "ws", 1)+httpapi.SessionsPath,
+		&websocket.DialOptions{Subprotocols: []string{httpapi.SessionSubprotocol}})
+	if err == nil || resp == nil || resp.StatusCode != 404 {
+		t.Fatalf("sessions off: %v, %+v; want 404", err, resp)
+	}
+}
+
+// TestSessionLeaseRules: the lease limit per session, REST renew of a
+// session-held holding (409 session_held), a REST release by its holder
+// (the session is told: lost, released) and a revoke (revoked).
+func TestSessionLeaseRules(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{MaxLeases: 2}, httpapi.Config{})
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	var toks []any
+	for _, n := range []string{"a", "b"} {
+		w.send("acquire", map[string]any{"name": n, "holder": "h"})
+		toks = append(toks, w.expect("result")["lease"].(map[string]any)["fencingToken"])
+	}
+	w.send("acquire", map[string]any{"name": "c", "holder": "h"})
+	if m := w.expect("error"); problemCode(m) != "resource_exhausted" {
+		t.Fatalf("third lease: %v", m)
+	}
+	h := in.srv.Client()
+	post := func(path, body string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := h.Post(in.srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp, m
+	}
+	if resp, m := post("/v1/leases/a:renew", `{"holder":"h","fencingToken":1,"ttlMs":5000}`); resp.StatusCode != 409 || m["code"] != "session_held" {
+		t.Fatalf("REST renew of a session lease: %d %v", resp.StatusCode, m)
+	}
+	if resp, m := post("/v1/leases/a:acquire", `{"holder":"h","ttlMs":5000}`); resp.StatusCode != 409 || m["code"] != "session_held" {
+		t.Fatalf("REST repeat acquire of a session lease: %d %v", resp.StatusCode, m)
+	}
+	if resp, m := post("/v1/leases/a:release", `{"holder":"h","fencingToken":1}`); resp.StatusCode != 200 {
+		t.Fatalf("REST release of a session lease: %d %v", resp.StatusCode, m)
+	}
+	if m := w.expect("lost"); m["name"] != "a" || m["fencingToken"] != toks[0] || m["reason"] != "released" {
+		t.Fatalf("after the REST release: %v", m)
+	}
+	if resp, m := post("/v1/leases/b:revoke", `{"reason":"stuck"}`); resp.StatusCode != 200 {
+		t.Fatalf("revoke: %d %v", resp.StatusCode, m)
+	}
+	if m := w.expect("revoked"); m["name"] != "b" || m["reason"] != "stuck" {
+		t.Fatalf("after the revoke: %v", m)
+	}
+	// Both left the session: a new lease fits again.
+	w.send("acquire", map[string]any{"name": "c", "holder": "h"})
+	if m := w.expect("result"); m["lease"].(map[string]any)["name"] != "c" {
+		t.Fatalf("acquire after the losses: %v", m)
+	}
+	// The session records are hidden from every route.
+	resp, err := h.Get(in.srv.URL + "/v1/leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page struct{ Leases []map[string]any }
+	_ = json.NewDecoder(resp.Body).Decode(&page)
+	resp.Body.Close()
+	for _, l := range page.Leases {
+		if strings.HasPrefix(l["name"].(string), lease.SessionRecordPrefix) {
+			t.Fatalf("list shows the session record %v", l["name"])
+		}
+	}
+	if len(page.Leases) != 3 {
+		t.Fatalf("list: %v", page.Leases)
+	}
+}
+
+// TestSessionProtocolErrors: a message that breaks the protocol ends the
+// socket with the design's close codes.
+func TestSessionProtocolErrors(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{MaxMessage: 4096, MessageRate: 20}, httpapi.Config{})
+	for _, tc := range []struct {
+		name string
+		open bool
+		send func(w *wsClient)
+		code websocket.StatusCode
+	}{
+		{"malformed JSON", true, func(w *wsClient) { w.raw([]byte(`{"type":`)) }, websocket.StatusPolicyViolation},
+		{"unknown type", true, func(w *wsClient) { w.send("dance", nil) }, websocket.StatusPolicyViolation},
+		{"missing id", true, func(w *wsClient) { w.raw([]byte(`{"type":"heartbeat"}`)) }, websocket.StatusPolicyViolation},
+		{"id out of order", true, func(w *wsClient) { w.raw([]byte(`{"type":"heartbeat","id":1}`)) }, websocket.StatusPolicyViolation},
+		{"heartbeat first", false, func(w *wsClient) { w.send("heartbeat", nil) }, websocket.StatusPolicyViolation},
+		{"second open", true, func(w *wsClient) { w.send("open", nil) }, websocket.StatusPolicyViolation},
+		{"binary frame", true, func(w *wsClient) {
+			_ = w.c.Write(t.Context(), websocket.MessageBinary, []byte(`{}`))
+		}, websocket.StatusUnsupportedData},
+		{"too big", true, func(w *wsClient) { w.raw([]byte(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)) }, websocket.StatusMessageTooBig},
+		{"too many messages", true, func(w *wsClient) {
+			for range 40 {
+				w.send("heartbeat", nil)
+			}
+		}, websocket.StatusPolicyViolation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := dial(t, in.srv.URL, "")
+			if tc.open {
+				w.open(1000)
+			}
+			tc.send(w)
+			if code := w.closed(); code != tc.code {
+				t.Fatalf("closed with %v, want %v", code, tc.code)
+			}
+		})
+	}
+	// A per-request refusal leaves the socket open.
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	w.send("acquire", map[string]any{"name": "bad name", "holder": "h"})
+	if m := w.expect("error"); problemCode(m) != "invalid_argument" {
+		t.Fatalf("bad name: %v", m)
+	}
+	w.ackedHeartbeat()
+}

@@ -1,8 +1,8 @@
 // Package backendtest is the conformance suite that every backend.Store
 // runs: the driver contract (compare-and-set, missing keys, cancelled
 // contexts, order of List) and, through lease.Managers over the store (one
-// per service instance), every rule of docs/contract.md §3 and the
-// succession of §8.
+// per service instance), every rule of docs/contract.md §3, the
+// succession of §8 and the session-held holdings of §14.
 //
 // The memory backend runs it in go test ./...; the Firestore and Spanner
 // backends run the same suite on the real emulators. Every test uses lease
@@ -98,6 +98,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Succession/CheckpointOutlivesACrash", testSuccessionCheckpoint},
 		{"Succession/Transfer", testSuccessionTransfer},
 		{"Succession/NoPriorityNoChange", testSuccessionNoPriority},
+		{"Session/Lifecycle", testSessionLifecycle},
 	}
 	// TryBatch is a capability: a store that does not offer it
 	// (backend.BatchStore) has no such test, rather than a skipped one.

@@ -31,8 +31,14 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 			{ID: "w-2", Holder: "standby-2", Priority: 0, Since: now.Add(-time.Microsecond), Until: now.Add(time.Second + time.Microsecond)},
 		},
 		ReservedFor: "standby ✓", ReservedPrincipal: "agent-8@example.com", ReservedUntil: now.Add(2*time.Second + 3*time.Microsecond),
+		// The session of docs/contract.md §14, stored with the succession
+		// state.
+		SessionKey: sampleSessionKey, SessionEpoch: 1<<40 + 3, SessionWindow: 1250 * time.Millisecond,
 	}
 }
+
+// sampleSessionKey is a session key: the hex SHA-256 of a session id.
+const sampleSessionKey = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 // plainRecord is sampleRecord without any succession state, as records
 // written before it existed are.
@@ -40,6 +46,7 @@ func plainRecord(name string, now time.Time) *backend.Record {
 	r := sampleRecord(name, now)
 	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
 	r.ReservedPrincipal = ""
+	r.SessionKey, r.SessionEpoch, r.SessionWindow = "", 0, 0
 	return r
 }
 
@@ -116,6 +123,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		next.Principal, next.RevokedBy, next.RevokeReason = "", "", ""
 		next.Priority, next.Checkpoint, next.CheckpointToken, next.Candidates, next.ReservedFor, next.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
 		next.ReservedPrincipal = ""
+		next.SessionKey, next.SessionEpoch, next.SessionWindow = "", 0, 0
 		return &next, nil
 	})
 	if err != nil {
@@ -156,7 +164,10 @@ func testSuccessionRoundTrip(t *testing.T, e *env) {
 	part.Candidates = []backend.Candidate{full.Candidates[1]}
 	part.Checkpoint, part.CheckpointToken = []byte(`{"offset":99}`), 8
 	part.ReservedFor, part.ReservedPrincipal, part.ReservedUntil = "", "", time.Time{}
-	for i, want := range []*backend.Record{plain, full, &part, plain} {
+	part.SessionEpoch++ // a takeover (docs/contract.md §14)
+	session := *plain   // held through a session, and nothing else of the succession state
+	session.SessionKey, session.SessionEpoch, session.SessionWindow = sampleSessionKey, 1, 200*time.Millisecond
+	for i, want := range []*backend.Record{plain, full, &part, plain, &session, plain} {
 		snap := put(t, e.loop, want)
 		if d := recordDiff(want, snap.Record); d != "" {
 			t.Fatalf("write %d: Update returned a different record (-want +got):\n%s", i+1, d)
@@ -181,9 +192,10 @@ func testSuccessionRoundTrip(t *testing.T, e *env) {
 // no checkpoint at all (nil, not an empty one).
 func noSuccession(t *testing.T, what string, r *backend.Record) {
 	t.Helper()
-	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || r.ReservedPrincipal != "" || !r.ReservedUntil.IsZero() {
-		t.Fatalf("%s: succession fields %d, %q, %d, %+v, %q, %v; want all zero", what,
-			r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil)
+	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || r.ReservedPrincipal != "" || !r.ReservedUntil.IsZero() ||
+		r.SessionKey != "" || r.SessionEpoch != 0 || r.SessionWindow != 0 {
+		t.Fatalf("%s: succession fields %d, %q, %d, %+v, %q, %v, session %q %d %v; want all zero", what,
+			r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil, r.SessionKey, r.SessionEpoch, r.SessionWindow)
 	}
 }
 

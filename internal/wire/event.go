@@ -26,12 +26,13 @@ type Event struct {
 // are present on an acquired event with a previous holding only; reason
 // and operator on a revoked event and a deleted one only (operator when
 // authentication is on; a deleted event's reason when the service deleted
-// by retention).
+// by retention), and reason on a released event whose session died
+// ("session_expired", docs/contract.md §14).
 func FromEvent(ev lease.Event) Event {
 	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
 	out.Lease.Checkpoint = nil // the next holder's to read; events stay small
 	if ev.Type == lease.EventReleased {
-		out.Successor = ev.Successor
+		out.Successor, out.Reason = ev.Successor, ev.Reason
 	}
 	if ev.Type == lease.EventRevoked || ev.Type == lease.EventDeleted {
 		out.Reason, out.Operator = ev.Reason, ev.Operator
@@ -66,7 +67,7 @@ func UnmarshalEvent(data []byte) (lease.Event, error) {
 	switch ev.Type {
 	case lease.EventAcquired, lease.EventExpired:
 	case lease.EventReleased:
-		ev.Successor = body.Successor
+		ev.Successor, ev.Reason = body.Successor, body.Reason
 	case lease.EventRevoked, lease.EventDeleted:
 		ev.Reason, ev.Operator = body.Reason, body.Operator
 	default:

@@ -41,6 +41,10 @@ type Lease struct {
 	// BestCandidatePriority is the priority of the best waiting candidate,
 	// present (0 included) whenever Candidates is.
 	BestCandidatePriority *int `json:"bestCandidatePriority,omitempty"`
+	// Session and SessionWindowMs are present only on a holding held
+	// through a session (docs/contract.md §14); never the session id.
+	Session         bool  `json:"session,omitempty"`
+	SessionWindowMs int64 `json:"sessionWindowMs,omitempty"`
 }
 
 // emptyObject is the metadata of a lease that has none.
@@ -76,6 +80,9 @@ func FromLease(l lease.Lease) Lease {
 		Candidates:      l.CandidateCount(),
 	}
 	out.YieldRequested = out.YieldTo != ""
+	if l.Session {
+		out.Session, out.SessionWindowMs = true, l.SessionWindow.Milliseconds()
+	}
 	if p, ok := l.BestCandidatePriority(); ok {
 		out.BestCandidatePriority = &p
 	}
@@ -89,6 +96,7 @@ func FromLease(l lease.Lease) Lease {
 func (w Lease) ToLease() (lease.Lease, error) {
 	l := lease.Lease{Record: backend.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
 		Priority: w.Priority, Checkpoint: w.Checkpoint, CheckpointToken: w.CheckpointToken, ReservedFor: w.ReservedFor}}
+	l.Session, l.SessionWindow = w.Session, time.Duration(w.SessionWindowMs)*time.Millisecond
 	if w.ReservedUntil != "" { // the reservation as it was seen, whatever made it
 		t, err := time.Parse(time.RFC3339Nano, w.ReservedUntil)
 		if err != nil {

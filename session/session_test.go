@@ -1,0 +1,209 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
+)
+
+// pushes is a Conn that keeps what it is told.
+type pushes struct {
+	mu sync.Mutex
+	ps []session.Push
+	ch chan session.Push
+}
+
+func newPushes() *pushes { return &pushes{ch: make(chan session.Push, 64)} }
+
+func (p *pushes) Push(x session.Push) {
+	p.mu.Lock()
+	p.ps = append(p.ps, x)
+	p.mu.Unlock()
+	p.ch <- x
+}
+
+// wait returns the next push of type typ.
+func (p *pushes) wait(t *testing.T, typ session.PushType) session.Push {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case x := <-p.ch:
+			if x.Type == typ {
+				return x
+			}
+		case <-timeout:
+			t.Fatalf("no %s push in 20s", typ)
+		}
+	}
+}
+
+// gated wraps a Manager's Backend: Get waits at gate when set, and Renew
+// fails while failRenew is set.
+type gated struct {
+	session.Backend
+	gate      chan struct{}
+	arrived   chan struct{}
+	failRenew atomic.Bool
+}
+
+func (g *gated) Get(ctx context.Context, name string) (session.Record, error) {
+	if g.gate != nil {
+		g.arrived <- struct{}{}
+		<-g.gate
+	}
+	return g.Backend.Get(ctx, name)
+}
+
+func (g *gated) Renew(ctx context.Context, ref session.Ref, req lease.RenewRequest) (lease.Lease, error) {
+	if g.failRenew.Load() {
+		return lease.Lease{}, backend.ErrUnavailable
+	}
+	return g.Backend.Renew(ctx, ref, req)
+}
+
+func newRegistry(t *testing.T, b session.Backend, cfg session.Config) *session.Registry {
+	t.Helper()
+	r, err := session.New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func manager(t *testing.T, store backend.Store) *lease.Manager {
+	t.Helper()
+	m, err := lease.NewManager(store, lease.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRacingResumes: of two resumes that read the same epoch, one wins and
+// the other is ErrConflict.
+func TestRacingResumes(t *testing.T) {
+	store := memory.New()
+	m := manager(t, store)
+	owner := newRegistry(t, session.Manager{M: m}, session.Config{})
+	s, id, err := owner.Open(t.Context(), "c", "", time.Second, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	g := &gated{Backend: session.Manager{M: m}, gate: make(chan struct{}), arrived: make(chan struct{}, 2)}
+	other := newRegistry(t, g, session.Config{})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, _, _, err := other.Resume(t.Context(), "c", "", id, 0, nil, newPushes())
+			errs <- err
+		}()
+	}
+	<-g.arrived
+	<-g.arrived // both read the record at epoch 1
+	close(g.gate)
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) || !errors.Is(errors.Join(e1, e2), session.ErrConflict) {
+		t.Fatalf("resumes: %v, %v; want one nil and one ErrConflict", e1, e2)
+	}
+}
+
+// TestAckNeedsSafeLeases: while renewals fail, acks stop before a lease's
+// safe deadline comes within a window of now; they resume after a renewal
+// succeeds.
+func TestAckNeedsSafeLeases(t *testing.T) {
+	m := manager(t, memory.New())
+	g := &gated{Backend: session.Manager{M: m}}
+	r := newRegistry(t, g, session.Config{LeaseTTL: time.Second})
+	s, _, err := r.Open(t.Context(), "c", "", 200*time.Millisecond, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	start := time.Now()
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Heartbeat() {
+		t.Fatal("no ack right after the acquire")
+	}
+	g.failRenew.Store(true)
+	for s.Heartbeat() {
+		// TTL 1s: the acquire's send time + 0.9s must stay a window (0.2s)
+		// ahead, so acks stop within 0.7s of the last write.
+		if time.Since(start) > 700*time.Millisecond {
+			t.Fatalf("still acked %v after the last successful write", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond) // the heartbeat interval
+	}
+	g.failRenew.Store(false)
+	s.Kick()
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Heartbeat() {
+		if time.Now().After(deadline) {
+			t.Fatal("no ack after renewals came back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShutdownMoves: Shutdown asks the socket to move, and returns once
+// the session was resumed elsewhere; the moved session's leases are
+// untouched.
+func TestShutdownMoves(t *testing.T) {
+	store := memory.New()
+	m := manager(t, store)
+	old := newRegistry(t, session.Manager{M: m}, session.Config{})
+	p := newPushes()
+	s, id, err := old.Open(t.Context(), "c", "", 200*time.Millisecond, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		old.Shutdown(context.Background())
+		close(done)
+	}()
+	if mv := p.wait(t, session.PushMove); mv.Reason != session.MoveShutdown {
+		t.Fatalf("move %+v", mv)
+	}
+	if _, _, err := old.Open(t.Context(), "c", "", time.Second, newPushes()); !errors.Is(err, session.ErrShuttingDown) {
+		t.Fatalf("open while shutting down: %v", err)
+	}
+	next := newRegistry(t, session.Manager{M: manager(t, store)}, session.Config{})
+	ns, taken, lost, err := next.Resume(t.Context(), "c2", "", id, 0, []session.Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, newPushes())
+	if err != nil || len(taken) != 1 || len(lost) != 0 {
+		t.Fatalf("resume: %v %v %v", taken, lost, err)
+	}
+	defer ns.Close(context.Background())
+	s.Detach(p) // the agent closed the old socket
+	for {
+		select {
+		case <-done:
+			got, err := m.Get(t.Context(), "a")
+			if err != nil || !got.Held() || got.SessionEpoch != 2 {
+				t.Fatalf("after the move: %+v %v", got, err)
+			}
+			return
+		default:
+			if !ns.Heartbeat() {
+				t.Fatal("the resumed session is not acked")
+			}
+			time.Sleep(50 * time.Millisecond) // the agent's heartbeat interval
+		}
+	}
+}
