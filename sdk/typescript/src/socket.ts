@@ -218,6 +218,8 @@ function dialGlobal(G: GlobalCtor, o: DialOptions): Promise<Wire> {
       settled = true;
       resolve(wire);
     });
+    // A failure is followed by close, which reports it.
+    ws.addEventListener("error", () => {});
     ws.addEventListener("message", (ev) => {
       if (typeof ev.data === "string") wire.onMessage(ev.data);
     });

@@ -16,6 +16,7 @@ import {
   SessionsUnsupportedError,
   YieldedError,
 } from "@leasesvc/client";
+import { WebSocket as WsWebSocket } from "ws";
 import { FakeService } from "./helpers/fake.js";
 import { FakeSessionServer } from "./helpers/fakesession.js";
 
@@ -268,6 +269,36 @@ describe("Session", () => {
     fake.refuseStatus = 503;
     const err = await client().openSession().catch((e: unknown) => e);
     assert.ok(!(err instanceof SessionsUnsupportedError) && err instanceof Error && (err as { status?: number }).status === 503, String(err));
+  });
+});
+
+describe("the runtime's WebSocket", () => {
+  test("globalThis.WebSocket (Node 22, Deno, Bun) is used when present, with the credentials; a refused upgrade is explained by a plain GET", async () => {
+    const made: Array<{ url: string; init: unknown }> = [];
+    /** A WHATWG-style WebSocket (url, { protocols, headers }) made of ws's, as Node 22's takes it. */
+    class GlobalLike extends WsWebSocket {
+      constructor(url: string, init: { protocols: string[]; headers: Record<string, string> }) {
+        super(url, init.protocols, { headers: init.headers });
+        made.push({ url, init });
+      }
+    }
+    const g = globalThis as { WebSocket?: unknown };
+    const saved = g.WebSocket;
+    g.WebSocket = GlobalLike;
+    try {
+      const s = await new Client(fake.url, { token: "tok-g" }).openSession();
+      cleanups.push(() => s.close());
+      assert.equal(made.length, 1);
+      assert.equal(made[0]!.url, fake.url.replace("http", "ws") + "/v1/sessions:connect");
+      assert.equal(fake.upgrades.at(-1)!["authorization"], "Bearer tok-g");
+      const name = lease();
+      assert.equal((await s.acquire(name, { holder: "a" })).holder, "a");
+      fake.refuseStatus = 404;
+      const err = await client().openSession().catch((e: unknown) => e);
+      assert.ok(err instanceof SessionsUnsupportedError, String(err));
+    } finally {
+      g.WebSocket = saved;
+    }
   });
 });
 
