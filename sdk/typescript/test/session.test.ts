@@ -332,12 +332,14 @@ describe("Elector through a session", () => {
     const r = elector(c, name, { session: s });
     await waitFor("leading", () => r.terms.length === 1);
     fake.ack = "none";
-    const deadline = s.deadline();
     await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
     const t = r.terms[0]!;
     assert.ok(t.reason instanceof SafeDeadlineError, String(t.reason));
+    // An ack already on its way when acks stopped may have moved the deadline once more: the last one counts.
+    const deadline = s.deadline();
     assert.ok(t.endedAt! <= deadline, `ended at ${t.endedAt}, after the deadline ${deadline}`);
-    assert.equal(s.deadline(), deadline, "no ack meanwhile");
+    // Armed at the deadline less the timer slack (10% of the window): not earlier.
+    assert.ok(t.endedAt! >= deadline - 40 - 2, `ended at ${t.endedAt}, well before the deadline ${deadline}`);
     assert.ok(r.logs.includes("leasesvc elector: holding through a session (window 400ms)"), r.logs.join("\n"));
   });
 
@@ -348,11 +350,10 @@ describe("Elector through a session", () => {
     const r = elector(c, name, { session: s });
     await waitFor("leading", () => r.terms.length === 1);
     const releases = fake.of("release").length;
-    const at = performance.now();
     fake.end(name, { type: "lost", reason: "released" });
     await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
+    // LeaseLostError, not SafeDeadlineError: the push ended it, not the deadline.
     assert.ok(r.terms[0]!.reason instanceof LeaseLostError, String(r.terms[0]!.reason));
-    assert.ok(r.terms[0]!.endedAt! - at < 500);
     assert.equal(fake.of("release").length, releases);
     // It campaigns again and leads a new holding.
     await waitFor("a new term", () => r.terms.length === 2);
@@ -378,7 +379,7 @@ describe("Elector through a session", () => {
 
   test("a dropped socket resumes within the window: the term goes on", async () => {
     const c = client();
-    const s = await open(c);
+    const s = await open(c, 5000); // a window a loaded machine reconnects within
     const name = lease();
     const r = elector(c, name, { session: s });
     await waitFor("leading", () => r.terms.length === 1);
