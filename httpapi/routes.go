@@ -183,9 +183,10 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			if !a.authenticate(w, r, op, logged) {
 				return
 			}
-			if valid && strings.HasPrefix(name, lease.SessionRecordPrefix) {
+			if valid && op != "acquire" && strings.HasPrefix(name, lease.SessionRecordPrefix) {
 				// A session's own record is the service's: no route finds it
-				// (docs/contract.md §14).
+				// (docs/contract.md §14); an acquire is refused 400 by the
+				// Manager, as the name is reserved.
 				writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"})
 				return
 			}

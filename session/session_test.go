@@ -46,7 +46,8 @@ func (p *pushes) wait(t *testing.T, typ session.PushType) session.Push {
 	}
 }
 
-// gated wraps a Manager's Backend: Get waits at gate when set, and Renew
+// gated wraps a Manager's Backend: Get waits at gate after its read when
+// set, and Renew
 // fails while failRenew is set.
 type gated struct {
 	session.Backend
@@ -56,11 +57,12 @@ type gated struct {
 }
 
 func (g *gated) Get(ctx context.Context, name string) (session.Record, error) {
+	rec, err := g.Backend.Get(ctx, name)
 	if g.gate != nil {
 		g.arrived <- struct{}{}
 		<-g.gate
 	}
-	return g.Backend.Get(ctx, name)
+	return rec, err
 }
 
 func (g *gated) Renew(ctx context.Context, ref session.Ref, req lease.RenewRequest) (lease.Lease, error) {

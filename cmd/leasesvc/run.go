@@ -20,6 +20,7 @@ import (
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/cloudlog"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
 	"github.com/leasesvc/leasesvc/sweeper"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
@@ -67,6 +68,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if acc.mode == "none" && len(acc.hosts) == 0 && !loopbackListen(lim.listenHost) {
 		log.Warn("authentication is off and the service listens beyond loopback: the lease API answers only requests addressed to localhost, 127.0.0.1 or [::1]; set LEASESVC_ALLOWED_HOSTS to the names clients use (such as the Cloud Run URL's host), or * for any", "listen", lim.listenHost)
 	}
+	scfg, err := parseSessions(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	if cfg.drain >= lim.shutdown {
 		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
 	}
@@ -97,11 +102,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	flush := func(ctx context.Context) { flushOnce.Do(func() { obs.shutdown(ctx) }) }
 	defer flush(context.WithoutCancel(ctx)) // early returns; a normal stop flushes below
 	ev.observe(obs)
-	h, err := httpapi.New(m, httpapi.Config{Logger: log, Events: ev.hub, Observer: obs.metrics,
+	smetrics, err := telemetry.NewSessionMetrics(obs.providers.Meter)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	scfg.Events, scfg.Logger, scfg.Audit, scfg.Observer = ev.hub, log, ev.audit, smetrics
+	sessions, err := session.New(session.Manager{M: m}, scfg)
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	defer sessions.Stop()
+	h, err := httpapi.New(m, httpapi.Config{Sessions: sessions, Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
 		Limits: lim.api, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
-		Internal: []string{sweeper.DefaultLeaseName}})
+		Internal: []string{sweeper.DefaultLeaseName, session.RecordPrefix}})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
@@ -119,7 +134,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
 		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "", "auth", acc.mode, "rateLimit", acc.rate, "rateBurst", acc.burst,
-		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0])
+		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0], sessionLogAttrs(scfg))
 
 	select {
 	case err := <-serveErr:
@@ -131,10 +146,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// shutdown budget (Cloud Run kills 10 s after SIGTERM).
 	hard := time.Now().Add(lim.shutdown)
 	closeBy = hard // the backend closes last (deferred above), within the budget
-	log.Info("shutting down: ending waits and streams, draining in-flight requests", "drain", cfg.drain.String(), "budget", lim.shutdown.String())
-	h.CloseStreams()
+	log.Info("shutting down: asking sessions to move, ending waits and streams, draining in-flight requests", "drain", cfg.drain.String(), "budget", lim.shutdown.String())
 	drainCtx, cancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(cfg.drain), hard.Add(-2*time.Second)))
 	defer cancel()
+	// Sessions: make before break. Each socket is asked to move; the
+	// instance keeps renewing until the drain deadline, then ends only the
+	// sessions that neither moved nor heartbeat within their window
+	// (docs/contract.md §14). Their sockets were hijacked: srv.Shutdown
+	// does not wait for them.
+	sessionsDone := make(chan struct{})
+	go func() {
+		defer close(sessionsDone)
+		sessions.Shutdown(drainCtx)
+	}()
+	h.CloseStreams()
 	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("shutdown: requests still in flight at the drain deadline; closing their connections", "err", err)
 		_ = srv.Close()
@@ -142,6 +167,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
+	<-sessionsDone
 	evCtx, cancelEv := context.WithDeadline(context.Background(), hard.Add(-time.Second))
 	defer cancelEv()
 	if err := ev.stop(evCtx); err != nil {
