@@ -28,7 +28,7 @@ export {
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
 export { Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
-export type { SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
+export type { HoldingWatcher, SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
 export { isNewer, parseEvent } from "./event.js";
 export type { EventType, LeaseEvent } from "./event.js";
 export { parseLease, parseTime, validName } from "./lease.js";

@@ -147,6 +147,8 @@ export class Session {
   /** The leases the session holds: name → holder and token, sent with a resume. */
   readonly #held = new Map<string, { holder: string; token: number }>();
   readonly #watchers = new Map<string, Set<HoldingWatcher>>();
+  /** Yield requests not yet heard by a watcher of their holding: name → token and candidate. */
+  readonly #yields = new Map<string, { token: number; to: string }>();
   /** Set while a reconnection or move runs. */
   #connecting: Promise<void> | undefined;
   /** Resolved when a socket is installed; waiters for a connection share it. */
@@ -251,7 +253,10 @@ export class Session {
       const got = parseLease(late["lease"]);
       if (got.held && got.holder === req.holder) void this.release(name, req.holder, got.fencingToken).catch(() => undefined);
     });
-    if (l.held && l.holder === req.holder) this.#held.set(name, { holder: req.holder, token: l.fencingToken });
+    if (l.held && l.holder === req.holder) {
+      this.#held.set(name, { holder: req.holder, token: l.fencingToken });
+      this.#noteYield(l);
+    }
     return l;
   }
 
@@ -260,7 +265,9 @@ export class Session {
     const m: Msg = { type: "renew", name, holder: req.holder, fencingToken: req.fencingToken };
     if (req.metadata !== undefined) m["metadata"] = req.metadata;
     if (req.checkpoint !== undefined) m["checkpoint"] = req.checkpoint;
-    return this.#call("renew", name, m, opts);
+    const l = await this.#call("renew", name, m, opts);
+    this.#noteYield(l);
+    return l;
   }
 
   /** Ends a session-held holding now, writing opts.checkpoint if given. */
@@ -293,6 +300,9 @@ export class Session {
     if (set === undefined) this.#watchers.set(name, (set = new Set()));
     set.add(w);
     if (this.#ended !== undefined) queueMicrotask(() => w.lost(this.#ended!));
+    // A yield request that came while no term listened (between terms, say) is not lost.
+    const y = this.#yields.get(name);
+    if (y !== undefined && y.token === w.token) queueMicrotask(() => w.yieldTo(y.to));
     return () => {
       set.delete(w);
       if (set.size === 0 && this.#watchers.get(name) === set) this.#watchers.delete(name);
@@ -476,16 +486,26 @@ export class Session {
         this.#lost(name, token, new LeaseLostError(`leasesvc session: lease "${name}" revoked by ${op || "an operator"}: ${reason}`, { status: 409, detail: reason }));
         return;
       }
-      case "yield": {
-        const to = String(msg["to"] ?? "");
-        for (const w of this.#watchers.get(name) ?? []) if (w.token === token) w.yieldTo(to);
+      case "yield":
+        this.#yield(name, token, String(msg["to"] ?? ""));
         return;
-      }
       case "move":
         this.#log.info("leasesvc session: the service asks the session to move", { reason: msg["reason"] });
         void this.#reconnect("move");
         return;
     }
+  }
+
+  /** Tells the watchers of the holding (name, token) that to asks it to step down, and keeps the request for later ones. */
+  #yield(name: string, token: number, to: string): void {
+    if (this.#held.get(name)?.token !== token) return;
+    this.#yields.set(name, { token, to });
+    for (const w of [...(this.#watchers.get(name) ?? [])]) if (w.token === token) w.yieldTo(to);
+  }
+
+  /** A lease the service answered (a result, a resume) may carry a yield request: the push may have been missed. */
+  #noteYield(l: Lease): void {
+    if (l.held && l.yieldRequested && l.yieldTo !== "") this.#yield(l.name, l.fencingToken, l.yieldTo);
   }
 
   #lost(name: string, token: number, err: LeaseError): void {
@@ -495,6 +515,7 @@ export class Session {
 
   #forget(name: string, token: number): void {
     if (this.#held.get(name)?.token === token) this.#held.delete(name);
+    if (this.#yields.get(name)?.token === token) this.#yields.delete(name);
   }
 
   #onClose(wire: Wire, code: number, reason: string): void {
@@ -534,6 +555,7 @@ export class Session {
           }
           this.#install(wire, resumed);
           this.#log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: this.epoch });
+          for (const l of Array.isArray(resumed["leases"]) ? (resumed["leases"] as unknown[]) : []) this.#noteYield(parseLease(l));
           for (const l of Array.isArray(resumed["lost"]) ? (resumed["lost"] as Msg[]) : []) {
             const name = String(l["name"] ?? "");
             const reason = String(l["reason"] ?? "");
@@ -566,6 +588,7 @@ export class Session {
     clearInterval(this.#beatTimer);
     const watchers = [...this.#watchers.values()].flatMap((s) => [...s]);
     this.#held.clear();
+    this.#yields.clear();
     for (const w of watchers) w.lost(err);
     this.#connected.resolve();
     if (!this.#closing) {

@@ -215,6 +215,30 @@ describe("Session", () => {
     assert.deepEqual(s.leases(), []);
   });
 
+  test("a yield request is kept for a holding no term listens to yet, and read from a resume's leases", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    fake.push({ type: "yield", name, fencingToken: l.fencingToken, to: "early" });
+    // The answer to a request sent after the push comes after it on the socket: the push was read.
+    await s.renew(name, { holder: "a", fencingToken: l.fencingToken });
+    const heard: string[] = [];
+    // Sent before anyone listened: the next watcher hears it.
+    s.watchHolding(name, { token: l.fencingToken, lost() {}, yieldTo: (to) => heard.push(to), acked() {} });
+    await waitFor("the kept request", () => heard.length === 1);
+    assert.deepEqual(heard, ["early"]);
+
+    const other = lease();
+    const o = await s.acquire(other, { holder: "a" });
+    const heard2: string[] = [];
+    s.watchHolding(other, { token: o.fencingToken, lost() {}, yieldTo: (to) => heard2.push(to), acked() {} });
+    // The push went to a socket that dropped: the resume's lease says it.
+    fake.leases.get(other)!.yieldTo = "late";
+    fake.drop();
+    await waitFor("the request from the resume", () => heard2.length === 1);
+    assert.deepEqual(heard2, ["late"]);
+  });
+
   test("move: the new socket resumes before the old one is closed, without a close message", async () => {
     const s = await open(client());
     const name = lease();

@@ -27,6 +27,8 @@ interface Holding {
   token: number;
   session: string;
   checkpoint: Record<string, unknown> | null;
+  /** A preempting candidate asking this holding to step down (shown as yieldRequested). */
+  yieldTo?: string;
 }
 
 /** How the fake answers heartbeats: ack them, ignore them, or keep them for ackHeld. */
@@ -142,6 +144,8 @@ export class FakeSessionServer {
       transitions: h?.token ?? 0,
       metadata: {},
       checkpoint: h?.checkpoint ?? null,
+      yieldRequested: h?.yieldTo !== undefined,
+      yieldTo: h?.yieldTo ?? "",
       session: h !== undefined && h.session !== "",
       sessionWindowMs: h !== undefined && h.session !== "" ? (this.sessions.get(h.session)?.windowMs ?? 0) : undefined,
     };
