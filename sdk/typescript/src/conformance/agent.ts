@@ -147,12 +147,17 @@ async function succession(c: Client, name: string, a: string, ttlMs: number): Pr
   emit({ step: "done" });
 }
 
-/** elector runs an Elector until stdin says stop; freeze reports deadlines, revoke reports reasons. */
+/**
+ * elector runs an Elector on plain renewals until stdin says stop; freeze
+ * reports deadlines, revoke reports reasons. Both check the renewals' safe
+ * deadline, so they opt out of sessions, as the Go agent does.
+ */
 async function elector(c: Client, name: string, a: string, ttlMs: number, kind: "freeze" | "revoke"): Promise<void> {
   const stop = stopSignal();
   const e: Elector = new Elector(c, name, {
     holder: a,
     ttlMs,
+    plainRenewals: true,
     onStartedLeading: (signal, token) =>
       new Promise<void>((resolve) => {
         emit({ step: "leading", token });
