@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -138,6 +139,14 @@ var envValueChecks = map[string]func(backend, v string) bool{
 	},
 	"LEASESVC_SPANNER_DATABASE": func(_, v string) bool {
 		return regexp.MustCompile(`^projects/` + testProject + `/instances/[^/]+/databases/[^/]+$`).MatchString(v)
+	},
+	// The service's own parsing (cmd/leasesvc/sessions.go), and the
+	// bounds the module promises: 90 % of the default concurrency 1000, a
+	// socket moved 5 minutes before the default request timeout 3600 s.
+	"LEASESVC_MAX_SESSIONS": func(_, v string) bool { return v == "900" },
+	"LEASESVC_SESSION_MAX_AGE": func(_, v string) bool {
+		d, err := time.ParseDuration(v)
+		return err == nil && d == 55*time.Minute
 	},
 	// The provider's id of a google_pubsub_topic is projects/P/topics/T.
 	"LEASESVC_PUBSUB_TOPIC": func(_, v string) bool {

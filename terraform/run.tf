@@ -67,6 +67,13 @@ locals {
       # The deterministic URL first, then any custom audiences (a custom
       # domain, a load balancer's URL).
       LEASESVC_AUTH_AUDIENCES = join(",", concat([local.service_url], var.auth_audiences))
+
+      # Sessions (docs/contract.md §14): each socket is a request, so an
+      # instance takes at most 90 % of its concurrency in sessions (room for
+      # REST), and each socket is asked to move 5 minutes before the request
+      # timeout would cut it (at least 1 minute after it opened).
+      LEASESVC_MAX_SESSIONS    = tostring(max(1, floor(var.max_concurrency * 0.9)))
+      LEASESVC_SESSION_MAX_AGE = "${max(60, var.request_timeout_seconds - 300)}s"
     },
     local.is_firestore ? {
       LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name

@@ -101,9 +101,9 @@ variable "max_instances" {
 }
 
 variable "max_concurrency" {
-  description = "Maximum concurrent requests per instance (Cloud Run max_instance_request_concurrency). Waiting acquires (waitMs) and :watch streams each hold one request slot for their whole duration."
+  description = "Maximum concurrent requests per instance (Cloud Run max_instance_request_concurrency). Waiting acquires (waitMs), :watch streams and session sockets each hold one request slot for their whole duration; the service takes at most 90 % of it in sessions (LEASESVC_MAX_SESSIONS)."
   type        = number
-  default     = 80
+  default     = 1000
 
   validation {
     condition     = var.max_concurrency >= 1 && var.max_concurrency <= 1000 && floor(var.max_concurrency) == var.max_concurrency
@@ -112,7 +112,7 @@ variable "max_concurrency" {
 }
 
 variable "request_timeout_seconds" {
-  description = "Longest a request may run, in seconds. It bounds :watch event streams, which clients then reopen; acquires wait at most 60 s (waitMs)."
+  description = "Longest a request may run, in seconds. It bounds :watch event streams, which clients then reopen, and session sockets, which are asked to move 5 minutes before it (LEASESVC_SESSION_MAX_AGE); acquires wait at most 60 s (waitMs)."
   type        = number
   default     = 3600
 

@@ -14,16 +14,18 @@ import (
 func parseSessions(getenv func(string) string) (session.Config, error) {
 	c := session.Config{LeaseTTL: session.DefaultLeaseTTL, MaxSessions: session.DefaultMaxSessions, MaxPerCaller: session.DefaultMaxPerCaller,
 		MaxLeases: session.DefaultMaxLeases, MessageRate: session.DefaultMessageRate, MaxMessage: session.DefaultMaxMessage, MaxAge: session.DefaultMaxAge}
+	// Each name is read by a literal getenv call, so that the terraform
+	// module's test sees what the service reads.
 	durs := []struct {
-		key string
-		dst *time.Duration
-		min time.Duration
+		key, v string
+		dst    *time.Duration
+		min    time.Duration
 	}{
-		{"LEASESVC_SESSION_LEASE_TTL", &c.LeaseTTL, time.Second},
-		{"LEASESVC_SESSION_MAX_AGE", &c.MaxAge, time.Minute},
+		{"LEASESVC_SESSION_LEASE_TTL", getenv("LEASESVC_SESSION_LEASE_TTL"), &c.LeaseTTL, time.Second},
+		{"LEASESVC_SESSION_MAX_AGE", getenv("LEASESVC_SESSION_MAX_AGE"), &c.MaxAge, time.Minute},
 	}
 	for _, d := range durs {
-		if v := getenv(d.key); v != "" {
+		if v := d.v; v != "" {
 			x, err := time.ParseDuration(v)
 			if err != nil || x < d.min || x%time.Millisecond != 0 {
 				return c, fmt.Errorf("%s=%q: want a duration of at least %v in whole milliseconds, such as 30s or 55m", d.key, v, d.min)
@@ -32,17 +34,17 @@ func parseSessions(getenv func(string) string) (session.Config, error) {
 		}
 	}
 	ints := []struct {
-		key      string
+		key, v   string
 		dst      *int
 		min, max int
 	}{
-		{"LEASESVC_MAX_SESSIONS", &c.MaxSessions, 1, 1 << 20},
-		{"LEASESVC_MAX_SESSIONS_PER_CALLER", &c.MaxPerCaller, 1, 1 << 20},
-		{"LEASESVC_MAX_SESSION_LEASES", &c.MaxLeases, 1, 1 << 20},
-		{"LEASESVC_SESSION_MESSAGE_RATE", &c.MessageRate, 1, 1 << 20},
+		{"LEASESVC_MAX_SESSIONS", getenv("LEASESVC_MAX_SESSIONS"), &c.MaxSessions, 1, 1 << 20},
+		{"LEASESVC_MAX_SESSIONS_PER_CALLER", getenv("LEASESVC_MAX_SESSIONS_PER_CALLER"), &c.MaxPerCaller, 1, 1 << 20},
+		{"LEASESVC_MAX_SESSION_LEASES", getenv("LEASESVC_MAX_SESSION_LEASES"), &c.MaxLeases, 1, 1 << 20},
+		{"LEASESVC_SESSION_MESSAGE_RATE", getenv("LEASESVC_SESSION_MESSAGE_RATE"), &c.MessageRate, 1, 1 << 20},
 	}
 	for _, n := range ints {
-		if v := getenv(n.key); v != "" {
+		if v := n.v; v != "" {
 			x, err := strconv.Atoi(v)
 			if err != nil || x < n.min || x > n.max {
 				return c, fmt.Errorf("%s=%q: want an integer from %d to %d", n.key, v, n.min, n.max)
