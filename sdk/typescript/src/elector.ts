@@ -4,7 +4,8 @@ import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backof
 import type { Client } from "./client.js";
 import { LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError } from "./errors.js";
 import { type Lease, validName } from "./lease.js";
-import { type Session, SessionEndedError, SessionsUnsupportedError, useSharedSession } from "./session.js";
+import { type Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+import { useSharedSession } from "./shared.js";
 import { Term, type TermHost, permanent } from "./term.js";
 
 /** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
