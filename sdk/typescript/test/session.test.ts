@@ -1,7 +1,11 @@
 /** Sessions (docs/contract.md §14) against a fake sessions route built on ws. */
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, mock, test } from "node:test";
+import { execFile } from "node:child_process";
+import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import {
@@ -18,6 +22,7 @@ import {
 } from "@leasesvc/client";
 import { WebSocket as WsWebSocket } from "ws";
 import { FakeService } from "./helpers/fake.js";
+import { packageDir } from "./helpers/service.js";
 import { FakeSessionServer } from "./helpers/fakesession.js";
 
 let fake: FakeSessionServer;
@@ -323,6 +328,41 @@ describe("the runtime's WebSocket", () => {
     } finally {
       g.WebSocket = saved;
     }
+  });
+});
+
+describe("a runtime without WebSocket", () => {
+  test("neither globalThis.WebSocket nor the ws package: openSession throws SessionsUnsupportedError and the Elector uses plain renewals", async () => {
+    const rest = await FakeService.start();
+    cleanups.push(() => rest.close());
+    // The built package alone, where no node_modules (so no ws) can be found.
+    const dir = mkdtempSync(join(tmpdir(), "leasesvc-ts-nows-"));
+    cpSync(join(packageDir, "dist"), join(dir, "dist"), { recursive: true });
+    writeFileSync(join(dir, "package.json"), '{"type":"module"}\n');
+    writeFileSync(
+      join(dir, "check.js"),
+      `delete globalThis.WebSocket;
+import { Client, Elector, SessionsUnsupportedError } from "./dist/index.js";
+const c = new Client(process.argv[2]);
+const err = await c.openSession().catch((e) => e);
+console.log(JSON.stringify({ unsupported: err instanceof SessionsUnsupportedError, message: String(err.message) }));
+const e = new Elector(c, "nows.a", {
+  holder: "h", ttlMs: 900,
+  logger: { info: (m, f) => console.log(JSON.stringify({ log: m, why: f?.why })), warn() {} },
+  onStartedLeading: async () => { console.log(JSON.stringify({ leading: true })); process.exit(0); },
+});
+await e.run();
+`,
+    );
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [join(dir, "check.js"), rest.url], { timeout: 30_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${String(err)}\n${stderr}`)) : resolve(stdout))),
+    );
+    const lines = out.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines[0]!["unsupported"], true, out);
+    assert.match(String(lines[0]!["message"]), /no WebSocket/);
+    assert.ok(lines.some((l) => l["log"] === "leasesvc elector: plain renewals" && /no WebSocket/.test(String(l["why"]))), out);
+    assert.ok(lines.some((l) => l["leading"] === true), out);
+    assert.equal(rest.seen.filter((x) => x.path.startsWith("/v1/sessions")).length, 0, "nothing asked of the sessions route");
   });
 });
 
