@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { performance } from "node:perf_hooks";
-import { Client, Elector, LeaseError, LeaseHeldError, LeaseLostError, SafeDeadlineError } from "@leasesvc/client";
-import { packageDir, type Service, skipReason, startService } from "./helpers/service.js";
+import { Client, Elector, LeaseError, LeaseHeldError, LeaseLostError, SafeDeadlineError, UnauthenticatedError } from "@leasesvc/client";
+import { packageDir, type Service, skipReason, startService, staticAuthEnv } from "./helpers/service.js";
 
 const skip = skipReason();
 let seq = 0;
@@ -55,6 +55,23 @@ describe("sessions against the real service", { skip: skip || undefined }, () =>
       assert.equal((await c.get(name)).held, false, "close released it");
     } finally {
       await s.close();
+    }
+  });
+
+  test("static auth: the upgrade carries the token (the principal is the holding's); none is refused before the upgrade", async () => {
+    const auth = await startService(staticAuthEnv());
+    try {
+      await assert.rejects(new Client(auth.url).openSession(), UnauthenticatedError);
+      await assert.rejects(new Client(auth.url, { token: "wrong-token-0123456789" }).openSession(), UnauthenticatedError);
+      const s = await new Client(auth.url, { token: async () => "agent-token-0123456789" }).openSession({ windowMs: 5000 });
+      try {
+        const l = await s.acquire(leaseName("auth"), { holder: "a" });
+        assert.deepEqual([l.principal, l.session], ["agent@example.com", true]);
+      } finally {
+        await s.close();
+      }
+    } finally {
+      await auth.stop();
     }
   });
 

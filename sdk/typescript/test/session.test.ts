@@ -457,6 +457,23 @@ describe("Elector through a session", () => {
     assert.ok(r.e.isLeader);
   });
 
+  test("a move: the term goes on across the new socket, and its release travels over it", async () => {
+    const c = client();
+    const s = await open(c, 5000);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    const old = fake.lastSock;
+    fake.push({ type: "move", reason: "max_age" }, old);
+    await waitFor("moved", () => s.epoch === 2 && fake.closedAt.has(old));
+    assert.equal(r.terms[0]!.endedAt, undefined, "still leading");
+    const token = r.terms[0]!.token;
+    r.ac.abort();
+    await r.run;
+    const rel = fake.of("release").find((m) => m.msg["name"] === name && m.msg["fencingToken"] === token);
+    assert.ok(rel !== undefined && rel.sock !== old, "released over the new socket");
+  });
+
   test("plainRenewals opts out; checkpoints and transfers go through the session otherwise", async () => {
     const c = client();
     const s = await open(c);
