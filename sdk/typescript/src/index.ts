@@ -4,7 +4,10 @@
  * Client calls the HTTP API with retries that are safe; Elector campaigns
  * for a lease and aborts its leading AbortSignal at once on lease_lost and
  * before the safe deadline, measured on performance.now(), when the service
- * cannot be reached.
+ * cannot be reached. By default the Elector holds its lease through a
+ * Session (Client.openSession, docs/contract.md §14), one WebSocket whose
+ * heartbeats keep it, and falls back to plain renewals against a service
+ * without sessions.
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
 export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
