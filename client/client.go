@@ -64,6 +64,8 @@ type Client struct {
 	hc   *http.Client
 	cfg  Config
 	ts   oauth2.TokenSource // nil: no credentials
+
+	shared sharedSession // the Electors' default session
 }
 
 // New returns a Client of the service at baseURL, such as
@@ -487,12 +489,19 @@ type problemJSON struct {
 // problemError turns an error answer into an *Error, a *HeldError or a
 // *ReservedError.
 func problemError(resp *http.Response, raw []byte) error {
-	var p problemJSON
-	_ = json.Unmarshal(raw, &p) // a body that is not a problem leaves p empty: the status decides
 	var retryAfter time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		retryAfter = time.Duration(s) * time.Second
 	}
+	return problemFrom(resp.StatusCode, retryAfter, raw)
+}
+
+// problemFrom turns a problem document answered with status (over HTTP, or
+// in a session's error message) into an *Error, a *HeldError or a
+// *ReservedError.
+func problemFrom(status int, retryAfter time.Duration, raw []byte) error {
+	var p problemJSON
+	_ = json.Unmarshal(raw, &p) // a body that is not a problem leaves p empty: the status decides
 	if p.Code == "lease_held" && p.Lease != nil {
 		return &HeldError{Lease: *p.Lease, RetryAfter: retryAfter}
 	}
@@ -503,8 +512,8 @@ func problemError(resp *http.Response, raw []byte) error {
 		}
 		return e
 	}
-	kind, sub := kindOf(resp.StatusCode, p.Code)
-	e := &Error{Status: resp.StatusCode, Code: p.Code, Detail: p.Detail, Fields: p.Errors, RetryAfter: retryAfter,
+	kind, sub := kindOf(status, p.Code)
+	e := &Error{Status: status, Code: p.Code, Detail: p.Detail, Fields: p.Errors, RetryAfter: retryAfter,
 		kind: kind, sub: sub}
 	if p.Code == "" && p.Detail == "" {
 		e.Detail = strings.TrimSpace(string(raw[:min(len(raw), 200)]))

@@ -40,6 +40,30 @@
 // SetCheckpoint while leading, CheckpointFromContext for what a term
 // inherited, and Transfer (cause ErrTransferred).
 //
+// # Sessions
+//
+// A Session (Client.OpenSession, docs/contract.md §14) holds leases
+// through one WebSocket: it heartbeats every window/4 (window 1s by
+// default, 200ms … 60s), the service renews its leases itself and ends them
+// within a window of the agent's last heartbeat, so a crashed agent's
+// leases free within the window rather than a TTL. Session.Deadline is the
+// send time of the last acknowledged heartbeat + window × (1 −
+// DriftMargin). A dropped socket reconnects and resumes (any instance); a
+// move asked by the service resumes on a new socket before the old one is
+// closed. Against a service without sessions OpenSession returns
+// ErrSessionsUnsupported.
+//
+// An Elector holds its lease through the Client's shared session by
+// default (one per Client, opened when the first Elector runs, closed when
+// the last stops), or through ElectorConfig.Session; ElectorConfig.
+// PlainRenewals opts out, and it falls back to plain renewals against a
+// service without sessions. Its Logger says which ("holding through a
+// session (window 1s)" / "plain renewals"). Through a session every term
+// ends at the session's deadline (less CancelBefore, by default at most a
+// tenth of the window) whatever the socket says, a lost, revoked or yield
+// push reaches the term at once, and checkpoints, transfers and the
+// release travel over the socket.
+//
 // Package leadercache (a subpackage, which needs the Pub/Sub client)
 // answers "who leads X" from memory, kept current by the service's events.
 // It treats a revoked event as the end of a holding, like released, and a

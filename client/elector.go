@@ -93,6 +93,14 @@ type Elector struct {
 	term         *term // the current term, from its start until lead returns
 	leaderHolder string
 	leaderToken  int64
+
+	// sess is the session Run holds the lease through; nil: plain
+	// renewals. Set by Run before it campaigns.
+	sess *Session
+	// cancelBefore is ElectorConfig.CancelBefore as given (0: the default,
+	// which a session's window may lower) and plainCancelBefore the value
+	// with plain renewals.
+	cancelBefore, plainCancelBefore time.Duration
 }
 
 // NewElector returns an Elector for the lease name, calling the service
@@ -104,11 +112,13 @@ func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("client.NewElector: lease name %q must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit", name)
 	}
+	given := cfg.CancelBefore
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("client.NewElector: %w", err)
 	}
-	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin)}, nil
+	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin),
+		cancelBefore: given, plainCancelBefore: cfg.CancelBefore}, nil
 }
 
 // Holder returns this Elector's identity.
@@ -159,6 +169,22 @@ func (e *Elector) Run(ctx context.Context) error {
 		return errors.New("client: Elector.Run: already running")
 	}
 	defer e.running.Store(false)
+	sess, done, err := e.holdWith(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("client: elector %q: %w", e.name, err)
+	}
+	defer done()
+	e.mu.Lock()
+	e.sess = sess
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.sess = nil
+		e.mu.Unlock()
+	}()
 	for {
 		l, sent, err := e.campaign(ctx)
 		if ctx.Err() != nil {
@@ -225,6 +251,15 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 		var held *HeldError
 		var reserved *ReservedError
 		switch {
+		case err == nil && e.sess != nil:
+			e.observe(l)
+			// The session's heartbeats, not the acquire, bound the term.
+			if e.awaitSession(ctx, l) {
+				return l, sent, nil
+			}
+			if ctx.Err() != nil {
+				return Lease{}, time.Time{}, ctx.Err()
+			}
 		case err == nil:
 			e.observe(l)
 			if e.cfg.Clock.Now().Sub(sent) <= e.cfg.RenewInterval/2 {
@@ -266,7 +301,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 			if !e.sleep(ctx, e.jittered(min(e.cfg.RenewInterval, max(reserved.RetryAfter, time.Millisecond)))) {
 				return Lease{}, time.Time{}, ctx.Err()
 			}
-		case permanent(err):
+		case permanent(err) || errors.Is(err, ErrSessionClosed):
 			return Lease{}, time.Time{}, err
 		default:
 			wait = false
@@ -308,6 +343,10 @@ func (e *Elector) retryDelay(err error, failures int) time.Duration {
 // the service stops waiting, and what the lease shows afterwards is
 // released if it is this holder's (abandon).
 func (e *Elector) acquireOnce(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if e.sess != nil {
+		// The session releases what an acquire it gave up on takes.
+		return e.sess.Acquire(ctx, e.name, req)
+	}
 	if req.Wait > 0 {
 		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
 		if err != nil && ctx.Err() != nil {
@@ -388,7 +427,7 @@ const (
 // resignation). It returns true when Run should return (a graceful stop or
 // a resignation) and false to campaign again.
 func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
-	if !e.cfg.Clock.Now().Before(sent.Add(e.safe - e.cfg.CancelBefore)) {
+	if !e.cfg.Clock.Now().Before(e.deadline(sent).Add(-e.cfg.CancelBefore)) {
 		return false // too late to lead on this holding
 	}
 	vctx := context.WithValue(ctx, tokenKey{}, l.FencingToken)
@@ -439,6 +478,19 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 	// A yield request, asked once per term (OnYieldRequested).
 	yieldAsked := false
 	yieldDone := make(chan string, 1)
+	askYield := func(to string) {
+		if yieldAsked || why == stepGraceful || termCtx.Err() != nil {
+			return
+		}
+		yieldAsked = true
+		t.log("leasesvc elector: asked to yield", false, "yieldTo", to)
+		go func() {
+			if e.cfg.OnYieldRequested != nil {
+				e.cfg.OnYieldRequested(termCtx, to)
+			}
+			yieldDone <- to
+		}()
+	}
 
 	for {
 		if cbReturned && !t.busy() {
@@ -486,16 +538,18 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 
 		case r := <-t.results:
 			rl, renewed := t.onRenewResult(r)
-			if renewed && rl.YieldRequested && !yieldAsked && why != stepGraceful && termCtx.Err() == nil {
-				yieldAsked = true
-				t.log("leasesvc elector: asked to yield", false, "yieldTo", rl.YieldTo)
-				go func(to string) {
-					if e.cfg.OnYieldRequested != nil {
-						e.cfg.OnYieldRequested(termCtx, to)
-					}
-					yieldDone <- to
-				}(rl.YieldTo)
+			if renewed && rl.YieldRequested {
+				askYield(rl.YieldTo)
 			}
+
+		case to := <-t.yieldCh:
+			askYield(to)
+
+		case <-t.sessChanged:
+			t.onSessionDeadline()
+
+		case <-t.lostCh:
+			t.onSessionLost()
 
 		case <-t.stop.C():
 			t.onDeadline()

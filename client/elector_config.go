@@ -119,6 +119,23 @@ type ElectorConfig struct {
 	// same way at once. A callback that needs time to reach a safe point
 	// may take it: the term lasts until it returns, or until its ctx ends.
 	OnYieldRequested func(ctx context.Context, yieldTo string)
+
+	// Session, if not nil, is the session the Elector holds the lease
+	// through (docs/contract.md §14); several Electors may share one. Nil
+	// means the Client's shared session, opened (with this Elector's
+	// DriftMargin, Clock and Logger and the default window of 1s) when the
+	// first Elector runs and closed when the last one stops. Through a
+	// session the service renews the lease itself and ends it within the
+	// session's window of a crash; each term ends at the session's
+	// deadline (Session.Deadline, minus CancelBefore) whatever the socket
+	// says, and checkpoints, transfers and the release travel over the
+	// session. Against a service without sessions the Elector falls back to
+	// plain renewals. The Logger says which it uses.
+	Session *Session
+	// PlainRenewals makes the Elector hold the lease with plain renewals
+	// (acquire, then renew every RenewInterval) rather than through a
+	// session.
+	PlainRenewals bool
 }
 
 // Defaults of ElectorConfig.
@@ -244,6 +261,9 @@ func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
 	}
 	if cfg.Preempt && cfg.Wait < 0 {
 		return cfg, fmt.Errorf("ElectorConfig.Preempt needs waiting acquires: ElectorConfig.Wait must not be negative")
+	}
+	if cfg.Session != nil && cfg.PlainRenewals {
+		return cfg, fmt.Errorf("ElectorConfig.Session and ElectorConfig.PlainRenewals exclude each other")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}

@@ -83,6 +83,11 @@ type Lease struct {
 	// BestCandidatePriority is the priority of the best of them (the one a
 	// reservation would name); meaningful when Candidates > 0.
 	BestCandidatePriority int
+
+	// Session is true when the holding is held through a session
+	// (docs/contract.md §14); SessionWindow is then that session's window.
+	Session       bool
+	SessionWindow time.Duration
 }
 
 // leaseJSON is the wire form of a Lease.
@@ -112,6 +117,8 @@ type leaseJSON struct {
 	YieldTo         string          `json:"yieldTo,omitempty"`
 	Candidates      int             `json:"candidates,omitempty"`
 	BestCandidate   *int            `json:"bestCandidatePriority,omitempty"`
+	Session         bool            `json:"session,omitempty"`
+	SessionWindowMs int64           `json:"sessionWindowMs,omitempty"`
 }
 
 // MarshalJSON renders the lease as the API does.
@@ -128,6 +135,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 		Priority: l.Priority, Checkpoint: l.Checkpoint, CheckpointToken: l.CheckpointToken,
 		ReservedFor: l.ReservedFor, ReservedUntil: l.ReservedUntil, YieldRequested: l.YieldRequested,
 		YieldTo: l.YieldTo, Candidates: l.Candidates, BestCandidate: bestCandidate(l),
+		Session: l.Session, SessionWindowMs: l.SessionWindow.Milliseconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
@@ -150,6 +158,7 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 		Priority: w.Priority, Checkpoint: w.Checkpoint, CheckpointToken: w.CheckpointToken,
 		ReservedFor: w.ReservedFor, ReservedUntil: w.ReservedUntil, YieldRequested: w.YieldRequested,
 		YieldTo: w.YieldTo, Candidates: w.Candidates,
+		Session: w.Session, SessionWindow: time.Duration(w.SessionWindowMs) * time.Millisecond,
 	}
 	if w.BestCandidate != nil {
 		l.BestCandidatePriority = *w.BestCandidate

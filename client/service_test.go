@@ -68,7 +68,11 @@ func newService(t testing.TB, clock *fakeclock.Clock) *service {
 		if strings.HasSuffix(r.URL.Path, ":acquire") {
 			s.acquires.Add(1)
 		}
-		switch fault(s.fault.Load()) {
+		f := fault(s.fault.Load())
+		if !strings.HasPrefix(r.URL.Path, "/v1/leases") {
+			f = healthy // the faults are of lease operations
+		}
+		switch f {
 		case limited:
 			w.Header().Set("Retry-After", "5")
 			problem(w, http.StatusTooManyRequests, "resource_exhausted", nil)

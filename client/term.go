@@ -88,6 +88,15 @@ type term struct {
 	queued, covered []termReq
 	transfer        *termReq // in flight (Elector.Transfer)
 	transferDone    chan error
+
+	// Through a session (nil: plain renewals): the session, the holding's
+	// record in it, and the channels the lead loop selects on (nil when
+	// done with, or without a session).
+	sess        *Session
+	held        *sessionHolding
+	sessChanged <-chan struct{} // the session's deadline moved
+	lostCh      <-chan struct{} // the service ended the holding
+	yieldCh     <-chan string   // a preempting candidate asks for it
 }
 
 // termReq asks the lead loop to write the pending checkpoint now (to == "")
@@ -111,13 +120,30 @@ type renewResult struct {
 // newTerm returns the term of the holding with the fencing token token,
 // renewing. Its timers are armed by arm.
 func newTerm(ctx context.Context, e *Elector, token int64, end func(cause, over error)) *term {
-	return &term{e: e, token: token, reqs: make(chan termReq), over: make(chan struct{}),
+	t := &term{e: e, token: token, reqs: make(chan termReq), over: make(chan struct{}),
 		end: end, ctx: ctx, results: make(chan renewResult, 1), cancelRenew: func() {}, transferDone: make(chan error, 1)}
+	if s := e.sess; s != nil {
+		t.sess = s
+		t.sessChanged = s.deadlineChanged()
+		if t.held = s.holding(e.name, token); t.held != nil {
+			t.lostCh, t.yieldCh = t.held.lost, t.held.yield
+		} else {
+			closed := make(chan struct{})
+			close(closed)
+			t.lostCh = closed // the session holds it no more: lost
+		}
+	}
+	return t
 }
 
 // deadline returns the safe deadline of a holding confirmed by a request
-// sent at sent.
-func (t *term) deadline(sent time.Time) time.Time { return sent.Add(t.e.safe) }
+// sent at sent; through a session, the session's deadline, whatever sent.
+func (t *term) deadline(sent time.Time) time.Time {
+	if t.sess != nil {
+		return t.sess.Deadline()
+	}
+	return sent.Add(t.e.safe)
+}
 
 // arm starts the term's two timers for a holding confirmed by a request
 // sent at sent: the safe deadline's and the first renewal's.
@@ -168,17 +194,37 @@ func (t *term) sendRenew() {
 	rctx, t.cancelRenew = context.WithCancel(context.WithoutCancel(t.ctx))
 	t.inFlight = true
 	t.covered, t.queued = t.queued, nil
-	go func(at time.Time) {
-		r, err := e.c.renew(rctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp},
-			callOpts{attempts: 1, timeout: e.attemptTimeout()})
+	go func(at time.Time, sess *Session) {
+		req := RenewRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}
+		var r Lease
+		var err error
+		if sess != nil {
+			actx, cancel := context.WithTimeout(rctx, e.attemptTimeout())
+			r, err = sess.Renew(actx, e.name, req)
+			cancel()
+		} else {
+			r, err = e.c.renew(rctx, e.name, req, callOpts{attempts: 1, timeout: e.attemptTimeout()})
+		}
 		t.results <- renewResult{l: r, err: err, sent: at, gen: gen, cp: cp != nil}
-	}(e.cfg.Clock.Now())
+	}(e.cfg.Clock.Now(), t.sess)
 }
 
 // onRenewTimer renews when it is time to.
 func (t *term) onRenewTimer() {
 	if t.phase != termRenewing || t.inFlight || t.busy() {
 		return
+	}
+	if t.sess != nil {
+		// The service renews a session's leases: a renew only writes a
+		// checkpoint set since (SetCheckpoint).
+		e := t.e
+		e.mu.Lock()
+		idle := t.pending == nil
+		e.mu.Unlock()
+		if idle && len(t.queued) == 0 {
+			t.renewT.Reset(e.jittered(e.cfg.RenewInterval))
+			return
+		}
 	}
 	t.sendRenew()
 }
@@ -203,10 +249,16 @@ func (t *term) onRequest(r termReq) {
 			cp = t.pending
 		}
 		e.mu.Unlock()
-		go func() {
-			_, err := e.c.transfer(r.ctx, e.name, TransferRequest{Holder: e.cfg.Holder, FencingToken: t.token, To: r.to, Checkpoint: cp}, callOpts{})
+		go func(sess *Session) {
+			req := TransferRequest{Holder: e.cfg.Holder, FencingToken: t.token, To: r.to, Checkpoint: cp}
+			var err error
+			if sess != nil {
+				_, err = sess.Transfer(r.ctx, e.name, req)
+			} else {
+				_, err = e.c.transfer(r.ctx, e.name, req, callOpts{})
+			}
 			t.transferDone <- err
-		}()
+		}(t.sess)
 	default:
 		t.queued = append(t.queued, r)
 		if !t.inFlight && !t.busy() {
@@ -236,6 +288,13 @@ func (t *term) onTransferDone(err error) {
 		if t.phase == termRenewing && !t.inFlight {
 			t.renewT.Reset(0) // renewals were held back: catch up now
 		}
+		if t.held != nil {
+			select {
+			case <-t.held.lost: // the service ended it while the transfer was in flight
+				t.lostCh = t.held.lost
+			default:
+			}
+		}
 	}
 	r.done <- err
 }
@@ -258,6 +317,9 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 		return Lease{}, false
 	}
 	switch {
+	case r.err == nil && t.sess != nil:
+		t.failures = 0 // the session's heartbeats, not renewals, move the deadline
+		t.renewT.Reset(e.jittered(e.cfg.RenewInterval))
 	case r.err == nil:
 		t.failures = 0
 		t.stopAt = t.deadline(r.sent).Add(-e.cfg.CancelBefore)
@@ -297,6 +359,9 @@ func (t *term) onDeadline() {
 	t.cancelRenew()
 	if t.lastErr == nil {
 		t.lastErr = errors.New("no answer to the renew in time")
+		if t.sess != nil {
+			t.lastErr = errors.New("no heartbeat of the session was acknowledged in time")
+		}
 	}
 	t.log("leasesvc elector: safe deadline reached", true, "err", t.lastErr)
 	cause := fmt.Errorf("%w: %w", ErrSafeDeadline, t.lastErr)
@@ -333,9 +398,51 @@ func (t *term) release() error {
 	t.phase = termReleased
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
 	defer cancel()
-	_, err := e.c.release(ctx, e.name, ReleaseRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}, callOpts{})
+	req := ReleaseRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}
+	var err error
+	if t.sess != nil {
+		_, err = t.sess.ReleaseWith(ctx, e.name, req)
+	} else {
+		_, err = e.c.release(ctx, e.name, req, callOpts{})
+	}
 	if err != nil {
 		t.log("leasesvc elector: release failed; the lease runs out at its expiry", true, "err", err)
 	}
 	return err
+}
+
+// onSessionDeadline follows the session's deadline, which moved: the term
+// ends at it (less CancelBefore), whatever the socket says.
+func (t *term) onSessionDeadline() {
+	e, clock := t.e, t.e.cfg.Clock
+	t.sessChanged = t.sess.deadlineChanged()
+	if t.phase != termRenewing {
+		return
+	}
+	d := t.sess.Deadline()
+	t.stopAt = d.Add(-e.cfg.CancelBefore)
+	t.stop.Reset(t.stopAt.Sub(clock.Now()))
+	if e.cfg.OnSafeDeadline != nil && !d.IsZero() {
+		e.cfg.OnSafeDeadline(d)
+	}
+}
+
+// onSessionLost ends the term: the service ended the holding (lost,
+// revoked, the session ended). During a transfer, the transfer's answer
+// decides.
+func (t *term) onSessionLost() {
+	t.lostCh = nil
+	if t.busy() || (t.phase != termRenewing && t.phase != termStopped) {
+		return
+	}
+	err := fmt.Errorf("%w: the holding ended", ErrLost)
+	if t.held != nil {
+		err = t.held.lostErr
+	}
+	t.phase = termGone
+	t.cancelRenew()
+	t.log("leasesvc elector: leadership lost", true, "err", err)
+	t.end(err, err)
+	reply(t.queued, err)
+	t.queued = nil
 }

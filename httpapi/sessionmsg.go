@@ -321,11 +321,38 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		c.answerError(id, exhausted("requests under way on this session", 1))
 		return true
 	}
+	var release func()
+	if wait > 0 { // a waiting acquire holds a waiting slot, as over REST
+		if c.a.stopCtx.Err() != nil {
+			<-c.inflight
+			c.answerError(id, shuttingDown())
+			return true
+		}
+		var ok bool
+		if release, ok = c.a.waiting.take(c.caller); !ok {
+			<-c.inflight
+			c.answerError(id, exhausted("waiting acquires", 1))
+			return true
+		}
+	}
 	go func() {
 		defer func() { <-c.inflight }()
+		if release != nil {
+			defer release()
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout+wait)
 		defer cancel()
+		if wait > 0 { // on shutdown the wait ends at once: 503, retry elsewhere
+			wctx, wcancel := context.WithCancelCause(ctx)
+			defer wcancel(nil)
+			defer context.AfterFunc(c.a.stopCtx, func() { wcancel(errShuttingDown) })()
+			ctx = wctx
+		}
 		l, err := run(ctx)
+		if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+			c.answerError(id, shuttingDown())
+			return
+		}
 		if err != nil {
 			c.answerError(id, c.opProblem(r, err))
 			return

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type sessionInstance struct {
 	m   *lease.Manager
 	hub *hub.Hub
 	reg *session.Registry
+	h   *httpapi.Handler
 	srv *httptest.Server
 }
 
@@ -67,6 +69,7 @@ func newSessionInstance(t *testing.T, store backend.Store, scfg session.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	in.h = h
 	in.srv = httptest.NewServer(h)
 	t.Cleanup(func() {
 		in.srv.CloseClientConnections()
@@ -557,8 +560,10 @@ func TestSessionProtocolErrors(t *testing.T) {
 		}, websocket.StatusUnsupportedData},
 		{"too big", true, func(w *wsClient) { w.raw([]byte(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)) }, websocket.StatusMessageTooBig},
 		{"too many messages", true, func(w *wsClient) {
-			for range 40 {
-				w.send("heartbeat", nil)
+			for i := range 40 { // the service may close the socket before the last
+				if w.c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"heartbeat","id":`+strconv.Itoa(i+10)+`}`)) != nil {
+					break
+				}
 			}
 		}, websocket.StatusPolicyViolation},
 	} {
@@ -617,5 +622,30 @@ func TestSessionYield(t *testing.T) {
 	w.send("acquire", map[string]any{"name": session.RecordPrefix + "x", "holder": "h"})
 	if m := w.expect("error"); problemCode(m) != "invalid_argument" {
 		t.Fatalf("acquire of a reserved name: %v", m)
+	}
+}
+
+// TestSessionWaitingAcquire: a waiting acquire through a session takes a
+// waiting slot of its caller, as over REST, and ends at once with 503 when
+// the instance shuts down.
+func TestSessionWaitingAcquire(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{Limits: httpapi.Limits{WaitingPerCaller: 1}})
+	if _, err := in.m.Acquire(t.Context(), lease.AcquireRequest{Name: "busy", Holder: "other", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	first := w.send("acquire", map[string]any{"name": "busy", "holder": "h", "waitMs": 30000})
+	// The first one waits; wait for it to hold its slot, by the second's answer.
+	var second map[string]any
+	w.beatUntil(func() bool {
+		w.send("acquire", map[string]any{"name": "busy", "holder": "h2", "waitMs": 30000})
+		second = w.next()
+		return problemCode(second) == "resource_exhausted"
+	})
+	in.h.CloseStreams()
+	m := w.next()
+	if m["type"] != "error" || m["re"] != float64(first) || problemCode(m) != "unavailable" {
+		t.Fatalf("the waiting acquire on shutdown: %v, want error 503 unavailable", m)
 	}
 }

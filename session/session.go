@@ -184,6 +184,8 @@ func (s *Session) end(ctx context.Context, kind endKind) error {
 		return ErrClosed
 	}
 	s.state = ended
+	s.r.beginEnd()
+	defer s.r.finishEnd()
 	s.death.Stop()
 	close(s.stop)
 	s.cancel()

@@ -121,6 +121,11 @@ func commands() []command {
 				"on SIGINT or SIGTERM it stops CMD the same way, releases the lease and exits with CMD's status.\n" +
 				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. --lease NAME is the\n" +
 				"older spelling of NAME.\n\n" +
+				"run holds the lease through a session (docs/contract.md §14): it heartbeats every window/4\n" +
+				"(window 1s, or 6×--grace when that is longer) and, if leasectl crashes, the service frees the\n" +
+				"lease within the window; CMD's grace is then a tenth of the window unless --grace says\n" +
+				"otherwise. Against a service without sessions, or with --plain-renewals, it renews every\n" +
+				"ttl/3 instead. A line on stderr says which.\n\n" +
 				"On Linux a guard process watches CMD's whole process tree (every process CMD starts, even one\n" +
 				"that leaves its process group) and holds the safe deadline: it stops the tree the same way when\n" +
 				"the deadline passes without a renewal, even if leasectl is frozen, and as soon as leasectl\n" +
@@ -139,9 +144,12 @@ func commands() []command {
 			name: "mcp", run: cmdMCP,
 			summary: "serve leases to an LLM agent as MCP tools (stdio)",
 			about: "Serves the Model Context Protocol on stdin and stdout for one LLM agent: tools to acquire,\n" +
-				"release, read, list and claim leases. The session's leases are renewed in the background and\n" +
-				"released when stdin closes or on SIGINT/SIGTERM; after SIGKILL they expire at their TTL.\n" +
-				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. See docs/agents.md.",
+				"release, read, list and claim leases. The leases are held through a session of the service\n" +
+				"(docs/contract.md §14; with --plain-renewals, or against a service without sessions, renewed\n" +
+				"every ttl/3 instead; a line on stderr and the server's instructions say which) and released\n" +
+				"when stdin closes or on SIGINT/SIGTERM; after SIGKILL they free within the session's window\n" +
+				"(1s), or expire at their TTL with plain renewals. The holder is --holder, else\n" +
+				"$LEASESVC_HOLDER, else {hostname}-{pid}. See docs/agents.md.",
 			example: "leasectl mcp --url http://localhost:8080 --holder agent-7 --ttl 30s",
 		},
 		{

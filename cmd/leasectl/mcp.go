@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	holder := fs.String("holder", "", "the session's holder identity, unique per session (default $LEASESVC_HOLDER, else hostname-pid)")
 	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration of an acquire that names none; renewed every ttl/3")
 	logLevel := fs.String("log-level", "warn", "stderr log level: debug, info, warn or error")
+	plain := fs.Bool("plain-renewals", false, "hold the leases with plain renewals every ttl/3 rather than through a session")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,10 +42,38 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := leasemcp.New(c, leasemcp.Config{
+	cfg := leasemcp.Config{
 		Holder: *holder, TTL: *ttl,
 		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
-	})
+	}
+	// The flags are checked before anything reaches the service.
+	if _, err := leasemcp.New(c, cfg); err != nil {
+		return usageError("mcp: %v", err)
+	}
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(e.stderr, "leasectl mcp: "+format+"\n", args...)
+	}
+	var sess *client.Session
+	if !*plain {
+		if sess, err = openRunSession(ctx, c, client.DefaultSessionWindow, logf); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("mcp: %w", err)
+		}
+	}
+	if sess != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = sess.Close(cctx)
+		}()
+		logf("holding leases through a session (window %v)", sess.Window())
+	} else {
+		logf("holding leases with plain renewals")
+	}
+	cfg.Session = sess
+	srv, err := leasemcp.New(c, cfg)
 	if err != nil {
 		return usageError("mcp: %v", err)
 	}

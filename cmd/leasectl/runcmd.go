@@ -31,11 +31,24 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	name := fs.String("lease", "", "the `name` of the lease to lead, if not given as NAME")
 	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
 	holder := fs.String("holder", "", "the holder's identity (default $LEASESVC_HOLDER, else {hostname}-{pid})")
-	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default ttl/10)")
+	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default: a tenth of the session's window, or of --ttl with plain renewals)")
 	priority := fs.Int("priority", 0, "rank among the waiting candidates, 0 … 1000: the best one leads next")
 	preempt := fs.Bool("preempt", false, "ask a leader of a lower --priority to step down")
+	plain := fs.Bool("plain-renewals", false, "hold the lease with plain renewals every ttl/3 rather than through a session")
 	if err := runFlags(e, fs, args, name, ttl, holder, grace); err != nil {
 		return err
+	}
+	graceSet := false
+	fs.Visit(func(f *flag.Flag) { graceSet = graceSet || f.Name == "grace" })
+	window := client.DefaultSessionWindow
+	if graceSet {
+		// CMD gets SIGTERM 2×grace before the session's deadline (window ×
+		// 0.9 after an acknowledged heartbeat, every window/4): 6×grace
+		// leaves room for a heartbeat that goes unanswered.
+		window = max(window, (6 * *grace).Round(time.Millisecond))
+	}
+	if !*plain && window > client.MaxSessionWindow {
+		return flagError(fs, "--grace %v is too long for a session (its window, 6×grace, must be at most %v): lower --grace or give --plain-renewals", *grace, client.MaxSessionWindow)
 	}
 	if *priority < 0 || *priority > client.MaxPriority {
 		return flagError(fs, "--priority %d: must be between 0 and %d", *priority, client.MaxPriority)
@@ -49,71 +62,101 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
+	var sess *client.Session // nil: plain renewals
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var mu sync.Mutex
 	var out outcome
 	var el *client.Elector
 	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
-	el, err = client.NewElector(c, *name, client.ElectorConfig{
-		Holder: *holder,
-		TTL:    *ttl,
-		// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
-		// grace later: it is gone a grace period before the deadline.
-		CancelBefore:   2 * *grace,
-		ReleaseTimeout: max(*grace, time.Second),
-		Priority:       *priority,
-		Preempt:        *preempt,
-		// Asked to yield, the Elector steps down by itself (no callback):
-		// the leading ctx ends with ErrYielded, CMD is stopped as on any
-		// end of leadership, and the release carries its checkpoint.
-		OnNewLeader: func(h string) {
-			logf("leader of %s: %s", *name, h)
-		},
-		// CMD runs once: when its term is over, so is leasectl. (Stopping in
-		// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
-		// release the lease only when CMD ended by itself or on a signal;
-		// a lost lease is not released through a service that is gone.)
-		OnStoppedLeading: stopRun,
-		OnSafeDeadline:   feed.set,
-		OnStartedLeading: func(lctx context.Context) {
-			token, _ := client.TokenFromContext(lctx)
-			cpf, err := newCheckpointFile(lctx, el, logf)
-			if err != nil {
+	newElector := func() (*client.Elector, error) {
+		return client.NewElector(c, *name, client.ElectorConfig{
+			Holder: *holder,
+			TTL:    *ttl,
+			// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
+			// grace later: it is gone a grace period before the deadline.
+			CancelBefore:   2 * *grace,
+			ReleaseTimeout: max(*grace, time.Second),
+			Priority:       *priority,
+			Preempt:        *preempt,
+			Session:        sess,
+			PlainRenewals:  sess == nil,
+			// Asked to yield, the Elector steps down by itself (no callback):
+			// the leading ctx ends with ErrYielded, CMD is stopped as on any
+			// end of leadership, and the release carries its checkpoint.
+			OnNewLeader: func(h string) {
+				logf("leader of %s: %s", *name, h)
+			},
+			// CMD runs once: when its term is over, so is leasectl. (Stopping in
+			// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
+			// release the lease only when CMD ended by itself or on a signal;
+			// a lost lease is not released through a service that is gone.)
+			OnStoppedLeading: stopRun,
+			OnSafeDeadline:   feed.set,
+			OnStartedLeading: func(lctx context.Context) {
+				token, _ := client.TokenFromContext(lctx)
+				cpf, err := newCheckpointFile(lctx, el, logf)
+				if err != nil {
+					mu.Lock()
+					out = outcome{started: true, setup: err}
+					mu.Unlock()
+					return
+				}
+				defer cpf.close()
+				logf("leading %s with fencing token %d: starting %q", *name, token, argv)
+				env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
+					"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10), "LEASE_CHECKPOINT_FILE="+cpf.path)
+				if _, by := client.CheckpointFromContext(lctx); by != 0 {
+					env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
+				}
+				watchCtx, stopWatch := context.WithCancel(lctx)
+				watched := make(chan struct{})
+				go func() {
+					defer close(watched)
+					cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
+				}()
+				o, finish := supervise(lctx, argv, env, *grace, cpf.dir, feed, e, logf)
+				stopWatch()
+				<-watched
+				cpf.send() // CMD is gone: its last word goes with the release
+				cpf.close()
+				finish()
+				o.started = true
+				if o.stopped && ctx.Err() == nil && o.cause == nil {
+					o.cause = context.Cause(lctx)
+				}
 				mu.Lock()
-				out = outcome{started: true, setup: err}
+				out = o
 				mu.Unlock()
-				return
+			},
+		})
+	}
+	// The flags are checked before anything reaches the service.
+	if _, err := newElector(); err != nil {
+		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
+	}
+	if !*plain {
+		if sess, err = openRunSession(ctx, c, window, logf); err != nil {
+			if ctx.Err() != nil {
+				return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
 			}
-			defer cpf.close()
-			logf("leading %s with fencing token %d: starting %q", *name, token, argv)
-			env := append(os.Environ(), "LEASE_NAME="+*name, "LEASE_HOLDER="+el.Holder(),
-				"LEASE_FENCING_TOKEN="+strconv.FormatInt(token, 10), "LEASE_CHECKPOINT_FILE="+cpf.path)
-			if _, by := client.CheckpointFromContext(lctx); by != 0 {
-				env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
-			}
-			watchCtx, stopWatch := context.WithCancel(lctx)
-			watched := make(chan struct{})
-			go func() {
-				defer close(watched)
-				cpf.watch(watchCtx, max(100*time.Millisecond, min(time.Second, *ttl/6)))
-			}()
-			o, finish := supervise(lctx, argv, env, *grace, cpf.dir, feed, e, logf)
-			stopWatch()
-			<-watched
-			cpf.send() // CMD is gone: its last word goes with the release
-			cpf.close()
-			finish()
-			o.started = true
-			if o.stopped && ctx.Err() == nil && o.cause == nil {
-				o.cause = context.Cause(lctx)
-			}
-			mu.Lock()
-			out = o
-			mu.Unlock()
-		},
-	})
-	if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
+	if sess != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(*grace, time.Second))
+			defer cancel()
+			_ = sess.Close(cctx)
+		}()
+		if !graceSet {
+			*grace = sess.Window() / 10
+		}
+		logf("holding %s through a session (window %v)", *name, sess.Window())
+	} else {
+		logf("holding %s with plain renewals", *name)
+	}
+	if el, err = newElector(); err != nil {
 		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
 	}
 	if err := el.Run(runCtx); err != nil {
@@ -232,4 +275,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// openRunSession opens the session run holds its lease through, retrying
+// while the service is unreachable; nil (and no error) when the service
+// offers no sessions.
+func openRunSession(ctx context.Context, c *client.Client, window time.Duration, logf func(string, ...any)) (*client.Session, error) {
+	for {
+		s, err := c.OpenSession(ctx, client.SessionConfig{Window: window})
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.Is(err, client.ErrSessionsUnsupported):
+			logf("the service offers no sessions")
+			return nil, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, client.ErrDenied), errors.Is(err, client.ErrInvalid):
+			return nil, err
+		}
+		logf("opening a session failed (%v); retrying", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

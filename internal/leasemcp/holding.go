@@ -70,14 +70,16 @@ func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*hold
 	ctx, stop := context.WithCancel(context.Background())
 	h := &holding{
 		name: l.Name, token: l.FencingToken, ttl: ttl, lease: l,
-		safeUntil: sent.Add(time.Duration(float64(ttl) * (1 - driftMargin))),
+		safeUntil: s.safeUntil(ttl, sent),
 		stop:      stop, done: make(chan struct{}),
 	}
 	el, err := client.NewElector(s.c, l.Name, client.ElectorConfig{
-		Holder: s.cfg.Holder,
-		TTL:    ttl,
-		Wait:   -1, // never wait on the service: a holding of another means ours is gone
-		Logger: s.cfg.Logger,
+		Holder:        s.cfg.Holder,
+		TTL:           ttl,
+		Wait:          -1, // never wait on the service: a holding of another means ours is gone
+		Session:       s.cfg.Session,
+		PlainRenewals: s.cfg.Session == nil,
+		Logger:        s.cfg.Logger,
 		OnStartedLeading: func(term context.Context) {
 			s.lead(h, term)
 		},
@@ -218,7 +220,7 @@ func (s *Server) release(h *holding) error {
 	s.removeHeldResource(h.name)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReleaseTimeout)
 	defer cancel()
-	_, err := s.c.Release(ctx, h.name, s.cfg.Holder, h.token)
+	err := s.releaseLease(ctx, h.name, h.token)
 	if err != nil && !errors.Is(err, client.ErrLost) {
 		return fmt.Errorf("release %q (fencing token %d): %w", h.name, h.token, err)
 	}
@@ -243,7 +245,7 @@ func (s *Server) forgetStale(ctx context.Context, name string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("wait for the renewal of the lost holding %d of %q to stop: %w", h.token, name, context.Cause(ctx))
 	}
-	if _, err := s.c.Release(ctx, name, s.cfg.Holder, h.token); err != nil && !errors.Is(err, client.ErrLost) {
+	if err := s.releaseLease(ctx, name, h.token); err != nil && !errors.Is(err, client.ErrLost) {
 		return fmt.Errorf("release the lost holding %d of %q first: %w", h.token, name, err)
 	}
 	s.mu.Lock()

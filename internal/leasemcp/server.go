@@ -33,6 +33,11 @@ type Config struct {
 	// Logger receives a line for every holding gained, lost and released.
 	// Default: no logging.
 	Logger *slog.Logger
+	// Session, if not nil, is the session the server holds its leases
+	// through (docs/contract.md §14): acquires, checkpoints and releases
+	// travel over it and the service frees the leases within its window
+	// when the process dies. Nil: plain renewals every TTL/3.
+	Session *client.Session
 }
 
 // Server is one MCP session's lease holder. Its zero value is not usable;
@@ -85,7 +90,7 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{},
 		inputs: map[string]*inputCheck{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions:       instructions(cfg.Holder),
+		Instructions:       instructions(cfg.Holder, holdingMode(cfg.Session)),
 		Logger:             slog.New(slog.DiscardHandler),
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
@@ -172,7 +177,7 @@ func (s *Server) claim(name string) (done func(), ok bool) {
 	}, true
 }
 
-func instructions(holder string) string {
+func instructions(holder, mode string) string {
 	return "Leases from leasesvc, held by this MCP server (the leasectl process) for you as holder " + holder + ". " +
 		"A lease is a named, time-bounded right to act as the single leader or worker for something. " +
 		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this leasectl process renews it in the background " +
@@ -181,5 +186,15 @@ func instructions(holder string) string {
 		"stop acting as its holder at once: someone else may hold it now. Record your progress on a lease with " +
 		"lease_checkpoint: its next holder receives it with lease_acquire. If a result lists a lease under " +
 		"\"yieldRequests\", an agent of higher priority waits for it: checkpoint and release it at a safe point. " +
-		"Call lease_release when you are done (done=true for a finished task). Ending the session releases everything."
+		"Call lease_release when you are done (done=true for a finished task). Ending the session releases everything. " +
+		"This server holds your leases " + mode + "."
+}
+
+// holdingMode says how the server holds its leases, for the agent and
+// the log.
+func holdingMode(s *client.Session) string {
+	if s == nil {
+		return "with plain renewals"
+	}
+	return fmt.Sprintf("through a session (window %v): if this process dies, the service frees them within the window", s.Window())
 }

@@ -309,11 +309,11 @@ func (s *Server) acquire(ctx context.Context, name string, req client.AcquireReq
 		return client.Lease{}, err
 	}
 	sent := time.Now()
-	l, err := s.c.Acquire(ctx, name, req)
+	l, err := s.acquireLease(ctx, name, req)
 	if err != nil {
 		return client.Lease{}, err
 	}
-	if time.Since(sent) > req.TTL/6 {
+	if s.cfg.Session == nil && time.Since(sent) > req.TTL/6 {
 		// The acquire waited or was slow: a renew sent now gives a safe
 		// deadline that is not mostly spent already.
 		now := time.Now()
@@ -409,7 +409,7 @@ func (s *Server) writeCheckpoint(ctx context.Context, h *holding, cp map[string]
 		return client.Lease{}, fmt.Errorf("checkpoint is %d bytes as JSON, more than %d: record less (where you are, not what you did)",
 			len(raw), client.MaxCheckpointBytes)
 	}
-	l, err := s.c.Renew(ctx, h.name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: h.token, Checkpoint: raw})
+	l, err := s.renewLease(ctx, h.name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: h.token, Checkpoint: raw})
 	if errors.Is(err, client.ErrLost) {
 		s.lose(h, "the service answered lease_lost to the renew that carried a checkpoint (the holding expired, was "+
 			"revoked or was taken over): "+err.Error())

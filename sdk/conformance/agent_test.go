@@ -27,12 +27,14 @@ type language struct {
 	// a tool is missing.
 	prepare func(t testing.TB) []string
 	env     []string // added to the agent's environment
+	// sessions: the agent runs the session case (docs/contract.md §14).
+	sessions bool
 }
 
 var languages = []language{
-	{name: "go", prepare: prepareGo},
-	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}},
-	{name: "typescript", prepare: prepareTypeScript},
+	{name: "go", prepare: prepareGo, sessions: true},
+	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true},
+	{name: "typescript", prepare: prepareTypeScript, sessions: true},
 }
 
 func prepareGo(t testing.TB) []string {

@@ -84,11 +84,11 @@ type env struct {
 func main() {
 	cases := map[string]func(context.Context, env) error{
 		"basic": basic, "wait": wait, "ratelimit": ratelimit, "freeze": freeze, "revoke": revoke,
-		"succession": succession, "delete": deleteCase,
+		"succession": succession, "delete": deleteCase, "session": session,
 	}
-	elector := map[string]bool{"freeze": true, "revoke": true}
+	elector := map[string]bool{"freeze": true, "revoke": true, "session": true}
 	if len(os.Args) != 2 || cases[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete")
+		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete|session")
 		os.Exit(2)
 	}
 	ttlMs, err := strconv.Atoi(os.Getenv("LEASE_TTL_MS"))
@@ -244,12 +244,14 @@ func ratelimit(ctx context.Context, e env) error {
 }
 
 // runElector runs an Elector with the SDK's defaults (CancelBefore
-// min(250ms, TTL/10), as in the Python and TypeScript SDKs)
-// until stdin says stop; onTerm runs as OnStartedLeading.
+// min(250ms, TTL/10), as in the Python and TypeScript SDKs) on plain
+// renewals (freeze and revoke check the renewals' safe deadline; sessions
+// are a case of their own) until stdin says stop; onTerm runs as
+// OnStartedLeading.
 func runElector(ctx context.Context, e env, onTerm func(ctx context.Context)) error {
 	el, err := client.NewElector(e.c, e.name, client.ElectorConfig{
 		Holder: e.holder, TTL: e.ttl, OnStartedLeading: onTerm,
-		Clock: readings{},
+		Clock: readings{}, PlainRenewals: true,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,431 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrSessionsUnsupported is returned by OpenSession when the service does
+// not offer sessions (its session route answers 404, 405 or 501): hold
+// leases with plain renewals instead. An Elector does so by itself.
+var ErrSessionsUnsupported = errors.New("client: the service does not offer sessions")
+
+// ErrSessionClosed is the error of a request on a Session after Close, and
+// the loss of every holding the Session still had then.
+var ErrSessionClosed = errors.New("client: session closed")
+
+// SessionConfig configures a Session (OpenSession).
+type SessionConfig struct {
+	// Window is the session's heartbeat window, whole milliseconds, 200ms …
+	// 60s: the service ends the session, and releases its leases, when it
+	// has heard nothing from it for that long (docs/contract.md §14). The
+	// Session heartbeats every Window/4. Default 1s.
+	Window time.Duration
+	// DriftMargin is the fraction of the window given up to the difference
+	// between the local clock's rate and the service's, 0.01 … 0.5: the
+	// session's deadline is the send time of the last acknowledged
+	// heartbeat + Window × (1 − DriftMargin). Default 0.1.
+	DriftMargin float64
+	// Logger receives a line for every reconnection, move and loss.
+	// Default: no logging.
+	Logger *slog.Logger
+	// Clock is the source of local time for heartbeats and the deadline.
+	// Default SystemClock{}.
+	Clock Clock
+}
+
+// Limits and defaults of SessionConfig.
+const (
+	// DefaultSessionWindow is the heartbeat window of a session.
+	DefaultSessionWindow = time.Second
+	// MinSessionWindow and MaxSessionWindow bound SessionConfig.Window.
+	MinSessionWindow = 200 * time.Millisecond
+	MaxSessionWindow = 60 * time.Second
+	// sessionProtocol is the WebSocket subprotocol of sessions.
+	sessionProtocol = "leasesvc.session.v1"
+	// sessionPath is the session route.
+	sessionPath = "/v1/sessions:connect"
+)
+
+// withDefaults fills the defaults into a copy of cfg and checks it.
+func (cfg SessionConfig) withDefaults() (SessionConfig, error) {
+	if cfg.Window == 0 {
+		cfg.Window = DefaultSessionWindow
+	}
+	if cfg.Window < MinSessionWindow || cfg.Window > MaxSessionWindow || cfg.Window%time.Millisecond != 0 {
+		return cfg, fmt.Errorf("SessionConfig.Window %v must be whole milliseconds within %v … %v", cfg.Window, MinSessionWindow, MaxSessionWindow)
+	}
+	if cfg.DriftMargin == 0 {
+		cfg.DriftMargin = DefaultDriftMargin
+	}
+	if cfg.DriftMargin < 0.01 || cfg.DriftMargin > 0.5 {
+		return cfg, fmt.Errorf("SessionConfig.DriftMargin %v must be within 0.01 … 0.5", cfg.DriftMargin)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	return cfg, nil
+}
+
+// Session holds leases through one WebSocket to the service
+// (docs/contract.md §14): it heartbeats every window/4, and the service
+// ends every lease of the session within a window of its last heartbeat,
+// so that a crashed agent's leases free within a window rather than a TTL.
+// The service renews the session's leases itself; the agent learns at
+// once (over the socket) when one is lost, revoked or asked to yield.
+//
+// Deadline is the session's safe deadline: the local monotonic send time
+// of the last heartbeat the service acknowledged + window × (1 −
+// DriftMargin). The service acknowledges a heartbeat only while every
+// lease of the session is safe on the backend for a window beyond it, and
+// ends the session only a full window after the last heartbeat it
+// received, so nothing may act on a lease of the session after Deadline,
+// whatever the socket says; an Elector ends its term there.
+//
+// A dropped socket is not a dead session: the Session reconnects (to any
+// instance) and resumes, with the leases it holds. Asked to move (an
+// instance shutting down, or its request timeout near), it opens a new
+// socket and resumes there before it closes the old one. A resume that
+// the service refuses (the session ended) reports every lease lost and
+// opens a new session. A Session is safe for concurrent use.
+type Session struct {
+	c   *Client
+	cfg SessionConfig
+	ids atomic.Int64 // request ids: unique and increasing on every socket
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	dead   chan *sconn // sockets whose reader stopped
+	moves  chan *sconn // sockets the service asked to leave
+
+	mu        sync.Mutex
+	conn      *sconn // the current socket; nil while reconnecting
+	id        string // the session id (a bearer secret: never logged)
+	window    time.Duration
+	heartbeat time.Duration
+	leaseTTL  time.Duration
+	ackedSent time.Time     // send time of the last acknowledged heartbeat
+	changed   chan struct{} // closed and replaced when the deadline moves
+	holdings  map[holdingKey]*sessionHolding
+	closed    bool
+}
+
+// holdingKey names a holding: a fencing token is never reused by a lease.
+type holdingKey struct {
+	name  string
+	token int64
+}
+
+// sessionHolding is a lease the session holds, and what the service said
+// of it.
+type sessionHolding struct {
+	name, holder string
+	token        int64
+	lost         chan struct{} // closed when the holding is gone
+	lostErr      error         // why; set before lost is closed
+	yield        chan string   // a preempting candidate asks for the lease
+}
+
+// OpenSession opens a session with the service (docs/contract.md §14). It
+// returns ErrSessionsUnsupported when the service offers none. ctx bounds
+// the opening only; the Session lives until Close.
+func (c *Client) OpenSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("client.OpenSession: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Session{c: c, cfg: cfg, ctx: sctx, cancel: cancel, dead: make(chan *sconn, 4), moves: make(chan *sconn, 4),
+		window: cfg.Window, changed: make(chan struct{}), holdings: map[holdingKey]*sessionHolding{}}
+	sc, err := s.connect(ctx, false)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("leasesvc open session: %w", err)
+	}
+	s.mu.Lock()
+	s.conn = sc
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.supervise()
+	return s, nil
+}
+
+// Window returns the session's heartbeat window, as the service answered.
+func (s *Session) Window() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.window
+}
+
+// Deadline returns the session's safe deadline, on the Session's clock
+// (with its monotonic reading): the send time of the last heartbeat the
+// service acknowledged + window × (1 − DriftMargin). Zero before the first
+// acknowledgement.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadlineLocked()
+}
+
+func (s *Session) deadlineLocked() time.Time {
+	if s.ackedSent.IsZero() {
+		return time.Time{}
+	}
+	return s.ackedSent.Add(safeSpan(s.window, s.cfg.DriftMargin))
+}
+
+// deadlineChanged returns a channel closed the next time Deadline moves.
+func (s *Session) deadlineChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// signalLocked wakes whoever waits on deadlineChanged; s.mu is held.
+func (s *Session) signalLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// holding returns the holding of name with token, or nil when the session
+// does not hold it (any more).
+func (s *Session) holding(name string, token int64) *sessionHolding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holdings[holdingKey{name, token}]
+}
+
+// addHolding records a holding the service answered.
+func (s *Session) addHolding(l Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := holdingKey{l.Name, l.FencingToken}
+	if s.holdings[k] == nil && !s.closed {
+		s.holdings[k] = &sessionHolding{name: l.Name, holder: l.Holder, token: l.FencingToken,
+			lost: make(chan struct{}), yield: make(chan string, 1)}
+	}
+}
+
+// dropHolding forgets a holding that ended: released, transferred (err
+// nil: nobody is told) or lost (err says why).
+func (s *Session) dropHolding(name string, token int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLocked(holdingKey{name, token}, err)
+}
+
+func (s *Session) dropLocked(k holdingKey, err error) {
+	h := s.holdings[k]
+	if h == nil {
+		return
+	}
+	delete(s.holdings, k)
+	if err == nil {
+		err = fmt.Errorf("%w: the holding ended", ErrLost)
+	}
+	h.lostErr = err
+	close(h.lost)
+}
+
+// loseAllLocked ends every holding with err; s.mu is held.
+func (s *Session) loseAllLocked(err error) {
+	for k := range s.holdings {
+		s.dropLocked(k, err)
+	}
+}
+
+// Acquire takes the lease through the session, as Client.Acquire does
+// (req.TTL is ignored: the service holds session leases at its session
+// lease TTL and ends them with the session). The holding is the
+// session's until it is released, transferred or lost. When ctx ends
+// before the answer, a holding the answer gives is released.
+func (s *Session) Acquire(ctx context.Context, name string, req AcquireRequest) (Lease, error) {
+	m := outMsg{Type: "acquire", Name: name, Holder: req.Holder, Metadata: req.Metadata,
+		WaitMs: max(req.Wait, 0).Milliseconds(), Preempt: req.Preempt}
+	if req.Priority != 0 || req.Candidate || req.Preempt {
+		m.Priority = &req.Priority
+	}
+	l, err := s.leaseCall(ctx, m, req.Wait)
+	if err != nil {
+		return Lease{}, fmt.Errorf("leasesvc session acquire %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// Renew writes metadata or a checkpoint of a holding of the session
+// (the service renews session leases itself).
+func (s *Session) Renew(ctx context.Context, name string, req RenewRequest) (Lease, error) {
+	l, err := s.leaseCall(ctx, outMsg{Type: "renew", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+		Metadata: req.Metadata, Checkpoint: req.Checkpoint}, 0)
+	if err != nil {
+		return Lease{}, fmt.Errorf("leasesvc session renew %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// ReleaseWith ends a holding of the session now, writing req.Checkpoint,
+// if any, as Client.ReleaseWith does.
+func (s *Session) ReleaseWith(ctx context.Context, name string, req ReleaseRequest) (Lease, error) {
+	l, err := s.leaseCall(ctx, outMsg{Type: "release", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+		Checkpoint: req.Checkpoint}, 0)
+	if err != nil {
+		return Lease{}, fmt.Errorf("leasesvc session release %q: %w", name, err)
+	}
+	s.dropHolding(name, req.FencingToken, nil)
+	return l, nil
+}
+
+// Transfer hands a holding of the session over to req.To, as
+// Client.Transfer does.
+func (s *Session) Transfer(ctx context.Context, name string, req TransferRequest) (Lease, error) {
+	l, err := s.leaseCall(ctx, outMsg{Type: "transfer", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+		To: req.To, ToPrincipal: req.ToPrincipal, Checkpoint: req.Checkpoint, ReserveMs: req.Reserve.Milliseconds()}, 0)
+	if err != nil {
+		return Lease{}, fmt.Errorf("leasesvc session transfer %q: %w", name, err)
+	}
+	s.dropHolding(name, req.FencingToken, nil)
+	return l, nil
+}
+
+// leaseCall sends a lease request on the current socket and waits for its
+// result, at most RequestTimeout + wait.
+func (s *Session) leaseCall(ctx context.Context, m outMsg, wait time.Duration) (Lease, error) {
+	s.mu.Lock()
+	sc, closed := s.conn, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return Lease{}, ErrSessionClosed
+	case sc == nil:
+		return Lease{}, &Error{kind: ErrUnavailable, Err: errors.New("the session is reconnecting")}
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout+max(wait, 0))
+	defer cancel()
+	in, err := s.call(cctx, sc, m)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Lease{}, context.Cause(ctx)
+		}
+		return Lease{}, err
+	}
+	if in.Lease == nil {
+		return Lease{}, &Error{kind: ErrInternal, Err: fmt.Errorf("a %q answer without a lease", in.Type)}
+	}
+	return *in.Lease, nil
+}
+
+// Close ends the session: it sends close, which releases every lease of
+// the session at once, waits for the answer (until ctx ends) and closes
+// the socket. Every holding left is lost with ErrSessionClosed.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sc := s.conn
+	s.conn = nil // its end, after the close, is no drop to reconnect after
+	s.loseAllLocked(ErrSessionClosed)
+	s.mu.Unlock()
+	var err error
+	if sc != nil {
+		_, err = s.call(ctx, sc, outMsg{Type: "close"})
+	}
+	s.cancel()
+	s.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("leasesvc close session: %w", err)
+	}
+	return nil
+}
+
+// outMsg is a message to the service (docs/contract.md §14).
+type outMsg struct {
+	Type         string          `json:"type"`
+	ID           int64           `json:"id"`
+	WindowMs     int64           `json:"windowMs,omitempty"`
+	SessionID    string          `json:"sessionId,omitempty"`
+	Leases       []resumeLease   `json:"leases,omitzero"`
+	Name         string          `json:"name,omitempty"`
+	Holder       string          `json:"holder,omitempty"`
+	FencingToken int64           `json:"fencingToken,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Checkpoint   json.RawMessage `json:"checkpoint,omitempty"`
+	WaitMs       int64           `json:"waitMs,omitempty"`
+	Priority     *int            `json:"priority,omitempty"`
+	Preempt      bool            `json:"preempt,omitempty"`
+	To           string          `json:"to,omitempty"`
+	ToPrincipal  string          `json:"toPrincipal,omitempty"`
+	ReserveMs    int64           `json:"reserveMs,omitempty"`
+}
+
+// resumeLease is a holding named in a resume.
+type resumeLease struct {
+	Name         string `json:"name"`
+	Holder       string `json:"holder"`
+	FencingToken int64  `json:"fencingToken"`
+}
+
+// inMsg is a message from the service.
+type inMsg struct {
+	Type         string          `json:"type"`
+	Re           *int64          `json:"re"`
+	SessionID    string          `json:"sessionId"`
+	WindowMs     int64           `json:"windowMs"`
+	HeartbeatMs  int64           `json:"heartbeatMs"`
+	LeaseTTLMs   int64           `json:"leaseTtlMs"`
+	Leases       []Lease         `json:"leases"`
+	Lost         []lostLease     `json:"lost"`
+	Lease        *Lease          `json:"lease"`
+	Problem      json.RawMessage `json:"problem"`
+	Name         string          `json:"name"`
+	FencingToken int64           `json:"fencingToken"`
+	Reason       string          `json:"reason"`
+	Operator     string          `json:"operator"`
+	To           string          `json:"to"`
+}
+
+// lostLease is a holding a resume could not take back.
+type lostLease struct {
+	Name         string `json:"name"`
+	FencingToken int64  `json:"fencingToken"`
+	Reason       string `json:"reason"`
+}
+
+// problem returns the error an error message carries.
+func (m inMsg) problem() error {
+	var p struct {
+		Status int `json:"status"`
+	}
+	_ = json.Unmarshal(m.Problem, &p)
+	if p.Status == 0 {
+		p.Status = 500
+	}
+	err := problemFrom(p.Status, 0, m.Problem)
+	if e, ok := err.(*Error); ok && e.Code == "lease_held" {
+		return &HeldError{} // the problem named no lease: who holds it is unknown
+	}
+	return err
+}
+
+// lostError is the loss of a holding that the service pushed.
+func lostError(m inMsg) error {
+	e := &Error{Status: 409, Code: "lease_lost", kind: ErrLost}
+	if m.Type == "revoked" {
+		e.Detail = fmt.Sprintf("revoked by %s: %s", m.Operator, m.Reason)
+	} else {
+		e.Detail = "the session was told it ended: " + m.Reason
+	}
+	return e
+}

@@ -1,0 +1,446 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// sconn is one socket of a session.
+type sconn struct {
+	ws *websocket.Conn
+
+	mu      sync.Mutex
+	pending map[int64]*pendingCall
+	beats   map[int64]time.Time // heartbeat id → local send time
+	dead    bool
+	err     error // why it died, or the socket-level error the service sent
+}
+
+// pendingCall is a request awaiting its answer.
+type pendingCall struct {
+	typ       string
+	ch        chan callAnswer // buffered
+	abandoned bool            // its caller gave up: a holding it gives is released
+}
+
+type callAnswer struct {
+	in  inMsg
+	err error
+}
+
+// dial opens a socket of the session route, authenticated like every
+// other request.
+func (s *Session) dial(ctx context.Context) (*sconn, error) {
+	c := s.c
+	dctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(dctx, http.MethodGet, c.base.String()+sessionPath, nil)
+	if err != nil {
+		return nil, &Error{Err: err, kind: ErrInvalid}
+	}
+	if err := c.authorize(dctx, req, c.cfg.RequestTimeout); err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	ws, resp, err := websocket.Dial(dctx, req.URL.String(), &websocket.DialOptions{
+		HTTPClient: c.hc, HTTPHeader: req.Header, Subprotocols: []string{sessionProtocol},
+	})
+	if err != nil {
+		if resp == nil {
+			return nil, &Error{Err: err, kind: ErrUnavailable}
+		}
+		switch resp.StatusCode {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+			return nil, fmt.Errorf("%w (%d from %s)", ErrSessionsUnsupported, resp.StatusCode, sessionPath)
+		case http.StatusSwitchingProtocols:
+			return nil, &Error{Err: err, kind: ErrInternal}
+		}
+		var raw []byte
+		if resp.Body != nil { // what Dial kept of it: at most 1 KiB
+			raw, _ = io.ReadAll(resp.Body)
+		}
+		return nil, problemError(resp, raw)
+	}
+	ws.SetReadLimit(MaxAnswerBytes)
+	sc := &sconn{ws: ws, pending: map[int64]*pendingCall{}, beats: map[int64]time.Time{}}
+	s.wg.Add(1)
+	go s.read(sc)
+	return sc, nil
+}
+
+// connect dials and opens a session, or resumes this one when resume is
+// true.
+func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
+	sc, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := outMsg{Type: "open", WindowMs: s.cfg.Window.Milliseconds()}
+	if resume {
+		s.mu.Lock()
+		m = outMsg{Type: "resume", SessionID: s.id, Leases: []resumeLease{}}
+		for _, h := range s.holdings {
+			m.Leases = append(m.Leases, resumeLease{Name: h.name, Holder: h.holder, FencingToken: h.token})
+		}
+		s.mu.Unlock()
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout)
+	defer cancel()
+	in, err := s.call(cctx, sc, m)
+	if err == nil && in.Type != "opened" && in.Type != "resumed" {
+		err = &Error{kind: ErrInternal, Err: fmt.Errorf("answer %q to %s", in.Type, m.Type)}
+	}
+	if err != nil {
+		_ = sc.ws.CloseNow()
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !resume {
+		s.id = in.SessionID
+		s.loseAllLocked(fmt.Errorf("%w: the session ended", ErrLost))
+		s.ackedSent = time.Time{}
+		s.signalLocked()
+	}
+	if in.WindowMs > 0 {
+		s.window = time.Duration(in.WindowMs) * time.Millisecond
+	}
+	s.heartbeat = time.Duration(in.HeartbeatMs) * time.Millisecond
+	if s.heartbeat <= 0 {
+		s.heartbeat = s.window / 4
+	}
+	s.leaseTTL = time.Duration(in.LeaseTTLMs) * time.Millisecond
+	for _, l := range in.Lost {
+		s.dropLocked(holdingKey{l.Name, l.FencingToken}, lostError(inMsg{Type: "lost", Reason: l.Reason}))
+		s.cfg.Logger.Warn("leasesvc session: lease lost while reconnecting", "lease", l.Name, "fencingToken", l.FencingToken, "reason", l.Reason)
+	}
+	return sc, nil
+}
+
+// call sends m on sc and waits for its answer; an error message is
+// returned as the error it carries.
+func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) {
+	m.ID = s.ids.Add(1)
+	p := &pendingCall{typ: m.Type, ch: make(chan callAnswer, 1)}
+	sc.mu.Lock()
+	if sc.dead {
+		err := sc.err
+		sc.mu.Unlock()
+		return inMsg{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket closed: %w", err)}
+	}
+	sc.pending[m.ID] = p
+	sc.mu.Unlock()
+	if err := s.write(ctx, sc, m); err != nil {
+		sc.mu.Lock()
+		delete(sc.pending, m.ID)
+		sc.mu.Unlock()
+		return inMsg{}, err
+	}
+	select {
+	case a := <-p.ch:
+		if a.err == nil && a.in.Type == "error" {
+			return a.in, a.in.problem()
+		}
+		return a.in, a.err
+	case <-ctx.Done():
+		sc.mu.Lock()
+		p.abandoned = true
+		sc.mu.Unlock()
+		return inMsg{}, &Error{kind: ErrUnavailable, Err: context.Cause(ctx)}
+	}
+}
+
+// write sends one message; a socket that cannot take it is closed, so
+// that the session reconnects.
+func (s *Session) write(ctx context.Context, sc *sconn, m outMsg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return &Error{kind: ErrInvalid, Err: fmt.Errorf("encode %s: %w", m.Type, err)}
+	}
+	if err := sc.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		_ = sc.ws.CloseNow()
+		return &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket: %w", err)}
+	}
+	return nil
+}
+
+// read takes the messages of sc until it closes, then fails what still
+// waits on it and reports it dead.
+func (s *Session) read(sc *sconn) {
+	defer s.wg.Done()
+	var err error
+	for {
+		var typ websocket.MessageType
+		var b []byte
+		typ, b, err = sc.ws.Read(s.ctx)
+		if err != nil {
+			break
+		}
+		var m inMsg
+		if typ != websocket.MessageText || json.Unmarshal(b, &m) != nil {
+			s.cfg.Logger.Warn("leasesvc session: unreadable message from the service")
+			continue
+		}
+		s.take(sc, m)
+	}
+	sc.mu.Lock()
+	sc.dead = true
+	if sc.err == nil {
+		sc.err = err
+	}
+	cause := sc.err
+	pending := sc.pending
+	sc.pending = map[int64]*pendingCall{}
+	sc.mu.Unlock()
+	for _, p := range pending {
+		p.ch <- callAnswer{err: &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket closed: %w", cause)}}
+	}
+	_ = sc.ws.CloseNow()
+	select {
+	case s.dead <- sc:
+	case <-s.ctx.Done():
+	}
+}
+
+// take handles one message of the service.
+func (s *Session) take(sc *sconn, m inMsg) {
+	if m.Re != nil {
+		re := *m.Re
+		sc.mu.Lock()
+		if m.Type == "ack" {
+			sent, ok := sc.beats[re]
+			for id := range sc.beats {
+				if id <= re {
+					delete(sc.beats, id)
+				}
+			}
+			sc.mu.Unlock()
+			if ok {
+				s.acked(sent)
+			}
+			return
+		}
+		p := sc.pending[re]
+		delete(sc.pending, re)
+		sc.mu.Unlock()
+		if p == nil {
+			return
+		}
+		if m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held {
+			s.addHolding(*m.Lease)
+			if p.abandoned {
+				s.releaseAbandoned(sc, *m.Lease)
+			}
+		}
+		p.ch <- callAnswer{in: m}
+		return
+	}
+	switch m.Type {
+	case "lost", "revoked":
+		s.cfg.Logger.Warn("leasesvc session: lease lost", "lease", m.Name, "fencingToken", m.FencingToken, "type", m.Type, "reason", m.Reason)
+		s.dropHolding(m.Name, m.FencingToken, lostError(m))
+	case "yield":
+		if h := s.holding(m.Name, m.FencingToken); h != nil {
+			select {
+			case h.yield <- m.To:
+			default:
+			}
+		}
+	case "move":
+		s.cfg.Logger.Info("leasesvc session: asked to move", "reason", m.Reason)
+		select {
+		case s.moves <- sc:
+		default:
+		}
+	case "error":
+		err := m.problem()
+		s.cfg.Logger.Warn("leasesvc session: the service refused the socket", "err", err)
+		sc.mu.Lock()
+		sc.err = err
+		sc.mu.Unlock()
+	}
+}
+
+// releaseAbandoned releases a holding whose acquirer gave up waiting.
+func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.RequestTimeout)
+		defer cancel()
+		if _, err := s.call(ctx, sc, outMsg{Type: "release", Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken}); err == nil {
+			s.dropHolding(l.Name, l.FencingToken, nil)
+		}
+	}()
+}
+
+// acked moves the deadline for a heartbeat sent at sent that the service
+// acknowledged.
+func (s *Session) acked(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sent.After(s.ackedSent) {
+		s.ackedSent = sent
+		s.signalLocked()
+	}
+}
+
+// beat sends a heartbeat on the current socket.
+func (s *Session) beat() {
+	s.mu.Lock()
+	sc, every := s.conn, s.heartbeat
+	s.mu.Unlock()
+	if sc == nil {
+		return
+	}
+	id := s.ids.Add(1)
+	sc.mu.Lock()
+	sc.beats[id] = s.cfg.Clock.Now()
+	for old := range sc.beats { // unanswered for long: no answer to it can matter
+		if old < id-16 {
+			delete(sc.beats, old)
+		}
+	}
+	sc.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, max(every, 50*time.Millisecond))
+	defer cancel()
+	_ = s.write(ctx, sc, outMsg{Type: "heartbeat", ID: id})
+}
+
+// current returns the current socket.
+func (s *Session) current() *sconn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+// setConn makes sc the current socket; false (and sc closed) when the
+// session was closed meanwhile.
+func (s *Session) setConn(sc *sconn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed && sc != nil {
+		_ = sc.ws.CloseNow()
+		return false
+	}
+	s.conn = sc
+	return true
+}
+
+// supervise heartbeats and keeps the session connected until Close.
+func (s *Session) supervise() {
+	defer s.wg.Done()
+	hb := s.cfg.Clock.NewTimer(0)
+	defer hb.Stop()
+	interval := func() time.Duration {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.heartbeat
+	}
+	for {
+		select {
+		case <-s.ctx.Done():
+			if sc := s.current(); sc != nil {
+				_ = sc.ws.CloseNow()
+			}
+			return
+		case <-hb.C():
+			s.beat()
+			hb.Reset(interval())
+		case sc := <-s.dead:
+			if s.current() != sc {
+				continue
+			}
+			s.setConn(nil)
+			s.cfg.Logger.Warn("leasesvc session: socket dropped; reconnecting", "err", sc.err)
+			s.reconnect()
+			hb.Reset(0)
+		case sc := <-s.moves:
+			if s.current() != sc {
+				continue
+			}
+			s.move(sc)
+			hb.Reset(0)
+		}
+	}
+}
+
+// reconnect resumes the session on a new socket (any instance), retrying
+// with backoff until Close. When the service says the session ended, it
+// reports every holding lost and opens a new session.
+func (s *Session) reconnect() {
+	for n := 0; ; n++ {
+		if n > 0 {
+			t := s.cfg.Clock.NewTimer(s.c.cfg.Backoff.Delay(n - 1))
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		sc, err := s.resumeOrReopen()
+		if err == nil {
+			s.setConn(sc)
+			return
+		}
+		s.cfg.Logger.Warn("leasesvc session: reconnect failed", "attempt", n+1, "err", err)
+	}
+}
+
+// resumeOrReopen resumes the session on a new socket or, when the service
+// says it ended, opens a new one.
+func (s *Session) resumeOrReopen() (*sconn, error) {
+	sc, err := s.connect(s.ctx, true)
+	if err == nil {
+		s.cfg.Logger.Info("leasesvc session: resumed")
+		return sc, nil
+	}
+	if !sessionGone(err) {
+		return nil, err
+	}
+	s.cfg.Logger.Warn("leasesvc session: the service ended the session; its leases are lost", "err", err)
+	s.mu.Lock()
+	s.loseAllLocked(fmt.Errorf("%w: the session ended: %w", ErrLost, err))
+	s.ackedSent = time.Time{}
+	s.signalLocked()
+	s.mu.Unlock()
+	return s.connect(s.ctx, false)
+}
+
+// sessionGone reports whether a resume's refusal says the session cannot
+// be resumed: it ended, or another resume took it.
+func sessionGone(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.Code == "session_not_found" || e.Code == "session_conflict")
+}
+
+// move resumes the session on a new socket, then closes old without a
+// close message (make before break).
+func (s *Session) move(old *sconn) {
+	sc, err := s.resumeOrReopen()
+	if err != nil {
+		s.cfg.Logger.Warn("leasesvc session: move failed; staying until the socket closes", "err", err)
+		return
+	}
+	if !s.setConn(sc) {
+		return
+	}
+	s.cfg.Logger.Info("leasesvc session: moved")
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = old.ws.Close(websocket.StatusNormalClosure, "moved")
+	}()
+}
