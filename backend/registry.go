@@ -47,8 +47,23 @@ type Opener struct {
 	Settings []Setting
 	// Open opens the Store from its settings. It checks them first and
 	// names the setting at fault; it may do I/O (a schema check) within
-	// ctx. The returned close function releases what Open acquired.
-	Open func(ctx context.Context, getenv func(string) string, o OpenOptions) (Store, func() error, error)
+	// ctx.
+	Open func(ctx context.Context, getenv func(string) string, o OpenOptions) (Opened, error)
+}
+
+// Opened is what an Opener opened: the Store, how the backend asks the
+// service's Loop over it to be driven, and how to close it.
+type Opened struct {
+	// Store is the driver.
+	Store Store
+	// Loop holds the backend's loop settings, from its own settings
+	// (WithReadFirst, WithOneAtATime, WithMaxAttempts, WithRetryHook,
+	// WithMaxBatch), which the service passes to its Loop (through
+	// lease.NewManager), over what the Store declares (Hinter); the Store
+	// itself never acts on them. Nil asks for nothing more.
+	Loop []LoopOption
+	// Close releases what Open acquired; it is never nil.
+	Close func() error
 }
 
 var registry struct {

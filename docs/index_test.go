@@ -48,6 +48,18 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
+// readmeSection returns the section of the repository README under the
+// heading "## heading", up to the next such heading.
+func readmeSection(t *testing.T, heading string) string {
+	t.Helper()
+	_, section, ok := strings.Cut(read(t, filepath.Join("..", "README.md")), "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no %q section", "## "+heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
 // TestIndexListsEveryPage: docs/README.md links every page in docs/, and
 // every page it links exists.
 func TestIndexListsEveryPage(t *testing.T) {
@@ -70,13 +82,7 @@ func TestIndexListsEveryPage(t *testing.T) {
 // TestREADMEDocumentationLine: the repository README's "Documentation"
 // section links the index and every page in docs/.
 func TestREADMEDocumentationLine(t *testing.T) {
-	readme := read(t, filepath.Join("..", "README.md"))
-	_, section, ok := strings.Cut(readme, "\n## Documentation\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Documentation" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	linked := links(section)
+	linked := links(readmeSection(t, "Documentation"))
 	for _, p := range append(pages(t), "README.md") {
 		if !linked["docs/"+p] {
 			t.Errorf("README.md's Documentation line does not link docs/%s", p)

@@ -488,16 +488,16 @@ func TestSpannerSchema(t *testing.T) {
 		}
 		open := func(migrate string) (backend.Store, error) {
 			env := map[string]string{"LEASESVC_SPANNER_DATABASE": client.DatabaseName(), "LEASESVC_SPANNER_MIGRATE": migrate}
-			s, closeFn, err := o.Open(t.Context(), func(k string) string {
+			opened, err := o.Open(t.Context(), func(k string) string {
 				if v, ok := env[k]; ok {
 					return v
 				}
 				return os.Getenv(k) // SPANNER_EMULATOR_HOST
 			}, backend.OpenOptions{})
 			if err == nil {
-				t.Cleanup(func() { _ = closeFn() })
+				t.Cleanup(func() { _ = opened.Close() })
 			}
-			return s, err
+			return opened.Store, err
 		}
 		if _, err := open("false"); err == nil || !strings.Contains(err.Error(), "column Succession is missing") {
 			t.Fatalf("open of the table without Succession, not migrating = %v; want column Succession missing", err)
@@ -537,7 +537,7 @@ func TestSpannerSchema(t *testing.T) {
 		_, client := spannerScratchDatabase(t, spannerstore.Statements()...)
 		o, _ := backend.Lookup("spanner")
 		var buf bytes.Buffer
-		s, closeFn, err := o.Open(t.Context(), func(k string) string {
+		opened, err := o.Open(t.Context(), func(k string) string {
 			if k == "LEASESVC_SPANNER_DATABASE" {
 				return client.DatabaseName()
 			}
@@ -547,13 +547,13 @@ func TestSpannerSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"a", "b"} {
-			if _, err := backend.NewLoop(s).Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) {
+			if _, err := backend.NewLoop(opened.Store).Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) {
 				return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second}, nil
 			}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := closeFn(); err != nil {
+		if err := opened.Close(); err != nil {
 			t.Fatal(err)
 		}
 		var line struct {

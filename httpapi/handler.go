@@ -71,8 +71,9 @@ type Config struct {
 	// docs/contract.md §15): list and the prefix stream leave them out; get
 	// and the single-lease stream still show them to a caller who may read
 	// them. An entry ending in "." names every lease under that prefix.
-	// The session records (lease.SessionRecordPrefix, docs/contract.md §14)
-	// are hidden from every route whatever this says: no route finds them.
+	// The sessions' own records (names beginning lease.SessionRecordPrefix,
+	// §14) are always internal, and no route but an acquire (refused 400)
+	// finds them.
 	Internal []string
 	// Sessions serves GET /v1/sessions:connect (docs/contract.md §14); nil
 	// turns sessions off (the route answers 404, and clients fall back to

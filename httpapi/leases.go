@@ -227,7 +227,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			req.Keep = func(name string) bool { return p.Allowed(principal, auth.Read, name) }
 		}
 	}
-	{ // the service's own leases are not listed (docs/contract.md §15)
+	if len(a.cfg.Internal) > 0 || sessionRecords(req.Prefix) { // the service's own leases are not listed (docs/contract.md §15)
 		readable := req.Keep
 		req.Keep = func(name string) bool { return !a.internal(name) && (readable == nil || readable(name)) }
 	}
@@ -265,7 +265,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // internal reports whether name is one of the service's own leases, which
-// list and the prefix stream leave out (docs/contract.md §15).
+// list and the prefix stream leave out (docs/contract.md §15): those of
+// Config.Internal (an entry ending in "." is a prefix) and the sessions'
+// own records (§14).
 func (a *api) internal(name string) bool {
 	if strings.HasPrefix(name, lease.SessionRecordPrefix) {
 		return true
@@ -276,6 +278,12 @@ func (a *api) internal(name string) bool {
 		}
 	}
 	return false
+}
+
+// sessionRecords reports whether a list of prefix may meet a session's own
+// record.
+func sessionRecords(prefix string) bool {
+	return strings.HasPrefix(lease.SessionRecordPrefix, prefix) || strings.HasPrefix(prefix, lease.SessionRecordPrefix)
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {

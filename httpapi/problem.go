@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -139,7 +138,7 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 		return problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"}
 	case errors.As(err, &invalid):
 		return problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields", violations: invalid.Violations}
-	case errors.Is(err, backend.ErrUnavailable), errors.Is(err, backend.ErrConflict):
+	case errors.Is(err, lease.ErrUnavailable), errors.Is(err, lease.ErrConflict):
 		// ErrConflict: the backend gave up after its retries on contention;
 		// the request changed nothing and may be retried.
 		a.log.WarnContext(r.Context(), "backend unavailable", "path", clip(r.URL.Path, maxLoggedPath), "err", err)

@@ -65,12 +65,17 @@ type refreshKey struct {
 	reservedFor               string
 	reservedUntil             time.Time
 	yieldTo                   string
-	candidates, bestCandidate int // bestCandidate −1: none
+	candidates, bestCandidate int           // bestCandidate −1: none
+	session                   bool          // held through a session (docs/contract.md §14)
+	sessionWindow             time.Duration // its window, when session
 }
 
 func keyOf(l lease.Lease) refreshKey {
 	k := refreshKey{token: l.FencingToken, holder: l.Holder, held: l.Held(), expire: l.ExpireTime, ttl: l.TTL,
 		priority: l.Priority, yieldTo: l.YieldTo(), candidates: l.CandidateCount(), bestCandidate: -1}
+	if l.Session {
+		k.session, k.sessionWindow = true, l.SessionWindow
+	}
 	k.reservedFor, k.reservedUntil = l.Reservation()
 	if p, ok := l.BestCandidatePriority(); ok {
 		k.bestCandidate = p

@@ -134,7 +134,8 @@ func TestRefreshEventMatchesOpenAPI(t *testing.T) {
 	}
 	best := 3
 	full, _ := json.Marshal(refreshLease{Name: "a", FencingToken: 1, Holder: "h", Held: true, RemainingMs: 1, TTLMs: 1000, Priority: 1,
-		ReservedFor: "b", ReservedUntil: "2026-01-01T00:00:00Z", YieldRequested: true, YieldTo: "c", Candidates: 1, BestCandidatePriority: &best})
+		ReservedFor: "b", ReservedUntil: "2026-01-01T00:00:00Z", YieldRequested: true, YieldTo: "c", Candidates: 1, BestCandidatePriority: &best,
+		Session: true, SessionWindowMs: 1000})
 	empty, _ := json.Marshal(refreshLease{})
 	var fm, em map[string]any
 	_ = json.Unmarshal(full, &fm)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,14 @@ const refreshTestInterval = 100 * time.Millisecond
 // the other's changes as events.
 func refreshService(t *testing.T, store backend.Store) e2e.Client {
 	t.Helper()
+	c, _ := refreshServiceManager(t, store)
+	return c
+}
+
+// refreshServiceManager is refreshService, with the service's Manager, for
+// what only the lease layer can do (hold through a session).
+func refreshServiceManager(t *testing.T, store backend.Store) (e2e.Client, *lease.Manager) {
+	t.Helper()
 	events := hub.New()
 	m, err := lease.NewManager(store, lease.Config{OnChange: events.Publish})
 	if err != nil {
@@ -36,7 +45,7 @@ func refreshService(t *testing.T, store backend.Store) e2e.Client {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { h.CloseStreams(); srv.Close() })
-	return e2e.Client{URL: srv.URL}
+	return e2e.Client{URL: srv.URL}, m
 }
 
 // refreshLease is a lease in a refresh event, as the dashboard reads it.
@@ -54,6 +63,8 @@ type refreshLease struct {
 	YieldTo               string `json:"yieldTo"`
 	Candidates            int    `json:"candidates"`
 	BestCandidatePriority *int   `json:"bestCandidatePriority"`
+	Session               *bool  `json:"session"`
+	SessionWindowMs       *int64 `json:"sessionWindowMs"`
 }
 
 // nextRefresh reads the stream until a refresh event that has lease name,
@@ -207,4 +218,53 @@ func TestWatchPrefixRefreshReadGrants(t *testing.T) {
 	if err := json.Unmarshal([]byte(ev.Data), &body); ev.Event != "refresh" || err != nil || len(body.Leases) != 1 || body.Leases[0].Name != "team-a.r" {
 		t.Fatalf("carol's stream: %s %s, want a refresh of team-a.r only", ev.Event, ev.Data)
 	}
+}
+
+// TestWatchPrefixRefreshShowsSession: a holding held through a session
+// (docs/contract.md §14) comes in refresh events with `session: true` and
+// its window, `sessionWindowMs`; its remainingMs is the long session lease
+// TTL the instance renews. A resume that changes the window shows the new
+// one; a plain holding carries neither member.
+func TestWatchPrefixRefreshShowsSession(t *testing.T) {
+	c, m := refreshServiceManager(t, memory.New())
+	ref := &lease.SessionRef{Key: strings.Repeat("5e", 32), Epoch: 1, Window: time.Second}
+	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "ss.s", Holder: "agent", TTL: 30 * time.Second, Session: ref}); err != nil {
+		t.Fatal(err)
+	}
+	post(t, c, "/v1/leases/ss.p:acquire", `{"holder":"plain","ttlMs":30000}`)
+	s := e2e.OpenStream(t, c, "/v1/leases:watch?prefix=ss.&refresh=true", "")
+	nextEvents(t, s, 2)
+
+	// The instance renews the session's lease: a refresh, session-held.
+	if _, err := m.Renew(t.Context(), lease.RenewRequest{Name: "ss.s", Holder: "agent", FencingToken: 1, Session: ref}); err != nil {
+		t.Fatal(err)
+	}
+	l := nextRefresh(t, s, "ss.s")
+	if l.Session == nil || !*l.Session || l.SessionWindowMs == nil || *l.SessionWindowMs != 1000 || !l.Held || l.Holder != "agent" ||
+		l.TTLMs != 30000 || l.RemainingMs < 25000 {
+		t.Fatalf("refresh of a session-held holding: %+v (session %v, window %v), want session true, window 1000 ms, 30 s TTL", l, deref(l.Session), deref(l.SessionWindowMs))
+	}
+
+	// Another instance resumes the session with a 300 ms window.
+	moved := lease.SessionRef{Key: ref.Key, Epoch: 2, Window: 300 * time.Millisecond}
+	if _, err := m.TakeOver(t.Context(), lease.TakeOverRequest{Name: "ss.s", Holder: "agent", FencingToken: 1, TTL: 30 * time.Second, Session: moved}); err != nil {
+		t.Fatal(err)
+	}
+	if l := nextRefresh(t, s, "ss.s"); l.SessionWindowMs == nil || *l.SessionWindowMs != 300 {
+		t.Fatalf("refresh after a resume at 300 ms: %+v (window %v)", l, deref(l.SessionWindowMs))
+	}
+
+	// A plain holding's refresh has neither member.
+	post(t, c, "/v1/leases/ss.p:renew", `{"holder":"plain","fencingToken":1}`)
+	if l := nextRefresh(t, s, "ss.p"); l.Session != nil || l.SessionWindowMs != nil {
+		t.Fatalf("refresh of a plain holding: %+v, want no session members", l)
+	}
+}
+
+// deref shows a member a test decoded into a pointer: nil when absent.
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

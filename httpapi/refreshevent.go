@@ -15,8 +15,11 @@ import (
 // members as the instance's last read of it showed them, and remainingMs as
 // of the moment the event is sent (the read's remaining time less the time
 // since, on this instance's monotonic clock). Whatever the dashboard shows
-// of a holding beside its time left belongs here and in refreshKey (a
-// session-held holding's `session` and window, once sessions exist).
+// of a holding beside its time left belongs here and in refreshKey, such as
+// a session-held holding's `session` and `sessionWindowMs` (docs/contract.md
+// §14): its remainingMs is then the backend's long session lease TTL, which
+// the owning instance renews, not how soon the holding ends if its agent
+// stops (one window after its last heartbeat).
 type refreshLease struct {
 	Name                  string `json:"name"`
 	FencingToken          int64  `json:"fencingToken"`
@@ -31,6 +34,8 @@ type refreshLease struct {
 	YieldTo               string `json:"yieldTo,omitempty"`
 	Candidates            int    `json:"candidates,omitempty"`
 	BestCandidatePriority *int   `json:"bestCandidatePriority,omitempty"`
+	Session               bool   `json:"session,omitempty"`
+	SessionWindowMs       int64  `json:"sessionWindowMs,omitempty"`
 }
 
 func refreshOf(e refreshed, now time.Time) refreshLease {
@@ -46,6 +51,9 @@ func refreshOf(e refreshed, now time.Time) refreshLease {
 	if k.bestCandidate >= 0 {
 		p := k.bestCandidate
 		out.BestCandidatePriority = &p
+	}
+	if k.session {
+		out.Session, out.SessionWindowMs = true, k.sessionWindow.Milliseconds()
 	}
 	return out
 }

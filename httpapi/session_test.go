@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,34 @@ func TestSessionRecordNamesReserved(t *testing.T) {
 	}
 	if r := c.Get(t, "/v1/leases/"+name); r.Status != 404 {
 		t.Fatalf("GET after the refused acquire = %d %s; want 404", r.Status, r.Raw)
+	}
+}
+
+// TestSessionRecordsNotListed: the sessions' own records (leasesvc.session.…)
+// are left out of list and the prefix stream, whatever the prefix.
+func TestSessionRecordsNotListed(t *testing.T) {
+	c, m := succInstance(t, memory.New())
+	key := strings.Repeat("ab", 32)
+	record := lease.SessionRecordName(key)
+	s := e2e.WatchPrefix(t, c, "", "")
+	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: record, Holder: "session", TTL: 30 * time.Second,
+		Session: &lease.SessionRef{Key: key, Epoch: 1, Window: time.Second}, Metadata: []byte(`{"windowMs":1000}`)}); err != nil {
+		t.Fatal(err)
+	}
+	post(t, c, "/v1/leases/leasesvc.x:acquire", `{"holder":"a","ttlMs":60000}`)
+	for _, prefix := range []string{"", "leasesvc.", "leasesvc.session.", record} {
+		r := c.Get(t, "/v1/leases?prefix="+prefix)
+		if r.Status != 200 || strings.Contains(r.Raw, record) {
+			t.Fatalf("list of prefix %q = %d %s; want no session record", prefix, r.Status, r.Raw)
+		}
+		if prefix != "" && prefix != "leasesvc." {
+			continue
+		}
+		if !strings.Contains(r.Raw, "leasesvc.x") {
+			t.Fatalf("list of prefix %q = %s; want leasesvc.x", prefix, r.Raw)
+		}
+	}
+	if got := ids(nextEvents(t, s, 1)); !slices.Equal(got, []string{"leasesvc.x/1/acquired"}) {
+		t.Fatalf("prefix stream %v, want leasesvc.x only", got)
 	}
 }

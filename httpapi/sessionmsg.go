@@ -223,6 +223,9 @@ func (c *sessionConn) claims(b *body) []session.Claim {
 		if len(eb.bad) == 0 {
 			eb.merge(lease.ValidateRelease(lease.ReleaseRequest{Name: cl.Name, Holder: cl.Holder, FencingToken: cl.FencingToken}))
 		}
+		if strings.HasPrefix(cl.Name, session.RecordPrefix) {
+			eb.fail("name", "must not begin with %q: the name is reserved for the service", session.RecordPrefix)
+		}
 		if len(eb.bad) == 0 && seen[cl.Name] {
 			eb.fail("name", "repeats an earlier lease of the list")
 		}
@@ -294,6 +297,9 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		validate = func() error { return lease.ValidateTransfer(req) }
 		run = func(ctx context.Context) (lease.Lease, error) { return s.Transfer(ctx, req) }
 	}
+	if strings.HasPrefix(name, session.RecordPrefix) {
+		b.fail("name", "must not begin with %q: the name is reserved for the service", session.RecordPrefix)
+	}
 	if len(b.bad) > 0 {
 		b.merge(validate())
 		c.answerError(id, *b.problem())
@@ -315,11 +321,38 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		c.answerError(id, exhausted("requests under way on this session", 1))
 		return true
 	}
+	var release func()
+	if wait > 0 { // a waiting acquire holds a waiting slot, as over REST
+		if c.a.stopCtx.Err() != nil {
+			<-c.inflight
+			c.answerError(id, shuttingDown())
+			return true
+		}
+		var ok bool
+		if release, ok = c.a.waiting.take(c.caller); !ok {
+			<-c.inflight
+			c.answerError(id, exhausted("waiting acquires", 1))
+			return true
+		}
+	}
 	go func() {
 		defer func() { <-c.inflight }()
+		if release != nil {
+			defer release()
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout+wait)
 		defer cancel()
+		if wait > 0 { // on shutdown the wait ends at once: 503, retry elsewhere
+			wctx, wcancel := context.WithCancelCause(ctx)
+			defer wcancel(nil)
+			defer context.AfterFunc(c.a.stopCtx, func() { wcancel(errShuttingDown) })()
+			ctx = wctx
+		}
 		l, err := run(ctx)
+		if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
+			c.answerError(id, shuttingDown())
+			return
+		}
 		if err != nil {
 			c.answerError(id, c.opProblem(r, err))
 			return

@@ -142,7 +142,10 @@ func (c *sessionConn) send(v any) {
 	select {
 	case c.out <- b:
 	default:
+		// The client reads too slowly: close now, and let the writer
+		// drop what is queued.
 		c.closed = true
+		close(c.out)
 		go c.closeNow(websocket.StatusTryAgainLater, "the client reads too slowly")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type sessionInstance struct {
 	m   *lease.Manager
 	hub *hub.Hub
 	reg *session.Registry
+	h   *httpapi.Handler
 	srv *httptest.Server
 }
 
@@ -67,6 +69,7 @@ func newSessionInstance(t *testing.T, store backend.Store, scfg session.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	in.h = h
 	in.srv = httptest.NewServer(h)
 	t.Cleanup(func() {
 		in.srv.CloseClientConnections()
@@ -83,6 +86,8 @@ type wsClient struct {
 	id   int64
 	msgs chan map[string]any
 	end  chan error // the read error that ended the socket
+	// held keeps the messages ackedHeartbeat read past, for next.
+	held []map[string]any
 }
 
 // dial opens a session socket as principal ("" sends no credentials).
@@ -144,6 +149,11 @@ func (w *wsClient) raw(b []byte) {
 // next returns the next message that is not an ack (acks are skipped).
 func (w *wsClient) next() map[string]any {
 	w.t.Helper()
+	if len(w.held) > 0 {
+		m := w.held[0]
+		w.held = w.held[1:]
+		return m
+	}
 	timeout := time.After(20 * time.Second)
 	for {
 		select {
@@ -253,6 +263,9 @@ func (w *wsClient) ackedHeartbeat() {
 			}
 			if m["type"] == "ack" && m["re"] == float64(id) {
 				return
+			}
+			if m["type"] != "ack" {
+				w.held = append(w.held, m)
 			}
 		case <-timeout:
 			w.t.Fatal("no ack in 20s")
@@ -547,8 +560,10 @@ func TestSessionProtocolErrors(t *testing.T) {
 		}, websocket.StatusUnsupportedData},
 		{"too big", true, func(w *wsClient) { w.raw([]byte(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)) }, websocket.StatusMessageTooBig},
 		{"too many messages", true, func(w *wsClient) {
-			for range 40 {
-				w.send("heartbeat", nil)
+			for i := range 40 { // the service may close the socket before the last
+				if w.c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"heartbeat","id":`+strconv.Itoa(i+10)+`}`)) != nil {
+					break
+				}
 			}
 		}, websocket.StatusPolicyViolation},
 	} {
@@ -571,4 +586,66 @@ func TestSessionProtocolErrors(t *testing.T) {
 		t.Fatalf("bad name: %v", m)
 	}
 	w.ackedHeartbeat()
+}
+
+// TestSessionYield: a preempting candidate of higher priority makes the
+// session push yield (from its renewals); the agent releases, and the
+// candidate gets the lease.
+func TestSessionYield(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{})
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	w.send("acquire", map[string]any{"name": "y", "holder": "h"})
+	tok := w.expect("result")["lease"].(map[string]any)["fencingToken"]
+	got := make(chan int, 1)
+	go func() {
+		resp, err := in.srv.Client().Post(in.srv.URL+"/v1/leases/y:acquire", "application/json",
+			strings.NewReader(`{"holder":"better","ttlMs":5000,"waitMs":20000,"priority":5,"preempt":true}`))
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	w.beatUntil(func() bool { return len(w.held) > 0 })
+	m := w.next()
+	if m["type"] != "yield" || m["name"] != "y" || m["to"] != "better" || m["fencingToken"] != tok {
+		t.Fatalf("got %v, want yield to better", m)
+	}
+	w.send("release", map[string]any{"name": "y", "holder": "h", "fencingToken": tok})
+	w.expect("result")
+	if code := <-got; code != 200 {
+		t.Fatalf("the candidate's acquire: %d", code)
+	}
+	// Names under the session record prefix are the service's.
+	w.send("acquire", map[string]any{"name": session.RecordPrefix + "x", "holder": "h"})
+	if m := w.expect("error"); problemCode(m) != "invalid_argument" {
+		t.Fatalf("acquire of a reserved name: %v", m)
+	}
+}
+
+// TestSessionWaitingAcquire: a waiting acquire through a session takes a
+// waiting slot of its caller, as over REST, and ends at once with 503 when
+// the instance shuts down.
+func TestSessionWaitingAcquire(t *testing.T) {
+	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{Limits: httpapi.Limits{WaitingPerCaller: 1}})
+	if _, err := in.m.Acquire(t.Context(), lease.AcquireRequest{Name: "busy", Holder: "other", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	w := dial(t, in.srv.URL, "")
+	w.open(1000)
+	first := w.send("acquire", map[string]any{"name": "busy", "holder": "h", "waitMs": 30000})
+	// The first one waits; wait for it to hold its slot, by the second's answer.
+	var second map[string]any
+	w.beatUntil(func() bool {
+		w.send("acquire", map[string]any{"name": "busy", "holder": "h2", "waitMs": 30000})
+		second = w.next()
+		return problemCode(second) == "resource_exhausted"
+	})
+	in.h.CloseStreams()
+	m := w.next()
+	if m["type"] != "error" || m["re"] != float64(first) || problemCode(m) != "unavailable" {
+		t.Fatalf("the waiting acquire on shutdown: %v, want error 503 unavailable", m)
+	}
 }

@@ -3,6 +3,9 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -89,7 +92,8 @@ func (c *offsetClock) advance(d time.Duration) {
 }
 
 // openDashboardService serves the API without authentication over a
-// memory backend whose clock POST /test/advance?ms=N moves forward.
+// memory backend whose clock POST /test/advance?ms=N moves forward, and
+// holds leases through sessions on POST /test/session (sessionRoute).
 func openDashboardService(t *testing.T) *httptest.Server {
 	t.Helper()
 	clock := &offsetClock{}
@@ -112,12 +116,70 @@ func openDashboardService(t *testing.T) *httptest.Server {
 		}
 		clock.advance(time.Duration(ms) * time.Millisecond)
 	})
+	mux.HandleFunc("POST /test/session", sessionRoute(m))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		h.CloseStreams()
 		srv.Close()
 	})
 	return srv
+}
+
+// sessionRoute answers POST /test/session?op=OP&name=N[&holder=H&windowMs=W]
+// as the instance owning a session would act on the lease layer
+// (docs/contract.md §14): op=acquire takes N for holder H through a new
+// session of window W at the 30 s session lease TTL, op=renew renews it
+// through that session, op=expire ends it as when the agent's heartbeats
+// stopped (a released event, reason session_expired). It answers the
+// lease's name, holder and token.
+func sessionRoute(m *lease.Manager) http.HandlerFunc {
+	const ttl = 30 * time.Second
+	type held struct {
+		ref    lease.SessionRef
+		holder string
+		token  int64
+	}
+	var mu sync.Mutex
+	sessions := map[string]held{}
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		name := q.Get("name")
+		mu.Lock()
+		defer mu.Unlock()
+		h, known := sessions[name]
+		var l lease.Lease
+		var err error
+		switch op := q.Get("op"); {
+		case op == "acquire":
+			ms, perr := strconv.Atoi(q.Get("windowMs"))
+			if perr != nil || ms < 200 {
+				http.Error(w, "windowMs", http.StatusBadRequest)
+				return
+			}
+			sum := sha256.Sum256([]byte("dashboard-test-session:" + name))
+			h = held{ref: lease.SessionRef{Key: hex.EncodeToString(sum[:]), Epoch: 1, Window: time.Duration(ms) * time.Millisecond}, holder: q.Get("holder")}
+			l, err = m.Acquire(r.Context(), lease.AcquireRequest{Name: name, Holder: h.holder, TTL: ttl, Session: &h.ref})
+			h.token = l.FencingToken
+			sessions[name] = h
+		case !known:
+			http.Error(w, "no session holds "+name, http.StatusNotFound)
+			return
+		case op == "renew":
+			l, err = m.Renew(r.Context(), lease.RenewRequest{Name: name, Holder: h.holder, FencingToken: h.token, TTL: ttl, Session: &h.ref})
+		case op == "expire":
+			l, err = m.ExpireSession(r.Context(), lease.ReleaseRequest{Name: name, Holder: h.holder, FencingToken: h.token, Session: &h.ref})
+			delete(sessions, name)
+		default:
+			http.Error(w, "op", http.StatusBadRequest)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":%q,"holder":%q,"fencingToken":%d}`, l.Name, l.Holder, l.FencingToken)
+	}
 }
 
 // TestDashboardInBrowser drives /ui/ in headless chromium (playwright-core
@@ -128,7 +190,10 @@ func openDashboardService(t *testing.T) *httptest.Server {
 // with time left through 60 s of samples every 200 ms (renewals are not
 // events: the stream's refresh events bring them) and turns free within
 // 1 s of its release; a waiting candidate (count, best priority, the yield
-// it asks) and a transfer's successor are shown; at 390 px nothing overflows; with authentication on the
+// it asks) and a transfer's successor are shown; a lease held through a
+// session shows "session, window 1 s" (or "300 ms") and "while alive", not
+// its backend record's 30 s countdown, and its end when the session dies as
+// "session expired"; at 390 px nothing overflows; with authentication on the
 // token field gates the page, the token stays in sessionStorage, and only
 // readable leases are shown. Screenshots at 1280 and 390 px, light and
 // dark, go to $LEASESVC_SCREENSHOT_DIR (default a new directory under the

@@ -50,13 +50,8 @@ func (m *Manager) Delete(ctx context.Context, req DeleteRequest) (Lease, error) 
 	}
 	var before *backend.Record
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := existing(s.Record)
-		before = cur
-		if err := deletable(cur, now, req.FreeFor); err != nil {
-			return nil, err
-		}
-		return tombstone(cur, now), nil
+		before = existing(s.Record)
+		return decideDelete(s.Record, req.FreeFor, decisionTime(s))
 	})
 	if err != nil {
 		return Lease{}, opError("delete", req.Name, err)
@@ -64,24 +59,6 @@ func (m *Manager) Delete(ctx context.Context, req DeleteRequest) (Lease, error) 
 	l := view(before, decisionTime(snap))
 	m.changed(Event{Type: EventDeleted, Lease: l, Time: l.ServerTime, Operator: req.Operator, Reason: req.Reason})
 	return l, nil
-}
-
-// deletable says why the stored record cur may not be deleted at now, or
-// returns nil: deleting is for leases nobody holds or is about to.
-func deletable(cur *backend.Record, now time.Time, freeFor time.Duration) error {
-	switch {
-	case cur == nil:
-		return ErrNotFound
-	case now.Before(cur.ExpireTime):
-		return &HeldError{Lease: view(cur, now)}
-	}
-	if who, _, until := reservation(cur, now); who != "" {
-		return &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
-	}
-	if freeFor > 0 && now.Before(cur.ExpireTime.Add(freeFor)) {
-		return ErrNotIdle
-	}
-	return nil
 }
 
 // tombstone is the record a deletion of cur at now leaves: the fencing

@@ -44,8 +44,10 @@ type Manager struct {
 }
 
 // NewManager returns a Manager over store. It checks cfg and names the first
-// bad field.
-func NewManager(store backend.Store, cfg Config) (*Manager, error) {
+// bad field. The loop options set how the Manager's backend.Loop drives
+// store, over what store declares (backend.Hinter): the service passes
+// those its backend's opener returned (backend.Opened.Loop).
+func NewManager(store backend.Store, cfg Config, loop ...backend.LoopOption) (*Manager, error) {
 	if store == nil {
 		return nil, errors.New("lease: NewManager: store is nil")
 	}
@@ -71,7 +73,7 @@ func NewManager(store backend.Store, cfg Config) (*Manager, error) {
 	case cfg.MaxCandidates < 0:
 		return nil, fmt.Errorf("lease: Config.MaxCandidates %d must not be negative", cfg.MaxCandidates)
 	}
-	return &Manager{loop: backend.NewLoop(store), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+	return &Manager{loop: backend.NewLoop(store, loop...), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
 
 // Config returns the Manager's configuration with defaults filled in.
@@ -176,63 +178,21 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 // reg, a refusal first registers (or keeps) the request as a candidate and
 // a success takes it out of the candidates.
 func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte, reg *registration) (Lease, error) {
+	in := acquireInput{req: req, md: md, reg: reg, maxCandidates: m.cfg.MaxCandidates}
 	var prev *backend.Record
 	var refusal error
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur, tomb := existing(s.Record), s.Record // a tombstone's token lives on (docs/contract.md §15)
-		prev, refusal = cur, nil
-		held := cur != nil && now.Before(cur.ExpireTime)
-		if held && cur.Holder == req.Holder && cur.Principal == req.Principal {
-			if err := repeatSession(cur, req.Session); err != nil {
-				return nil, err
-			}
-			next := *cur // the holder again: extend as renew does
-			if req.Session != nil {
-				setSession(&next, req.Session)
-			}
-			next.TTL = req.TTL
-			next.RenewTime = now
-			next.ExpireTime = now.Add(req.TTL)
-			if md != nil {
-				next.Metadata = md
-			}
-			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
-			return &next, nil
+		at := in
+		if reg != nil {
+			at.waitLeft = time.Until(reg.deadline)
 		}
-		if held {
-			refusal = &HeldError{Lease: view(cur, now)}
-		} else if who, principal, until := reservation(cur, now); who != "" && (who != req.Holder || principal != req.Principal) {
-			refusal = &ReservedError{Lease: view(cur, now), ReservedFor: who, Until: until}
+		prev = existing(s.Record)
+		next, r := decideAcquire(s.Record, at, decisionTime(s))
+		if next == nil {
+			refusal = nil
+			return nil, r
 		}
-		if refusal != nil {
-			if reg == nil {
-				return nil, refusal
-			}
-			cs, changed := register(cur, now, req.Holder, req.Principal, reg, m.cfg.MaxCandidates)
-			if !changed {
-				return nil, refusal
-			}
-			next := *cur // registered now; refused once that is written
-			next.Candidates = cs
-			return &next, nil
-		}
-		next := &backend.Record{
-			Name: req.Name, Holder: req.Holder, FencingToken: 1, TTL: req.TTL,
-			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
-			Transitions: 1, Metadata: md, Principal: req.Principal, Priority: req.Priority,
-		}
-		if tomb != nil {
-			next.FencingToken = tomb.FencingToken + 1
-			next.Transitions = tomb.Transitions + 1
-		}
-		if cur != nil {
-			next.Checkpoint, next.CheckpointToken = cur.Checkpoint, cur.CheckpointToken
-			next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
-		}
-		if req.Session != nil {
-			setSession(next, req.Session)
-		}
+		refusal = r // registered now; refused once that is written
 		return next, nil
 	})
 	if err == nil && refusal != nil {
@@ -261,31 +221,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 		return Lease{}, err
 	}
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := s.Record
-		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || !now.Before(cur.ExpireTime) {
-			return nil, ErrLost
-		}
-		if err := sessionWrite(cur, req.Session, true); err != nil {
-			return nil, err
-		}
-		next := *cur
-		if req.Session != nil {
-			setSession(&next, req.Session)
-		}
-		if req.TTL != 0 {
-			next.TTL = req.TTL
-		}
-		next.RenewTime = now
-		next.ExpireTime = now.Add(next.TTL)
-		if md != nil {
-			next.Metadata = md
-		}
-		if cp != nil {
-			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
-		}
-		next.Candidates = kept(cur, now)
-		return &next, nil
+		return decideRenew(s.Record, req, md, cp, decisionTime(s))
 	})
 	if err != nil {
 		return Lease{}, opError("renew", req.Name, err)
@@ -301,70 +237,29 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 	if err != nil {
 		return Lease{}, err
 	}
-	return m.end(ctx, "release", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0, req.Session, "")
+	return m.end(ctx, "release", req.Name, endRequest{holder: req.Holder, principal: req.Principal, token: req.FencingToken,
+		checkpoint: cp, session: req.Session})
 }
 
-// end ends the caller's holding now, for Release or, with a successor to,
-// for Transfer, which also reserves the lease for to, acquiring as
-// toPrincipal, until reserve has passed. Ending a holding that already ended succeeds and changes nothing
-// but the checkpoint while nobody has acquired since (for a transfer, only
-// when it is the same transfer again); anything else is ErrLost. With
-// sess, the holding must be held through that session at its epoch
-// (ErrLost otherwise). reason is the released event's: ExpireSession's
-// ReasonSessionExpired keeps the record's session, so that a resume may
-// restart the holding (TakeOver); any other end clears it.
-func (m *Manager) end(ctx context.Context, op, name, holder, principal string, token int64, cp []byte, to, toPrincipal string, reserve time.Duration, sess *SessionRef, reason string) (Lease, error) {
-	wrote := false
+// end ends the caller's holding of name now (decideEnd), for Release,
+// Transfer (e.to set) and ExpireSession, and reports a released event
+// when it did.
+func (m *Manager) end(ctx context.Context, op, name string, e endRequest) (Lease, error) {
+	ended := false
 	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := s.Record
-		wrote = false
-		if !holds(cur, holder, principal, token) || cur.RevokeReason != "" {
-			return nil, ErrLost // a revoked holding is lost, not released
-		}
-		if err := sessionWrite(cur, sess, false); err != nil {
-			return nil, err
-		}
-		next := *cur
-		if cp != nil {
-			next.Checkpoint, next.CheckpointToken = cp, cur.FencingToken
-		}
-		if !now.Before(cur.ExpireTime) {
-			if to != "" && (cur.ReservedFor != to || cur.ReservedPrincipal != toPrincipal || cur.ReservedUntil.IsZero()) {
-				return nil, ErrLost // ended otherwise: nothing is left to hand over
-			}
-			// Already ended: idempotent success. Nobody has acquired since,
-			// so a checkpoint is still this holding's to write.
-			if cp == nil || string(cp) == string(cur.Checkpoint) {
-				return nil, nil
-			}
-			return &next, nil
-		}
-		next.ExpireTime = now
-		if reason != ReasonSessionExpired {
-			clearSession(&next)
-		}
-		if to != "" {
-			next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = to, toPrincipal, now.Add(reserve)
-		}
-		next.Candidates = kept(cur, now)
-		wrote = true
-		return &next, nil
+		var next *backend.Record
+		var err error
+		next, ended, err = decideEnd(s.Record, e, decisionTime(s))
+		return next, err
 	})
 	if err != nil {
 		return Lease{}, opError(op, name, err)
 	}
 	l := view(snap.Record, decisionTime(snap))
-	if wrote {
-		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: to, Reason: reason})
+	if ended {
+		m.changed(Event{Type: EventReleased, Lease: l, Time: l.ServerTime, Successor: e.to, Reason: e.reason})
 	}
 	return l, nil
-}
-
-// holds reports whether the stored record is the holding of holder,
-// acquired by principal, with token (live or not).
-func holds(cur *backend.Record, holder, principal string, token int64) bool {
-	return cur != nil && cur.Holder == holder && cur.Principal == principal && cur.FencingToken == token
 }
 
 // Get returns the lease under name, held or not, or ErrNotFound.
@@ -378,10 +273,11 @@ func (m *Manager) Get(ctx context.Context, name string) (Lease, error) {
 	if err != nil {
 		return Lease{}, opError("get", name, err)
 	}
-	if existing(snap.Record) == nil { // never existed, or deleted
-		return Lease{}, fmt.Errorf("lease: get %q: %w", name, ErrNotFound)
+	l, err := decideGet(snap.Record, decisionTime(snap))
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease: get %q: %w", name, err)
 	}
-	return view(snap.Record, decisionTime(snap)), nil
+	return l, nil
 }
 
 // Ping reports whether the backend answers.

@@ -65,23 +65,9 @@ func (m *Manager) Revoke(ctx context.Context, req RevokeRequest) (Lease, error) 
 	}
 	wrote := false
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := existing(s.Record)
-		wrote = false
-		switch {
-		case cur == nil:
-			return nil, ErrNotFound
-		case req.FencingToken != 0 && (cur.FencingToken != req.FencingToken || !now.Before(cur.ExpireTime)):
-			return nil, ErrLost
-		case !now.Before(cur.ExpireTime):
-			return nil, nil // not held: nothing to revoke
-		}
-		next := *cur
-		next.ExpireTime = now
-		next.RevokedBy = req.Operator
-		next.RevokeReason = req.Reason
-		wrote = true
-		return &next, nil
+		next, err := decideRevoke(s.Record, req, decisionTime(s))
+		wrote = next != nil
+		return next, err
 	})
 	if err != nil {
 		return Lease{}, opError("revoke", req.Name, err)

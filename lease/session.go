@@ -88,20 +88,6 @@ func sameSession(r *backend.Record, ref *SessionRef) bool {
 	return r != nil && r.SessionKey == ref.Key && r.SessionEpoch == ref.Epoch
 }
 
-// sessionWrite checks a renew's or an end's session against the stored
-// holding cur, which the caller holds: through a session, the record must
-// be held through it at its epoch (ErrLost otherwise); without one, a live
-// session-held holding refuses renewals (ErrSessionHeld) when live is set.
-func sessionWrite(cur *backend.Record, ref *SessionRef, live bool) error {
-	switch {
-	case ref != nil && !sameSession(cur, ref):
-		return ErrLost
-	case ref == nil && live && sessionHeld(cur):
-		return ErrSessionHeld
-	}
-	return nil
-}
-
 // setSession marks next as held through the session of ref, keeping the
 // stored window when ref has none.
 func setSession(next *backend.Record, ref *SessionRef) {
@@ -114,20 +100,4 @@ func setSession(next *backend.Record, ref *SessionRef) {
 // clearSession marks next as not held through a session.
 func clearSession(next *backend.Record) {
 	next.SessionKey, next.SessionEpoch, next.SessionWindow = "", 0, 0
-}
-
-// repeatSession checks a repeat acquire by the holder of its live holding
-// cur: a plain one of a session-held holding, or one through another
-// session, is ErrSessionHeld; one through the same session at another
-// epoch is ErrLost. Through a session, a plain holding joins the session.
-func repeatSession(cur *backend.Record, ref *SessionRef) error {
-	switch {
-	case !sessionHeld(cur):
-		return nil
-	case ref == nil || cur.SessionKey != ref.Key:
-		return ErrSessionHeld
-	case cur.SessionEpoch != ref.Epoch:
-		return ErrLost
-	}
-	return nil
 }

@@ -170,7 +170,8 @@ func newRegistration(req AcquireRequest) *registration {
 }
 
 // register returns the candidates of cur kept at now, with reg's
-// registration for holder in them, and whether that differs from what is
+// registration for holder in them (lasting waitLeft, what remains of its
+// wait), and whether that differs from what is
 // stored (a write is needed). A holder has one registration per principal:
 // a newer request of the same principal replaces an older one's and keeps
 // its place in line, also when the older one's wait ran out less than
@@ -179,11 +180,11 @@ func newRegistration(req AcquireRequest) *registration {
 // lease already has max candidates, a newcomer that ranks after all of
 // them is not registered (it still waits, unranked); one that ranks before
 // the last takes its place.
-func register(cur *backend.Record, now time.Time, holder, principal string, reg *registration, max int) ([]backend.Candidate, bool) {
+func register(cur *backend.Record, now time.Time, holder, principal string, reg *registration, waitLeft time.Duration, max int) ([]backend.Candidate, bool) {
 	cs := kept(cur, now)
 	changed := cur == nil || len(cs) != len(cur.Candidates)
 	me := backend.Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
-		Since: now, Until: now.Add(max0(time.Until(reg.deadline))).Truncate(time.Microsecond)}
+		Since: now, Until: now.Add(max0(waitLeft)).Truncate(time.Microsecond)}
 	i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.Holder == holder && c.Principal == principal })
 	if i >= 0 {
 		old := cs[i]

@@ -24,7 +24,8 @@ func (m *Manager) ExpireSession(ctx context.Context, req ReleaseRequest) (Lease,
 	if err != nil {
 		return Lease{}, err
 	}
-	return m.end(ctx, "expire session", req.Name, req.Holder, req.Principal, req.FencingToken, cp, "", "", 0, req.Session, ReasonSessionExpired)
+	return m.end(ctx, "expire session", req.Name, endRequest{holder: req.Holder, principal: req.Principal, token: req.FencingToken,
+		checkpoint: cp, session: req.Session, reason: ReasonSessionExpired})
 }
 
 // TakeOverRequest moves a session-held holding to a new ownership epoch
@@ -65,27 +66,7 @@ func (m *Manager) TakeOver(ctx context.Context, req TakeOverRequest) (Lease, err
 		return Lease{}, err
 	}
 	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cur := existing(s.Record)
-		if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.SessionKey != req.Session.Key || cur.SessionEpoch >= req.Session.Epoch {
-			return nil, ErrLost
-		}
-		next := *cur
-		if !now.Before(cur.ExpireTime) { // ended: restart it, if it is still this holding's to restart
-			if cur.RevokeReason != "" {
-				return nil, ErrLost
-			}
-			if who, principal, _ := reservation(cur, now); who != "" && (who != req.Holder || principal != req.Principal) {
-				return nil, ErrLost
-			}
-			next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = "", "", time.Time{}
-		}
-		setSession(&next, &req.Session)
-		next.TTL = req.TTL
-		next.RenewTime = now
-		next.ExpireTime = now.Add(req.TTL)
-		next.Candidates = withoutHolder(cur, now, req.Holder, req.Principal)
-		return &next, nil
+		return decideTakeOver(s.Record, req, decisionTime(s))
 	})
 	if err != nil {
 		return Lease{}, opError("take over", req.Name, err)

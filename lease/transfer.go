@@ -93,5 +93,6 @@ func (m *Manager) Transfer(ctx context.Context, req TransferRequest) (Lease, err
 	if toPrincipal == "" {
 		toPrincipal = req.Principal
 	}
-	return m.end(ctx, "transfer", req.Name, req.Holder, req.Principal, req.FencingToken, cp, req.To, toPrincipal, reserve, req.Session, "")
+	return m.end(ctx, "transfer", req.Name, endRequest{holder: req.Holder, principal: req.Principal, token: req.FencingToken,
+		checkpoint: cp, to: req.To, toPrincipal: toPrincipal, reserve: reserve, session: req.Session})
 }

@@ -220,14 +220,9 @@ func (m *Manager) unregister(ctx context.Context, name, id string) {
 	defer cancel()
 	wrote := false
 	_, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
-		now := decisionTime(s)
-		cs, changed := unregister(s.Record, now, id)
-		if wrote = changed; !changed {
-			return nil, nil
-		}
-		next := *s.Record
-		next.Candidates = cs
-		return &next, nil
+		next := decideWithdraw(s.Record, id, decisionTime(s))
+		wrote = next != nil
+		return next, nil
 	})
 	if err == nil && wrote {
 		m.Wake(name)

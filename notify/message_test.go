@@ -148,6 +148,26 @@ func TestRevokedEvent(t *testing.T) {
 	}
 }
 
+// TestSessionExpiredEvent: the released event of a holding whose session
+// died (docs/contract.md §14) carries reason session_expired in the
+// Pub/Sub message, and decodes back with it.
+func TestSessionExpiredEvent(t *testing.T) {
+	ev := sampleEvent(lease.EventReleased, 5)
+	ev.Reason = lease.ReasonSessionExpired
+	msg, err := notify.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(msg.Data, &data); err != nil || data["reason"] != "session_expired" || msg.Attributes["ce-id"] != "team-a.scheduler/5/released" {
+		t.Fatalf("message %s %v; want a released event with reason session_expired", msg.Data, msg.Attributes)
+	}
+	got, err := notify.Decode(msg.Data)
+	if err != nil || got.Type != lease.EventReleased || got.Reason != lease.ReasonSessionExpired {
+		t.Fatalf("Decode = %+v, %v; want the released event with its reason", got, err)
+	}
+}
+
 // TestDeletedEvent: a deleted event (docs/contract.md §15) has its own
 // ce-type, carries the operator and the reason, and decodes back.
 func TestDeletedEvent(t *testing.T) {

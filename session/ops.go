@@ -50,12 +50,20 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 		// The session ended while the acquire was under way: the holding
 		// must not outlive it.
 		s.mu.Unlock()
-		_, _ = s.r.b.Expire(context.WithoutCancel(ctx), ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl/3)
+		defer cancel()
+		_, _ = s.r.b.Expire(ectx, ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
 		return lease.Lease{}, ErrClosed
 	}
 	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
 	s.mu.Unlock()
 	s.r.track(l.Name, s)
+	if time.Since(sent) > s.ttl/10 {
+		// A waiting acquire wrote long after it was sent: its safe
+		// deadline counts from the send, so renew now, before it holds
+		// the session's acks back.
+		s.Kick()
+	}
 	return l, nil
 }
 

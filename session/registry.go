@@ -22,7 +22,8 @@ type Registry struct {
 	perCaller map[string]int
 	names     map[string]map[*Session]struct{} // lease name → the sessions holding it here
 	closing   bool
-	changed   chan struct{} // closed and replaced whenever a session leaves
+	ending    int           // sessions whose end is still writing
+	changed   chan struct{} // closed and replaced whenever a session leaves or finishes ending
 	stopHub   func()
 }
 
@@ -101,6 +102,22 @@ func (r *Registry) unreserve(caller string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.giveBack(caller)
+}
+
+// beginEnd counts a session whose end is writing; finishEnd uncounts it.
+// Shutdown waits for both the sessions and their ends.
+func (r *Registry) beginEnd() {
+	r.mu.Lock()
+	r.ending++
+	r.mu.Unlock()
+}
+
+func (r *Registry) finishEnd() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ending--
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // giveBack gives back caller's slot; r.mu held.
@@ -378,7 +395,7 @@ func (r *Registry) Shutdown(ctx context.Context) {
 	}
 	for {
 		r.mu.Lock()
-		n, ch := len(r.byKey), r.changed
+		n, ch := len(r.byKey)+r.ending, r.changed
 		r.mu.Unlock()
 		if n == 0 {
 			return

@@ -123,9 +123,11 @@ func (s *Session) renewAll() bool {
 	for _, p := range yields {
 		s.push(p)
 	}
+	readCtx, cancelRead := context.WithTimeout(context.Background(), s.ttl/3)
+	defer cancelRead()
 	for _, h := range lost {
 		s.r.untrack(h.name, s)
-		reason, l := s.r.lostReason(context.Background(), h.name, h.token)
+		reason, l := s.r.lostReason(readCtx, h.name, h.token)
 		if reason == LostRevoked {
 			s.push(Push{Type: PushRevoked, Name: h.name, FencingToken: h.token, Reason: l.RevokeReason, Operator: l.RevokedBy})
 			continue

@@ -160,7 +160,9 @@ func (s *Session) watchDeath() {
 		return
 	}
 	s.mu.Unlock()
-	_ = s.end(context.Background(), endExpired)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	_ = s.end(ctx, endExpired)
 }
 
 // idle reports whether no message arrived for a whole window.
@@ -182,6 +184,8 @@ func (s *Session) end(ctx context.Context, kind endKind) error {
 		return ErrClosed
 	}
 	s.state = ended
+	s.r.beginEnd()
+	defer s.r.finishEnd()
 	s.death.Stop()
 	close(s.stop)
 	s.cancel()

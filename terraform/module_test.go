@@ -141,8 +141,9 @@ var envValueChecks = map[string]func(backend, v string) bool{
 		return regexp.MustCompile(`^projects/` + testProject + `/instances/[^/]+/databases/[^/]+$`).MatchString(v)
 	},
 	// The service's own parsing (cmd/leasesvc/sessions.go), and the
-	// bounds the module promises: 90 % of the default concurrency 1000, a
-	// socket moved 5 minutes before the default request timeout 3600 s.
+	// defaults the module promises: the default concurrency 1000 less the
+	// 100 kept for REST, a socket moved at 11/12 of the default request
+	// timeout 3600 s (sessions_test.go checks other inputs).
 	"LEASESVC_MAX_SESSIONS": func(_, v string) bool { return v == "900" },
 	"LEASESVC_SESSION_MAX_AGE": func(_, v string) bool {
 		d, err := time.ParseDuration(v)

@@ -61,19 +61,20 @@ locals {
       LEASESVC_RATE_LIMIT   = tostring(var.rate_limit)      # requests/s per principal and instance
       LEASESVC_RATE_BURST   = tostring(var.rate_burst)      # a whole number: the service parses it as one
 
+      # Sessions (one WebSocket per agent process) each hold a request slot
+      # for as long as they stay open: they may take what max_concurrency
+      # leaves after the slots kept for REST calls, and each socket is asked
+      # to move to a new one before Cloud Run's request timeout cuts it
+      # (11/12 of it: 55 min of 60, time enough to resume elsewhere).
+      LEASESVC_MAX_SESSIONS    = tostring(var.max_concurrency - var.rest_concurrency_reserve)
+      LEASESVC_SESSION_MAX_AGE = "${floor(var.request_timeout_seconds * 11 / 12)}s"
+
       # The policy file, in the secret volume of the template below.
       LEASESVC_POLICY = "${local.policy_mount_path}/${local.policy_file}"
 
       # The deterministic URL first, then any custom audiences (a custom
       # domain, a load balancer's URL).
       LEASESVC_AUTH_AUDIENCES = join(",", concat([local.service_url], var.auth_audiences))
-
-      # Sessions (docs/contract.md §14): each socket is a request, so an
-      # instance takes at most 90 % of its concurrency in sessions (room for
-      # REST), and each socket is asked to move 5 minutes before the request
-      # timeout would cut it (at least 1 minute after it opened).
-      LEASESVC_MAX_SESSIONS    = tostring(max(1, floor(var.max_concurrency * 0.9)))
-      LEASESVC_SESSION_MAX_AGE = "${max(60, var.request_timeout_seconds - 300)}s"
     },
     local.is_firestore ? {
       LEASESVC_FIRESTORE_DATABASE   = google_firestore_database.leases[0].name
@@ -218,6 +219,10 @@ resource "google_cloud_run_v2_service" "leasesvc" {
     precondition {
       condition     = var.min_instances <= var.max_instances
       error_message = "min_instances (${var.min_instances}) must not exceed max_instances (${var.max_instances})."
+    }
+    precondition {
+      condition     = var.rest_concurrency_reserve < var.max_concurrency
+      error_message = "rest_concurrency_reserve (${var.rest_concurrency_reserve}) must be less than max_concurrency (${var.max_concurrency}): sessions get the request slots between them (LEASESVC_MAX_SESSIONS)."
     }
     # Memory a number of CPUs may have (https://cloud.google.com/run/docs/configuring/services/cpu).
     precondition {

@@ -101,7 +101,7 @@ variable "max_instances" {
 }
 
 variable "max_concurrency" {
-  description = "Maximum concurrent requests per instance (Cloud Run max_instance_request_concurrency). Waiting acquires (waitMs), :watch streams and session sockets each hold one request slot for their whole duration; the service takes at most 90 % of it in sessions (LEASESVC_MAX_SESSIONS)."
+  description = "Maximum concurrent requests per instance (Cloud Run max_instance_request_concurrency). Waiting acquires (waitMs), :watch streams and sessions (GET /v1/sessions:connect, one WebSocket per agent process, docs/contract.md) each hold one request slot for their whole duration. The default, 1000, is the Cloud Run maximum: an instance carries max_concurrency − rest_concurrency_reserve sessions (LEASESVC_MAX_SESSIONS) and keeps the rest for REST calls."
   type        = number
   default     = 1000
 
@@ -111,8 +111,19 @@ variable "max_concurrency" {
   }
 }
 
+variable "rest_concurrency_reserve" {
+  description = "Request slots of each instance kept for REST calls, watch streams and waiting acquires: sessions may take only max_concurrency minus this many (the module sets LEASESVC_MAX_SESSIONS to the difference), so a full house of sessions never leaves Cloud Run without a slot to route a plain call to. Must be less than max_concurrency."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.rest_concurrency_reserve >= 1 && var.rest_concurrency_reserve <= 999 && floor(var.rest_concurrency_reserve) == var.rest_concurrency_reserve
+    error_message = "rest_concurrency_reserve must be a whole number from 1 to 999 (and less than max_concurrency)."
+  }
+}
+
 variable "request_timeout_seconds" {
-  description = "Longest a request may run, in seconds. It bounds :watch event streams, which clients then reopen, and session sockets, which are asked to move 5 minutes before it (LEASESVC_SESSION_MAX_AGE); acquires wait at most 60 s (waitMs)."
+  description = "Longest a request may run, in seconds. It bounds :watch event streams, which clients then reopen, and sessions: each session socket is asked to move (the agent resumes on a new socket, make before break) after 11/12 of it (LEASESVC_SESSION_MAX_AGE: 55 min at the default 3600, the Cloud Run maximum); acquires wait at most 60 s (waitMs)."
   type        = number
   default     = 3600
 

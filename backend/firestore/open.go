@@ -32,35 +32,35 @@ var databaseRE = regexp.MustCompile(`^(\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])
 // FIRESTORE_EMULATOR_HOST is honoured). Credentials are the Application
 // Default Credentials. Nothing is read from Firestore here: /readyz
 // reports whether it answers.
-func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions) (backend.Store, func() error, error) {
+func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions) (backend.Opened, error) {
 	project := getenv("LEASESVC_PROJECT")
 	if project == "" {
 		project = getenv("GOOGLE_CLOUD_PROJECT")
 	}
 	if project == "" {
-		return nil, nil, errors.New("LEASESVC_BACKEND=firestore needs a project: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT)")
+		return backend.Opened{}, errors.New("LEASESVC_BACKEND=firestore needs a project: set LEASESVC_PROJECT (or GOOGLE_CLOUD_PROJECT)")
 	}
 	database := getenv("LEASESVC_FIRESTORE_DATABASE")
 	if database == "" {
 		database = gfs.DefaultDatabaseID
 	}
 	if !databaseRE.MatchString(database) {
-		return nil, nil, fmt.Errorf("LEASESVC_FIRESTORE_DATABASE=%q: want (default) or 4–63 characters of [a-z0-9-] starting with a letter", database)
+		return backend.Opened{}, fmt.Errorf("LEASESVC_FIRESTORE_DATABASE=%q: want (default) or 4–63 characters of [a-z0-9-] starting with a letter", database)
 	}
 	collection := getenv("LEASESVC_FIRESTORE_COLLECTION")
 	if collection == "" {
 		collection = DefaultCollection
 	}
 	if err := validCollection(collection); err != nil {
-		return nil, nil, fmt.Errorf("LEASESVC_FIRESTORE_COLLECTION=%q: %w", collection, err)
+		return backend.Opened{}, fmt.Errorf("LEASESVC_FIRESTORE_COLLECTION=%q: %w", collection, err)
 	}
 	client, err := gfs.NewClientWithDatabase(ctx, project, database)
 	if err != nil {
-		return nil, nil, fmt.Errorf("firestore client for project %q database %q: %w", project, database, err)
+		return backend.Opened{}, fmt.Errorf("firestore client for project %q database %q: %w", project, database, err)
 	}
 	store, err := New(client, WithCollection(collection))
 	if err != nil {
-		return nil, nil, errors.Join(err, client.Close())
+		return backend.Opened{}, errors.Join(err, client.Close())
 	}
 	closeClient := func() error {
 		if err := client.Close(); err != nil {
@@ -68,5 +68,5 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 		}
 		return nil
 	}
-	return store, closeClient, nil
+	return backend.Opened{Store: store, Close: closeClient}, nil
 }

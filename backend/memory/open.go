@@ -10,8 +10,8 @@ func init() {
 	backend.Register(backend.Opener{
 		Name:    "memory",
 		Summary: "in the process: nothing is kept across a restart, nothing is shared between instances",
-		Open: func(context.Context, func(string) string, backend.OpenOptions) (backend.Store, func() error, error) {
-			return New(), func() error { return nil }, nil
+		Open: func(context.Context, func(string) string, backend.OpenOptions) (backend.Opened, error) {
+			return backend.Opened{Store: New(), Close: func() error { return nil }}, nil
 		},
 	})
 }

@@ -51,11 +51,11 @@ func TestOpenAddsColumnsToAnOlderTable(t *testing.T) {
 	}
 	open := func(migrate string) (backend.Store, error) {
 		env := map[string]string{"LEASESVC_POSTGRES_URL": url, "LEASESVC_POSTGRES_MIGRATE": migrate}
-		s, closeFn, err := o.Open(t.Context(), func(k string) string { return env[k] }, backend.OpenOptions{})
+		opened, err := o.Open(t.Context(), func(k string) string { return env[k] }, backend.OpenOptions{})
 		if err == nil {
-			t.Cleanup(func() { _ = closeFn() })
+			t.Cleanup(func() { _ = opened.Close() })
 		}
-		return s, err
+		return opened.Store, err
 	}
 	if _, err := open("false"); err == nil || !strings.Contains(err.Error(), "succession") || !strings.Contains(err.Error(), "LEASESVC_POSTGRES_MIGRATE=true") {
 		t.Fatalf("open of the older table without migrating = %v, want an error naming the missing column and the remedy", err)

@@ -35,22 +35,22 @@ var schema string
 // answer is named within seconds.
 const startTimeout = 5 * time.Second
 
-func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions) (backend.Store, func() error, error) {
+func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions) (backend.Opened, error) {
 	url := getenv("LEASESVC_POSTGRES_URL")
 	if url == "" {
-		return nil, nil, errors.New("LEASESVC_POSTGRES_URL is required with LEASESVC_BACKEND=postgres: postgres://USER@HOST:PORT/DATABASE")
+		return backend.Opened{}, errors.New("LEASESVC_POSTGRES_URL is required with LEASESVC_BACKEND=postgres: postgres://USER@HOST:PORT/DATABASE")
 	}
 	migrate, err := backend.EnvBool(getenv, "LEASESVC_POSTGRES_MIGRATE", false)
 	if err != nil {
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	batchMax, err := envBatchMax(getenv)
 	if err != nil {
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err) // pgx never echoes the password
+		return backend.Opened{}, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err) // pgx never echoes the password
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		// pgx's default, 4 on a small machine, would be one listener and 3
@@ -59,7 +59,7 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err)
+		return backend.Opened{}, fmt.Errorf("LEASESVC_POSTGRES_URL: %w", err)
 	}
 	s := New(pool, WithBatchMax(batchMax))
 	start, cancel := context.WithTimeout(ctx, startTimeout)
@@ -72,9 +72,9 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("postgres at %s:%d, database %q (within %v): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, startTimeout, err)
+		return backend.Opened{}, fmt.Errorf("postgres at %s:%d, database %q (within %v): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, startTimeout, err)
 	}
-	return s, func() error { pool.Close(); return nil }, nil
+	return backend.Opened{Store: s, Close: func() error { pool.Close(); return nil }}, nil
 }
 
 // envBatchMax reads LEASESVC_POSTGRES_BATCH_MAX: 1–BatchMaxLimit, unset

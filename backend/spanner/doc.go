@@ -27,7 +27,8 @@
 // it, and what the emulator answers for a transaction it ended because
 // another began), bounded by backend.WithMaxAttempts and the caller's
 // context. Retries counts them and backend.WithRetryHook reports each.
-// These are the Loop's settings: the Store only hands them on (WithLoop).
+// These are the Loop's settings: the service's opener returns them beside
+// the Store (backend.Opened.Loop), and the Store never acts on them.
 //
 // # Batching
 //

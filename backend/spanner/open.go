@@ -47,31 +47,31 @@ const (
 // answers and the table against schema.sql before it returns, so an
 // unreachable endpoint, a missing database or a different schema stops the
 // service at start-up with what is wrong.
-func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions) (backend.Store, func() error, error) {
+func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions) (backend.Opened, error) {
 	db := getenv("LEASESVC_SPANNER_DATABASE")
 	if db == "" {
-		return nil, nil, errors.New("LEASESVC_SPANNER_DATABASE is required with LEASESVC_BACKEND=spanner: projects/PROJECT/instances/INSTANCE/databases/DATABASE")
+		return backend.Opened{}, errors.New("LEASESVC_SPANNER_DATABASE is required with LEASESVC_BACKEND=spanner: projects/PROJECT/instances/INSTANCE/databases/DATABASE")
 	}
 	if err := CheckDatabaseName(db); err != nil {
-		return nil, nil, fmt.Errorf("LEASESVC_SPANNER_DATABASE=%q: %w", db, err)
+		return backend.Opened{}, fmt.Errorf("LEASESVC_SPANNER_DATABASE=%q: %w", db, err)
 	}
 	migrate, err := backend.EnvBool(getenv, "LEASESVC_SPANNER_MIGRATE", false)
 	if err != nil {
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	fastPath := FastPathAdaptive
 	if v := getenv("LEASESVC_SPANNER_FAST_PATH"); v != "" {
 		if fastPath, err = ParseFastPath(v); err != nil {
-			return nil, nil, fmt.Errorf("LEASESVC_SPANNER_FAST_PATH=%q: must be adaptive, always or never", v)
+			return backend.Opened{}, fmt.Errorf("LEASESVC_SPANNER_FAST_PATH=%q: must be adaptive, always or never", v)
 		}
 	}
 	commitDelay, err := envMaxCommitDelay(getenv)
 	if err != nil {
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	batchMax, err := envBatchMax(getenv)
 	if err != nil {
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	endpoint := "spanner.googleapis.com:443"
 	if h := getenv("SPANNER_EMULATOR_HOST"); h != "" {
@@ -79,34 +79,37 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 	}
 	client, err := newClient(ctx, db)
 	if err != nil {
-		return nil, nil, fmt.Errorf("spanner client for %s at %s: %w", db, endpoint, err)
+		return backend.Opened{}, fmt.Errorf("spanner client for %s at %s: %w", db, endpoint, err)
 	}
 	if err := reach(ctx, client, db, endpoint); err != nil {
 		client.Close()
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
 	if err := prepareSchema(ctx, client, migrate); err != nil {
 		client.Close()
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
-	// The loop's settings: the service's, for the Loop over the Store (one
-	// read-write transaction at a time on the emulator, which runs one at a
-	// time and fails the one a newcomer interrupts).
-	loop := WithLoop(backend.WithReadFirst(fastPath), backend.WithOneAtATime(getenv("SPANNER_EMULATOR_HOST") != ""),
-		backend.WithRetryHook(o.OnRetry))
-	store, err := New(client, loop, WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
+	store, err := New(client, WithMaxCommitDelay(commitDelay), WithBatchMax(batchMax))
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return backend.Opened{}, err
 	}
-	return store, func() error {
+	return backend.Opened{Store: store, Loop: loopOptions(store, fastPath, getenv("SPANNER_EMULATOR_HOST") != "", o.OnRetry), Close: func() error {
 		if attempts, txns, splits := store.BatchStats(); attempts > 0 {
 			cmp.Or(o.Logger, slog.Default()).Info("spanner: batched attempts", "attempts", attempts, "transactions", txns, "splits", splits,
 				"attempts_per_transaction", float64(attempts)/float64(txns))
 		}
 		client.Close()
 		return nil
-	}, nil
+	}}, nil
+}
+
+// loopOptions are the service's settings for the Loop over s: the read-first
+// mode of LEASESVC_SPANNER_FAST_PATH, one read-write transaction at a time
+// on the emulator (which runs one at a time and fails the one a newcomer
+// interrupts), and each retry counted (Retries) and reported to onRetry.
+func loopOptions(s *Store, fastPath FastPath, emulator bool, onRetry func(reason string)) []backend.LoopOption {
+	return []backend.LoopOption{backend.WithReadFirst(fastPath), backend.WithOneAtATime(emulator), backend.WithRetryHook(s.countRetries(onRetry))}
 }
 
 // envBatchMax reads LEASESVC_SPANNER_BATCH_MAX: 1–BatchMaxLimit, unset

@@ -51,7 +51,7 @@ func TestOpenNamesAnUnreachableEndpoint(t *testing.T) {
 		t.Fatal("spanner is not registered")
 	}
 	start := time.Now()
-	_, _, err = o.Open(t.Context(), func(k string) string { return env[k] }, backend.OpenOptions{})
+	_, err = o.Open(t.Context(), func(k string) string { return env[k] }, backend.OpenOptions{})
 	if err == nil || !strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("Open = %v, want an error naming %s", err, host)
 	}
@@ -86,5 +86,34 @@ func TestEnvBatchMax(t *testing.T) {
 		if _, err := envBatchMax(func(string) string { return v }); err == nil || !strings.Contains(err.Error(), "LEASESVC_SPANNER_BATCH_MAX") {
 			t.Errorf("LEASESVC_SPANNER_BATCH_MAX=%q: %v, want an error naming the variable", v, err)
 		}
+	}
+}
+
+// TestLoopOptions: the loop settings the opener returns beside the Store
+// (backend.Opened.Loop), applied over what the Store declares, are what
+// the service's Loop used when the Store carried them (WithLoop): the
+// read-first mode asked for, one at a time on the emulator, the Store's
+// batch limit, and each retry counted by Retries and reported to the hook.
+func TestLoopOptions(t *testing.T) {
+	s := &Store{cfg: config{batchMax: 7}}
+	var reasons []string
+	h := s.Hints()
+	for _, o := range loopOptions(s, FastPathNever, true, func(r string) { reasons = append(reasons, r) }) {
+		o(&h)
+	}
+	if h.ReadFirst != FastPathNever || !h.OneAtATime || h.MaxBatch != 7 || h.MaxAttempts != 0 {
+		t.Fatalf("hints = %+v; want read-first never, one at a time, MaxBatch 7, the default MaxAttempts", h)
+	}
+	h.OnRetry("aborted")
+	if s.Retries() != 1 || len(reasons) != 1 || reasons[0] != "aborted" {
+		t.Fatalf("after one retry: Retries() = %d, the hook saw %q; want 1 and [aborted]", s.Retries(), reasons)
+	}
+	h = s.Hints()
+	for _, o := range loopOptions(s, FastPathAdaptive, false, nil) {
+		o(&h)
+	}
+	h.OnRetry("aborted")
+	if h.ReadFirst != FastPathAdaptive || h.OneAtATime || s.Retries() != 2 {
+		t.Fatalf("hints = %+v, Retries() = %d; want adaptive, not one at a time, 2 retries (no hook)", h, s.Retries())
 	}
 }

@@ -39,7 +39,8 @@ type config struct {
 // Store declares (see Hints): the loop's own settings (backend.WithReadFirst,
 // backend.WithOneAtATime, backend.WithMaxAttempts, backend.WithRetryHook),
 // which the Store hands to the Loop unchanged and never acts on itself.
-// The service's opener sets them from its settings; a program that makes
+// The service's opener does not use it: it returns its settings beside the
+// Store (backend.Opened.Loop), for lease.NewManager. A program that makes
 // its own Loop may pass them to backend.NewLoop instead.
 func WithLoop(opts ...backend.LoopOption) Option {
 	return func(c *config) { c.loop = append(c.loop, opts...) }
@@ -104,14 +105,19 @@ func (s *Store) Hints() backend.Hints {
 	for _, o := range s.cfg.loop {
 		o(&h)
 	}
-	hook := h.OnRetry
-	h.OnRetry = func(reason string) {
+	h.OnRetry = s.countRetries(h.OnRetry)
+	return h
+}
+
+// countRetries returns the retry hook that counts each retry (Retries) and
+// then calls hook, if set.
+func (s *Store) countRetries(hook func(reason string)) func(reason string) {
+	return func(reason string) {
 		s.retries.Add(1)
 		if hook != nil {
 			hook(reason)
 		}
 	}
-	return h
 }
 
 // BatchStats returns what the Store has done with batching on

@@ -45,29 +45,24 @@ func cmdAcquire(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
 	req := client.AcquireRequest{Holder: holder, TTL: *ttl, Wait: *wait, Metadata: meta, Preempt: *preempt}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "priority" {
 			req.Priority, req.Candidate = *priority, true
 		}
 	})
-	l, err := c.Acquire(ctx, pos[0], req)
-	var held *client.HeldError
-	var reserved *client.ReservedError
-	switch {
-	case errors.As(err, &held):
-		_ = e.printLeases(held.Lease) // who holds it, for the caller
-	case errors.As(err, &reserved):
-		_ = e.printLeases(reserved.Lease) // for whom it is reserved
-	}
-	if err != nil {
-		return err
-	}
-	return e.printLeases(l)
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) {
+		l, err := c.Acquire(ctx, pos[0], req)
+		var held *client.HeldError
+		var reserved *client.ReservedError
+		switch {
+		case errors.As(err, &held):
+			_ = e.printLeases(held.Lease) // who holds it, for the caller
+		case errors.As(err, &reserved):
+			_ = e.printLeases(reserved.Lease) // for whom it is reserved
+		}
+		return l, err
+	})
 }
 
 func cmdRenew(ctx context.Context, e *env, args []string) error {
@@ -94,19 +89,13 @@ func cmdRenew(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
-	cp, err := objectFlag(fs, "checkpoint", *cpFlag)
-	if err != nil {
-		return err
-	}
-	l, err := c.Renew(ctx, pos[0], client.RenewRequest{Holder: holder, FencingToken: token2, TTL: *ttl, Metadata: meta, Checkpoint: cp})
-	if err != nil {
-		return err
-	}
-	return e.printLeases(l)
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) {
+		cp, err := objectFlag(fs, "checkpoint", *cpFlag)
+		if err != nil {
+			return client.Lease{}, err
+		}
+		return c.Renew(ctx, pos[0], client.RenewRequest{Holder: holder, FencingToken: token2, TTL: *ttl, Metadata: meta, Checkpoint: cp})
+	})
 }
 
 func cmdRelease(ctx context.Context, e *env, args []string) error {
@@ -126,15 +115,9 @@ func cmdRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := c.ReleaseWith(ctx, pos[0], client.ReleaseRequest{Holder: holder, FencingToken: token2, Checkpoint: cp})
-	if err != nil {
-		return err
-	}
-	return e.printLeases(l)
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) {
+		return c.ReleaseWith(ctx, pos[0], client.ReleaseRequest{Holder: holder, FencingToken: token2, Checkpoint: cp})
+	})
 }
 
 func cmdTransfer(ctx context.Context, e *env, args []string) error {
@@ -162,15 +145,9 @@ func cmdTransfer(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := c.Transfer(ctx, pos[0], client.TransferRequest{Holder: holder, FencingToken: token2, To: *to, Checkpoint: cp, Reserve: *reserve})
-	if err != nil {
-		return err
-	}
-	return e.printLeases(l)
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) {
+		return c.Transfer(ctx, pos[0], client.TransferRequest{Holder: holder, FencingToken: token2, To: *to, Checkpoint: cp, Reserve: *reserve})
+	})
 }
 
 // maxReserve is the longest --reserve of transfer (docs/contract.md §8).
@@ -213,28 +190,33 @@ func cmdRevoke(ctx context.Context, e *env, args []string) error {
 	if *token < 0 {
 		return flagError(fs, "--fencing-token %d: must not be negative", *token)
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := c.Revoke(ctx, pos[0], client.RevokeRequest{Reason: *reason, FencingToken: *token})
-	if err != nil {
-		return err
-	}
-	return e.printLeases(l)
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) {
+		return c.Revoke(ctx, pos[0], client.RevokeRequest{Reason: *reason, FencingToken: *token})
+	})
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("get")
-	pos, err := parse(fs, args, "NAME")
+	return onName(ctx, e, args, "get", (*client.Client).Get)
+}
+
+// onName runs command cmd, whose only argument is a lease NAME: it calls op
+// with the client and the name and prints the lease op returns.
+func onName(ctx context.Context, e *env, args []string, cmd string, op func(*client.Client, context.Context, string) (client.Lease, error)) error {
+	pos, err := parse(e.flags(cmd), args, "NAME")
 	if err != nil {
 		return err
 	}
+	return e.printed(ctx, func(c *client.Client) (client.Lease, error) { return op(c, ctx, pos[0]) })
+}
+
+// printed opens the client, calls op with it and prints the lease op
+// returns; an error of either is the command's.
+func (e *env) printed(ctx context.Context, op func(*client.Client) (client.Lease, error)) error {
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	l, err := c.Get(ctx, pos[0])
+	l, err := op(c)
 	if err != nil {
 		return err
 	}

@@ -47,13 +47,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			obs.metrics.BackendRetry(context.Background(), cfg.backend, reason)
 		}
 	}
-	store, closeStore, err := openStore(ctx, cfg.backend, getenv, backend.OpenOptions{OnRetry: onRetry, Logger: log})
+	opened, err := openStore(ctx, cfg.backend, getenv, backend.OpenOptions{OnRetry: onRetry, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open backend %s: %w", cfg.backend, err)
 	}
+	store := opened.Store
 	var closeBy time.Time // the shutdown budget's end once SIGTERM came; zero: defaultShutdown
 	defer func() {
-		if err := closeWithin(closeStore, closeBy); err != nil {
+		if err := closeWithin(opened.Close, closeBy); err != nil {
 			log.Error("close backend", "backend", cfg.backend, "err", err)
 		}
 	}()
@@ -88,7 +89,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	m, err := lease.NewManager(store, lease.Config{MinTTL: cfg.minTTL, MaxTTL: cfg.maxTTL, MaxCandidates: lim.maxCandidates, OnChange: func(e lease.Event) {
 		ev.changed(e)
 		obs.decided(e)
-	}})
+	}}, opened.Loop...)
 	if err != nil {
 		return fmt.Errorf("lease manager: %w", err)
 	}
@@ -202,10 +203,10 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // openStore opens the backend registered under name with the options o.
-func openStore(ctx context.Context, name string, getenv func(string) string, o backend.OpenOptions) (backend.Store, func() error, error) {
+func openStore(ctx context.Context, name string, getenv func(string) string, o backend.OpenOptions) (backend.Opened, error) {
 	opener, ok := backend.Lookup(name)
 	if !ok {
-		return nil, nil, fmt.Errorf("no backend %q registered: want one of %s", name, strings.Join(backend.Names(), ", "))
+		return backend.Opened{}, fmt.Errorf("no backend %q registered: want one of %s", name, strings.Join(backend.Names(), ", "))
 	}
 	return opener.Open(ctx, getenv, o)
 }

@@ -48,6 +48,12 @@
     const h = Math.floor(m / 60);
     return h + ' h ' + String(m % 60).padStart(2, '0') + ' m';
   }
+  // win shows a session's heartbeat window (200 ms … 60 s) as it was set:
+  // "300 ms", "1 s", "1.5 s".
+  function win(w) {
+    if (!(w > 0)) return '';
+    return w < 1000 ? Math.round(w) + ' ms' : String(Math.round(w / 100) / 10) + ' s';
+  }
   const clockFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
   const clock = (t) => (Number.isFinite(t) ? clockFmt.format(new Date(t)) : '?');
 
@@ -91,7 +97,7 @@
 
   // The succession members a lease shows while they apply (each absent
   // otherwise); a refresh event carries all of them that apply.
-  const SUCCESSION = ['priority', 'reservedFor', 'reservedUntil', 'yieldRequested', 'yieldTo', 'candidates', 'bestCandidatePriority', 'session', 'sessionWindowMs', 'windowMs'];
+  const SUCCESSION = ['priority', 'reservedFor', 'reservedUntil', 'yieldRequested', 'yieldTo', 'candidates', 'bestCandidatePriority', 'session', 'sessionWindowMs'];
 
   // refresh takes a refresh event's leases: the time left and succession
   // of holdings the page already has (same token and state). A lease whose
@@ -130,6 +136,11 @@
     if (!frame) frame = requestAnimationFrame(() => { frame = 0; tick(); });
   }
 
+  // endName names the end of a holding as the event says it: a release
+  // because the holding's session died (no heartbeat for its window,
+  // docs/contract.md §14) is told apart from the holder's own release.
+  const endName = (type, data) => (type === 'released' && data.reason === 'session_expired' ? 'session expired' : type);
+
   function apply(type, data) {
     const l = type === 'snapshot' ? data : data.lease;
     if (!l || !l.name) return;
@@ -164,11 +175,15 @@
         endTerm(p, data.previousExpired && p.exp < at ? p.exp : at, data.previousExpired ? 'expired' : 'released');
       }
     } else {
-      const how = type === 'history' ? data.type : type;
+      const how = endName(type === 'history' ? data.type : type, data);
       const tt = e.terms.get(l.fencingToken);
       if (tt) { tt.end = NaN; tt.how = ''; }
       endTerm(t, ms(l.expireTime), how);
       if (how === 'revoked') t.reason = data.reason || l.revokeReason || '';
+      // A snapshot cannot tell a session's death from a release (both end
+      // the holding early); the recent event of the same holding can.
+      if (type === 'history' && how === 'session expired' && e.lease && !e.lease.held &&
+          e.lease.fencingToken === l.fencingToken && e.how === 'released') e.how = how;
     }
     if (type !== 'history') {
       const pos = { token: l.fencingToken, rank: rank(type, l) };
@@ -176,7 +191,7 @@
         e.pos = pos;
         e.lease = l;
         e.recv = performance.now();
-        e.how = type === 'snapshot' ? (l.held ? '' : endedHow(l)) : type === 'acquired' ? '' : type;
+        e.how = type === 'snapshot' ? (l.held ? '' : endedHow(l)) : type === 'acquired' ? '' : endName(type, data);
       }
       seeServerTime(type === 'snapshot' ? ms(l.serverTime) : ms(data.eventTime));
     }
@@ -364,20 +379,35 @@
       st.title = isHeld ? 'held since ' + clock(ms(l.acquireTime)) : how ? 'last holding ' + how : '';
       const h = r.querySelector('.holder');
       h.textContent = l.holder;
-      r.querySelector('.how').textContent = isHeld ? 'since ' + clock(ms(l.acquireTime))
+      const howEl = r.querySelector('.how');
+      howEl.textContent = isHeld ? 'since ' + clock(ms(l.acquireTime))
         : how === 'revoked' ? 'last holder · revoked' + (l.revokedBy ? ' by ' + l.revokedBy : '')
           : how === 'expiring' ? 'last holder · ran out' : 'last holder · ' + (how || 'ended');
+      howEl.title = howEl.textContent; // the whole of it where the column cuts it short
       h.title = l.holder + (l.principal ? ' · principal ' + l.principal : '');
       h.style.setProperty('--h', hue(l.holder));
       r.querySelector('.token').textContent = String(l.fencingToken);
 
       badges(r, l, now, isHeld);
 
+      // A holding held through a session has no end to count down to: it
+      // lasts while its agent heartbeats and ends within the session's
+      // window of the last heartbeat. Its expiry is the backend record's
+      // long TTL, which the service renews; that countdown goes in the
+      // tooltip, as what would happen only if the service stopped renewing.
+      const sess = isHeld && !!l.session;
+      const w = sess ? l.sessionWindowMs : 0;
+      r.classList.toggle('is-session', sess);
       r.dataset.leftMs = String(isHeld ? Math.round(left) : 0);
+      r.dataset.windowMs = String(w || 0);
       const leftEl = r.querySelector('.left');
-      leftEl.textContent = isHeld ? dur(left) : Number.isFinite(freeFor) ? 'free ' + dur(freeFor) : '–';
-      r.querySelector('.fill').style.width = isHeld ? Math.min(100, (100 * left) / l.ttlMs).toFixed(1) + '%' : '0%';
-      r.querySelector('.meter').title = isHeld ? 'ttl ' + dur(l.ttlMs) + ', renewed ' + clock(ms(l.renewTime)) : '';
+      leftEl.textContent = sess ? 'while alive' : isHeld ? dur(left) : Number.isFinite(freeFor) ? 'free ' + dur(freeFor) : '–';
+      leftEl.title = sess ? 'led while its agent heartbeats; freed within ' + (win(w) || 'its window') + ' of the last heartbeat if the agent stops' : '';
+      r.querySelector('.fill').style.width = sess ? '100%' : isHeld ? Math.min(100, (100 * left) / l.ttlMs).toFixed(1) + '%' : '0%';
+      r.querySelector('.meter').title = sess
+        ? 'session window ' + (win(w) || '?') + '. The service renews the backend record (ttl ' + dur(l.ttlMs) + ', renewed ' + clock(ms(l.renewTime)) +
+          '); it would run out in ' + dur(left) + ' only if the service stopped renewing it'
+        : isHeld ? 'ttl ' + dur(l.ttlMs) + ', renewed ' + clock(ms(l.renewTime)) : '';
 
       timeline(r, e, now, isHeld);
       frag.push(r);
@@ -402,9 +432,10 @@
     const out = [];
     if (l.priority) out.push(['prio', 'priority ' + l.priority, 'acquired with priority ' + l.priority]);
     if (l.session && isHeld) {
-      const w = l.sessionWindowMs ?? l.windowMs;
-      out.push(['sess', 'session' + (w ? ' · ' + dur(w) : ''),
-        'held through a session: freed within its heartbeat window' + (w ? ' (' + dur(w) + ')' : '') + ' if the agent stops']);
+      const w = win(l.sessionWindowMs);
+      out.push(['sess', 'session' + (w ? ', window ' + w : ''),
+        'held through a session: freed within ' + (w || 'its heartbeat window') + ' of its agent\'s last heartbeat if the agent stops, ' +
+        'while the service keeps the lease renewed on the backend']);
     }
     if (l.yieldRequested && isHeld) {
       out.push(['yield', 'yield → ' + (l.yieldTo || '?'), 'a candidate of higher priority (' + (l.yieldTo || '?') + ') asks this holding to step down']);

@@ -1,7 +1,10 @@
 // Package audit writes the audit trail of leasesvc: one structured log line
 // per change of holding (acquired, released, revoked, expired), per
-// deletion of a lease (deleted, docs/contract.md §15) and per
-// request refused for authentication or authorization reasons.
+// deletion of a lease (deleted, docs/contract.md §15), per
+// request refused for authentication or authorization reasons, and per
+// step of a session (opened, resumed, closed, expired, moved, refused;
+// docs/contract.md §14), which names the session by the first 8 hex
+// characters of its stored key, never by its id.
 //
 // Every line is an INFO record with the message "audit", the Cloud Logging
 // label leasesvc_log=audit (under logging.googleapis.com/labels, which

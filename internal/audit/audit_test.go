@@ -98,3 +98,18 @@ func TestLinesAreCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestSession: a session step names the session by its short key only.
+func TestSession(t *testing.T) {
+	got := line(t, func(a *audit.Log) {
+		a.Session(t.Context(), "session_resume", "session_conflict", "alice@example.com", "0123abcd", "another resume won")
+	})
+	want := map[string]any{"action": "session_resume", "outcome": "session_conflict", "principal": "alice@example.com", "session": "0123abcd", "detail": "another resume won"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	var nilLog *audit.Log
+	nilLog.Session(t.Context(), "session_open", "ok", "", "", "") // a nil Log writes nothing
+}

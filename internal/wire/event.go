@@ -32,7 +32,10 @@ func FromEvent(ev lease.Event) Event {
 	out := Event{Type: string(ev.Type), Lease: FromLease(ev.Lease), EventTime: FormatTime(ev.Time)}
 	out.Lease.Checkpoint = nil // the next holder's to read; events stay small
 	if ev.Type == lease.EventReleased {
-		out.Successor, out.Reason = ev.Successor, ev.Reason
+		out.Successor = ev.Successor
+		if ev.Reason == lease.ReasonSessionExpired { // the one reason a release has
+			out.Reason = ev.Reason
+		}
 	}
 	if ev.Type == lease.EventRevoked || ev.Type == lease.EventDeleted {
 		out.Reason, out.Operator = ev.Reason, ev.Operator
@@ -67,7 +70,10 @@ func UnmarshalEvent(data []byte) (lease.Event, error) {
 	switch ev.Type {
 	case lease.EventAcquired, lease.EventExpired:
 	case lease.EventReleased:
-		ev.Successor, ev.Reason = body.Successor, body.Reason
+		ev.Successor = body.Successor
+		if body.Reason == lease.ReasonSessionExpired {
+			ev.Reason = body.Reason
+		}
 	case lease.EventRevoked, lease.EventDeleted:
 		ev.Reason, ev.Operator = body.Reason, body.Operator
 	default:

@@ -33,8 +33,8 @@ type language struct {
 
 var languages = []language{
 	{name: "go", prepare: prepareGo, sessions: true},
-	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}},
-	{name: "typescript", prepare: prepareTypeScript},
+	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true},
+	{name: "typescript", prepare: prepareTypeScript, sessions: true},
 }
 
 func prepareGo(t testing.TB) []string {

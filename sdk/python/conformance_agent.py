@@ -118,10 +118,11 @@ def case_ratelimit(env: Env) -> None:
 
 
 def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
-                on_renewed: Callable[[leasesvc.Lease, float], None]) -> None:
-    """Run an Elector with the SDK's defaults until stdin says stop."""
+                on_renewed: Callable[[leasesvc.Lease, float], None], plain_renewals: bool = False) -> None:
+    """Run an Elector with the SDK's defaults (through a session where the
+    service offers them) until stdin says stop."""
     e = leasesvc.Elector(env.client, env.name, holder=env.holder, ttl=env.ttl,
-                         on_started_leading=on_term, on_renewed=on_renewed)
+                         on_started_leading=on_term, on_renewed=on_renewed, plain_renewals=plain_renewals)
     e.start()
     wait_for_stop()
     e.stop(timeout=15)
@@ -132,7 +133,9 @@ def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
 
 def case_freeze(env: Env) -> None:
     # The driver freezes the service after the first renewed line, so the
-    # last successful send is always a renew's.
+    # last successful send is always a renew's. The case is about plain
+    # renewals' safe deadline (docs/contract.md §2): a session has no renews.
+    # (revoke too keeps plain renewals, as the Go agent's does.)
     last_sent = [time.monotonic()]
 
     def on_renewed(lease: leasesvc.Lease, sent: float) -> None:
@@ -146,7 +149,7 @@ def case_freeze(env: Env) -> None:
         emit(step="stopped", sinceLastSentMs=round((now - last_sent[0]) * 1000, 3), ttlMs=int(env.ttl * 1000),
              driftMargin=leasesvc.DEFAULT_DRIFT_MARGIN)
 
-    run_elector(env, on_term, on_renewed)
+    run_elector(env, on_term, on_renewed, plain_renewals=True)
 
 
 def case_revoke(env: Env) -> None:
@@ -156,7 +159,7 @@ def case_revoke(env: Env) -> None:
         if isinstance(term.cause, leasesvc.LeaseError):
             emit(step="stopped", reason=code(term.cause))
 
-    run_elector(env, on_term, lambda lease, sent: None)
+    run_elector(env, on_term, lambda lease, sent: None, plain_renewals=True)  # a renew notices the revoke
 
 
 def _checkpoint_n(lease: leasesvc.Lease) -> Any:
@@ -214,8 +217,36 @@ def case_delete(env: Env) -> None:
     emit(step="done")
 
 
+def case_session(env: Env) -> None:
+    """The ``session`` case of PROTOCOL.md (docs/contract.md §14): a session
+    of window 1 s, its deadline after the first acknowledged heartbeat, an
+    acquire through it, a plain renew refused as session_held, a checkpoint
+    and a release over it, then a holding the driver frees by killing the
+    agent (or a stop line closes the session)."""
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    s = c.open_session(window=1.0)
+    emit(step="opened", windowMs=int(round(s.window * 1000)))
+    while s.deadline() is None:  # the first heartbeat goes out at once
+        time.sleep(0.005)
+    emit(step="deadline", aheadMs=int(((s.deadline() or 0) - time.monotonic()) * 1000))
+    lease = s.acquire(name, a)
+    emit(step="acquire", holder=lease.holder, token=lease.fencing_token, held=lease.held, session=lease.session,
+         sessionWindowMs=lease.session_window_ms)
+    expect_error("renew_plain", lambda: c.renew(name, a, lease.fencing_token))
+    expect_error("acquire_other", lambda: c.acquire(name, b, ttl))
+    r = s.renew(name, a, lease.fencing_token, checkpoint={"n": 1})
+    emit(step="checkpoint", token=r.fencing_token, checkpointN=_checkpoint_n(r))
+    rel = s.release(name, a, lease.fencing_token, checkpoint={"n": 2})
+    emit(step="release", held=rel.held, checkpointN=_checkpoint_n(rel))
+    h = s.acquire(name, a)
+    emit(step="holding", token=h.fencing_token)
+    wait_for_stop()  # the driver kills the agent here; a stop closes the session
+    s.close()
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
-         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete}
+         "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete,
+         "session": case_session}
 
 
 def main() -> None:

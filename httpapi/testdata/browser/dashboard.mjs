@@ -38,6 +38,15 @@ const acquire = (base, name, holder, ttlMs, token) => api(base, `/v1/leases/${na
 const release = (base, l, token) => api(base, `/v1/leases/${l.name}:release`, { holder: l.holder, fencingToken: l.fencingToken }, token);
 const renew = (base, l, token) => api(base, `/v1/leases/${l.name}:renew`, { holder: l.holder, fencingToken: l.fencingToken }, token);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// session acts on a lease as the instance owning a session would (the test
+// service's /test/session: acquire through a new session of window windowMs,
+// renew, or expire as when the agent's heartbeats stopped).
+async function session(op, name, holder = '', windowMs = 0) {
+  const q = new URLSearchParams({ op, name, holder, windowMs: String(windowMs) });
+  const r = await fetch(`${OPEN}/test/session?${q}`, { method: 'POST' });
+  if (!r.ok) throw new Error(`session ${op} ${name}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
 async function advance(ms) {
   const r = await fetch(`${OPEN}/test/advance?ms=${ms}`, { method: 'POST' });
   if (!r.ok) throw new Error(`advance: ${r.status}`);
@@ -212,6 +221,46 @@ try {
   await waitRow(page, 'team-a.reports', { held: 'false', next: 'reports-2' }, 'a transfer\'s successor is shown as next within 1 s', t);
   void candidate;
 
+  // Sessions (docs/contract.md §14): a holding held through a session lasts
+  // while its agent heartbeats and ends within the session's window of the
+  // last one. Its expireTime is the backend record's 30 s TTL, which the
+  // instance renews: the page must not count that down as the time left.
+  t = Date.now();
+  await session('acquire', 'team-a.planner', 'planner-1', 1000);
+  await waitRow(page, 'team-a.planner', { held: 'true', holder: 'planner-1', session: 'true', windowMs: '1000' },
+    'a lease held through a session is listed within 1 s, session-held, window 1 s', t);
+  const sessRow = () => page.$eval('.row.lease[data-name="team-a.planner"]', (r) => ({
+    badges: r.querySelector('.badges').textContent, left: r.querySelector('.left').textContent,
+    leftTitle: r.querySelector('.left').title, meter: r.querySelector('.meter').title, fill: r.querySelector('.fill').style.width,
+    state: r.querySelector('.state').textContent,
+  }));
+  const sr = await sessRow();
+  if (!sr.badges.includes('session, window 1 s')) throw new Error(`session badges: ${JSON.stringify(sr.badges)}, want "session, window 1 s"`);
+  if (sr.left !== 'while alive' || sr.fill !== '100%' || sr.state !== 'led') throw new Error(`session holding's time left: ${JSON.stringify(sr)}, want "while alive" and a full bar, led`);
+  if (!/within 1 s of the last heartbeat/.test(sr.leftTitle) || !/only if the service stopped renewing/.test(sr.meter)) {
+    throw new Error(`session holding's tooltips: ${JSON.stringify(sr)}`);
+  }
+  // Over 2.5 s, with a renewal by its instance between (a refresh event),
+  // it never turns into a countdown of the backend TTL.
+  for (let i = 0; i < 10; i++) {
+    if (i === 4) await session('renew', 'team-a.planner');
+    await sleep(250);
+    const x = await sessRow();
+    if (x.left !== 'while alive' || !x.badges.includes('session, window 1 s')) throw new Error(`session holding after ${(i + 1) * 250} ms: ${JSON.stringify(x)}`);
+  }
+  ok('a session holding shows "session, window 1 s" and "while alive", not the backend TTL\'s countdown', JSON.stringify(sr.badges));
+  t = Date.now();
+  await session('acquire', 'team-a.notifier', 'notifier-1', 300);
+  await waitRow(page, 'team-a.notifier', { held: 'true', session: 'true', windowMs: '300' }, 'a 300 ms session window is shown', t);
+  const nb = await page.$eval('.row.lease[data-name="team-a.notifier"] .badges', (b) => b.textContent);
+  if (!nb.includes('session, window 300 ms')) throw new Error(`notifier badges: ${JSON.stringify(nb)}`);
+  t = Date.now();
+  await session('expire', 'team-a.notifier');
+  await waitRow(page, 'team-a.notifier', { held: 'false', windowMs: '0' }, 'a lease whose session died is shown free within 1 s', t);
+  const nh = await page.$eval('.row.lease[data-name="team-a.notifier"] .how', (e) => e.textContent);
+  if (nh !== 'last holder · session expired') throw new Error(`the end of a holding whose session died: ${JSON.stringify(nh)}, want "last holder · session expired"`);
+  ok('the end of a holding whose session died is told as "session expired"');
+
   await page.waitForTimeout(400);
   await page.screenshot({ path: join(SHOTS, 'dashboard-1280-light.png'), fullPage: true });
   await page.emulateMedia({ colorScheme: 'dark' });
@@ -223,6 +272,14 @@ try {
   await pp.goto(`${OPEN}/ui/?prefix=team-a.`);
   await pp.waitForSelector('.row.lease[data-name="team-a.scheduler"]', { timeout: 5000 });
   await pp.waitForTimeout(500);
+  // A page opened after a session died learns it from the recent events.
+  await pp.waitForFunction(() => document.querySelector('.row.lease[data-name="team-a.notifier"] .how')?.textContent === 'last holder · session expired',
+    null, { timeout: 2000, polling: 50 })
+    .catch(async () => {
+      const h = await pp.$eval('.row.lease[data-name="team-a.notifier"] .how', (e) => e.textContent).catch(() => '(no row)');
+      throw new Error(`a page opened after the session died shows its end as ${JSON.stringify(h)}, want "last holder · session expired"`);
+    });
+  ok('a page opened later also tells the end of a holding whose session died');
   const overflow = await pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   if (overflow > 0) throw new Error(`at 390 px the page is ${overflow} px wider than the screen`);
   await pp.$eval('.row.lease[data-name="team-a.indexer"] details', (d) => { d.open = true; });

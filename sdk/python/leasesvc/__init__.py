@@ -4,7 +4,10 @@
 safe retries; :class:`Elector` campaigns for a lease, renews it every TTL/3
 with jitter, and ends leadership at once on ``lease_lost`` and at the safe
 deadline (local monotonic send time + TTL × (1 − drift margin)) even when the
-service cannot be reached. Both are context managers. For asyncio, see
+service cannot be reached. By default it holds its lease through a
+:class:`Session` (``Client.open_session``: one heartbeating WebSocket per
+Client, docs/contract.md §14), so a crashed agent's lease frees within the
+session's window; against a service without sessions it renews plainly. Both are context managers. For asyncio, see
 :mod:`leasesvc.aio` (``AsyncElector``). See docs/agents.md and
 docs/contract.md §2, §7, §12.
 
@@ -72,6 +75,8 @@ from .errors import (
     RateLimitedError,
     SafeDeadline,
     SafeDeadlineError,
+    SessionHeldError,
+    SessionsUnsupportedError,
     Unauthenticated,
     UnauthenticatedError,
     Unavailable,
@@ -89,6 +94,7 @@ from .lease import (
     Page,
     newer,
 )
+from .session import Session
 
 __version__ = "0.2.0"
 
@@ -101,7 +107,7 @@ __all__ = [
     "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
     "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
     "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
-    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "StoppedError", "Term",
+    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionHeldError", "SessionsUnsupportedError", "StoppedError", "Term",
     "TransferredError", "UnauthenticatedError", "UnavailableError", "WATCH_IDLE", "Watch", "YieldedError",
     "default_cancel_before", "default_holder", "newer", "valid_name",
     # The names of the 0.1 releases, aliases of the classes above.

@@ -29,6 +29,10 @@ Example::
 
     asyncio.run(main())
 
+Like the Elector, it holds its lease through the Client's shared session by
+default (docs/contract.md §14; ``session=`` and ``plain_renewals=`` pass
+through), and the session's heartbeats run in threads too.
+
 The :class:`~leasesvc.Client` is synchronous: call it from a coroutine with
 ``await asyncio.to_thread(client.get, name)``.
 """

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import threading
 import time
 import urllib.parse
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import (
@@ -22,10 +23,14 @@ from .errors import (
     LeaseHeldError,
     LeaseReservedError,
     RateLimitedError,
+    SessionsUnsupportedError,
     UnavailableError,
     error_class,
 )
 from .lease import EVENT_STATE, Event, Lease, Page, parse_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
 
 #: A bearer token, or a callable returning one (called for every attempt of
 #: every request, so it can refresh; cache inside it if fetching is slow).
@@ -48,7 +53,17 @@ class _Cancel:
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._sock: Optional[socket.socket] = None
+        self._hooks: List[Callable[[], None]] = []
         self.cancelled = False
+
+    def on_cancel(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` on :meth:`cancel` (at once if it came already): how a
+        request over a session, whose socket is shared, is aborted."""
+        with self._mu:
+            if not self.cancelled:
+                self._hooks.append(hook)
+                return
+        hook()
 
     def attach(self, conn: Optional[http.client.HTTPConnection]) -> None:
         with self._mu:
@@ -60,6 +75,9 @@ class _Cancel:
         with self._mu:
             self.cancelled = True
             _shutdown(self._sock)
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
 
 
 def _shutdown(sock: Optional[socket.socket]) -> None:
@@ -134,6 +152,10 @@ class Client:
         self._closed = False
         self._watches: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # open watch streams
         self._watches_mu = threading.Lock()
+        self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()  # open sessions
+        self._shared_mu = threading.Lock()  # held while the shared session opens
+        self._shared: Optional["Session"] = None
+        self._no_sessions: Optional[SessionsUnsupportedError] = None
 
     def __enter__(self) -> "Client":
         return self
@@ -142,15 +164,19 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the client: end the watch streams it opened that are still
-        open, and refuse further requests (``RuntimeError``). Requests in
+        """Close the client: end the watch streams and close the sessions
+        it opened that are still open (a session's close releases its
+        leases), and refuse further requests (``RuntimeError``). Requests in
         flight finish. An :class:`~leasesvc.Elector` using the client loses
         its renewals, so stop it first. Closing twice is harmless."""
         with self._watches_mu:
             self._closed = True
             watches = list(self._watches)
+            sessions = list(self._sessions)
         for w in watches:
             w.close()
+        for s in sessions:
+            s.close()
 
     @property
     def closed(self) -> bool:
@@ -401,6 +427,69 @@ class Client:
             self._watches.add(w)
         w._connect(first=True)
         return w
+
+    # --- sessions (docs/contract.md §14) --------------------------------
+
+    def open_session(self, window: float = 1.0, drift_margin: float = 0.1, *,
+                     logger: Optional[logging.Logger] = None,
+                     clock: Callable[[], float] = time.monotonic) -> "Session":
+        """Open a session (docs/contract.md §14): one WebSocket to
+        ``GET /v1/sessions:connect`` that heartbeats every ``window``/4 on a
+        thread of its own. Leases acquired through it are held by the
+        service at a long TTL and released within ``window`` of the last
+        heartbeat it received; the session's :meth:`~leasesvc.Session.deadline`
+        is the monotonic send time of the last acknowledged heartbeat +
+        ``window`` × (1 − ``drift_margin``). A dropped socket is reconnected
+        and the session resumed. :meth:`close` of the client closes it.
+
+        Args:
+            window: the heartbeat window, seconds (0.2 … 60).
+            drift_margin: the fraction of the window given up to clock-rate
+                differences, 0.01 … 0.5.
+            logger: default ``logging.getLogger("leasesvc")``.
+            clock: the monotonic clock, seconds.
+
+        Raises:
+            SessionsUnsupportedError: the service answered the upgrade with
+                404, 405 or 501 (it offers no sessions).
+            LeaseError: the service refused (401, 403, 429, ...) or could not
+                be reached.
+        """
+        from .session import Session
+
+        with self._watches_mu:
+            self._check_open()
+        s = Session(self, window=window, drift_margin=drift_margin, logger=logger, clock=clock)
+        s._open()
+        with self._watches_mu:
+            self._sessions.add(s)
+            closed = self._closed
+        if closed:
+            s.close()
+            self._check_open()
+        return s
+
+    def _shared_session(self) -> "Session":
+        """The session this client's Electors share by default, opened on
+        first use (again after it was closed).
+
+        Raises:
+            SessionsUnsupportedError: the service offers no sessions (known
+                from then on, without asking again).
+        """
+        with self._shared_mu:
+            s = self._shared
+            if s is not None and not s.closed:
+                return s
+            if self._no_sessions is not None:
+                raise self._no_sessions
+            try:
+                s = self.open_session()
+            except SessionsUnsupportedError as e:
+                self._no_sessions = e
+                raise
+            self._shared = s
+            return s
 
     # --- transport ----------------------------------------------------
 

@@ -1,5 +1,6 @@
 """``Elector``: campaigns for one lease and keeps it while this process
-leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7)."""
+leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7),
+through a session by default (docs/contract.md §14)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .backoff import Backoff
 from .client import Client, _Cancel
 from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
-                     UnavailableError)
+                     SessionHeldError, SessionsUnsupportedError, UnavailableError)
 from .lease import Lease
+from .session import Session
 from .term import GONE, RELEASED, RENEWING, Term
 
 #: The lease duration an Elector asks for by default, seconds.
@@ -120,7 +122,21 @@ class Elector:
     while it keeps renewing, releases the lease so that a follower takes over
     at once, calls ``on_stopped_leading`` and returns.
 
-    Guarantee: the term ends no later than (local monotonic time when the
+    Sessions (docs/contract.md §14): by default the Elector holds its
+    lease through the Client's shared session (opened on first use, one per
+    Client; ``session=`` passes another, ``plain_renewals=True`` opts out).
+    The acquire, the release and checkpoint writes then travel over the
+    session's socket, the service holds the lease as long as the session's
+    heartbeats arrive, a crashed agent's lease frees within the session's
+    window, and the term ends at the session's deadline (the send time of
+    the last acknowledged heartbeat + window × (1 − drift margin), less
+    ``cancel_before``, at most a tenth of the window) whatever the socket
+    says, and at once when the session reports the lease lost or revoked.
+    Against a service without sessions (404, 405 or 501 at the upgrade) it
+    falls back to plain renewals. It logs which it uses ("holding through a
+    session (window 1s)" or "plain renewals").
+
+    Guarantee (plain renewals): the term ends no later than (local monotonic time when the
     last successful acquire or renew was sent) + TTL × (1 − drift_margin) −
     cancel_before. The service decided that holding's expiry after that
     send, so nobody else can start before it, provided the local clock and
@@ -167,7 +183,8 @@ class Elector:
         on_renewed: ``f(lease, sent)``, called from the run thread after each
             successful renew of a term, ``sent`` being the
             :func:`time.monotonic` time the renew was sent. It must not
-            block.
+            block. Through a session a term renews only to write a
+            checkpoint: the session's heartbeats keep it.
         priority: 0 … 1000, ranks this Elector among the candidates waiting
             for the lease (docs/contract.md §8): when a holding ends, the
             lease is reserved for a few seconds for the best waiting
@@ -190,7 +207,12 @@ class Elector:
             down the same way at once.
         logger: receives a line for every gain and loss of leadership and
             every failed call; default ``logging.getLogger("leasesvc")``.
-        clock: the monotonic clock, seconds; default :func:`time.monotonic`.
+        clock: the monotonic clock, seconds; default :func:`time.monotonic`
+            (a session's clock must be the same).
+        session: the :class:`~leasesvc.Session` to hold the lease through;
+            default the Client's shared session.
+        plain_renewals: keep the lease with plain renewals every
+            ``renew_interval``, never through a session.
     """
 
     def __init__(
@@ -217,6 +239,8 @@ class Elector:
         on_yield_requested: Optional[Callable[[Term, str], None]] = None,
         logger: Optional[logging.Logger] = None,
         clock: Callable[[], float] = time.monotonic,
+        session: Optional[Session] = None,
+        plain_renewals: bool = False,
     ) -> None:
         if client is None:
             raise ValueError("leasesvc.Elector: client is None")
@@ -246,6 +270,8 @@ class Elector:
             raise ValueError(f"leasesvc.Elector: priority {priority} must be within 0 … {MAX_PRIORITY}")
         if preempt and wait < 0:
             raise ValueError("leasesvc.Elector: preempt needs waiting acquires: wait must not be negative")
+        if session is not None and plain_renewals:
+            raise ValueError("leasesvc.Elector: session and plain_renewals exclude each other")
         if retry_backoff is None:
             initial = max(0.001, min(0.1, ttl / 30))
             retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
@@ -271,6 +297,9 @@ class Elector:
         self._on_yield = on_yield_requested
         self._log = logger or logging.getLogger("leasesvc")
         self._clock = clock
+        self._given_session = session
+        self.plain_renewals = plain_renewals
+        self._mode = ""  # "session" or "plain", once said in the log
 
         #: Set while this Elector leads; cleared at once when a term ends.
         self.leading = threading.Event()
@@ -338,6 +367,8 @@ class Elector:
         with self._cond:
             t = self._open_term()
             t._pending, t._gen = cp, t._gen + 1
+            t._want_write(self._clock() + self.renew_interval)
+            self._cond.notify_all()
 
     def checkpoint(self, value: Dict[str, Any]) -> Lease:
         """:meth:`set_checkpoint`, then write it at once with a renew of the
@@ -356,7 +387,11 @@ class Elector:
             t = self._open_term()
             t._pending, t._gen = cp, t._gen + 1
             gen = t._gen
-        d = self._c._renew(self.name, self.holder, t.token, checkpoint=cp, attempts=1, timeout=self._attempt_timeout())
+        via: Optional[Session] = t._via
+        if via is not None:
+            d = via._renew(self.name, self.holder, t.token, checkpoint=cp, timeout=self._attempt_timeout())
+        else:
+            d = self._c._renew(self.name, self.holder, t.token, checkpoint=cp, attempts=1, timeout=self._attempt_timeout())
         with self._cond:
             if t._gen == gen:
                 t._pending = None
@@ -394,7 +429,11 @@ class Elector:
             body["checkpoint"] = cp
         if reserve is not None:
             body["reserveMs"] = max(1, int(round(reserve * 1000)))
-        d = self._c._transfer(self.name, body, timeout=self.release_timeout)
+        via: Optional[Session] = t._via
+        if via is not None:
+            d = via._transfer(dict(body, name=self.name), timeout=self.release_timeout)
+        else:
+            d = self._c._transfer(self.name, body, timeout=self.release_timeout)
         with self._cond:
             t._transferred = True
             t._pending = None
@@ -461,7 +500,8 @@ class Elector:
             InvalidArgumentError, AccessDeniedError: the service refuses the Elector's
                 requests for good (a TTL out of its bounds, credentials
                 refused, ...).
-            RuntimeError: already running.
+            RuntimeError: already running, or the client (or the session
+                given to it) is closed.
         """
         with self._cond:
             if self._running:
@@ -516,9 +556,38 @@ class Elector:
     def _attempt_timeout(self) -> float:
         return max(0.001, min(self._c.request_timeout, self.renew_interval))
 
-    def _campaign(self) -> Optional[Tuple[Lease, float]]:
-        """Acquire the lease; return it and the local time the acquire (or
-        the renew that confirmed it) was sent, or None on stop()."""
+    def _session(self) -> Optional[Session]:
+        """The session to hold the lease through, or None for plain
+        renewals (the service offers no sessions, or plain_renewals); says
+        in the log which, when it changes.
+
+        Raises:
+            LeaseError: the shared session could not be opened (retried).
+            RuntimeError: the session given to the Elector is closed.
+        """
+        if self.plain_renewals:
+            return self._say("plain", "plain renewals (plain_renewals=True)")
+        s = self._given_session
+        if s is not None and s.closed:
+            raise RuntimeError("leasesvc.Elector: its session is closed")
+        if s is None:
+            try:
+                s = self._c._shared_session()
+            except SessionsUnsupportedError as e:
+                return self._say("plain", f"plain renewals (the service offers no sessions: {e.status})")
+        self._say("session", f"holding through a session (window {s.window:g}s)")
+        return s
+
+    def _say(self, mode: str, line: str) -> None:
+        if self._mode != mode:
+            self._mode = mode
+            self._log.info("leasesvc elector %s (%s): %s", self.name, self.holder, line)
+        return None
+
+    def _campaign(self) -> Optional[Tuple[Lease, float, Optional[Session]]]:
+        """Acquire the lease; return it, the local time the acquire (or
+        the renew that confirmed it) was sent and the session it is held
+        through (None: plain renewals), or None on stop()."""
         failures = 0
         wait = False  # the first acquire, and the first after a failure, does not wait
         while True:
@@ -529,11 +598,18 @@ class Elector:
                 self._acquiring = cancel
             w = max(self.wait_on_service, 0.0) if wait else 0.0
             sent = self._clock()
+            sess: Optional[Session] = None
             try:
+                sess = self._session()
                 ranked = self.priority > 0 or self.preempt
-                d = self._c._acquire(self.name, self.holder, self.ttl, metadata=self.metadata, wait=w,
-                                     priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
-                                     attempts=1, cancel=cancel)
+                if sess is not None:
+                    d = sess._acquire(self.name, self.holder, metadata=self.metadata, wait=w,
+                                      priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
+                                      cancel=cancel)
+                else:
+                    d = self._c._acquire(self.name, self.holder, self.ttl, metadata=self.metadata, wait=w,
+                                         priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
+                                         attempts=1, cancel=cancel)
                 err: Optional[LeaseError] = None
             except LeaseError as e:
                 err = e
@@ -542,14 +618,18 @@ class Elector:
                     self._acquiring = None
                     stopping = self._stopping
             if stopping:
-                if err is None or cancel.cancelled:
-                    self._abandon()
+                if err is None and sess is not None:
+                    self._abandon_session(sess, Lease.from_json(d))
+                elif sess is None and (err is None or cancel.cancelled):
+                    self._abandon()  # (a session releases a late answer itself)
                 return None
             if err is None:
                 lease = Lease.from_json(d)
                 self._observe(lease)
+                if sess is not None:
+                    return lease, sent, sess  # the session's heartbeats keep it
                 if self._clock() - sent <= self.renew_interval / 2:
-                    return lease, sent
+                    return lease, sent, None
                 # The acquire waited on the service: the holding began well
                 # after it was sent. A renew sent now gives a deadline that
                 # is not mostly spent already.
@@ -560,17 +640,23 @@ class Elector:
                     renewed = Lease.from_json(r)
                     if renewed.checkpoint is None:  # (it survives; keep what the acquire inherited)
                         renewed.checkpoint, renewed.checkpoint_token = lease.checkpoint, lease.checkpoint_token
-                    return renewed, now
+                    return renewed, now, None
                 except LeaseLostError:
                     continue  # it ran out meanwhile: campaign again
                 except LeaseError:
-                    return lease, sent  # lead on the acquire's deadline, however short
+                    return lease, sent, None  # lead on the acquire's deadline, however short
             if isinstance(err, (LeaseHeldError, LeaseReservedError)):
                 failures = 0
                 self._observe(err.lease)
                 if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
                     wait = True
                     continue  # wait on the service now, or again
+                if not self._sleep(self._jittered(self.renew_interval)):
+                    return None
+            elif isinstance(err, SessionHeldError):
+                failures = 0  # another session holds it for this holder: wait as for a holding by another
+                self._log.warning("leasesvc elector %s (%s): the lease is held through another session with this "
+                                  "holder: %s", self.name, self.holder, err)
                 if not self._sleep(self._jittered(self.renew_interval)):
                     return None
             elif isinstance(err, (InvalidArgumentError, AccessDeniedError)):
@@ -581,6 +667,15 @@ class Elector:
                 if not self._sleep(self._retry_delay(err, failures)):
                     return None
                 failures += 1
+
+    def _abandon_session(self, sess: Session, lease: Lease) -> None:
+        """Release a holding acquired through the session as stop() came."""
+        if not lease.held or lease.holder != self.holder:
+            return
+        try:
+            sess._release(self.name, self.holder, lease.fencing_token, timeout=self.release_timeout)
+        except LeaseError as e:
+            self._log.warning("leasesvc elector %s (%s): release failed: %s", self.name, self.holder, e)
 
     def _abandon(self) -> None:
         """Release a holding that an acquire cancelled in flight may have
@@ -595,17 +690,49 @@ class Elector:
 
     # --- lead -------------------------------------------------------------
 
-    def _lead(self, lease: Lease, sent: float) -> bool:
+    def _session_stop_at(self, sess: Session, lease: Lease) -> Optional[float]:
+        """When a term held through ``sess`` must stop now: its deadline
+        less cancel_before, waiting up to a window for a heartbeat's
+        acknowledgement when it has passed; None when there is none (or the
+        session no longer holds the lease)."""
+        cb = self._session_cancel_before(sess)
+        d = sess.deadline()
+        if d is None or self._clock() >= d - cb:
+            d = sess._wait_deadline(self._clock() + cb, sess.window)
+        if d is None or self._clock() >= d - cb or not sess._holds(self.name, lease.fencing_token):
+            self._log.warning("leasesvc elector %s (%s): the session's heartbeats are not acknowledged; not leading "
+                              "on fencing token %d", self.name, self.holder, lease.fencing_token)
+            return None
+        return d - cb
+
+    def _session_cancel_before(self, sess: Session) -> float:
+        """cancel_before for a term held through ``sess``: at most a tenth
+        of its window."""
+        return min(self.cancel_before, sess.window / 10)
+
+    def _lead(self, lease: Lease, sent: float, sess: Optional[Session] = None) -> bool:
         """Run one term for the holding ``lease``, acquired or renewed by a
-        request sent at ``sent``. True when run() should return (stop or
-        resignation), False to campaign again."""
+        request sent at ``sent`` (held through ``sess`` when given). True
+        when run() should return (stop or resignation), False to campaign
+        again."""
         clock = self._clock
-        stop_at = sent + self._safe - self.cancel_before
+        if sess is not None:
+            s_stop = self._session_stop_at(sess, lease)
+            if s_stop is None:
+                if self._sleep(self._retry_delay(UnavailableError("no heartbeat acknowledged"), 0)):
+                    return False  # campaign again: the session's repeated acquire finds the holding
+                self._abandon_session(sess, lease)
+                return True
+            stop_at = s_stop
+        else:
+            stop_at = sent + self._safe - self.cancel_before
         if clock() >= stop_at:
             return False  # too late to lead on this holding
         term = Term(lease)
+        term._via = sess
         cond = self._cond
         results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]] = []
+        pushed: List[Tuple[str, Dict[str, Any]]] = []
         cb_done = threading.Event()
 
         def end(cause: BaseException) -> None:
@@ -615,6 +742,30 @@ class Elector:
                 self.leading.clear()
                 term.ended.set()
 
+        # (the session's pushes reach the term from before its callback starts)
+        watch = 0
+        if sess is not None:
+            cb = self._session_cancel_before(sess)
+
+            def on_session(kind: str, msg: Dict[str, Any]) -> None:
+                with cond:
+                    if kind == "deadline":
+                        term._follow(msg["deadline"] - cb)
+                    else:
+                        pushed.append((kind, msg))
+                    cond.notify_all()
+
+            with cond:
+                term._arm_session(stop_at)
+            watch = sess._watch(self.name, term.token, on_session)
+            d = sess.deadline()
+            with cond:
+                if d is not None:
+                    term._follow(d - cb)
+                if not sess._holds(self.name, term.token):  # lost before the watch began
+                    pushed.append(("lost", {"name": self.name, "fencingToken": term.token, "reason": "lost"}))
+        else:
+            term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
         with cond:
             self._term = term
             self.leading.set()
@@ -639,8 +790,11 @@ class Elector:
             with cond:
                 cp, gen = term._pending, term._gen
             try:
-                r = self._c._renew(self.name, self.holder, term.token, checkpoint=cp, attempts=1,
-                                   timeout=self._attempt_timeout())
+                if sess is not None:
+                    r = sess._renew(self.name, self.holder, term.token, checkpoint=cp, timeout=self._attempt_timeout())
+                else:
+                    r = self._c._renew(self.name, self.holder, term.token, checkpoint=cp, attempts=1,
+                                       timeout=self._attempt_timeout())
                 with cond:
                     if cp is not None and term._gen == gen:
                         term._pending = None  # stored
@@ -653,10 +807,11 @@ class Elector:
                 results.append(res)
                 cond.notify_all()
 
-        term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
         try:
-            return self._lead_loop(term, end, results, cb_done, renew)
+            return self._lead_loop(term, end, results, cb_done, renew, pushed)
         finally:
+            if sess is not None:
+                sess._unwatch(watch)
             end(StoppedError("the Elector's run ended"))  # a no-op unless something raised
             with cond:
                 if term._closed is None:
@@ -666,10 +821,12 @@ class Elector:
 
     def _lead_loop(self, term: Term, end: Callable[[BaseException], None],
                    results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
-                   cb_done: threading.Event, renew: Callable[[float], None]) -> bool:
+                   cb_done: threading.Event, renew: Callable[[float], None],
+                   pushed: List[Tuple[str, Dict[str, Any]]]) -> bool:
         """The event loop of one term: the term's renewals, their answers and
-        its safe deadline; the campaign's side: stop(), a step-down and the
-        callback's return."""
+        its safe deadline, and what its session pushes (lost, revoked,
+        yield); the campaign's side: stop(), a step-down and the callback's
+        return."""
         clock, cond = self._clock, self._cond
         # Why this leader stops leading while its term could go on: "" (it
         # leads until the term ends), "graceful" (stop()), "yielded" (for a
@@ -680,7 +837,7 @@ class Elector:
             with cond:
                 while True:
                     now = clock()
-                    if (self._stopping and why != "graceful") or cb_done.is_set() or results:
+                    if (self._stopping and why != "graceful") or cb_done.is_set() or results or pushed:
                         break
                     if term.phase == RENEWING and term._transferred:
                         break
@@ -690,6 +847,7 @@ class Elector:
                         break
                     cond.wait(term._wait(now))
                 got, results[:] = list(results), []
+                news, pushed[:] = list(pushed), []
                 stopping = self._stopping
                 transferred, yield_ready = term._transferred, term._yield_ready
             now = clock()
@@ -702,6 +860,18 @@ class Elector:
                     self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
                                    self.name, self.holder, term._yield_to, term.token)
                     end(YieldedError(term._yield_to))
+            for kind, msg in news:
+                if kind == "yield":
+                    if term.leading and why != "graceful":
+                        self._ask_yield(term, str(msg.get("to", "")))
+                    continue
+                lost = LeaseLostError(f"the session reports the lease {kind}: {msg.get('reason', '')}".rstrip(": "))
+                with cond:
+                    was = term._on_gone(lost)
+                if was or term.leading:
+                    self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
+                                      self.name, self.holder, term.token, lost)
+                end(lost)
             deadline = term._check_deadline(now)
             if deadline is not None:
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
@@ -784,7 +954,11 @@ class Elector:
                 term._closed = StoppedError("released")
             term._phase = RELEASED
         token = term.token
+        via: Optional[Session] = term._via
         try:
+            if via is not None:
+                via._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout)
+                return
             self._c._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout,
                              attempts=self._c.max_attempts)
         except LeaseError as e:

@@ -25,6 +25,9 @@ UnavailableError         unavailable (503),           ErrUnavailable
 RateLimitedError         resource_exhausted (429)     ErrRateLimited
 InternalError            internal (500), unreadable   ErrInternal
 CredentialsError         the token callable failed    ErrCredentials
+SessionsUnsupportedError 404/405/501 at the session   ErrSessionsUnsupported
+                         upgrade
+SessionHeldError         session_held (409)           lease.ErrSessionHeld
 =======================  ===========================  =======================
 
 Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
@@ -243,6 +246,24 @@ class SafeDeadlineError(LeaseError):
         super().__init__(f"safe deadline reached without a successful renew (last: {last or 'no answer in time'})")
 
 
+class SessionsUnsupportedError(LeaseError):
+    """The service does not offer sessions (docs/contract.md §14): it
+    answered the session upgrade (``GET /v1/sessions:connect``) with 404,
+    405 or 501. An :class:`~leasesvc.Elector` then keeps its lease with
+    plain renewals."""
+
+    default_code = "unimplemented"
+
+
+class SessionHeldError(LeaseError):
+    """The holding is held through a session (docs/contract.md §14): a
+    REST renew of it, a REST acquire by its holder, or an acquire by its
+    holder through another session is refused. Only its session renews it;
+    a release by its holder with its token ends it."""
+
+    default_code = "session_held"
+
+
 _BY_CODE = {
     "lease_lost": LeaseLostError,
     "not_found": NotFoundError,
@@ -256,6 +277,8 @@ _BY_CODE = {
     "unauthenticated": UnauthenticatedError,
     "permission_denied": PermissionDeniedError,
     "internal": InternalError,
+    "session_not_found": NotFoundError,
+    "session_held": SessionHeldError,
 }
 
 

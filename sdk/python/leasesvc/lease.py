@@ -82,6 +82,11 @@ class Lease:
     #: The priority of the best of them (the one a reservation would name);
     #: None when none waits.
     best_candidate_priority: Optional[int] = None
+    #: The holding is held through a session (docs/contract.md §14): it
+    #: ends within ``session_window_ms`` of its agent's last heartbeat.
+    session: bool = False
+    #: The window of that session, milliseconds; 0 when not session-held.
+    session_window_ms: int = 0
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Lease":
@@ -111,6 +116,8 @@ class Lease:
             yield_to=str(d.get("yieldTo", "") or ""),
             candidates=int(d.get("candidates", 0) or 0),
             best_candidate_priority=(None if (bcp := d.get("bestCandidatePriority")) is None else int(bcp)),
+            session=bool(d.get("session", False)),
+            session_window_ms=int(d.get("sessionWindowMs", 0) or 0),
         )
 
 

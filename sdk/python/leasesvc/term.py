@@ -10,10 +10,16 @@ deadline), :data:`STOPPED` (the term stopped renewing while the service
 may still count the holding as this Elector's: the safe deadline passed or
 a renew was refused for good; a release may still end it early),
 :data:`GONE` (the service ended the holding: lost, revoked or transferred;
-nothing to release), :data:`RELEASED`."""
+nothing to release), :data:`RELEASED`.
+
+A term held through a session (docs/contract.md §14) does not renew to
+stay alive: its safe deadline follows the session's (the send time of the
+last acknowledged heartbeat + window × (1 − drift margin), less
+``cancel_before``), and it renews only to write a checkpoint."""
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -75,6 +81,8 @@ class Term:
         self._in_flight = False
         self._failures = 0
         self._last_err: Optional[BaseException] = None
+        self._session = False  # held through a session: the deadline follows its heartbeats
+        self._via: Optional[Any] = None  # that Session (the Elector's)
 
     @property
     def leading(self) -> bool:
@@ -94,6 +102,35 @@ class Term:
         first renew is due at ``first_renew``."""
         self._phase, self._span = RENEWING, span
         self._stop_at, self._next_renew = sent + span, first_renew
+
+    def _arm_session(self, stop_at: float) -> None:
+        """Start a term held through a session: leading lasts until
+        ``stop_at`` (the session's deadline less cancel_before) and moves
+        with it (:meth:`_follow`); no renew is due until a checkpoint is."""
+        self._phase, self._session = RENEWING, True
+        self._stop_at, self._next_renew = stop_at, math.inf
+
+    def _follow(self, stop_at: float) -> None:
+        """The session's deadline moved: a later one extends the term while
+        it renews (a term that stopped stays stopped)."""
+        if self._session and self._phase == RENEWING and stop_at > self._stop_at:
+            self._stop_at = stop_at
+
+    def _want_write(self, at: float) -> None:
+        """A checkpoint waits to be written: a session term renews at ``at``
+        unless a renew is due sooner."""
+        if self._session and at < self._next_renew:
+            self._next_renew = at
+
+    def _on_gone(self, err: BaseException) -> bool:
+        """The session told that the holding ended (lost, revoked): nothing
+        to renew or release. True when the term still renewed."""
+        if self._closed is None:
+            self._closed = err
+        was = self._phase == RENEWING
+        if self._phase in (RENEWING, STOPPED):
+            self._phase = GONE
+        return was
 
     @property
     def phase(self) -> str:
@@ -148,8 +185,11 @@ class Term:
             return "", None
         if err is None and r is not None:
             self._failures = 0
-            self._stop_at = at + self._span
-            self._next_renew = at + next_interval()
+            if self._session:  # the heartbeats keep it; renew again only for a checkpoint
+                self._next_renew = at + next_interval() if self._pending is not None else math.inf
+            else:
+                self._stop_at = at + self._span
+                self._next_renew = at + next_interval()
             return "renewed", Lease.from_json(r)
         assert err is not None
         if isinstance(err, (LeaseLostError, InvalidArgumentError, AccessDeniedError)):

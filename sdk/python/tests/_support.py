@@ -52,8 +52,13 @@ class FakeService:
     """An HTTP server whose answers a test scripts: ``handler(req)`` returns
     an Answer, or a callable taking the raw handler for streams."""
 
-    def __init__(self, handler: Callable[[Request], Any]) -> None:
+    def __init__(self, handler: Callable[[Request], Any], *, sessions: bool = False) -> None:
+        """``sessions``: pass the session upgrade (``GET
+        /v1/sessions:connect``) to ``handler`` too; by default it is answered
+        404, as a service without sessions does, and Electors fall back to
+        plain renewals."""
         self.handler = handler
+        self.sessions = sessions
         self.requests: List[Request] = []
         self.lock = threading.Lock()
         fake = self
@@ -72,7 +77,10 @@ class FakeService:
                 with fake.lock:
                     fake.requests.append(req)
                 try:
-                    ans = fake.handler(req)
+                    if req.path.split("?")[0].endswith("/v1/sessions:connect") and not fake.sessions:
+                        ans = problem(404, "not_found", detail="no sessions here")  # a service without sessions
+                    else:
+                        ans = fake.handler(req)
                 except Exception as e:  # a bug in the test's handler
                     ans = (500, {}, {"code": "internal", "detail": repr(e)})
                 if callable(ans):

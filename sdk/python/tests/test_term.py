@@ -91,5 +91,47 @@ class TermPhases(unittest.TestCase):
             self.assertEqual(t.phase, GONE)
 
 
+class SessionTermPhases(unittest.TestCase):
+    """A term held through a session (docs/contract.md §14): its deadline
+    follows the session's acknowledged heartbeats, not renewals."""
+
+    def session_term(self, stop_at: float = 100.65) -> Term:
+        t = Term(Lease.from_json({"name": "svc.term", "holder": "a", "fencingToken": 7, "held": True, "session": True}))
+        t._arm_session(stop_at)
+        return t
+
+    def test_the_deadline_follows_the_session(self) -> None:
+        t = self.session_term()
+        self.assertFalse(t._take_renew(1000.0), "no renew is due: the heartbeats keep the holding")
+        self.assertAlmostEqual(t._wait(100.0), 0.65)
+        t._follow(100.9)
+        t._follow(100.7)  # an older deadline never moves it back
+        self.assertIsNone(t._check_deadline(100.89))
+        self.assertIsInstance(t._check_deadline(100.9), SafeDeadlineError)
+        self.assertEqual(t.phase, STOPPED)
+        t._follow(200.0)
+        self.assertEqual(t.phase, STOPPED, "a later ack does not revive a stopped term")
+        self.assertIsNone(t._check_deadline(150.0))
+
+    def test_a_renew_only_writes_a_checkpoint(self) -> None:
+        t = self.session_term()
+        t._pending = {"n": 1}
+        t._want_write(100.3)
+        self.assertFalse(t._take_renew(100.2))
+        self.assertTrue(t._take_renew(100.3))
+        t._pending = None  # stored by the renew
+        kind, _ = answer(t, {"fencingToken": 7, "held": True}, None, 100.3, 100.4)
+        self.assertEqual(kind, "renewed")
+        self.assertAlmostEqual(t._wait(100.4), 0.25, msg="a renew does not move a session term's deadline")
+        self.assertFalse(t._take_renew(500.0), "nothing more to write")
+
+    def test_a_push_makes_it_gone(self) -> None:
+        t = self.session_term()
+        self.assertTrue(t._on_gone(LeaseLostError("lost")))
+        self.assertEqual(t.phase, GONE)
+        self.assertIsNone(t._check_deadline(1000.0))
+        self.assertFalse(t._on_gone(LeaseLostError("again")))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,6 +12,7 @@ import {
 } from "./errors.js";
 import { type LeaseEvent, parseEvent } from "./event.js";
 import { type Lease, type Page, parseLease, parseTime } from "./lease.js";
+import { Session, type SessionOptions } from "./session.js";
 
 /**
  * Credentials: a static bearer token, or a function returning one (sync or
@@ -411,6 +412,30 @@ export class Client {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Opens a session (docs/contract.md §14): a WebSocket to
+   * GET /v1/sessions:connect that heartbeats every windowMs / 4 and through
+   * which leases are held until its heartbeats stop. Resolves once the
+   * first heartbeat is acknowledged. Throws SessionsUnsupportedError when
+   * the service has no sessions (404, 405 or 501 on the route, or no
+   * WebSocket in this runtime: on Node 20 install the ws package), and the
+   * service's refusal otherwise (a window out of 200 … 60,000 ms,
+   * credentials, limits). The Elector uses a shared one by default.
+   */
+  openSession(opts: SessionOptions = {}): Promise<Session> {
+    const deps = {
+      baseUrl: this.baseUrl,
+      headers: async (signal: AbortSignal): Promise<Record<string, string>> => {
+        const h: Record<string, string> = { "User-Agent": this.#userAgent };
+        await this.#authorize(h, signal, "session", "");
+        return h;
+      },
+      requestTimeoutMs: this.requestTimeoutMs,
+      fetch: this.#fetch,
+    };
+    return Session.open(deps, opts);
   }
 
   /** Sends a request, retrying transient failures, and returns the parsed JSON of its 200 answer. */

@@ -4,6 +4,8 @@ import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backof
 import type { Client } from "./client.js";
 import { LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError } from "./errors.js";
 import { type Lease, validName } from "./lease.js";
+import { type Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+import { useSharedSession } from "./shared.js";
 import { Term, type TermHost, permanent } from "./term.js";
 
 /** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
@@ -163,6 +165,20 @@ export interface ElectorOptions {
    * steps down the same way at once.
    */
   onYieldRequested?: (signal: AbortSignal, yieldTo: string) => void | Promise<void>;
+  /**
+   * The session to hold the lease through (docs/contract.md §14; open one
+   * with Client.openSession). Electors may share one; it stays open when
+   * they stop. Omitted (and without plainRenewals): the Client's shared
+   * session, opened on first use (window 1 s) and closed when the last
+   * Elector using it stops; a service without sessions (404, 405 or 501 on
+   * the sessions route) falls back to plain renewals.
+   */
+  session?: Session;
+  /**
+   * Holds the lease with plain renewals (acquire with ttlMs, renew every
+   * renewIntervalMs) instead of a session. Default false.
+   */
+  plainRenewals?: boolean;
 }
 
 /** Defaults of ElectorOptions (docs/contract.md §7). */
@@ -180,8 +196,17 @@ const timerSlackFraction = 0.1;
 const maxTimerSlackMs = 500;
 
 /** The checked options, defaults filled in. */
-type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff" | "onYieldRequested">> &
-  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "onYieldRequested"> & { retryBackoff: Backoff; logger: ElectorLogger };
+type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff" | "onYieldRequested" | "session">> &
+  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "onYieldRequested" | "session"> & { retryBackoff: Backoff; logger: ElectorLogger };
+
+/** How a run holds its lease: through session, or with plain renewals (session undefined). */
+interface Via {
+  session: Session | undefined;
+  /** The Client's shared session (reopened when it ends), not one the caller gave. */
+  shared: boolean;
+  /** Stops using the session. */
+  release(): void;
+}
 
 const noLogger: ElectorLogger = { info() {}, warn() {} };
 
@@ -223,6 +248,18 @@ function validHolder(h: string): boolean {
  * whose event loop is blocked, can still act after its deadline: that is
  * why every write downstream must carry the fencing token, and downstream
  * systems must refuse tokens lower than the highest they have seen.
+ *
+ * Sessions (docs/contract.md §14): by default the Elector holds its lease
+ * through a session, the Client's shared one unless options.session names
+ * another, and logs which it uses ("holding through a session (window
+ * 1s)" or "plain renewals"; a service without sessions gets plain
+ * renewals). Through a session it sends no renewals: the session's
+ * heartbeats keep the lease, the service frees it within the window when
+ * this process dies, and each term ends at the session's deadline (the
+ * send time of its last acknowledged heartbeat + window × (1 −
+ * driftMargin), less cancelBeforeMs and a timer slack of 10% of the
+ * window) whatever the socket says, at once on a lost or revoked push, and
+ * steps down on a yield push as on yieldRequested.
  */
 export class Elector {
   readonly #client: Client;
@@ -239,6 +276,10 @@ export class Elector {
   #term: Term | undefined;
   /** The current or last term. */
   #lastTerm: Term | undefined;
+  /** How the running campaign holds the lease. */
+  #via: Via | undefined;
+  /** The safe span (without slack) of the current or last term: ttlMs or the session's window × (1 − driftMargin). */
+  #lastSafeSpan = 0;
 
   /** Returns an Elector for the lease name, calling the service through client. It checks options and does not modify them. */
   constructor(client: Client, name: string, options: ElectorOptions) {
@@ -279,7 +320,7 @@ export class Elector {
   /** The safe deadline of the current (or last) term on performance.now(): lastSentAt + ttlMs × (1 − driftMargin). */
   get safeDeadline(): number {
     const at = this.lastSentAt;
-    return at === 0 ? 0 : at + safeSpan(this.#o);
+    return at === 0 ? 0 : at + (this.#lastSafeSpan || safeSpan(this.#o));
   }
 
   /** The options in force, defaults filled in. */
@@ -324,7 +365,7 @@ export class Elector {
     this.setCheckpoint(v);
     const t = this.#term!;
     const gen = t.gen;
-    const l = await this.#client.renew(this.#name, { holder: this.#o.holder, fencingToken: t.token, checkpoint: t.pending }, { signal: opts.signal, maxAttempts: 1, timeoutMs: this.#attemptTimeout() });
+    const l = await t.write(t.pending, { signal: opts.signal, timeoutMs: this.#attemptTimeout() });
     if (t.gen === gen) t.pending = undefined;
     return l;
   }
@@ -345,11 +386,9 @@ export class Elector {
     if (to === "" || to === this.#o.holder) throw new RangeError(`leasesvc Elector.transfer: the successor ${JSON.stringify(to)} must be another holder than ${JSON.stringify(this.#o.holder)}`);
     const cp = checkpoint === undefined ? undefined : checkCheckpoint(checkpoint);
     const t = this.#openTerm();
-    const l = await this.#client.transfer(
-      this.#name,
-      { holder: this.#o.holder, fencingToken: t.token, to, checkpoint: cp ?? t.pending, reserveMs: opts.reserveMs },
-      { signal: opts.signal ?? AbortSignal.timeout(this.#o.releaseTimeoutMs) },
-    );
+    const req = { holder: this.#o.holder, fencingToken: t.token, to, checkpoint: cp ?? t.pending, reserveMs: opts.reserveMs };
+    const signal = opts.signal ?? AbortSignal.timeout(this.#o.releaseTimeoutMs);
+    const l = t.session !== undefined ? await t.session.transfer(this.#name, req, { signal }) : await this.#client.transfer(this.#name, req, { signal });
     t.pending = undefined;
     t.transferred(to, new TransferredError(to));
     return l;
@@ -367,14 +406,79 @@ export class Elector {
     if (this.#running) throw new Error("leasesvc Elector.run: already running");
     this.#running = true;
     try {
+      const via = await this.#holdVia(signal);
+      if (via === undefined) return;
+      this.#via = via;
       for (;;) {
         const got = await this.#campaign(signal);
         if (got === undefined) return;
         if (await this.#lead(signal, got.lease, got.sent)) return;
       }
     } finally {
+      this.#via?.release();
+      this.#via = undefined;
       this.#running = false;
     }
+  }
+
+  /**
+   * Decides how this run holds the lease (options.plainRenewals, options.session,
+   * or the Client's shared session, falling back to plain renewals on a
+   * service without sessions) and logs it; resolves to undefined when
+   * signal is aborted first. A service that cannot be reached is retried.
+   */
+  async #holdVia(signal?: AbortSignal): Promise<Via | undefined> {
+    const o = this.#o;
+    const f = { lease: this.#name, holder: o.holder };
+    const plain = (why: string): Via => {
+      o.logger.info("leasesvc elector: plain renewals", { ...f, ttlMs: o.ttlMs, why });
+      return { session: undefined, shared: false, release() {} };
+    };
+    if (o.plainRenewals) return plain("plainRenewals");
+    if (o.session !== undefined) {
+      o.logger.info(`leasesvc elector: holding through a session (window ${windowText(o.session.windowMs)})`, { ...f, windowMs: o.session.windowMs });
+      return { session: o.session, shared: false, release() {} };
+    }
+    for (let failures = 0; ; failures++) {
+      if (signal?.aborted) return undefined;
+      try {
+        const u = await useSharedSession(this.#client, () => this.#client.openSession());
+        o.logger.info(`leasesvc elector: holding through a session (window ${windowText(u.session.windowMs)})`, { ...f, windowMs: u.session.windowMs });
+        return { session: u.session, shared: true, release: u.release };
+      } catch (err) {
+        if (err instanceof SessionsUnsupportedError) return plain(err.message);
+        if (permanent(err)) throw err;
+        o.logger.warn("leasesvc elector: opening the session failed", { ...f, err: String(err) });
+        if (!(await sleep(this.#retryDelay(err, failures), signal))) return undefined;
+      }
+    }
+  }
+
+  /** The safe span of a term through s, as the leading signal's timer uses it: window × (1 − driftMargin) − cancelBeforeMs − timer slack. */
+  #sessionSpan(s: Session): number {
+    return s.windowMs * (1 - s.driftMargin) - this.#o.cancelBeforeMs - timerSlack(s.windowMs);
+  }
+
+  /**
+   * One acquire through the session: resolves to the holding and the send
+   * time of the session's last acknowledged heartbeat once the session
+   * vouches for it, to undefined to campaign on (no heartbeat acknowledged
+   * in time), and throws as the acquire does.
+   */
+  async #acquireThrough(s: Session, signal: AbortSignal | undefined, waitMs: number): Promise<{ lease: Lease; sent: number } | undefined> {
+    const o = this.#o;
+    const ranked = o.priority > 0 || o.preempt;
+    const l = await s.acquire(this.#name, { holder: o.holder, metadata: o.metadata, waitMs, priority: ranked ? o.priority : undefined, preempt: o.preempt && waitMs > 0 }, { signal });
+    this.#observe(l);
+    const span = this.#sessionSpan(s);
+    // Lead only while the session's deadline lies ahead; wait a window for an acknowledged heartbeat otherwise.
+    const until = performance.now() + s.windowMs;
+    while (s.lastAckSentAt + span <= performance.now()) {
+      if (s.ended || performance.now() >= until) return undefined;
+      if (!(await sleep(Math.max(1, s.heartbeatMs / 4), signal))) return undefined;
+    }
+    if (s.heldToken(this.#name, o.holder) !== l.fencingToken) return undefined; // lost meanwhile
+    return { lease: l, sent: s.lastAckSentAt };
   }
 
   #observe(l: Lease): void {
@@ -411,8 +515,20 @@ export class Elector {
     for (;;) {
       if (signal?.aborted) return undefined;
       const sent = performance.now();
+      const s = this.#via?.session;
       try {
         const waitMs = wait ? Math.max(0, o.waitMs) : 0;
+        if (s !== undefined) {
+          const got = await this.#acquireThrough(s, signal, waitMs);
+          if (got !== undefined) return got;
+          if (signal?.aborted) {
+            await this.#abandon();
+            return undefined;
+          }
+          if (!(await sleep(this.#retryDelay(undefined, failures), signal))) return undefined;
+          failures++;
+          continue;
+        }
         const ranked = o.priority > 0 || o.preempt;
         const l = await this.#client.acquire(
           this.#name,
@@ -452,6 +568,16 @@ export class Elector {
           continue;
         }
         if (permanent(err)) throw err;
+        if (err instanceof SessionEndedError && this.#via !== undefined) {
+          // The session is gone with its leases: a shared one is opened anew, a given one ends the run.
+          if (!this.#via.shared) throw err;
+          o.logger.warn("leasesvc elector: the session ended; opening another", { lease: this.#name, holder: o.holder, err: String(err) });
+          this.#via.release();
+          const via = await this.#holdVia(signal);
+          this.#via = via ?? { session: undefined, shared: false, release() {} };
+          if (via === undefined) return undefined;
+          continue;
+        }
         wait = false;
         o.logger.warn("leasesvc elector: acquire failed", { lease: this.#name, holder: o.holder, err: String(err) });
         if (!(await sleep(this.#retryDelay(err, failures), signal))) return undefined;
@@ -463,6 +589,12 @@ export class Elector {
   /** Releases a holding that an acquire abandoned in flight may have obtained without this Elector hearing of it. */
   async #abandon(): Promise<void> {
     const s = AbortSignal.timeout(this.#o.releaseTimeoutMs);
+    const session = this.#via?.session;
+    if (session !== undefined) {
+      const token = session.heldToken(this.#name, this.#o.holder);
+      if (token > 0) await session.release(this.#name, this.#o.holder, token, { signal: s }).catch(() => undefined);
+      return;
+    }
     try {
       const l = await this.#client.get(this.#name, { signal: s });
       if (l.held && l.holder === this.#o.holder) {
@@ -483,7 +615,10 @@ export class Elector {
   #lead(parent: AbortSignal | undefined, l: Lease, sent: number): Promise<boolean> {
     const o = this.#o;
     const token = l.fencingToken;
-    if (performance.now() >= sent + this.#span) return Promise.resolve(false); // too late to lead on this holding
+    const session = this.#via?.session;
+    const span = session !== undefined ? this.#sessionSpan(session) : this.#span;
+    this.#lastSafeSpan = session !== undefined ? session.windowMs * (1 - session.driftMargin) : 0;
+    if (performance.now() >= sent + span) return Promise.resolve(false); // too late to lead on this holding
     return new Promise<boolean>((resolveTerm) => {
       const leading = new AbortController();
       /** Why this leader stops leading while its term could go on. */
@@ -498,14 +633,18 @@ export class Elector {
         name: this.#name,
         holder: o.holder,
         logger: o.logger,
-        spanMs: this.#span,
+        spanMs: span,
+        session,
+        yieldRequested: (to) => {
+          if (why !== "graceful" && !leading.signal.aborted) askYield(to);
+        },
         releaseTimeoutMs: o.releaseTimeoutMs,
         renewDelay: () => this.#jittered(o.renewIntervalMs),
         retryDelay: (err, failures) => this.#retryDelay(err, failures),
         attemptTimeoutMs: () => this.#attemptTimeout(),
         end,
         renewed: (rl, sentAt, deadline) => {
-          if (rl.yieldRequested && why !== "graceful" && !leading.signal.aborted) askYield(rl.yieldTo);
+          if (rl?.yieldRequested && why !== "graceful" && !leading.signal.aborted) askYield(rl.yieldTo);
           try {
             o.onRenewed?.({ fencingToken: token, sentAt, deadline });
           } catch (cbErr) {
@@ -572,6 +711,11 @@ function safeSpan(o: { ttlMs: number; driftMargin: number }): number {
   return o.ttlMs * (1 - o.driftMargin);
 }
 
+/** windowText writes a window as the log line says it: "1s", "1.5s", "200ms". */
+function windowText(ms: number): string {
+  return ms >= 1000 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
 function timerSlack(ttlMs: number): number {
   return Math.min(maxTimerSlackMs, ttlMs * timerSlackFraction);
 }
@@ -632,5 +776,7 @@ function resolve(opts: ElectorOptions): Resolved {
     priority,
     preempt,
     onYieldRequested: opts.onYieldRequested,
+    session: opts.session,
+    plainRenewals: opts.plainRenewals ?? false,
   };
 }

@@ -193,6 +193,12 @@ export function errorClassOf(status: number, code: string): ErrorClass {
       return LeaseError;
     case "lease_lost":
       return LeaseLostError;
+    case "session_held": // a REST renew or acquire of a holding held through a session (docs/contract.md §14)
+      return LeaseError;
+    case "session_not_found":
+      return NotFoundError;
+    case "session_conflict": // a racing resume of the same session won: resuming again may succeed
+      return UnavailableError;
     case "not_found":
       return NotFoundError;
     case "invalid_argument":

@@ -4,7 +4,10 @@
  * Client calls the HTTP API with retries that are safe; Elector campaigns
  * for a lease and aborts its leading AbortSignal at once on lease_lost and
  * before the safe deadline, measured on performance.now(), when the service
- * cannot be reached.
+ * cannot be reached. By default the Elector holds its lease through a
+ * Session (Client.openSession, docs/contract.md §14), one WebSocket whose
+ * heartbeats keep it, and falls back to plain renewals against a service
+ * without sessions.
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
 export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
@@ -27,6 +30,8 @@ export {
   UnavailableError,
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
+export { Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+export type { HoldingWatcher, SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
 export { isNewer, parseEvent } from "./event.js";
 export type { EventType, LeaseEvent } from "./event.js";
 export { parseLease, parseTime, validName } from "./lease.js";

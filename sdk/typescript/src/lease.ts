@@ -54,6 +54,10 @@ export interface Lease {
   candidates: number;
   /** The priority of the best of them (the one a reservation would name); null when none waits. */
   bestCandidatePriority: number | null;
+  /** The holding is held through a session (docs/contract.md §14): it ends when its session's heartbeats stop. */
+  session: boolean;
+  /** The window of that session in milliseconds; 0 when not session-held. */
+  sessionWindowMs: number;
 }
 
 /** One page of a list. */
@@ -114,6 +118,8 @@ export function parseLease(raw: unknown): Lease {
     yieldTo: str(o["yieldTo"]),
     candidates: num(o["candidates"]),
     bestCandidatePriority: typeof o["bestCandidatePriority"] === "number" ? num(o["bestCandidatePriority"]) : null,
+    session: o["session"] === true,
+    sessionWindowMs: num(o["sessionWindowMs"]),
   };
 }
 

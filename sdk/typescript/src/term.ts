@@ -1,7 +1,8 @@
 import { performance } from "node:perf_hooks";
 import type { Client } from "./client.js";
-import { DeniedError, InvalidArgumentError, LeaseLostError, SafeDeadlineError } from "./errors.js";
+import { DeniedError, InvalidArgumentError, type LeaseError, LeaseLostError, SafeDeadlineError } from "./errors.js";
 import type { Lease } from "./lease.js";
+import type { Session } from "./session.js";
 
 /**
  * Where one term of leadership stands: "renewing" while the holding is
@@ -20,8 +21,16 @@ export interface TermHost {
   readonly name: string;
   readonly holder: string;
   readonly logger: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
-  /** How long after sending a successful acquire or renew the leading signal may stay live, ms. */
+  /**
+   * How long after sending a successful acquire or renew (through a
+   * session: the last acknowledged heartbeat) the leading signal may stay
+   * live, ms.
+   */
   readonly spanMs: number;
+  /** The session the holding is led through; undefined for plain renewals. */
+  readonly session?: Session | undefined;
+  /** A preempting candidate asks the holding to step down (a session's yield push). */
+  yieldRequested?(to: string): void;
   /** Bounds the release. */
   readonly releaseTimeoutMs: number;
   /** When the next renew is due after one sent now, ms (jittered). */
@@ -32,8 +41,8 @@ export interface TermHost {
   attemptTimeoutMs(): number;
   /** Ends leadership with reason: the term can no longer be led on. */
   end(reason: unknown): void;
-  /** A renew succeeded: l is its answer, deadline the new one (performance.now()). */
-  renewed(l: Lease, sentAt: number, deadline: number): void;
+  /** A renew succeeded (l is its answer), or a session's heartbeat sent at sentAt was acknowledged (l undefined): deadline is the new one (performance.now()). */
+  renewed(l: Lease | undefined, sentAt: number, deadline: number): void;
 }
 
 /** permanent reports whether err cannot go away by retrying. */
@@ -49,6 +58,12 @@ export function permanent(err: unknown): boolean {
  * campaign decides when to lead and when to stop; the term only tells it,
  * through host.end, when the holding can no longer be led on. Like etcd's
  * concurrency.Session beside its Election, the deadline lives here alone.
+ *
+ * Through a session (host.session) the term sends no renewals: the
+ * session's acknowledged heartbeats move its deadline (the send time of the
+ * last acknowledged heartbeat + spanMs), its pushes end it (lost, revoked)
+ * or ask it to step down (yield), and checkpoints, the release and the
+ * transfer travel over the session's socket.
  */
 export class Term {
   readonly token: number;
@@ -68,12 +83,18 @@ export class Term {
   #stopTimer: ReturnType<typeof setTimeout> | undefined;
   #renewTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #h: TermHost;
+  #unwatch: (() => void) | undefined;
 
   /** A renewing term of the holding with fencing token token, confirmed by a request sent at sentAt; start arms its timers. */
   constructor(host: TermHost, token: number, sentAt: number) {
     this.#h = host;
     this.token = token;
     this.#sentAt = sentAt;
+  }
+
+  /** The session the holding is led through; undefined for plain renewals. */
+  get session(): Session | undefined {
+    return this.#h.session;
   }
 
   /** Where the term stands. */
@@ -91,10 +112,50 @@ export class Term {
     return this.#sentAt + this.#h.spanMs;
   }
 
-  /** Arms the safe deadline's timer and the first renewal's. */
+  /** Arms the safe deadline's timer and the first renewal's (through a session: listens to it instead). */
   start(): void {
+    const s = this.#h.session;
+    if (s !== undefined) {
+      this.#sentAt = s.lastAckSentAt;
+      this.#unwatch = s.watchHolding(this.#h.name, {
+        token: this.token,
+        lost: (err) => this.#onLost(err),
+        yieldTo: (to) => {
+          if (this.#phase === "renewing") this.#h.yieldRequested?.(to);
+        },
+        acked: (sentAt) => {
+          if (this.#phase !== "renewing") return;
+          this.#sentAt = sentAt;
+          this.#armStop();
+          this.#h.renewed(undefined, sentAt, this.stopAt);
+        },
+      });
+      this.#armStop();
+      return;
+    }
     this.#armStop();
     this.#armRenew(this.#sentAt + this.#h.renewDelay() - performance.now());
+  }
+
+  /** The session ended the holding (a lost or revoked push, or the session's end). */
+  #onLost(err: LeaseError): void {
+    if (this.#phase !== "renewing" && this.#phase !== "stopped") return;
+    const wasRenewing = this.#phase === "renewing";
+    this.#phase = "gone";
+    this.closed ??= err;
+    this.#stop();
+    if (wasRenewing) {
+      this.#h.logger.warn("leasesvc elector: leadership lost", { ...this.#log(), err: String(err) });
+      this.#h.end(err);
+    }
+  }
+
+  /** Writes checkpoint now with a renew (through the session when there is one); resolves to its answer. */
+  write(checkpoint: Record<string, unknown> | undefined, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<Lease> {
+    const s = this.#h.session;
+    const req = { holder: this.#h.holder, fencingToken: this.token, checkpoint };
+    if (s !== undefined) return s.renew(this.#h.name, req, { signal: opts.signal, timeoutMs: opts.timeoutMs });
+    return this.#h.client.renew(this.#h.name, req, { signal: opts.signal, maxAttempts: 1, timeoutMs: opts.timeoutMs });
   }
 
   #log(): Record<string, unknown> {
@@ -116,7 +177,7 @@ export class Term {
     this.#phase = "stopped";
     clearTimeout(this.#renewTimer);
     this.#renewAbort?.abort();
-    this.#lastErr ??= new Error("no answer to the renew in time");
+    this.#lastErr ??= new Error(this.#h.session !== undefined ? "no heartbeat of the session acknowledged in time" : "no answer to the renew in time");
     this.#h.logger.warn("leasesvc elector: safe deadline reached", { ...this.#log(), err: String(this.#lastErr) });
     this.#h.end(new SafeDeadlineError(this.#lastErr));
   }
@@ -174,6 +235,8 @@ export class Term {
   }
 
   #stop(): void {
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     clearTimeout(this.#stopTimer);
     clearTimeout(this.#renewTimer);
     this.#renewAbort?.abort();
@@ -196,7 +259,14 @@ export class Term {
     this.closed ??= new Error("released");
     this.#phase = "released";
     try {
-      await this.#h.client.release(this.#h.name, this.#h.holder, this.token, { signal: AbortSignal.timeout(this.#h.releaseTimeoutMs), checkpoint });
+      const signal = AbortSignal.timeout(this.#h.releaseTimeoutMs);
+      const s = this.#h.session;
+      if (s !== undefined) {
+        if (s.ended) return; // the service released it with the session
+        await s.release(this.#h.name, this.#h.holder, this.token, { signal, checkpoint });
+      } else {
+        await this.#h.client.release(this.#h.name, this.#h.holder, this.token, { signal, checkpoint });
+      }
     } catch (err) {
       this.#h.logger.warn("leasesvc elector: release failed; the lease runs out at its expiry", { ...this.#log(), err: String(err) });
     }

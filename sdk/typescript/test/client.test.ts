@@ -197,7 +197,10 @@ describe("Client", () => {
     fake.fault = "unavailable";
     const ac = new AbortController();
     const p = c.get("abort.a", { signal: ac.signal });
-    setTimeout(() => ac.abort(new Error("enough")), 50);
+    // Abort once the first attempt was answered (503), while the retry's 10 s backoff runs;
+    // a fixed 50 ms came before the request on a loaded machine.
+    while (fake.count("abort.a") === 0) await new Promise((r) => setTimeout(r, 5));
+    ac.abort(new Error("enough"));
     await assert.rejects(p, /enough/);
     assert.equal(fake.count("abort.a"), 1);
   });

@@ -147,12 +147,58 @@ async function succession(c: Client, name: string, a: string, ttlMs: number): Pr
   emit({ step: "done" });
 }
 
-/** elector runs an Elector until stdin says stop; freeze reports deadlines, revoke reports reasons. */
+/**
+ * session runs the session case (docs/contract.md §14): a session of window
+ * 1 s whose deadline follows the acknowledged heartbeats, an acquire through
+ * it (the lease says session-held, a plain renew is refused), a checkpoint
+ * and a release over it, then a holding left to the driver, which kills the
+ * agent and sees the lease free within the window. A stop closes the
+ * session.
+ */
+async function sessionCase(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
+  const stop = stopSignal();
+  const b = a + "-b";
+  const s = await c.openSession({ windowMs: 1000 });
+  try {
+    emit({ step: "opened", windowMs: s.windowMs });
+    // openSession resolves once the first heartbeat is acknowledged.
+    emit({ step: "deadline", aheadMs: Math.round(s.deadline() - performance.now()) });
+    const l = await s.acquire(name, { holder: a });
+    emit({ step: "acquire", holder: l.holder, token: l.fencingToken, held: l.held, session: l.session, sessionWindowMs: l.sessionWindowMs });
+    await step("renew_plain", () => c.renew(name, { holder: a, fencingToken: l.fencingToken }), () => ({ error: "none" }));
+    await step(
+      "acquire_other",
+      () => c.acquire(name, { holder: b, ttlMs }),
+      () => ({ error: "none" }),
+      (err) => (err instanceof LeaseHeldError ? { holder: err.lease.holder } : {}),
+    );
+    const r = await s.renew(name, { holder: a, fencingToken: l.fencingToken, checkpoint: { n: 1 } });
+    emit({ step: "checkpoint", token: r.fencingToken, checkpointN: checkpointN(r) });
+    const rl = await s.release(name, a, l.fencingToken, { checkpoint: { n: 2 } });
+    emit({ step: "release", held: rl.held, checkpointN: checkpointN(rl) });
+    const h = await s.acquire(name, { holder: a });
+    emit({ step: "holding", token: h.fencingToken });
+    // The driver kills the agent here; a stop closes the session.
+    await new Promise<void>((resolve) => {
+      if (stop.aborted) resolve();
+      else stop.addEventListener("abort", () => resolve(), { once: true });
+    });
+  } finally {
+    await s.close();
+  }
+}
+
+/**
+ * elector runs an Elector on plain renewals until stdin says stop; freeze
+ * reports deadlines, revoke reports reasons. Both check the renewals' safe
+ * deadline, so they opt out of sessions, as the Go agent does.
+ */
 async function elector(c: Client, name: string, a: string, ttlMs: number, kind: "freeze" | "revoke"): Promise<void> {
   const stop = stopSignal();
   const e: Elector = new Elector(c, name, {
     holder: a,
     ttlMs,
+    plainRenewals: true,
     onStartedLeading: (signal, token) =>
       new Promise<void>((resolve) => {
         emit({ step: "leading", token });
@@ -206,8 +252,11 @@ async function main(): Promise<number> {
     case "revoke":
       await elector(c, name, holder, ttlMs, kase);
       return 0;
+    case "session":
+      await sessionCase(c, name, holder, ttlMs);
+      return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession or delete)\n`);
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete or session)\n`);
   return 2;
 }
 

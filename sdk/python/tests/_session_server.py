@@ -1,0 +1,270 @@
+"""Test support: a fake of the service's sessions route (docs/contract.md
+§14) over the byte-level WebSocket server of _ws_support. It keeps leases
+in memory, answers open, resume, heartbeat, acquire, renew, release,
+transfer and close as the service does, and lets a test withhold acks, push
+lost/revoked/yield/move, drop a socket, and refuse the upgrade or a
+resume."""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import socket
+import struct
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ._ws_support import FakeServer, Handshake, ServerConn, close_payload, server_frame, upgrade_answer
+
+WINDOW_MS = 1000
+
+
+def refusal(status: int, code: str) -> Callable[[Handshake], bytes]:
+    """An upgrade answer refusing with a problem+json ``status``."""
+    body = json.dumps({"type": "about:blank", "title": code, "status": status, "code": code,
+                       "detail": code}).encode()
+
+    def answer(hs: Handshake) -> bytes:
+        return (f"HTTP/1.1 {status} Refused\r\nContent-Type: application/problem+json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+    return answer
+
+
+class Conn:
+    """One socket of the fake: what it received, and how to write to it."""
+
+    def __init__(self, sc: ServerConn, index: int) -> None:
+        self.sc = sc
+        self.index = index
+        self.sid = ""
+        self.mu = threading.Lock()
+        self.received: List[Dict[str, Any]] = []
+        self.ended = threading.Event()  # the handler saw the socket end
+        self.close_frame: Optional[int] = None  # the client's close code, if it sent one
+
+    def send(self, msg: Dict[str, Any]) -> None:
+        data = server_frame(0x1, json.dumps(msg).encode())
+        with self.mu:
+            try:
+                self.sc.send(data)
+            except OSError:
+                pass
+
+    def drop(self) -> None:
+        """End the TCP connection without a close frame."""
+        try:
+            self.sc.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def types(self) -> List[str]:
+        return [str(m.get("type")) for m in list(self.received)]
+
+
+class FakeSessionService:
+    """The sessions route of a fake service, at ``url`` (http://…)."""
+
+    def __init__(self, *, answer: Optional[Callable[[Handshake], bytes]] = None, window_ms: Optional[int] = None) -> None:
+        self.lock = threading.Condition()
+        self.acking = True  # answer heartbeats with acks
+        self.refuse_resume = ""  # a problem code to refuse resumes with
+        self.lost_on_resume: List[str] = []  # lease names a resume reports lost
+        self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
+        self.acquire_problem: Optional[Dict[str, Any]] = None  # answer acquires with this problem
+        self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
+        self.conns: List[Conn] = []
+        self.sessions: Dict[str, Dict[str, Any]] = {}
+        self.leases: Dict[str, Dict[str, Any]] = {}
+        self.events: "queue.Queue[Tuple[int, Dict[str, Any]]]" = queue.Queue()
+        self.log: List[Tuple[int, str]] = []  # (conn index, type) in the order handled, "END" at a socket's end
+        self.server = FakeServer(self._serve, answer=answer or (lambda hs: upgrade_answer(hs)))
+        self.url = f"http://127.0.0.1:{self.server.port}"
+
+    def close(self) -> None:
+        for c in list(self.conns):
+            c.drop()
+        self.server.close()
+
+    # --- for tests -----------------------------------------------------
+
+    def conn(self, i: int = -1) -> Conn:
+        with self.lock:
+            return self.conns[i]
+
+    def wait(self, pred: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until ``pred()`` (checked under the lock) holds."""
+        end = time.monotonic() + timeout
+        with self.lock:
+            while not pred():
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("the fake session service waited in vain")
+                self.lock.wait(min(left, 0.05))
+
+    def count(self, typ: str, conn: Optional[int] = None) -> int:
+        return sum(1 for i, t in self.log if t == typ and (conn is None or i == conn))
+
+    def next(self, typ: str, timeout: float = 10.0) -> Tuple[int, Dict[str, Any]]:
+        """The next message of type ``typ`` handled (any socket)."""
+        end = time.monotonic() + timeout
+        while True:
+            i, m = self.events.get(timeout=max(0.0, end - time.monotonic()))
+            if m.get("type") == typ:
+                return i, m
+
+    def push(self, msg: Dict[str, Any], conn: int = -1) -> None:
+        self.conn(conn).send(msg)
+
+    def lease(self, name: str) -> Dict[str, Any]:
+        with self.lock:
+            return dict(self.leases[name])
+
+    # --- the protocol --------------------------------------------------
+
+    def _serve(self, sc: ServerConn) -> None:
+        with self.lock:
+            c = Conn(sc, len(self.conns))
+            self.conns.append(c)
+            self.lock.notify_all()
+        try:
+            while True:
+                try:
+                    f = sc.recv_frame(timeout=30)
+                except (OSError, EOFError):
+                    return
+                if f.opcode == 0x8:
+                    c.close_frame = struct.unpack_from("!H", f.payload)[0] if len(f.payload) >= 2 else 1005
+                    with c.mu:
+                        try:
+                            sc.send(server_frame(0x8, f.payload[:2]))
+                        except OSError:
+                            pass
+                    return
+                if f.opcode == 0x9:
+                    with c.mu:
+                        sc.send(server_frame(0xA, f.payload))
+                    continue
+                if f.opcode != 0x1:
+                    continue
+                msg = json.loads(f.payload)
+                with self.lock:
+                    c.received.append(msg)
+                    self.log.append((c.index, str(msg.get("type"))))
+                    self.lock.notify_all()
+                self.events.put((c.index, msg))
+                if self._handle(c, msg):
+                    return
+        finally:
+            with self.lock:
+                self.log.append((c.index, "END"))
+                c.ended.set()
+                self.lock.notify_all()
+
+    def _lease_json(self, name: str) -> Dict[str, Any]:
+        d = dict(self.leases[name])
+        d.pop("_sid", None)
+        return d
+
+    def _handle(self, c: Conn, m: Dict[str, Any]) -> bool:
+        """Answer one message; True when the socket is done."""
+        typ, i = m.get("type"), m.get("id")
+        with self.lock:
+            if typ == "open":
+                sid = secrets.token_urlsafe(32)
+                w = self.grant_window_ms or int(m.get("windowMs") or WINDOW_MS)
+                self.sessions[sid] = {"epoch": 1, "windowMs": w}
+                c.sid = sid
+                ans = {"type": "opened", "re": i, "sessionId": sid, "epoch": 1, "windowMs": w,
+                       "heartbeatMs": w // 4, "leaseTtlMs": 30000}
+            elif typ == "resume":
+                sid = str(m.get("sessionId", ""))
+                if self.refuse_resume or sid not in self.sessions:
+                    code = self.refuse_resume or "session_not_found"
+                    c.send({"type": "error", "re": i, "problem": {"type": "about:blank", "title": code,
+                                                                  "status": 404, "code": code, "detail": code}})
+                    c.sc.send(server_frame(0x8, close_payload(1008, code)))
+                    return True
+                s = self.sessions[sid]
+                s["epoch"] += 1
+                c.sid = sid
+                kept, lost = [], []
+                for x in m.get("leases") or []:
+                    name = x.get("name")
+                    cur = self.leases.get(name)
+                    if (cur is not None and cur["held"] and cur["holder"] == x.get("holder")
+                            and cur["fencingToken"] == x.get("fencingToken") and name not in self.lost_on_resume):
+                        cur["_sid"] = sid
+                        kept.append(self._lease_json(name))
+                    else:
+                        lost.append({"name": name, "fencingToken": x.get("fencingToken"), "reason": "taken"})
+                w = s["windowMs"]
+                ans = {"type": "resumed", "re": i, "sessionId": sid, "epoch": s["epoch"], "windowMs": w,
+                       "heartbeatMs": w // 4, "leaseTtlMs": 30000, "leases": kept, "lost": lost}
+            elif typ == "heartbeat":
+                ans = {"type": "ack", "re": i} if self.acking else None
+            elif typ == "acquire" and self.hold_acquires.is_set():
+                threading.Thread(target=self._later, args=(c, m), daemon=True).start()
+                ans = None
+            elif typ == "acquire":
+                ans = self._acquire(c, m)
+            elif typ in ("renew", "release", "transfer"):
+                ans = self._holding(c, m)
+            elif typ == "close":
+                for name, d in self.leases.items():
+                    if d.get("_sid") == c.sid and d["held"]:
+                        d["held"] = False
+                self.sessions.pop(c.sid, None)
+                c.send({"type": "closed", "re": i})
+                c.sc.send(server_frame(0x8, close_payload(1000)))
+                return True
+            else:
+                ans = {"type": "error", "problem": {"status": 400, "code": "invalid_argument", "detail": "unknown type"}}
+        if ans is not None:
+            c.send(ans)
+        return False
+
+    def _later(self, c: Conn, m: Dict[str, Any]) -> None:
+        """Answer a held acquire once acquires are no longer held."""
+        while self.hold_acquires.is_set():
+            time.sleep(0.01)
+        with self.lock:
+            ans = self._acquire(c, m)
+        c.send(ans)
+
+    def _acquire(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:
+        name, holder, i = m["name"], m["holder"], m["id"]
+        if self.acquire_problem is not None:
+            return {"type": "error", "re": i, "problem": self.acquire_problem}
+        cur = self.leases.get(name)
+        if cur is not None and cur["held"] and cur["holder"] != holder:
+            return {"type": "error", "re": i, "problem": {"status": 409, "code": "lease_held", "detail": "held",
+                                                          "lease": self._lease_json(name)}}
+        if cur is None or not cur["held"]:
+            token = (cur["fencingToken"] if cur else 0) + 1
+            w = self.sessions.get(c.sid, {}).get("windowMs", WINDOW_MS)
+            self.leases[name] = {"name": name, "holder": holder, "fencingToken": token, "ttlMs": 30000,
+                                 "held": True, "transitions": token, "metadata": m.get("metadata") or {},
+                                 "session": True, "sessionWindowMs": w, "_sid": c.sid}
+            if cur is not None and cur.get("checkpoint") is not None:
+                self.leases[name]["checkpoint"] = cur["checkpoint"]
+        return {"type": "result", "re": i, "lease": self._lease_json(name)}
+
+    def _holding(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:
+        name, i = m["name"], m["id"]
+        cur = self.leases.get(name)
+        if cur is None or not cur["held"] or cur["holder"] != m.get("holder") or cur["fencingToken"] != m.get("fencingToken"):
+            return {"type": "error", "re": i, "problem": {"status": 409, "code": "lease_lost", "detail": "lost"}}
+        if m.get("checkpoint") is not None:
+            cur["checkpoint"] = m["checkpoint"]
+        if m["type"] == "renew":
+            if m.get("metadata") is not None:
+                cur["metadata"] = m["metadata"]
+        else:
+            cur["held"] = False
+            cur.pop("session", None)
+            if m["type"] == "transfer":
+                cur["reservedFor"] = m["to"]
+        return {"type": "result", "re": i, "lease": self._lease_json(name)}

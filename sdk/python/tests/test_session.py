@@ -1,0 +1,338 @@
+"""Session against an in-process fake of the sessions route
+(docs/contract.md §14): the deadline from acknowledged heartbeats (on a
+made-up clock), heartbeats every window/4, the operations over the socket,
+refused upgrades, reconnect and resume, move (make before break), pushes
+and close."""
+
+from __future__ import annotations
+
+import threading
+import unittest
+from typing import Any, Dict, List, Tuple
+
+import leasesvc
+from leasesvc.session import Session
+
+from ._session_server import FakeSessionService, refusal
+
+
+class FakeClock:
+    """A monotonic clock a test sets by hand."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class SessionTestCase(unittest.TestCase):
+    def fake(self, **kw: Any) -> FakeSessionService:
+        f = FakeSessionService(**kw)
+        self.addCleanup(f.close)
+        return f
+
+    def session(self, f: FakeSessionService, **kw: Any) -> Session:
+        c = leasesvc.Client(f.url, request_timeout=5)
+        self.addCleanup(c.close)
+        s = c.open_session(**kw)
+        self.addCleanup(s.close, 1)
+        return s
+
+    def manual(self, f: FakeSessionService, clock: FakeClock, window: float = 1.0) -> Session:
+        """A session that heartbeats only when the test says."""
+        c = leasesvc.Client(f.url, request_timeout=5)
+        self.addCleanup(c.close)
+        s = Session(c, window=window, drift_margin=0.1, clock=clock, heartbeats=False)
+        s._open()
+        self.addCleanup(s.close, 1)
+        return s
+
+    def watch(self, s: Session, name: str, token: int) -> Tuple[List[Tuple[str, Dict[str, Any]]], threading.Event]:
+        got: List[Tuple[str, Dict[str, Any]]] = []
+        ev = threading.Event()
+
+        def fn(kind: str, msg: Dict[str, Any]) -> None:
+            if kind != "deadline":
+                got.append((kind, msg))
+                ev.set()
+
+        s._watch(name, token, fn)
+        return got, ev
+
+
+class DeadlineTest(SessionTestCase):
+    def beat(self, f: FakeSessionService, s: Session) -> Dict[str, Any]:
+        n = f.count("heartbeat")
+        self.assertTrue(s._heartbeat())
+        f.wait(lambda: f.count("heartbeat") > n)
+        return f.conn().received[-1]
+
+    def test_deadline_is_the_acked_send_time_plus_the_window_less_the_margin(self) -> None:
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        self.assertIsNone(s.deadline(), "no deadline before the first ack")
+        self.beat(f, s)
+        clock.t = 100.5  # the ack arrives later: the send time counts
+        self.assertAlmostEqual(s._wait_deadline(0, 5), 100.9)
+
+        f.acking = False  # the instance cannot vouch for the leases: no ack
+        clock.t = 101.0
+        self.beat(f, s)
+        clock.t = 102.0
+        unacked = self.beat(f, s)
+        self.assertAlmostEqual(s.deadline() or 0, 100.9, msg="unacked heartbeats move nothing")
+
+        f.acking = True
+        clock.t = 103.0
+        self.beat(f, s)
+        self.assertAlmostEqual(s._wait_deadline(101, 5), 103.9)
+        # a late ack of an older heartbeat never moves the deadline back
+        f.push({"type": "ack", "re": unacked["id"]})
+        clock.t = 104.0
+        self.beat(f, s)
+        self.assertAlmostEqual(s._wait_deadline(104, 5), 104.9)
+
+    def test_the_window_the_service_grants_counts(self) -> None:
+        f, clock = self.fake(window_ms=2000), FakeClock(10.0)
+        s = self.manual(f, clock)
+        self.assertEqual((s.window, s.heartbeat_interval, s.lease_ttl), (2.0, 0.5, 30.0))
+        self.beat(f, s)
+        self.assertAlmostEqual(s._wait_deadline(0, 5), 11.8)
+
+    def test_open_asks_for_the_window_and_heartbeats_every_quarter(self) -> None:
+        f = self.fake()
+        s = self.session(f, window=0.4)
+        _, m = f.next("open")
+        self.assertEqual(m["windowMs"], 400)
+        self.assertEqual(s.heartbeat_interval, 0.1)
+        self.assertIsNotNone(s.deadline(), "open waits for the first ack")
+        f.wait(lambda: f.count("heartbeat") >= 4)
+        ids = [m["id"] for m in f.conn().received]
+        self.assertEqual(ids, sorted(set(ids)), "ids are unique and increasing on the socket")
+        hs = f.server.handshakes.get(timeout=5)
+        self.assertEqual(hs.protocols(), ["leasesvc.session.v1"])
+        self.assertTrue(hs.request_line.startswith("GET /v1/sessions:connect "))
+
+    def test_bad_window(self) -> None:
+        c = leasesvc.Client("http://127.0.0.1:1")
+        for w in (0.1, 61.0):
+            with self.assertRaises(ValueError):
+                c.open_session(window=w)
+
+
+class OperationsTest(SessionTestCase):
+    def test_acquire_renew_release_transfer(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        a = s.acquire("x", "me", metadata={"k": 1}, wait=2.0, priority=3)
+        self.assertEqual((a.holder, a.fencing_token, a.held, a.session, a.session_window_ms), ("me", 1, True, True, 1000))
+        _, m = f.next("acquire")
+        self.assertEqual((m["name"], m["holder"], m["metadata"], m["waitMs"], m["priority"]), ("x", "me", {"k": 1}, 2000, 3))
+        self.assertNotIn("ttlMs", m, "session leases have no TTL of their own")
+        self.assertEqual(s.held(), {"x": ("me", 1)})
+        r = s.renew("x", "me", 1, checkpoint={"offset": 4})
+        self.assertEqual(r.checkpoint, {"offset": 4})
+        with self.assertRaises(leasesvc.LeaseLostError):
+            s.renew("x", "me", 7)
+        with self.assertRaises(leasesvc.LeaseHeldError) as cm:
+            s.acquire("x", "other")
+        self.assertEqual(cm.exception.lease.holder, "me")
+        rel = s.release("x", "me", 1, checkpoint={"offset": 5})
+        self.assertFalse(rel.held)
+        self.assertEqual(s.held(), {})
+        b = s.acquire("x", "me")
+        self.assertEqual(b.fencing_token, 2)
+        t = s.transfer("x", "me", 2, "next", reserve=3.0)
+        self.assertEqual(t.reserved_for, "next")
+        _, m = f.next("transfer")
+        self.assertEqual((m["to"], m["reserveMs"], m["fencingToken"]), ("next", 3000, 2))
+
+    def test_an_acquire_answered_after_its_caller_gave_up_is_released(self) -> None:
+        from leasesvc.client import _Cancel
+
+        f = self.fake()
+        s = self.session(f)
+        f.hold_acquires.set()
+        cancel = _Cancel()
+        errs: List[BaseException] = []
+
+        def acquire() -> None:
+            try:
+                s._acquire("x", "me", wait=30, cancel=cancel)
+            except leasesvc.LeaseError as e:
+                errs.append(e)
+
+        t = threading.Thread(target=acquire)
+        t.start()
+        f.next("acquire")
+        cancel.cancel()
+        t.join(5)
+        self.assertIsInstance(errs[0], leasesvc.UnavailableError)
+        f.hold_acquires.clear()  # the service took it after all
+        _, m = f.next("release")
+        self.assertEqual((m["name"], m["holder"], m["fencingToken"]), ("x", "me", 1))
+        f.wait(lambda: not f.leases["x"]["held"])
+
+    def test_close_sends_close_and_the_service_releases(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        s.close()
+        f.next("close")
+        self.assertFalse(f.lease("x")["held"])
+        self.assertTrue(s.closed)
+        with self.assertRaises(leasesvc.UnavailableError):
+            s.acquire("y", "me")
+
+
+class UpgradeRefusedTest(SessionTestCase):
+    def test_no_sessions_on_404_405_501(self) -> None:
+        for status in (404, 405, 501):
+            with self.subTest(status=status):
+                f = self.fake(answer=refusal(status, "not_found"))
+                c = leasesvc.Client(f.url)
+                with self.assertRaises(leasesvc.SessionsUnsupportedError) as cm:
+                    c.open_session()
+                self.assertEqual(cm.exception.status, status)
+
+    def test_other_refusals_are_typed(self) -> None:
+        for status, code, cls in ((401, "unauthenticated", leasesvc.UnauthenticatedError),
+                                  (429, "resource_exhausted", leasesvc.RateLimitedError),
+                                  (503, "unavailable", leasesvc.UnavailableError)):
+            with self.subTest(status=status):
+                f = self.fake(answer=refusal(status, code))
+                with self.assertRaises(cls):
+                    leasesvc.Client(f.url).open_session()
+
+    def test_bearer_token_in_the_upgrade(self) -> None:
+        f = self.fake()
+        c = leasesvc.Client(f.url, token="s3cret")
+        self.addCleanup(c.close)
+        c.open_session().close()
+        hs = f.server.handshakes.get(timeout=5)
+        self.assertEqual(hs.headers.get("authorization"), "Bearer s3cret")
+
+
+class ReconnectTest(SessionTestCase):
+    def test_a_dropped_socket_is_resumed_with_the_leases(self) -> None:
+        f = self.fake()
+        s = self.session(f, window=0.4)
+        s.acquire("x", "me")
+        first = s.deadline() or 0
+        f.conn(0).drop()
+        i, m = f.next("resume")
+        self.assertEqual(i, 1)
+        self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        self.assertEqual(m["sessionId"], f.conn(0).sid)
+        self.assertEqual(m["windowMs"], 400)
+        f.wait(lambda: f.count("heartbeat", conn=1) >= 2)
+        self.assertGreater(s._wait_deadline(first, 5) or 0, first, "acks on the new socket move the deadline")
+        self.assertEqual((s.resumes, s.epoch, s.held()), (1, 2, {"x": ("me", 1)}))
+        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1, "requests go to the new socket")
+
+    def test_reconnects_until_the_service_answers_again(self) -> None:
+        f = self.fake()
+        s = self.session(f, window=0.4)
+        s.acquire("x", "me")
+        ok = f.server.answer
+        f.server.answer = refusal(503, "unavailable")
+        f.conn(0).drop()
+        for _ in range(3):  # the open's, then two refused upgrades: retried
+            f.server.handshakes.get(timeout=10)
+        f.server.answer = ok
+        _, m = f.next("resume")
+        self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        f.wait(lambda: s.resumes == 1 and s.held() == {"x": ("me", 1)})
+
+    def test_a_silent_socket_is_replaced(self) -> None:
+        from unittest import mock
+
+        f = self.fake()
+        with mock.patch("leasesvc.session.SILENT_MIN", 0.5):
+            s = self.session(f, window=0.2)
+            s.acquire("x", "me")
+            f.acking = False  # nothing arrives any more: a half-open connection looks the same
+            i, m = f.next("resume")
+        self.assertEqual(i, 1)
+        self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        f.wait(lambda: f.conn(0).ended.is_set())
+
+    def test_a_service_that_no_longer_offers_sessions_closes_the_session(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        got, ev = self.watch(s, "x", 1)
+        f.server.answer = refusal(404, "not_found")
+        f.conn(0).drop()
+        self.assertTrue(ev.wait(10))
+        self.assertEqual(got[0][0], "lost")
+        f.wait(lambda: s.closed)
+
+    def test_a_lease_the_resume_reports_lost_is_pushed(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        s.acquire("y", "me")
+        got, ev = self.watch(s, "x", 1)
+        f.lost_on_resume = ["x"]
+        f.conn(0).drop()
+        self.assertTrue(ev.wait(10))
+        self.assertEqual(got[0][0], "lost")
+        self.assertEqual((got[0][1]["name"], got[0][1]["reason"]), ("x", "taken"))
+        f.wait(lambda: len(f.conns) == 2 and f.count("heartbeat", conn=1) >= 1)
+        self.assertEqual(s.held(), {"y": ("me", 1)})
+
+    def test_a_session_the_service_ended_is_opened_anew(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        got, ev = self.watch(s, "x", 1)
+        f.refuse_resume = "session_not_found"
+        f.conn(0).drop()
+        self.assertTrue(ev.wait(10))
+        self.assertEqual(got[0][0], "lost")
+        f.refuse_resume = ""
+        f.wait(lambda: any(t == "open" for i, t in f.log if i >= 2))
+        f.wait(lambda: s.restarts == 1)
+        self.assertEqual(s.held(), {})
+        self.assertEqual(s.acquire("z", "me").fencing_token, 1)
+
+    def test_move_resumes_on_a_new_socket_before_closing_the_old(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        f.wait(lambda: f.conn(0).ended.is_set())
+        order = [(i, t) for i, t in f.log if t in ("resume", "END")]
+        self.assertEqual(order[:2], [(1, "resume"), (0, "END")], "make before break")
+        self.assertNotIn("close", f.conn(0).types(), "a move closes the old socket without close")
+        self.assertEqual(f.conn(0).close_frame, 1000)
+        f.wait(lambda: f.count("heartbeat", conn=1) >= 1)
+        self.assertEqual((s.resumes, s.held()), (1, {"x": ("me", 1)}))
+        self.assertEqual(len(f.conns), 2, "the old socket's end after a move is no drop")
+
+
+class PushTest(SessionTestCase):
+    def test_pushes_go_to_the_watcher_of_that_lease(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        s.acquire("y", "me")
+        gx, ex = self.watch(s, "x", 1)
+        gy, ey = self.watch(s, "y", 1)
+        f.push({"type": "yield", "name": "x", "fencingToken": 1, "to": "boss"})
+        f.push({"type": "revoked", "name": "y", "fencingToken": 1, "reason": "maintenance", "operator": "ops"})
+        self.assertTrue(ex.wait(5) and ey.wait(5))
+        self.assertEqual([(k, m.get("to")) for k, m in gx], [("yield", "boss")])
+        self.assertEqual([(k, m.get("operator")) for k, m in gy], [("revoked", "ops")])
+        self.assertEqual(s.held(), {"x": ("me", 1)}, "a revoked lease is no longer held")
+        f.push({"type": "lost", "name": "x", "fencingToken": 9, "reason": "taken"})  # another holding's
+        f.push({"type": "lost", "name": "x", "fencingToken": 1, "reason": "released"})
+        f.wait(lambda: len(gx) == 2)
+        self.assertEqual(gx[1][1]["reason"], "released")
+        self.assertEqual(s.held(), {})
+
+
+if __name__ == "__main__":
+    unittest.main()

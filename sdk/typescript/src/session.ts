@@ -1,0 +1,706 @@
+import { performance } from "node:perf_hooks";
+import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
+import { errorClassOf, InternalError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, UnavailableError } from "./errors.js";
+import { type Lease, parseLease, parseTime } from "./lease.js";
+import { dial, SessionsUnsupportedError, type Wire } from "./socket.js";
+
+/** Options of a session (Client.openSession). Every field has a default. */
+export interface SessionOptions {
+  /**
+   * The heartbeat window, whole ms within 200 … 60,000 (docs/contract.md
+   * §14): when the service hears no heartbeat for this long it ends every
+   * lease of the session. Heartbeats go every window/4. Default 1,000.
+   */
+  windowMs?: number;
+  /**
+   * The fraction of the window given up to clock-rate differences, 0.01 …
+   * 0.5: the session's deadline is (performance.now() when the last
+   * acknowledged heartbeat was sent) + windowMs × (1 − driftMargin).
+   * Default 0.1.
+   */
+  driftMargin?: number;
+  /** Spaces the reconnections of a dropped socket. Default 50 ms … 1 s, doubling. */
+  reconnectBackoff?: Partial<Backoff>;
+  /** Receives a line when the socket drops, resumes or moves, and when the session ends. Default: none. */
+  logger?: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
+}
+
+/** Asks for a lease through a session: as Client.acquire, without ttlMs (a session lease lives as long as its session). */
+export interface SessionAcquireRequest {
+  holder: string;
+  metadata?: Record<string, unknown>;
+  waitMs?: number;
+  priority?: number;
+  preempt?: boolean;
+}
+
+/** Writes metadata or a checkpoint of a session-held holding (a renew: the session, not the call, keeps it alive). */
+export interface SessionRenewRequest {
+  holder: string;
+  fencingToken: number;
+  metadata?: Record<string, unknown>;
+  checkpoint?: Record<string, unknown>;
+}
+
+/** Hands a session-held holding over (docs/contract.md §8). */
+export interface SessionTransferRequest {
+  holder: string;
+  fencingToken: number;
+  to: string;
+  toPrincipal?: string;
+  checkpoint?: Record<string, unknown>;
+  reserveMs?: number;
+}
+
+/** Options of one session call. */
+export interface SessionCallOptions {
+  /** Aborting it abandons the call (an acquire answered afterwards is released). */
+  signal?: AbortSignal;
+  /** Bounds the call (plus waitMs for an acquire). Default: the Client's requestTimeoutMs. */
+  timeoutMs?: number;
+}
+
+/** The session ended: closed, or the service no longer knows it (it expired while the agent was away). Its leases are gone. */
+export class SessionEndedError extends LeaseError {
+  static override readonly defaultCode: string = "session_ended";
+}
+
+/** What a holding led through a session hears of it: the Elector's term registers one (Session.watchHolding). */
+export interface HoldingWatcher {
+  /** The holding's fencing token: pushes about other tokens are not for it. */
+  readonly token: number;
+  /** The holding ended: a lost or revoked push (LeaseLostError), or the session ended (SessionEndedError). */
+  lost(err: LeaseError): void;
+  /** A preempting candidate asks the holding to step down (docs/contract.md §8). */
+  yieldTo(to: string): void;
+  /** A heartbeat sent at sentAt was acknowledged: the session's deadline moved to deadline (both performance.now()). */
+  acked(sentAt: number, deadline: number): void;
+}
+
+/** What the Client hands a session. */
+export interface SessionDeps {
+  baseUrl: string;
+  /** The upgrade's headers (credentials, User-Agent), made afresh for each connection. */
+  headers(signal: AbortSignal): Promise<Record<string, string>>;
+  requestTimeoutMs: number;
+  fetch: typeof fetch;
+}
+
+/** A request in flight. */
+interface Pending {
+  wire: Wire;
+  resolve(msg: Record<string, unknown>): void;
+  reject(err: unknown): void;
+}
+
+type Msg = Record<string, unknown>;
+
+const minWindowMs = 200;
+const maxWindowMs = 60_000;
+
+/**
+ * Session is one session (docs/contract.md §14): a WebSocket to the
+ * service that heartbeats every window/4 and through which leases are
+ * acquired, written, released and transferred. The service holds the
+ * session's leases in its backend at a long TTL and releases them all
+ * within the window once the heartbeats stop, so a crashed agent's leases
+ * free in about a second instead of a TTL.
+ *
+ * The session's deadline is (performance.now() when the last heartbeat
+ * that was acknowledged was sent) + windowMs × (1 − driftMargin): the
+ * service acknowledges a heartbeat only while every lease of the session
+ * is safe for a window beyond it, so a holder that stops leading at the
+ * deadline stops before anyone else may start. The Elector ends every term
+ * of the session there, whatever the socket says.
+ *
+ * A dropped socket is not a dead session: it reconnects (backoff
+ * reconnectBackoff) and resumes with the leases it holds; a lease another
+ * holder took meanwhile is reported lost. When the service asks the
+ * session to move (its instance shuts down, or the socket is old), it
+ * opens a new socket and resumes there before closing the old one.
+ * close() ends it and releases its leases at once.
+ */
+export class Session {
+  /** The heartbeat window in ms, as the service granted it. */
+  windowMs = 0;
+  /** How often a heartbeat is sent, ms (the service's heartbeatMs: windowMs / 4). */
+  heartbeatMs = 0;
+  /** The TTL the service writes the session's leases with, ms. */
+  leaseTtlMs = 0;
+  /** The session's ownership epoch: 1 when opened, + 1 with each resume. */
+  epoch = 0;
+  /** The fraction of the window given up to clock-rate differences. */
+  readonly driftMargin: number;
+  readonly #deps: SessionDeps;
+  readonly #backoff: Backoff;
+  readonly #log: NonNullable<SessionOptions["logger"]>;
+  #sessionId = "";
+  #wire: Wire | undefined;
+  /** Sockets being left behind after a move: closed once their requests are answered. */
+  readonly #retiring = new Set<Wire>();
+  #nextId = 1;
+  readonly #pending = new Map<number, Pending>();
+  /** Heartbeats sent and not yet acknowledged: id → performance.now() at send. */
+  readonly #beats = new Map<number, number>();
+  #lastAck = 0;
+  #beatTimer: ReturnType<typeof setInterval> | undefined;
+  /** The leases the session holds: name → holder and token, sent with a resume. */
+  readonly #held = new Map<string, { holder: string; token: number }>();
+  readonly #watchers = new Map<string, Set<HoldingWatcher>>();
+  /** Yield requests not yet heard by a watcher of their holding: name → token and candidate. */
+  readonly #yields = new Map<string, { token: number; to: string }>();
+  /** Set while a reconnection or move runs. */
+  #connecting: Promise<void> | undefined;
+  /** Resolved when a socket is installed; waiters for a connection share it. */
+  #connected: { p: Promise<void>; resolve(): void } = deferred();
+  #ended: LeaseError | undefined;
+  #closing = false;
+  readonly #stop = new AbortController();
+
+  private constructor(deps: SessionDeps, opts: SessionOptions) {
+    this.#deps = deps;
+    const windowMs = opts.windowMs ?? 1000;
+    if (!Number.isInteger(windowMs) || windowMs < minWindowMs || windowMs > maxWindowMs) {
+      throw new RangeError(`leasesvc session: windowMs ${windowMs} must be whole milliseconds within ${minWindowMs} … ${maxWindowMs}`);
+    }
+    this.windowMs = windowMs;
+    const dm = opts.driftMargin ?? 0.1;
+    if (!(dm >= 0.01 && dm <= 0.5)) throw new RangeError(`leasesvc session: driftMargin ${dm} must be within 0.01 … 0.5`);
+    this.driftMargin = dm;
+    this.#backoff = backoffWithDefaults(opts.reconnectBackoff, "SessionOptions.reconnectBackoff", { initialMs: 50, maxMs: 1000, multiplier: 2 });
+    this.#log = opts.logger ?? { info() {}, warn() {} };
+  }
+
+  /**
+   * open connects and opens a session (Client.openSession calls it). It
+   * throws SessionsUnsupportedError when the service has no sessions, and
+   * the refusal as a LeaseError otherwise (a bad window, credentials,
+   * limits); it resolves once the first heartbeat is acknowledged, so that
+   * deadline() is set.
+   */
+  static async open(deps: SessionDeps, opts: SessionOptions = {}): Promise<Session> {
+    const s = new Session(deps, opts);
+    const wire = await s.#dial();
+    let opened: Msg;
+    try {
+      opened = await s.#handshake(wire, { type: "open", windowMs: s.windowMs });
+    } catch (err) {
+      wire.close(1000);
+      throw err;
+    }
+    s.#sessionId = String(opened["sessionId"] ?? "");
+    s.#install(wire, opened);
+    try {
+      await s.#firstAck();
+    } catch (err) {
+      await s.close().catch(() => undefined);
+      throw err;
+    }
+    return s;
+  }
+
+  /** performance.now() when the last acknowledged heartbeat was sent; 0 before any. */
+  get lastAckSentAt(): number {
+    return this.#lastAck;
+  }
+
+  /**
+   * The session's safe deadline on performance.now(): lastAckSentAt +
+   * windowMs × (1 − driftMargin); 0 before the first acknowledgement. Stop
+   * acting on the session's leases at it unless a later heartbeat is
+   * acknowledged first.
+   */
+  deadline(): number {
+    return this.#lastAck === 0 ? 0 : this.#lastAck + this.windowMs * (1 - this.driftMargin);
+  }
+
+  /** Whether the session has ended (closed, or unknown to the service on resume). */
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  /** Whether a socket is up now (false while reconnecting or after the end). */
+  get connected(): boolean {
+    return this.#wire !== undefined && this.#ended === undefined;
+  }
+
+  /** The names of the leases the session holds, as far as it knows. */
+  leases(): string[] {
+    return [...this.#held.keys()];
+  }
+
+  /** The fencing token of the holding of name by holder that the session holds; 0 when it holds none. */
+  heldToken(name: string, holder: string): number {
+    const h = this.#held.get(name);
+    return h !== undefined && h.holder === holder ? h.token : 0;
+  }
+
+  /**
+   * Takes the lease through the session (or answers the holder's own
+   * holding again). Held by another: LeaseHeldError, as Client.acquire.
+   * The holding lives while the session does; aborting the call releases a
+   * holding that the service grants afterwards.
+   */
+  async acquire(name: string, req: SessionAcquireRequest, opts: SessionCallOptions = {}): Promise<Lease> {
+    const m: Msg = { type: "acquire", name, holder: req.holder };
+    if (req.metadata !== undefined) m["metadata"] = req.metadata;
+    const waitMs = Math.max(0, req.waitMs ?? 0);
+    if (waitMs > 0) m["waitMs"] = waitMs;
+    if (req.priority !== undefined || req.preempt === true) m["priority"] = req.priority ?? 0;
+    if (req.preempt === true) m["preempt"] = true;
+    const l = await this.#call("acquire", name, m, opts, waitMs, (late) => {
+      // Abandoned: a holding granted after all is not wanted.
+      const got = parseLease(late["lease"]);
+      if (got.held && got.holder === req.holder) void this.release(name, req.holder, got.fencingToken).catch(() => undefined);
+    });
+    if (l.held && l.holder === req.holder) {
+      this.#held.set(name, { holder: req.holder, token: l.fencingToken });
+      this.#noteYield(l);
+    }
+    return l;
+  }
+
+  /** Writes metadata or a checkpoint of a session-held holding. Anything but the live holding: LeaseLostError. */
+  async renew(name: string, req: SessionRenewRequest, opts: SessionCallOptions = {}): Promise<Lease> {
+    const m: Msg = { type: "renew", name, holder: req.holder, fencingToken: req.fencingToken };
+    if (req.metadata !== undefined) m["metadata"] = req.metadata;
+    if (req.checkpoint !== undefined) m["checkpoint"] = req.checkpoint;
+    const l = await this.#call("renew", name, m, opts);
+    this.#noteYield(l);
+    return l;
+  }
+
+  /** Ends a session-held holding now, writing opts.checkpoint if given. */
+  async release(name: string, holder: string, fencingToken: number, opts: SessionCallOptions & { checkpoint?: Record<string, unknown> } = {}): Promise<Lease> {
+    const m: Msg = { type: "release", name, holder, fencingToken };
+    if (opts.checkpoint !== undefined) m["checkpoint"] = opts.checkpoint;
+    const l = await this.#call("release", name, m, opts);
+    this.#forget(name, fencingToken);
+    return l;
+  }
+
+  /** Hands a session-held holding over to req.to (docs/contract.md §8). */
+  async transfer(name: string, req: SessionTransferRequest, opts: SessionCallOptions = {}): Promise<Lease> {
+    const m: Msg = { type: "transfer", name, holder: req.holder, fencingToken: req.fencingToken, to: req.to };
+    if (req.toPrincipal !== undefined) m["toPrincipal"] = req.toPrincipal;
+    if (req.checkpoint !== undefined) m["checkpoint"] = req.checkpoint;
+    if (req.reserveMs !== undefined) m["reserveMs"] = req.reserveMs;
+    const l = await this.#call("transfer", name, m, opts);
+    this.#forget(name, req.fencingToken);
+    return l;
+  }
+
+  /**
+   * Registers w for the holding of name with w.token: lost and revoked
+   * pushes, yield requests and acknowledged heartbeats reach it until the
+   * returned function is called. The Elector's term uses it.
+   */
+  watchHolding(name: string, w: HoldingWatcher): () => void {
+    let set = this.#watchers.get(name);
+    if (set === undefined) this.#watchers.set(name, (set = new Set()));
+    set.add(w);
+    if (this.#ended !== undefined) queueMicrotask(() => w.lost(this.#ended!));
+    // A yield request that came while no term listened (between terms, say) is not lost.
+    const y = this.#yields.get(name);
+    if (y !== undefined && y.token === w.token) queueMicrotask(() => w.yieldTo(y.to));
+    return () => {
+      set.delete(w);
+      if (set.size === 0 && this.#watchers.get(name) === set) this.#watchers.delete(name);
+    };
+  }
+
+  /**
+   * Ends the session: every holding led through it is told (lost) first,
+   * then the service is asked to close it, which releases its leases at
+   * once. Resolves when the service answered (or after the request
+   * timeout); repeated calls are no-ops.
+   */
+  async close(): Promise<void> {
+    if (this.#closing) return;
+    this.#closing = true;
+    this.#end(new SessionEndedError("leasesvc session: closed"));
+    const wire = this.#wire;
+    if (wire !== undefined) {
+      const id = this.#nextId++;
+      const answered = new Promise<void>((resolve) => {
+        this.#pending.set(id, { wire, resolve: () => resolve(), reject: () => resolve() });
+      });
+      wire.send(JSON.stringify({ type: "close", id }));
+      const timer = setTimeout(() => this.#pending.get(id)?.reject(undefined), this.#deps.requestTimeoutMs);
+      await answered;
+      clearTimeout(timer);
+      this.#pending.delete(id);
+    }
+    this.#wire = undefined;
+    wire?.close(1000);
+    for (const w of this.#retiring) w.close(1000);
+    this.#retiring.clear();
+  }
+
+  // --- connection ---
+
+  async #dial(): Promise<Wire> {
+    const signal = AbortSignal.timeout(this.#deps.requestTimeoutMs);
+    const headers = await this.#deps.headers(signal);
+    return dial({ baseUrl: this.#deps.baseUrl, headers, timeoutMs: this.#deps.requestTimeoutMs, fetch: this.#deps.fetch });
+  }
+
+  /** Sends open or resume on a fresh socket and waits for its answer (opened or resumed); an error answer throws it. */
+  #handshake(wire: Wire, m: Msg): Promise<Msg> {
+    const id = this.#nextId++;
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new UnavailableError(`leasesvc session: ${String(m["type"])}: no answer within ${this.#deps.requestTimeoutMs} ms`));
+        wire.close(1000);
+      }, this.#deps.requestTimeoutMs);
+      wire.onMessage = (text) => {
+        let msg: Msg;
+        try {
+          msg = JSON.parse(text) as Msg;
+        } catch {
+          return;
+        }
+        if (msg["re"] !== id && msg["type"] !== "error") return;
+        clearTimeout(timer);
+        if (msg["type"] === "error") reject(problemError(String(m["type"]), "", msg["problem"]));
+        else resolve(msg);
+      };
+      wire.onClose = (code) => {
+        clearTimeout(timer);
+        reject(new UnavailableError(`leasesvc session: ${String(m["type"])}: the socket closed (${code})`));
+      };
+      wire.send(JSON.stringify({ ...m, id }));
+    });
+  }
+
+  /** Makes wire the session's socket after its open or resume was answered with msg. */
+  #install(wire: Wire, msg: Msg): void {
+    const old = this.#wire;
+    this.epoch = num(msg["epoch"]);
+    this.windowMs = num(msg["windowMs"]) || this.windowMs;
+    this.heartbeatMs = num(msg["heartbeatMs"]) || Math.floor(this.windowMs / 4);
+    this.leaseTtlMs = num(msg["leaseTtlMs"]);
+    this.#beats.clear(); // heartbeats of a former socket are never acknowledged now
+    wire.onMessage = (text) => this.#onMessage(wire, text);
+    wire.onClose = (code, reason) => this.#onClose(wire, code, reason);
+    this.#wire = wire;
+    if (old !== undefined && old !== wire) this.#retire(old);
+    clearInterval(this.#beatTimer);
+    this.#beatTimer = setInterval(() => this.#beat(), this.heartbeatMs);
+    this.#beat();
+    this.#connected.resolve();
+    this.#connected = deferred();
+  }
+
+  /** Resolves once the first heartbeat is acknowledged (or throws when it is not within the request timeout). */
+  async #firstAck(): Promise<void> {
+    const until = performance.now() + this.#deps.requestTimeoutMs;
+    while (this.#lastAck === 0) {
+      if (this.#ended !== undefined) throw this.#ended;
+      if (performance.now() >= until) throw new UnavailableError(`leasesvc session: open: no heartbeat acknowledged within ${this.#deps.requestTimeoutMs} ms`);
+      await sleep(Math.min(10, this.heartbeatMs));
+    }
+  }
+
+  /** Closes old once the requests it carries are answered (or a window passed): a move's make-before-break. */
+  #retire(old: Wire): void {
+    this.#retiring.add(old);
+    old.onClose = () => {
+      this.#retiring.delete(old);
+      this.#failPending(old);
+    };
+    const until = performance.now() + this.windowMs;
+    const check = (): void => {
+      const busy = [...this.#pending.values()].some((p) => p.wire === old);
+      if (!busy || performance.now() >= until || this.#ended !== undefined) {
+        this.#retiring.delete(old);
+        old.close(1000);
+        this.#failPending(old);
+        return;
+      }
+      setTimeout(check, 10);
+    };
+    check();
+  }
+
+  #beat(): void {
+    const wire = this.#wire;
+    if (wire === undefined || this.#ended !== undefined) return;
+    const id = this.#nextId++;
+    const now = performance.now();
+    this.#beats.set(id, now);
+    // Heartbeats never acknowledged (the service cannot vouch for the leases) are forgotten after two windows.
+    for (const [k, at] of this.#beats) {
+      if (at >= now - 2 * this.windowMs) break;
+      this.#beats.delete(k);
+    }
+    wire.send(JSON.stringify({ type: "heartbeat", id }));
+  }
+
+  #onMessage(wire: Wire, text: string): void {
+    let msg: Msg;
+    try {
+      msg = JSON.parse(text) as Msg;
+    } catch {
+      this.#log.warn("leasesvc session: unreadable message", { text: text.slice(0, 200) });
+      return;
+    }
+    const type = msg["type"];
+    const re = typeof msg["re"] === "number" ? msg["re"] : undefined;
+    if (type === "ack" && re !== undefined) {
+      const sentAt = this.#beats.get(re);
+      if (sentAt === undefined) return;
+      for (const k of this.#beats.keys()) {
+        if (k > re) break;
+        this.#beats.delete(k);
+      }
+      if (sentAt <= this.#lastAck) return;
+      this.#lastAck = sentAt;
+      const deadline = this.deadline();
+      for (const set of this.#watchers.values()) for (const w of set) w.acked(sentAt, deadline);
+      return;
+    }
+    if (re !== undefined) {
+      const p = this.#pending.get(re);
+      if (p === undefined) return;
+      this.#pending.delete(re);
+      p.resolve(msg);
+      return;
+    }
+    if (type === "error") {
+      this.#log.warn("leasesvc session: the service refused the socket", { problem: msg["problem"] });
+      return; // it closes the socket next: onClose reconnects
+    }
+    if (wire !== this.#wire) return; // pushes of a socket left behind are stale
+    const name = String(msg["name"] ?? "");
+    const token = num(msg["fencingToken"]);
+    switch (type) {
+      case "lost": {
+        const reason = String(msg["reason"] ?? "");
+        this.#lost(name, token, new LeaseLostError(`leasesvc session: lease "${name}" lost (${reason})`, { status: 409, detail: reason }));
+        return;
+      }
+      case "revoked": {
+        const reason = String(msg["reason"] ?? "");
+        const op = String(msg["operator"] ?? "");
+        this.#lost(name, token, new LeaseLostError(`leasesvc session: lease "${name}" revoked by ${op || "an operator"}: ${reason}`, { status: 409, detail: reason }));
+        return;
+      }
+      case "yield":
+        this.#yield(name, token, String(msg["to"] ?? ""));
+        return;
+      case "move":
+        this.#log.info("leasesvc session: the service asks the session to move", { reason: msg["reason"] });
+        void this.#reconnect("move");
+        return;
+    }
+  }
+
+  /** Tells the watchers of the holding (name, token) that to asks it to step down, and keeps the request for later ones. */
+  #yield(name: string, token: number, to: string): void {
+    if (this.#held.get(name)?.token !== token) return;
+    this.#yields.set(name, { token, to });
+    for (const w of [...(this.#watchers.get(name) ?? [])]) if (w.token === token) w.yieldTo(to);
+  }
+
+  /** A lease the service answered (a result, a resume) may carry a yield request: the push may have been missed. */
+  #noteYield(l: Lease): void {
+    if (l.held && l.yieldRequested && l.yieldTo !== "") this.#yield(l.name, l.fencingToken, l.yieldTo);
+  }
+
+  #lost(name: string, token: number, err: LeaseError): void {
+    this.#forget(name, token);
+    for (const w of [...(this.#watchers.get(name) ?? [])]) if (w.token === token) w.lost(err);
+  }
+
+  #forget(name: string, token: number): void {
+    if (this.#held.get(name)?.token === token) this.#held.delete(name);
+    if (this.#yields.get(name)?.token === token) this.#yields.delete(name);
+  }
+
+  #onClose(wire: Wire, code: number, reason: string): void {
+    this.#failPending(wire);
+    if (wire !== this.#wire) return;
+    this.#wire = undefined;
+    if (this.#ended !== undefined) return;
+    this.#log.warn("leasesvc session: the socket dropped; resuming", { code, reason });
+    void this.#reconnect("drop");
+  }
+
+  #failPending(wire: Wire): void {
+    for (const [id, p] of this.#pending) {
+      if (p.wire !== wire) continue;
+      this.#pending.delete(id);
+      p.reject(new UnavailableError("leasesvc session: the socket closed before the answer"));
+    }
+  }
+
+  /** Opens a new socket and resumes on it, retrying until it works or the session ends; on a move the old socket lives on meanwhile. */
+  #reconnect(why: "drop" | "move"): Promise<void> {
+    this.#connecting ??= (async () => {
+      for (let n = 0; this.#ended === undefined; n++) {
+        try {
+          const wire = await this.#dial();
+          if (this.#ended !== undefined) {
+            wire.close(1000);
+            return;
+          }
+          const leases = [...this.#held].map(([name, h]) => ({ name, holder: h.holder, fencingToken: h.token }));
+          let resumed: Msg;
+          try {
+            resumed = await this.#handshake(wire, { type: "resume", sessionId: this.#sessionId, windowMs: this.windowMs, leases });
+          } catch (err) {
+            wire.close(1000);
+            throw err;
+          }
+          this.#install(wire, resumed);
+          this.#log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: this.epoch });
+          for (const l of Array.isArray(resumed["leases"]) ? (resumed["leases"] as unknown[]) : []) this.#noteYield(parseLease(l));
+          for (const l of Array.isArray(resumed["lost"]) ? (resumed["lost"] as Msg[]) : []) {
+            const name = String(l["name"] ?? "");
+            const reason = String(l["reason"] ?? "");
+            this.#lost(name, num(l["fencingToken"]), new LeaseLostError(`leasesvc session: lease "${name}" lost while resuming (${reason})`, { status: 409, detail: reason }));
+          }
+          return;
+        } catch (err) {
+          if (err instanceof LeaseError && (err.code === "session_not_found" || err.status === 400 || err.status === 401 || err.status === 403)) {
+            this.#log.warn("leasesvc session: the session cannot be resumed: it ended", { err: String(err) });
+            this.#end(new SessionEndedError(`leasesvc session: ended: ${err.message}`, { status: err.status, cause: err }));
+            return;
+          }
+          this.#log.warn("leasesvc session: reconnect failed", { err: String(err), attempt: n + 1 });
+          let d = backoffDelay(this.#backoff, n);
+          if (err instanceof LeaseError && err.retryAfterMs > d) d = Math.min(err.retryAfterMs, 10 * this.#backoff.maxMs);
+          await sleep(d, this.#stop.signal);
+        }
+      }
+    })().finally(() => {
+      this.#connecting = undefined;
+    });
+    return this.#connecting;
+  }
+
+  /** Ends the session with err: every watcher is told, calls waiting for a socket fail. */
+  #end(err: LeaseError): void {
+    if (this.#ended !== undefined) return;
+    this.#ended = err;
+    this.#stop.abort();
+    clearInterval(this.#beatTimer);
+    const watchers = [...this.#watchers.values()].flatMap((s) => [...s]);
+    this.#held.clear();
+    this.#yields.clear();
+    for (const w of watchers) w.lost(err);
+    this.#connected.resolve();
+    if (!this.#closing) {
+      for (const [id, p] of this.#pending) {
+        this.#pending.delete(id);
+        p.reject(err);
+      }
+      const wire = this.#wire;
+      this.#wire = undefined;
+      wire?.close(1000);
+    }
+  }
+
+  // --- requests ---
+
+  /** Waits for a socket (up to untilMs), sends m and resolves to the lease its result carries; an error answer throws as the Client would. */
+  async #call(op: string, name: string, m: Msg, opts: SessionCallOptions, extraMs = 0, onLate?: (msg: Msg) => void): Promise<Lease> {
+    const timeoutMs = (opts.timeoutMs ?? this.#deps.requestTimeoutMs) + extraMs;
+    const until = performance.now() + timeoutMs;
+    const signal = opts.signal;
+    signal?.throwIfAborted();
+    while (this.#wire === undefined) {
+      if (this.#ended !== undefined) throw this.#ended;
+      const left = until - performance.now();
+      if (left <= 0) throw new UnavailableError(`leasesvc session ${op} "${name}": unavailable: not connected`);
+      const c = this.#connected.p;
+      await Promise.race([c, sleep(left, signal)]);
+      signal?.throwIfAborted();
+    }
+    if (this.#ended !== undefined) throw this.#ended;
+    const wire = this.#wire;
+    const id = this.#nextId++;
+    const answer = await new Promise<Msg>((resolve, reject) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const timer = setTimeout(() => {
+        this.#abandon(id, onLate);
+        done();
+        reject(new UnavailableError(`leasesvc session ${op} "${name}": unavailable: no answer within ${timeoutMs} ms`));
+      }, Math.max(1, until - performance.now()));
+      const onAbort = (): void => {
+        this.#abandon(id, onLate);
+        done();
+        reject(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#pending.set(id, {
+        wire,
+        resolve: (msg) => {
+          done();
+          resolve(msg);
+        },
+        reject: (err) => {
+          done();
+          reject(err);
+        },
+      });
+      wire.send(JSON.stringify({ ...m, id }));
+    });
+    if (answer["type"] === "error") {
+      const err = problemError(op, name, answer["problem"]);
+      if (err instanceof LeaseLostError) this.#forget(name, num(m["fencingToken"]));
+      throw err;
+    }
+    if (answer["type"] !== "result") throw new InternalError(`leasesvc session ${op} "${name}": unexpected answer ${JSON.stringify(answer["type"])}`);
+    return parseLease(answer["lease"]);
+  }
+
+  /** Stops waiting for request id; a late answer goes to onLate. */
+  #abandon(id: number, onLate?: (msg: Msg) => void): void {
+    const p = this.#pending.get(id);
+    if (p === undefined) return;
+    this.#pending.set(id, {
+      wire: p.wire,
+      resolve: (msg) => {
+        if (msg["type"] === "result") onLate?.(msg);
+      },
+      reject: () => {},
+    });
+  }
+}
+
+function num(v: unknown): number {
+  return typeof v === "number" && Number.isFinite(v) ? v : 0;
+}
+
+function deferred(): { p: Promise<void>; resolve(): void } {
+  let resolve!: () => void;
+  const p = new Promise<void>((r) => (resolve = r));
+  return { p, resolve };
+}
+
+/** problemError turns a session's error answer into the LeaseError the Client would throw for the same problem over REST. */
+export function problemError(op: string, name: string, raw: unknown): LeaseError {
+  const p = (raw !== null && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+  const status = num(p["status"]);
+  const code = typeof p["code"] === "string" ? p["code"] : "";
+  const detail = typeof p["detail"] === "string" ? p["detail"] : "";
+  if (code === "lease_held" && p["lease"] !== null && typeof p["lease"] === "object") {
+    return new LeaseHeldError(parseLease(p["lease"]), { status, detail });
+  }
+  if (code === "lease_reserved" && p["lease"] !== null && typeof p["lease"] === "object") {
+    const l = parseLease(p["lease"]);
+    const who = typeof p["reservedFor"] === "string" && p["reservedFor"] !== "" ? p["reservedFor"] : l.reservedFor;
+    return new LeaseReservedError(l, who, parseTime(p["reservedUntil"]) ?? l.reservedUntil, { status, detail });
+  }
+  const Cls = errorClassOf(status, code);
+  const what = name === "" ? `leasesvc session ${op}` : `leasesvc session ${op} "${name}"`;
+  return new Cls(`${what}: ${code || status} (${status})${detail ? ": " + detail : ""}`, { status, code: code || undefined, detail });
+}
+
+export { SessionsUnsupportedError };
+

@@ -1,0 +1,533 @@
+/** Sessions (docs/contract.md §14) against a fake sessions route built on ws. */
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, mock, test } from "node:test";
+import { execFile } from "node:child_process";
+import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AddressInfo } from "node:net";
+import { performance } from "node:perf_hooks";
+import {
+  Client,
+  Elector,
+  type ElectorOptions,
+  LeaseHeldError,
+  LeaseLostError,
+  SafeDeadlineError,
+  type Session,
+  SessionEndedError,
+  SessionsUnsupportedError,
+  YieldedError,
+} from "@leasesvc/client";
+import { WebSocket as WsWebSocket } from "ws";
+import { FakeService } from "./helpers/fake.js";
+import { packageDir } from "./helpers/service.js";
+import { FakeSessionServer } from "./helpers/fakesession.js";
+
+let fake: FakeSessionServer;
+before(async () => {
+  fake = await FakeSessionServer.start();
+});
+after(async () => {
+  await fake.close();
+});
+
+/** Sessions and runs a test opened, closed after it whatever its outcome. */
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  fake.ack = "ack";
+  fake.refuseStatus = 0;
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+let seq = 0;
+const lease = (): string => `ses.${process.pid}.${++seq}`;
+const client = (url = fake.url): Client => new Client(url, { requestTimeoutMs: 2000, backoff: { initialMs: 5, maxMs: 20 } });
+
+async function open(c: Client, windowMs = 1000): Promise<Session> {
+  const s = await c.openSession({ windowMs, reconnectBackoff: { initialMs: 5, maxMs: 20 } });
+  cleanups.push(() => s.close());
+  return s;
+}
+
+/** waitFor polls cond every few ms until it holds. */
+async function waitFor(what: string, cond: () => boolean, withinMs = 10_000): Promise<void> {
+  const until = performance.now() + withinMs;
+  while (!cond()) {
+    if (performance.now() > until) assert.fail("timed out waiting for " + what);
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** A term as a test sees it. */
+interface Term {
+  token: number;
+  startedAt: number;
+  endedAt?: number;
+  reason?: unknown;
+}
+
+/** electorWithTerms records every term of an Elector and its log lines, and stops it after the test. */
+function elector(c: Client, name: string, opts: Partial<ElectorOptions> = {}): { e: Elector; terms: Term[]; logs: string[]; ac: AbortController; run: Promise<void> } {
+  const terms: Term[] = [];
+  const logs: string[] = [];
+  const e = new Elector(c, name, {
+    holder: "h-" + name,
+    ttlMs: 3000,
+    logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
+    ...opts,
+    onStartedLeading: (signal, token) =>
+      new Promise<void>((resolve) => {
+        const t: Term = { token, startedAt: performance.now() };
+        terms.push(t);
+        signal.addEventListener("abort", () => {
+          t.endedAt = performance.now();
+          t.reason = signal.reason;
+          resolve();
+        });
+      }),
+  });
+  const ac = new AbortController();
+  const run = e.run(ac.signal);
+  cleanups.push(async () => {
+    ac.abort();
+    await run;
+  });
+  return { e, terms, logs, ac, run };
+}
+
+describe("Session", () => {
+  test("the deadline is the send time of the last acknowledged heartbeat + window × (1 − driftMargin), on a fake clock and fake interval", async () => {
+    let now = 1000;
+    const clock = mock.method(performance, "now", () => now);
+    mock.timers.enable({ apis: ["setInterval"] });
+    try {
+      const s = await client().openSession({ windowMs: 1000, driftMargin: 0.1 });
+      cleanups.push(() => s.close());
+      const sock = fake.lastSock;
+      assert.equal(s.heartbeatMs, 250);
+      assert.equal(s.lastAckSentAt, 1000);
+      assert.equal(s.deadline(), 1000 + 900);
+
+      // The next heartbeat goes a heartbeatMs later, not before.
+      const beats = (): number => fake.of("heartbeat", sock).length;
+      const before = beats();
+      mock.timers.tick(249);
+      assert.equal(beats(), before);
+      // Not acknowledged: the deadline stays.
+      fake.ack = "none";
+      now = 2000;
+      mock.timers.tick(1);
+      await waitFor("a heartbeat", () => beats() === before + 1);
+      assert.equal(s.deadline(), 1900);
+      // Acknowledged: it moves to that heartbeat's send time.
+      fake.ack = "hold";
+      now = 3000;
+      mock.timers.tick(250);
+      now = 3100;
+      mock.timers.tick(250);
+      await waitFor("two held heartbeats", () => fake.held.length === 2);
+      const [first, second] = fake.held.map((h) => h.id);
+      fake.ackHeld([second!]);
+      await waitFor("the deadline to move", () => s.deadline() === 3100 + 900);
+      // A late ack of an earlier heartbeat never moves it back.
+      fake.ackHeld([first!]);
+      fake.ack = "ack";
+      now = 3500;
+      mock.timers.tick(250);
+      await waitFor("the next ack", () => s.deadline() === 3500 + 900);
+    } finally {
+      mock.timers.reset();
+      clock.mock.restore();
+    }
+  });
+
+  test("open sends the window, the subprotocol and the credentials; a window out of range is refused before connecting", async () => {
+    const c = new Client(fake.url, { token: "tok-123" });
+    const s = await c.openSession({ windowMs: 400 });
+    cleanups.push(() => s.close());
+    const opened = fake.of("open").at(-1)!;
+    assert.equal(opened.msg["windowMs"], 400);
+    assert.equal(fake.upgrades.at(-1)!["authorization"], "Bearer tok-123");
+    assert.equal(fake.upgrades.at(-1)!["sec-websocket-protocol"], "leasesvc.session.v1");
+    assert.equal(s.windowMs, 400);
+    assert.equal(s.epoch, 1);
+    await assert.rejects(c.openSession({ windowMs: 100 }), RangeError);
+    await assert.rejects(c.openSession({ windowMs: 60_001 }), RangeError);
+  });
+
+  test("acquire, renew, release and transfer travel over the socket; refusals are the Client's errors", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a", metadata: { k: 1 }, waitMs: 100, priority: 3 });
+    assert.equal(l.holder, "a");
+    assert.equal(l.session, true);
+    assert.equal(l.sessionWindowMs, 1000);
+    const acq = fake.of("acquire").at(-1)!.msg;
+    assert.deepEqual([acq["name"], acq["holder"], acq["metadata"], acq["waitMs"], acq["priority"], "ttlMs" in acq], [name, "a", { k: 1 }, 100, 3, false]);
+    assert.deepEqual(s.leases(), [name]);
+    assert.equal(s.heldToken(name, "a"), l.fencingToken);
+
+    const s2 = await open(client());
+    const held = await s2.acquire(name, { holder: "b" }).catch((e: unknown) => e);
+    assert.ok(held instanceof LeaseHeldError, String(held));
+    assert.equal(held.lease.holder, "a");
+
+    const r = await s.renew(name, { holder: "a", fencingToken: l.fencingToken, checkpoint: { step: 2 } });
+    assert.deepEqual(r.checkpoint, { step: 2 });
+    await assert.rejects(s.renew(name, { holder: "a", fencingToken: l.fencingToken + 5 }), LeaseLostError);
+    await s.release(name, "a", l.fencingToken, { checkpoint: { step: 3 } });
+    assert.deepEqual(fake.of("release").at(-1)!.msg["checkpoint"], { step: 3 });
+    assert.deepEqual(s.leases(), []);
+
+    const t = await s.acquire(name, { holder: "a" });
+    await s.transfer(name, { holder: "a", fencingToken: t.fencingToken, to: "b", reserveMs: 2000, toPrincipal: "p" });
+    const tr = fake.of("transfer").at(-1)!.msg;
+    assert.deepEqual([tr["to"], tr["reserveMs"], tr["toPrincipal"]], ["b", 2000, "p"]);
+    assert.deepEqual(s.leases(), []);
+  });
+
+  test("a dropped socket is reconnected and resumed with the session id and the leases held", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const first = fake.lastSock;
+    const opened = fake.of("open", first).at(-1)!;
+    fake.drop();
+    await waitFor("a resume", () => fake.of("resume").length > 0 && s.connected && s.epoch === 2);
+    const resume = fake.of("resume").at(-1)!;
+    assert.notEqual(resume.sock, first);
+    assert.equal(resume.msg["sessionId"], fake.sessions.values().next().value?.id ?? resume.msg["sessionId"]);
+    assert.deepEqual(resume.msg["leases"], [{ name, holder: "a", fencingToken: l.fencingToken }]);
+    assert.ok((resume.msg["id"] as number) > (opened.msg["id"] as number), "ids keep increasing");
+    const acked = s.lastAckSentAt;
+    await waitFor("an ack on the new socket", () => s.lastAckSentAt > acked);
+    assert.deepEqual(s.leases(), [name]);
+  });
+
+  test("a lease another took while the socket was down is reported lost by the resume", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const lost: unknown[] = [];
+    s.watchHolding(name, { token: l.fencingToken, lost: (e) => lost.push(e), yieldTo() {}, acked() {} });
+    fake.leases.set(name, { holder: "other", token: l.fencingToken + 1, session: "elsewhere", checkpoint: null });
+    fake.drop();
+    await waitFor("the lost report", () => lost.length === 1);
+    assert.ok(lost[0] instanceof LeaseLostError);
+    assert.deepEqual(s.leases(), []);
+  });
+
+  test("a yield request is kept for a holding no term listens to yet, and read from a resume's leases", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    fake.push({ type: "yield", name, fencingToken: l.fencingToken, to: "early" });
+    // The answer to a request sent after the push comes after it on the socket: the push was read.
+    await s.renew(name, { holder: "a", fencingToken: l.fencingToken });
+    const heard: string[] = [];
+    // Sent before anyone listened: the next watcher hears it.
+    s.watchHolding(name, { token: l.fencingToken, lost() {}, yieldTo: (to) => heard.push(to), acked() {} });
+    await waitFor("the kept request", () => heard.length === 1);
+    assert.deepEqual(heard, ["early"]);
+
+    const other = lease();
+    const o = await s.acquire(other, { holder: "a" });
+    const heard2: string[] = [];
+    s.watchHolding(other, { token: o.fencingToken, lost() {}, yieldTo: (to) => heard2.push(to), acked() {} });
+    // The push went to a socket that dropped: the resume's lease says it.
+    fake.leases.get(other)!.yieldTo = "late";
+    fake.drop();
+    await waitFor("the request from the resume", () => heard2.length === 1);
+    assert.deepEqual(heard2, ["late"]);
+  });
+
+  test("move: the new socket resumes before the old one is closed, without a close message", async () => {
+    const s = await open(client());
+    const name = lease();
+    await s.acquire(name, { holder: "a" });
+    const old = fake.lastSock;
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("the old socket to close", () => fake.closedAt.has(old));
+    const resume = fake.received.findIndex((r) => r.msg["type"] === "resume" && r.sock !== old);
+    assert.ok(resume >= 0, "resumed on a new socket");
+    assert.ok(fake.closedAt.get(old)! > resume, "the old socket closed only after the resume");
+    assert.equal(fake.of("close", old).length, 0, "no close message on the old socket");
+    assert.equal(s.epoch, 2);
+    const acked = s.lastAckSentAt;
+    await waitFor("heartbeats on the new socket", () => s.lastAckSentAt > acked);
+    assert.ok(fake.of("heartbeat").at(-1)!.sock !== old);
+  });
+
+  test("a session the service forgot ends: its holdings are told, calls throw SessionEndedError", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const lost: unknown[] = [];
+    s.watchHolding(name, { token: l.fencingToken, lost: (e) => lost.push(e), yieldTo() {}, acked() {} });
+    fake.forgetSessions();
+    fake.drop();
+    await waitFor("the end", () => s.ended);
+    assert.ok(lost[0] instanceof SessionEndedError, String(lost[0]));
+    await assert.rejects(s.acquire(name, { holder: "a" }), SessionEndedError);
+  });
+
+  test("close tells the holdings first, then sends close; the service releases the leases", async () => {
+    const s = await client().openSession();
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const closes = fake.of("close").length;
+    let lostBeforeClose = false;
+    s.watchHolding(name, { token: l.fencingToken, lost: () => (lostBeforeClose = fake.of("close").length === closes), yieldTo() {}, acked() {} });
+    await s.close();
+    assert.ok(lostBeforeClose);
+    assert.equal(fake.of("close").length, closes + 1);
+    assert.equal(fake.leases.get(name)!.session, "");
+    assert.ok(s.ended);
+  });
+
+  test("a service without sessions: 404, 405 and 501 on the upgrade throw SessionsUnsupportedError; 503 is UnavailableError", async () => {
+    for (const status of [404, 405, 501]) {
+      fake.refuseStatus = status;
+      const err = await client().openSession().catch((e: unknown) => e);
+      assert.ok(err instanceof SessionsUnsupportedError, `${status}: ${String(err)}`);
+      assert.equal(err.status, status);
+    }
+    fake.refuseStatus = 503;
+    const err = await client().openSession().catch((e: unknown) => e);
+    assert.ok(!(err instanceof SessionsUnsupportedError) && err instanceof Error && (err as { status?: number }).status === 503, String(err));
+  });
+});
+
+describe("the runtime's WebSocket", () => {
+  test("globalThis.WebSocket (Node 22, Deno, Bun) is used when present, with the credentials; a refused upgrade is explained by a plain GET", async () => {
+    const made: Array<{ url: string; init: unknown }> = [];
+    /** A WHATWG-style WebSocket (url, { protocols, headers }) made of ws's, as Node 22's takes it. */
+    class GlobalLike extends WsWebSocket {
+      constructor(url: string, init: { protocols: string[]; headers: Record<string, string> }) {
+        super(url, init.protocols, { headers: init.headers });
+        made.push({ url, init });
+      }
+    }
+    const g = globalThis as { WebSocket?: unknown };
+    const saved = g.WebSocket;
+    g.WebSocket = GlobalLike;
+    try {
+      const s = await new Client(fake.url, { token: "tok-g" }).openSession();
+      cleanups.push(() => s.close());
+      assert.equal(made.length, 1);
+      assert.equal(made[0]!.url, fake.url.replace("http", "ws") + "/v1/sessions:connect");
+      assert.equal(fake.upgrades.at(-1)!["authorization"], "Bearer tok-g");
+      const name = lease();
+      assert.equal((await s.acquire(name, { holder: "a" })).holder, "a");
+      fake.refuseStatus = 404;
+      const err = await client().openSession().catch((e: unknown) => e);
+      assert.ok(err instanceof SessionsUnsupportedError, String(err));
+    } finally {
+      g.WebSocket = saved;
+    }
+  });
+});
+
+describe("a runtime without WebSocket", () => {
+  test("neither globalThis.WebSocket nor the ws package: openSession throws SessionsUnsupportedError and the Elector uses plain renewals", async () => {
+    const rest = await FakeService.start();
+    cleanups.push(() => rest.close());
+    // The built package alone, where no node_modules (so no ws) can be found.
+    const dir = mkdtempSync(join(tmpdir(), "leasesvc-ts-nows-"));
+    cpSync(join(packageDir, "dist"), join(dir, "dist"), { recursive: true });
+    writeFileSync(join(dir, "package.json"), '{"type":"module"}\n');
+    writeFileSync(
+      join(dir, "check.js"),
+      `delete globalThis.WebSocket;
+import { Client, Elector, SessionsUnsupportedError } from "./dist/index.js";
+const c = new Client(process.argv[2]);
+const err = await c.openSession().catch((e) => e);
+console.log(JSON.stringify({ unsupported: err instanceof SessionsUnsupportedError, message: String(err.message) }));
+const e = new Elector(c, "nows.a", {
+  holder: "h", ttlMs: 900,
+  logger: { info: (m, f) => console.log(JSON.stringify({ log: m, why: f?.why })), warn() {} },
+  onStartedLeading: async () => { console.log(JSON.stringify({ leading: true })); process.exit(0); },
+});
+await e.run();
+`,
+    );
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [join(dir, "check.js"), rest.url], { timeout: 30_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${String(err)}\n${stderr}`)) : resolve(stdout))),
+    );
+    const lines = out.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines[0]!["unsupported"], true, out);
+    assert.match(String(lines[0]!["message"]), /no WebSocket/);
+    assert.ok(lines.some((l) => l["log"] === "leasesvc elector: plain renewals" && /no WebSocket/.test(String(l["why"]))), out);
+    assert.ok(lines.some((l) => l["leading"] === true), out);
+    assert.equal(rest.seen.filter((x) => x.path.startsWith("/v1/sessions")).length, 0, "nothing asked of the sessions route");
+  });
+});
+
+describe("Elector through a session", () => {
+  test("by default it holds through the Client's shared session, says so, and shares one session between Electors", async () => {
+    const c = client();
+    const opens = fake.of("open").length;
+    const a = elector(c, lease());
+    const b = elector(c, lease());
+    await waitFor("both leading", () => a.terms.length === 1 && b.terms.length === 1);
+    assert.equal(fake.of("open").length, opens + 1, "one session for both");
+    assert.ok(a.logs.includes("leasesvc elector: holding through a session (window 1s)"), a.logs.join("\n"));
+    assert.ok(a.e.isLeader && b.e.isLeader);
+    // Sessions send no renewals; the deadline follows the heartbeats.
+    const d = a.e.safeDeadline;
+    await waitFor("the deadline to move", () => a.e.safeDeadline > d);
+    const closes = fake.of("close").length;
+    a.ac.abort();
+    await a.run;
+    assert.equal(fake.of("release").length >= 1, true, "released through the session");
+    assert.equal(fake.of("close").length, closes, "the session stays open while b uses it");
+    b.ac.abort();
+    await b.run;
+    await waitFor("the shared session closed", () => fake.of("close").length === closes + 1);
+  });
+
+  test("heartbeats that are no longer acknowledged end the term at the session's deadline", async () => {
+    const c = client();
+    // A 5 s window arms the timer 500 ms (the largest timer slack) early: room for a timer that
+    // fires late on a loaded machine (164 ms was seen with a 400 ms window's 40 ms slack).
+    const s = await open(c, 5000);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    fake.ack = "none";
+    await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
+    const t = r.terms[0]!;
+    assert.ok(t.reason instanceof SafeDeadlineError, String(t.reason));
+    // An ack already on its way when acks stopped may have moved the deadline once more: the last one counts.
+    const deadline = s.deadline();
+    assert.ok(t.endedAt! <= deadline, `ended at ${t.endedAt}, after the deadline ${deadline}`);
+    // Armed at the deadline less the timer slack (10% of the window, at most 500 ms): not earlier.
+    assert.ok(t.endedAt! >= deadline - 500 - 2, `ended at ${t.endedAt}, well before the deadline ${deadline}`);
+    assert.ok(r.logs.includes("leasesvc elector: holding through a session (window 5s)"), r.logs.join("\n"));
+  });
+
+  test("a lost push ends the term at once; nothing is released", async () => {
+    const c = client();
+    const s = await open(c);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    const releases = fake.of("release").length;
+    fake.end(name, { type: "lost", reason: "released" });
+    await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
+    // LeaseLostError, not SafeDeadlineError: the push ended it, not the deadline.
+    assert.ok(r.terms[0]!.reason instanceof LeaseLostError, String(r.terms[0]!.reason));
+    assert.equal(fake.of("release").length, releases);
+    // It campaigns again and leads a new holding.
+    await waitFor("a new term", () => r.terms.length === 2);
+    assert.equal(r.terms[1]!.token, r.terms[0]!.token + 1);
+  });
+
+  test("a revoked push ends the term; a yield push steps down and releases", async () => {
+    const c = client();
+    const s = await open(c);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    fake.end(name, { type: "revoked", reason: "maintenance", operator: "ops@example.com" });
+    await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
+    assert.ok(r.terms[0]!.reason instanceof LeaseLostError);
+    await waitFor("a new term", () => r.terms.length === 2);
+    const token = r.terms[1]!.token;
+    fake.push({ type: "yield", name, fencingToken: token, to: "better" });
+    await waitFor("stepping down", () => r.terms[1]!.endedAt !== undefined);
+    assert.ok(r.terms[1]!.reason instanceof YieldedError);
+    await waitFor("the release", () => fake.of("release").some((m) => m.msg["fencingToken"] === token));
+  });
+
+  test("a dropped socket resumes within the window: the term goes on", async () => {
+    const c = client();
+    const s = await open(c, 5000); // a window a loaded machine reconnects within
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    fake.drop();
+    await waitFor("resumed", () => s.epoch === 2);
+    const acked = s.lastAckSentAt;
+    await waitFor("an ack after the resume", () => s.lastAckSentAt > acked);
+    assert.equal(r.terms[0]!.endedAt, undefined, "still leading");
+    assert.ok(r.e.isLeader);
+  });
+
+  test("a move: the term goes on across the new socket, and its release travels over it", async () => {
+    const c = client();
+    const s = await open(c, 5000);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    const old = fake.lastSock;
+    fake.push({ type: "move", reason: "max_age" }, old);
+    await waitFor("moved", () => s.epoch === 2 && fake.closedAt.has(old));
+    assert.equal(r.terms[0]!.endedAt, undefined, "still leading");
+    const token = r.terms[0]!.token;
+    r.ac.abort();
+    await r.run;
+    const rel = fake.of("release").find((m) => m.msg["name"] === name && m.msg["fencingToken"] === token);
+    assert.ok(rel !== undefined && rel.sock !== old, "released over the new socket");
+  });
+
+  test("plainRenewals opts out; checkpoints and transfers go through the session otherwise", async () => {
+    const c = client();
+    const s = await open(c);
+    const name = lease();
+    const r = elector(c, name, { session: s });
+    await waitFor("leading", () => r.terms.length === 1);
+    await r.e.checkpoint({ n: 1 });
+    assert.deepEqual(fake.of("renew").at(-1)!.msg["checkpoint"], { n: 1 });
+    await r.e.transfer("next", { n: 2 });
+    assert.deepEqual(fake.of("transfer").at(-1)!.msg["checkpoint"], { n: 2 });
+
+    const rest = await FakeService.start();
+    cleanups.push(() => rest.close());
+    const p = elector(client(rest.url), lease(), { plainRenewals: true, ttlMs: 900 });
+    await waitFor("leading with plain renewals", () => p.terms.length === 1);
+    assert.ok(p.logs.includes("leasesvc elector: plain renewals"), p.logs.join("\n"));
+    await waitFor("a REST renew", () => rest.count(":renew") > 0);
+    assert.equal(rest.seen.filter((x) => x.path.startsWith("/v1/sessions")).length, 0, "no session asked for");
+  });
+
+  test("a service without sessions: the Elector falls back to plain renewals and says so", async () => {
+    const rest = await FakeService.start();
+    cleanups.push(() => rest.close());
+    const r = elector(client(rest.url), lease(), { ttlMs: 900 });
+    await waitFor("leading", () => r.terms.length === 1);
+    assert.ok(r.logs.includes("leasesvc elector: plain renewals"), r.logs.join("\n"));
+    await waitFor("a REST renew", () => rest.count(":renew") > 0);
+  });
+
+  test("a 501 on the upgrade falls back too", async () => {
+    const srv = createServer((_q, res) => {
+      res.writeHead(501);
+      res.end();
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    cleanups.push(() => new Promise((r) => srv.close(r)));
+    const err = await client(`http://127.0.0.1:${(srv.address() as AddressInfo).port}`)
+      .openSession()
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof SessionsUnsupportedError, String(err));
+  });
+
+  test("the shared session ended (the service forgot it): the Elector opens another and leads again", async () => {
+    const c = client();
+    const name = lease();
+    const r = elector(c, name);
+    await waitFor("leading", () => r.terms.length === 1);
+    const opens = fake.of("open").length;
+    fake.forgetSessions();
+    fake.leases.delete(name);
+    fake.drop();
+    await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
+    assert.ok(r.terms[0]!.reason instanceof SessionEndedError, String(r.terms[0]!.reason));
+    await waitFor("a new term", () => r.terms.length === 2);
+    assert.equal(fake.of("open").length, opens + 1);
+  });
+});
