@@ -109,8 +109,9 @@ type Session struct {
 	moves  chan *sconn // sockets the service asked to leave
 
 	mu        sync.Mutex
-	conn      *sconn // the current socket; nil while reconnecting
-	id        string // the session id (a bearer secret: never logged)
+	conn      *sconn        // the current socket; nil while reconnecting
+	connected chan struct{} // closed while conn is not nil
+	id        string        // the session id (a bearer secret: never logged)
 	window    time.Duration
 	heartbeat time.Duration
 	leaseTTL  time.Duration
@@ -146,15 +147,13 @@ func (c *Client) OpenSession(ctx context.Context, cfg SessionConfig) (*Session, 
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Session{c: c, cfg: cfg, ctx: sctx, cancel: cancel, dead: make(chan *sconn, 4), moves: make(chan *sconn, 4),
-		window: cfg.Window, changed: make(chan struct{}), holdings: map[holdingKey]*sessionHolding{}}
+		window: cfg.Window, changed: make(chan struct{}), connected: make(chan struct{}), holdings: map[holdingKey]*sessionHolding{}}
 	sc, err := s.connect(ctx, false)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("leasesvc open session: %w", err)
 	}
-	s.mu.Lock()
-	s.conn = sc
-	s.mu.Unlock()
+	s.setConn(sc)
 	s.wg.Add(1)
 	go s.supervise()
 	return s, nil
@@ -300,17 +299,12 @@ func (s *Session) Transfer(ctx context.Context, name string, req TransferRequest
 // leaseCall sends a lease request on the current socket and waits for its
 // result, at most RequestTimeout + wait.
 func (s *Session) leaseCall(ctx context.Context, m outMsg, wait time.Duration) (Lease, error) {
-	s.mu.Lock()
-	sc, closed := s.conn, s.closed
-	s.mu.Unlock()
-	switch {
-	case closed:
-		return Lease{}, ErrSessionClosed
-	case sc == nil:
-		return Lease{}, &Error{kind: ErrUnavailable, Err: errors.New("the session is reconnecting")}
-	}
 	cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout+max(wait, 0))
 	defer cancel()
+	sc, err := s.socket(cctx)
+	if err != nil {
+		return Lease{}, err
+	}
 	in, err := s.call(cctx, sc, m)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -324,10 +318,35 @@ func (s *Session) leaseCall(ctx context.Context, m outMsg, wait time.Duration) (
 	return *in.Lease, nil
 }
 
+// socket returns the current socket, waiting (until ctx ends) while the
+// session reconnects.
+func (s *Session) socket(ctx context.Context) (*sconn, error) {
+	for {
+		s.mu.Lock()
+		sc, closed, connected := s.conn, s.closed, s.connected
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return nil, ErrSessionClosed
+		case sc != nil:
+			return sc, nil
+		}
+		select {
+		case <-connected:
+		case <-ctx.Done():
+			return nil, &Error{kind: ErrUnavailable, Err: fmt.Errorf("the session is reconnecting: %w", context.Cause(ctx))}
+		case <-s.ctx.Done():
+			return nil, ErrSessionClosed
+		}
+	}
+}
+
 // Close ends the session: it sends close, which releases every lease of
-// the session at once, waits for the answer (until ctx ends) and closes
-// the socket. Every holding left is lost with ErrSessionClosed.
+// the session at once, waits for the answer (until ctx ends; while the
+// session reconnects, for the reconnection first) and closes the socket.
+// Every holding left is lost with ErrSessionClosed.
 func (s *Session) Close(ctx context.Context) error {
+	_, _ = s.socket(ctx)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -336,6 +355,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	sc := s.conn
 	s.conn = nil // its end, after the close, is no drop to reconnect after
+	s.connected = make(chan struct{})
 	s.loseAllLocked(ErrSessionClosed)
 	s.mu.Unlock()
 	var err error

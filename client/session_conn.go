@@ -16,6 +16,9 @@ import (
 // sconn is one socket of a session.
 type sconn struct {
 	ws *websocket.Conn
+	// wmu orders the writes: the service wants every request's id larger
+	// than those before it on the socket.
+	wmu sync.Mutex
 
 	mu      sync.Mutex
 	pending map[int64]*pendingCall
@@ -128,17 +131,21 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 // call sends m on sc and waits for its answer; an error message is
 // returned as the error it carries.
 func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) {
-	m.ID = s.ids.Add(1)
 	p := &pendingCall{typ: m.Type, ch: make(chan callAnswer, 1)}
+	sc.wmu.Lock()
+	m.ID = s.ids.Add(1)
 	sc.mu.Lock()
 	if sc.dead {
 		err := sc.err
 		sc.mu.Unlock()
+		sc.wmu.Unlock()
 		return inMsg{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket closed: %w", err)}
 	}
 	sc.pending[m.ID] = p
 	sc.mu.Unlock()
-	if err := s.write(ctx, sc, m); err != nil {
+	err := s.write(ctx, sc, m)
+	sc.wmu.Unlock()
+	if err != nil {
 		sc.mu.Lock()
 		delete(sc.pending, m.ID)
 		sc.mu.Unlock()
@@ -151,21 +158,39 @@ func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) 
 		}
 		return a.in, a.err
 	case <-ctx.Done():
+		// take delivers under sc.mu and checks abandoned there: either the
+		// answer is in p.ch now, or take will see abandoned.
 		sc.mu.Lock()
-		p.abandoned = true
+		var late *callAnswer
+		select {
+		case a := <-p.ch:
+			late = &a
+		default:
+			p.abandoned = true
+		}
 		sc.mu.Unlock()
+		if late != nil && late.err == nil && late.in.Type == "result" && p.typ == "acquire" && late.in.Lease != nil && late.in.Lease.Held {
+			s.releaseAbandoned(sc, *late.in.Lease)
+		}
 		return inMsg{}, &Error{kind: ErrUnavailable, Err: context.Cause(ctx)}
 	}
 }
 
-// write sends one message; a socket that cannot take it is closed, so
-// that the session reconnects.
+// write sends one message; a socket that cannot take it within
+// RequestTimeout is closed, so that the session reconnects. ctx is only
+// checked before: the socket's library closes a socket whose write's
+// context ends, and a caller giving up must not end the session's socket.
 func (s *Session) write(ctx context.Context, sc *sconn, m outMsg) error {
+	if ctx.Err() != nil {
+		return &Error{kind: ErrUnavailable, Err: context.Cause(ctx)}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return &Error{kind: ErrInvalid, Err: fmt.Errorf("encode %s: %w", m.Type, err)}
 	}
-	if err := sc.ws.Write(ctx, websocket.MessageText, b); err != nil {
+	wctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.RequestTimeout)
+	defer cancel()
+	if err := sc.ws.Write(wctx, websocket.MessageText, b); err != nil {
 		_ = sc.ws.CloseNow()
 		return &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket: %w", err)}
 	}
@@ -234,13 +259,19 @@ func (s *Session) take(sc *sconn, m inMsg) {
 		if p == nil {
 			return
 		}
-		if m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held {
+		held := m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held
+		if held {
 			s.addHolding(*m.Lease)
-			if p.abandoned {
-				s.releaseAbandoned(sc, *m.Lease)
-			}
 		}
-		p.ch <- callAnswer{in: m}
+		sc.mu.Lock()
+		abandoned := p.abandoned
+		if !abandoned {
+			p.ch <- callAnswer{in: m} // buffered
+		}
+		sc.mu.Unlock()
+		if abandoned && held {
+			s.releaseAbandoned(sc, *m.Lease)
+		}
 		return
 	}
 	switch m.Type {
@@ -296,11 +327,13 @@ func (s *Session) acked(sent time.Time) {
 // beat sends a heartbeat on the current socket.
 func (s *Session) beat() {
 	s.mu.Lock()
-	sc, every := s.conn, s.heartbeat
+	sc := s.conn
 	s.mu.Unlock()
 	if sc == nil {
 		return
 	}
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
 	id := s.ids.Add(1)
 	sc.mu.Lock()
 	sc.beats[id] = s.cfg.Clock.Now()
@@ -310,9 +343,7 @@ func (s *Session) beat() {
 		}
 	}
 	sc.mu.Unlock()
-	ctx, cancel := context.WithTimeout(s.ctx, max(every, 50*time.Millisecond))
-	defer cancel()
-	_ = s.write(ctx, sc, outMsg{Type: "heartbeat", ID: id})
+	_ = s.write(s.ctx, sc, outMsg{Type: "heartbeat", ID: id})
 }
 
 // current returns the current socket.
@@ -330,6 +361,12 @@ func (s *Session) setConn(sc *sconn) bool {
 	if s.closed && sc != nil {
 		_ = sc.ws.CloseNow()
 		return false
+	}
+	switch {
+	case sc != nil && s.conn == nil:
+		close(s.connected)
+	case sc == nil && s.conn != nil:
+		s.connected = make(chan struct{})
 	}
 	s.conn = sc
 	return true

@@ -103,6 +103,15 @@ func (f *fakeSessions) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.mu.Lock()
+		if m["type"] == "resume" { // for make-before-break: the sockets still open then
+			open := 0
+			for _, o := range f.sockets {
+				if o != s && !o.closed {
+					open++
+				}
+			}
+			m["othersOpen"] = open
+		}
 		s.msgs = append(s.msgs, m)
 		f.signal()
 		answer := f.answer(m)

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +25,42 @@ import (
 // time: the service's window runs on its monotonic clock.
 func newSessionService(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := newCountingSessionService(t, nil)
+	return srv
+}
+
+// conns tracks the connections a listener accepted, so that a test can
+// drop them all, WebSockets included (httptest forgets a hijacked one).
+type conns struct {
+	net.Listener
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func (l *conns) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.cs = append(l.cs, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// drop closes every connection accepted so far.
+func (l *conns) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.cs {
+		_ = c.Close()
+	}
+	l.cs = nil
+}
+
+// newCountingSessionService is newSessionService counting the session
+// upgrades in upgrades, if not nil, with the connections it accepted.
+func newCountingSessionService(t *testing.T, upgrades *atomic.Int32) (*httptest.Server, *conns) {
+	t.Helper()
 	events := hub.New()
 	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
 	if err != nil {
@@ -34,14 +74,23 @@ func newSessionService(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if upgrades != nil && r.URL.Path == "/v1/sessions:connect" {
+			upgrades.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	ls := &conns{Listener: srv.Listener}
+	srv.Listener = ls
+	srv.Start()
 	t.Cleanup(func() {
 		h.CloseStreams()
 		srv.CloseClientConnections()
 		srv.Close()
 		reg.Stop()
+		ls.drop()
 	})
-	return srv
+	return srv, ls
 }
 
 // TestSessionAgainstTheService: against the real service, an Elector holds
@@ -55,7 +104,7 @@ func TestSessionAgainstTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.OpenSession(t.Context(), client.SessionConfig{Window: 200 * time.Millisecond})
+	s, err := c.OpenSession(t.Context(), client.SessionConfig{Window: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +112,7 @@ func TestSessionAgainstTheService(t *testing.T) {
 	leading := make(chan context.Context, 1)
 	deadlines := make(chan time.Time, 100)
 	e, err := client.NewElector(c, "svc.real", client.ElectorConfig{
-		Holder: "agent-a", Session: s, CancelBefore: 20 * time.Millisecond,
+		Holder: "agent-a", Session: s,
 		OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() },
 		OnSafeDeadline: func(d time.Time) {
 			select {
@@ -81,12 +130,12 @@ func TestSessionAgainstTheService(t *testing.T) {
 	if err != nil || !l.Held || l.Holder != "agent-a" {
 		t.Fatalf("get: %+v, %v", l, err)
 	}
-	if l.Session && l.SessionWindow != 200*time.Millisecond {
-		t.Fatalf("session-held with window %v, want 200ms", l.SessionWindow)
+	if !l.Session || l.SessionWindow != time.Second {
+		t.Fatalf("session %v with window %v, want session-held with window 1s", l.Session, l.SessionWindow)
 	}
 	// The deadline moves with the heartbeats, every window/4.
 	var last time.Time
-	for range 8 {
+	for range 4 {
 		d := <-deadlines
 		if d.Before(last) {
 			t.Fatalf("the deadline went back from %v to %v", last, d)
@@ -121,4 +170,76 @@ func TestSessionAgainstTheService(t *testing.T) {
 	if _, err := s.Acquire(t.Context(), "svc.closed", client.AcquireRequest{Holder: "agent-a"}); !errors.Is(err, client.ErrSessionClosed) {
 		t.Fatalf("acquire after close: %v", err)
 	}
+}
+
+// TestSharedSessionAgainstTheService: Electors of one Client share one
+// session by default (one socket), which survives a dropped connection
+// (resume) without ending their terms, and closes when the last Elector
+// stops, releasing nothing twice; PlainRenewals holds without a session.
+func TestSharedSessionAgainstTheService(t *testing.T) {
+	var upgrades atomic.Int32
+	srv, ls := newCountingSessionService(t, &upgrades)
+	c, err := client.New(srv.URL, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	run := func(name string, plain bool) (context.Context, func() error) {
+		leading := make(chan context.Context, 1)
+		e, err := client.NewElector(c, name, client.ElectorConfig{Holder: "agent-a", PlainRenewals: plain, Logger: logger,
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- e.Run(ctx) }()
+		select {
+		case lctx := <-leading:
+			return lctx, func() error { cancel(); return <-ran }
+		case err := <-ran:
+			t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not leading after 10s; log:\n%s", name, logs)
+		}
+		return nil, nil
+	}
+	ctxA, stopA := run("svc.shared-a", false)
+	ctxB, stopB := run("svc.shared-b", false)
+	ctxP, stopP := run("svc.shared-plain", true)
+	if n := upgrades.Load(); n != 1 {
+		t.Fatalf("%d session sockets for two Electors of one Client, want 1", n)
+	}
+	for name, want := range map[string]bool{"svc.shared-a": true, "svc.shared-b": true, "svc.shared-plain": false} {
+		l, err := c.Get(t.Context(), name)
+		if err != nil || !l.Held || l.Session != want {
+			t.Fatalf("%s: %+v, %v; want held, session %v", name, l, err, want)
+		}
+	}
+
+	// A dropped connection is not a dead session: the session resumes on a
+	// new socket and both terms go on.
+	ls.drop()
+	waitFor(t, "the session resumed", func() bool { return upgrades.Load() == 2 })
+	for name := range map[string]bool{"svc.shared-a": true, "svc.shared-b": true} {
+		waitFor(t, name+" still held through the session", func() bool {
+			l, err := c.Get(t.Context(), name)
+			return err == nil && l.Held && l.Session && l.Holder == "agent-a"
+		})
+	}
+	if ctxA.Err() != nil || ctxB.Err() != nil {
+		t.Fatalf("a term ended on a dropped socket: %v, %v", context.Cause(ctxA), context.Cause(ctxB))
+	}
+	for _, stop := range []func() error{stopA, stopB, stopP} {
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"svc.shared-a", "svc.shared-b", "svc.shared-plain"} {
+		if l, err := c.Get(t.Context(), name); err != nil || l.Held {
+			t.Fatalf("%s after the Electors stopped: %+v, %v; log:\n%s", name, l, err, logs)
+		}
+	}
+	_ = ctxP
 }

@@ -277,15 +277,9 @@ func TestSessionMoveMakesBeforeBreak(t *testing.T) {
 	old := f.socket(t, 0)
 	old.send(map[string]any{"type": "move", "reason": "shutdown"})
 	sock := f.socket(t, 1)
-	var openAtResume bool
-	f.await(t, "the resume", func() bool {
-		if sock.count("resume") == 1 && !openAtResume {
-			openAtResume = !old.closed
-		}
-		return sock.count("resume") == 1
-	})
-	if !openAtResume {
-		t.Fatal("the old socket was closed before the resume on the new one")
+	f.await(t, "the resume", func() bool { return sock.count("resume") == 1 })
+	if open := sock.messages("resume")[0]["othersOpen"]; open != 1 {
+		t.Fatalf("%v other sockets open when the resume arrived, want the old one", open)
 	}
 	f.await(t, "the old socket closed", func() bool { return old.closed })
 	if n := old.messages("close"); len(n) != 0 {
