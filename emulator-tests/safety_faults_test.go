@@ -51,6 +51,7 @@ var faults = []fault{
 		in.mu.Lock()
 		in.svc = svc
 		in.mu.Unlock()
+		retargetFront(t, in)
 	}},
 	{"backend connection cut (refused) for 3s", 3 * time.Second, func(t *testing.T, _ *safetyRun, in *safetyInstance, _ *pubsub.Client) {
 		in.proxy.Stop()

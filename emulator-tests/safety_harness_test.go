@@ -47,6 +47,10 @@ type safetyConfig struct {
 	upstreamValue func(addr string) string
 	// faults replaces the default faults (faults), if set.
 	faults []fault
+	// sessions is the number of session contenders (sessionContender),
+	// spread over the leases; with any, the agents' sockets go through a
+	// front proxy per instance, whose faults (sessionFaults) run beside the others.
+	sessions int
 }
 
 // safetyRun is the state of one run.
@@ -91,6 +95,12 @@ type safetyInstance struct {
 	idx   int
 	proxy *toxiproxy.Proxy
 	env   map[string]string
+
+	// front carries the agents' sockets to the instance (cfg.sessions >
+	// 0); frontMu serializes its faults with its retargeting after a
+	// restart.
+	front   *toxiproxy.Proxy
+	frontMu sync.Mutex
 
 	mu  sync.Mutex
 	svc *e2e.Service
@@ -145,7 +155,14 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		for k, v := range cfg.env {
 			env[k] = v
 		}
-		r.insts = append(r.insts, &safetyInstance{idx: i, proxy: p, env: env, svc: e2e.StartService(t, env)})
+		if cfg.sessions > 0 {
+			env["LEASESVC_SESSION_LEASE_TTL"] = safetySessionTTL.String()
+		}
+		in := &safetyInstance{idx: i, proxy: p, env: env, svc: e2e.StartService(t, env)}
+		if cfg.sessions > 0 {
+			startFront(t, srv, in)
+		}
+		r.insts = append(r.insts, in)
 	}
 
 	names := make([]string, cfg.leases)
@@ -166,6 +183,12 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))), run: r, peers: peers}
 		wg.Go(func() { c.loop(ctx) })
 	}
+	for i := range cfg.sessions {
+		id := cfg.contenders + cfg.leases + i
+		c := &sessionContender{id: id, name: names[i%cfg.leases], holder: fmt.Sprintf("s%02d", i), home: i % cfg.instances,
+			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(id))), run: r}
+		wg.Go(func() { c.loop(ctx) })
+	}
 	for i, name := range names { // one observer per lease
 		o := &contender{id: cfg.contenders + i, name: name, home: i % cfg.instances,
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(cfg.contenders+i))), run: r}
@@ -173,10 +196,28 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	}
 
 	start := time.Now()
+	type sessionLog struct {
+		log []string
+		err error
+	}
+	sessionFaultsDone := make(chan sessionLog, 1)
+	if cfg.sessions > 0 { // beside the other faults, on the agents' sockets
+		go func() {
+			l, err := r.injectSessionFaults(start.Add(cfg.duration))
+			sessionFaultsDone <- sessionLog{l, err}
+		}()
+	} else {
+		sessionFaultsDone <- sessionLog{}
+	}
 	faults := r.injectFaults(t, start.Add(cfg.duration), pubsubClient)
 	if d := time.Until(start.Add(cfg.duration)); d > 0 {
 		time.Sleep(d)
 	}
+	sl := <-sessionFaultsDone
+	if sl.err != nil {
+		t.Errorf("session fault: %v", sl.err)
+	}
+	faults = append(faults, sl.log...)
 	stop()
 	wg.Wait()
 	ran := time.Since(start)
@@ -200,8 +241,8 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	lin := history.Linearizable(entries, 30*time.Second) // per lease; a run out of time is reported, not failed
 	linTook := time.Since(checkStart)
 
-	t.Logf("%s: %d instances, %d contenders on %d leases (ttl %v) for %v; faults: %s",
-		cfg.backend, cfg.instances, cfg.contenders, cfg.leases, cfg.ttl, ran.Round(time.Second), strings.Join(faults, "; "))
+	t.Logf("%s: %d instances, %d contenders and %d session contenders on %d leases (ttl %v) for %v; faults: %s",
+		cfg.backend, cfg.instances, cfg.contenders, cfg.sessions, cfg.leases, cfg.ttl, ran.Round(time.Second), strings.Join(faults, "; "))
 	t.Logf("%s: %d operations, %d holdings, %d events checked; answers: %v", cfg.backend, len(entries), res.Holdings, len(events), r.stats.snapshot())
 	t.Logf("%s: exact check: %d violations; porcupine: %v in %v", cfg.backend, res.Count, lin.Result, linTook.Round(time.Millisecond))
 	for _, msg := range r.errors {

@@ -17,8 +17,11 @@ import (
 // emulator, with leadership events on, and 64 contenders with short TTLs
 // spread over the instances, plus one observer per lease reading it every
 // 20–60 ms; the contenders use succession (docs/contract.md §8: candidates
-// with priorities, some preempting, checkpoints, transfers), while faults
-// are injected: an instance killed
+// with priorities, some preempting, checkpoints, transfers); 8 more hold
+// through sessions (docs/contract.md §14, safety_session_test.go: agents
+// killed and frozen, their sockets delayed, cut and blackholed through a
+// front proxy per instance, their terms checked against their own
+// deadlines), while faults are injected: an instance killed
 // with SIGKILL and restarted; an instance's connection to the emulator
 // delayed, cut and restored, blackholed (through an in-process toxiproxy
 // per instance); the Pub/Sub emulator stopped and restarted. Every answer
@@ -46,7 +49,7 @@ func TestSafetyFirestore(t *testing.T) {
 	env["LEASESVC_LOG_LEVEL"] = "warn"
 	runSafety(t, safetyConfig{
 		backend: "firestore", upstream: emulators.Firestore(t), hostEnv: emulators.FirestoreHostEnv,
-		env: env, topic: topic, instances: 3, contenders: 64, leases: 4,
+		env: env, topic: topic, instances: 3, contenders: 64, leases: 4, sessions: 8,
 		ttl: 2 * safetyMinTTL, pollMin: 100 * time.Millisecond, pollMax: 300 * time.Millisecond,
 		duration: safetyDuration(t),
 	}, client)
@@ -63,7 +66,7 @@ func TestSafetySpanner(t *testing.T) {
 		"LEASESVC_LOG_LEVEL", "warn")
 	runSafety(t, safetyConfig{
 		backend: "spanner", upstream: emulators.Spanner(t), hostEnv: emulators.SpannerHostEnv,
-		env: env, topic: topic, instances: 3, contenders: 64, leases: 4,
+		env: env, topic: topic, instances: 3, contenders: 64, leases: 4, sessions: 8,
 		ttl: 2 * safetyMinTTL, pollMin: 200 * time.Millisecond, pollMax: 600 * time.Millisecond,
 		duration: safetyDuration(t),
 	}, client)
@@ -90,7 +93,7 @@ func TestSafetyPostgres(t *testing.T) {
 		backend: "postgres", upstream: fmt.Sprintf("127.0.0.1:%d", c.Port), hostEnv: "LEASESVC_POSTGRES_URL",
 		upstreamValue: func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" },
 		env:           map[string]string{"LEASESVC_BACKEND": "postgres", "LEASESVC_MIN_TTL": safetyMinTTL.String(), "LEASESVC_LOG_LEVEL": "warn"},
-		instances:     3, contenders: 64, leases: 4, faults: pgFaults,
+		instances:     3, contenders: 64, leases: 4, sessions: 8, faults: pgFaults,
 		ttl: 2 * safetyMinTTL, pollMin: 100 * time.Millisecond, pollMax: 300 * time.Millisecond,
 		duration: safetyDuration(t),
 	}, nil)

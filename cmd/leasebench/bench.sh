@@ -17,6 +17,7 @@
 # are woken through LISTEN/NOTIFY.
 #
 # e.g. cmd/leasebench/bench.sh firestore -agents 1000,10000 -json > firestore.json
+#      cmd/leasebench/bench.sh postgres -scenarios sessiontakeover,sessionwrites,sessionfailover,sessionscale
 # Logs of the emulators and instances are kept in $BENCH_DIR (default a new
 # temporary directory), printed at the end. $BENCH_SERVICE_ENV adds settings
 # to the instances, e.g. BENCH_SERVICE_ENV="LEASESVC_SPANNER_FAST_PATH=always".
@@ -159,4 +160,5 @@ if [[ $backend != memory ]]; then
 	env "${bench_env[@]}" "$dir/leasebench" -url "$url_list" -scenarios latency -n 300 >/dev/null
 fi
 echo "bench.sh: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-env "${bench_env[@]}" "$dir/leasebench" -url "$url_list" "${topic_flag[@]}" "$@"
+# -leasesvc: sessionfailover and sessionscale start instances of their own.
+env "${bench_env[@]}" "$dir/leasebench" -url "$url_list" "${topic_flag[@]}" -leasesvc "$dir/leasesvc" "$@"

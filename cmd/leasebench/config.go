@@ -15,7 +15,13 @@ import (
 )
 
 // allScenarios lists the scenarios in the order they run.
-var allScenarios = []string{"latency", "contention", "handoff", "takeover", "succession", "events", "throughput"}
+var allScenarios = []string{"latency", "contention", "handoff", "takeover", "succession", "events",
+	"sessiontakeover", "sessionwrites", "sessionfailover", "sessionscale", "throughput"}
+
+// defaultScenarios are those that run without -scenarios: the session
+// scenarios run only when named (they start agent processes and, with
+// -leasesvc, instances of their own, and take minutes).
+var defaultScenarios = []string{"latency", "contention", "handoff", "takeover", "succession", "events", "throughput"}
 
 // config is leasebench's configuration: flags, and the backend settings
 // from the environment for the direct comparison.
@@ -40,6 +46,21 @@ type config struct {
 	timeout                        time.Duration // one request's limit
 	json                           bool          // JSON output instead of a table
 	prefix                         string        // lease name prefix, unique per run by default
+
+	// The session scenarios.
+	sessionWindows   []time.Duration // sessiontakeover: the session windows, one arm each
+	compareTTLs      []time.Duration // sessiontakeover: plain-renewal TTLs, one arm each
+	slowSamples      int             // sessiontakeover: samples of an arm of TTL ≥ 10s
+	leasesvc         string          // sessionfailover, sessionscale: the leasesvc binary they start
+	writeSessions    int             // sessionwrites: sessions
+	writeLeases      int             // sessionwrites: leases per session
+	writeDuration    time.Duration   // sessionwrites: how long each arm holds
+	failoverRuns     int             // sessionfailover: runs
+	failoverSessions int             // sessionfailover: sessions on the instance that goes
+	failoverLeases   int             // sessionfailover: leases per session
+	scaleSessions    []int           // sessionscale: session counts, one run each
+	scaleDuration    time.Duration   // sessionscale: how long the sessions heartbeat
+	scaleWindow      time.Duration   // sessionscale: their window
 
 	// From the environment, as leasesvc reads them, for the direct path.
 	project           string // LEASESVC_PROJECT or GOOGLE_CLOUD_PROJECT
@@ -69,12 +90,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	c.spannerDatabase = getenv("LEASESVC_SPANNER_DATABASE")
 
-	var urls, scenarios, agents, pauses string
+	c.sessionWindows = []time.Duration{time.Second, 300 * time.Millisecond}
+	c.compareTTLs = []time.Duration{time.Second, 30 * time.Second}
+	c.slowSamples, c.writeSessions, c.writeLeases, c.writeDuration = 3, 10, 10, time.Minute
+	c.failoverRuns, c.failoverSessions, c.failoverLeases = 20, 100, 10
+	c.scaleDuration, c.scaleWindow = 5*time.Minute, time.Second
+	var urls, scenarios, agents, pauses, windows, ttls, scale string
 	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "service base URLs, comma-separated; handoff, takeover and events use the first and the second")
 	fs.StringVar(&c.backend, "backend", c.backend, "memory | firestore | spanner | postgres: the service's backend, for the direct comparison (env LEASESVC_BACKEND)")
-	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	fs.StringVar(&scenarios, "scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.IntVar(&c.n, "n", c.n, "latency and contention: samples per series")
 	fs.IntVar(&c.samples, "samples", c.samples, "handoff, takeover and events: samples")
 	fs.StringVar(&agents, "agents", "1000", "throughput: agent counts, comma-separated (each holds one lease)")
@@ -89,6 +115,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.successionTTL, "succession-ttl", c.successionTTL, "succession: the holder's TTL")
 	fs.DurationVar(&c.successionRenew, "succession-renew", c.successionRenew, "succession: the holder's pause between renewals (it sees a yield request at the next one)")
 	fs.StringVar(&c.topic, "pubsub-topic", "", "events: the service's Pub/Sub topic (ID in LEASESVC_PROJECT, or projects/P/topics/T); unset uses a watch stream")
+	fs.StringVar(&windows, "session-windows", "1s,300ms", "sessiontakeover: session windows, comma-separated, one arm each")
+	fs.StringVar(&ttls, "session-compare-ttls", "1s,30s", "sessiontakeover: TTLs of the same takeover with plain renewals, comma-separated, one arm each")
+	fs.IntVar(&c.slowSamples, "slow-samples", c.slowSamples, "sessiontakeover: samples of a plain-renewal arm whose TTL is 10s or more (the others take -samples)")
+	fs.StringVar(&c.leasesvc, "leasesvc", "", "sessionfailover, sessionscale: the leasesvc binary they start instances of (with leasebench's environment: the same backend)")
+	fs.IntVar(&c.writeSessions, "write-sessions", c.writeSessions, "sessionwrites: sessions")
+	fs.IntVar(&c.writeLeases, "write-leases", c.writeLeases, "sessionwrites: leases per session (the plain arm holds as many in all)")
+	fs.DurationVar(&c.writeDuration, "write-duration", c.writeDuration, "sessionwrites: how long each arm holds while its writes are counted")
+	fs.IntVar(&c.failoverRuns, "failover-runs", c.failoverRuns, "sessionfailover: runs (SIGKILL and SIGTERM in turn)")
+	fs.IntVar(&c.failoverSessions, "failover-sessions", c.failoverSessions, "sessionfailover: sessions on the instance that goes")
+	fs.IntVar(&c.failoverLeases, "failover-leases", c.failoverLeases, "sessionfailover: leases per session")
+	fs.StringVar(&scale, "sessions", "1000", "sessionscale: session counts, comma-separated, one run each (one lease each)")
+	fs.DurationVar(&c.scaleDuration, "scale-duration", c.scaleDuration, "sessionscale: how long the sessions heartbeat")
+	fs.DurationVar(&c.scaleWindow, "scale-window", c.scaleWindow, "sessionscale: the sessions' window")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")
 	fs.BoolVar(&c.json, "json", false, "write JSON instead of a table")
 	fs.StringVar(&c.prefix, "prefix", "", "lease name prefix (default leasebench.<random>)")
@@ -140,6 +179,35 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		c.pauses = append(c.pauses, d)
 	}
+	var err error
+	if c.sessionWindows, err = durationList(windows, "-session-windows", 200*time.Millisecond); err != nil {
+		return c, err
+	}
+	if c.compareTTLs, err = durationList(ttls, "-session-compare-ttls", time.Millisecond); err != nil {
+		return c, err
+	}
+	c.scaleSessions = nil
+	for _, a := range splitList(scale) {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 || n > 100_000 {
+			return c, fmt.Errorf("-sessions %q: want counts between 1 and 100000", a)
+		}
+		c.scaleSessions = append(c.scaleSessions, n)
+	}
+	switch {
+	case c.slowSamples < 1:
+		return c, fmt.Errorf("-slow-samples %d: must be at least 1", c.slowSamples)
+	case c.writeSessions < 1 || c.writeLeases < 1:
+		return c, fmt.Errorf("-write-sessions %d, -write-leases %d: must be at least 1", c.writeSessions, c.writeLeases)
+	case c.writeDuration <= 0 || c.scaleDuration <= 0:
+		return c, fmt.Errorf("-write-duration %v, -scale-duration %v: must be positive", c.writeDuration, c.scaleDuration)
+	case c.failoverRuns < 1 || c.failoverSessions < 1 || c.failoverLeases < 1:
+		return c, fmt.Errorf("-failover-runs %d, -failover-sessions %d, -failover-leases %d: must be at least 1", c.failoverRuns, c.failoverSessions, c.failoverLeases)
+	case c.scaleWindow < 200*time.Millisecond:
+		return c, fmt.Errorf("-scale-window %v: must be at least 200ms", c.scaleWindow)
+	case (slices.Contains(c.scenarios, "sessionfailover") || slices.Contains(c.scenarios, "sessionscale")) && c.leasesvc == "":
+		return c, errors.New("-leasesvc: sessionfailover and sessionscale start instances of their own: give the leasesvc binary")
+	}
 	switch {
 	case c.backend != "memory" && c.backend != "firestore" && c.backend != "spanner" && c.backend != "postgres":
 		return c, fmt.Errorf("-backend/LEASESVC_BACKEND %q: must be memory, firestore, spanner or postgres", c.backend)
@@ -182,6 +250,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.prefix = "leasebench." + hex.EncodeToString(b[:])
 	}
 	return c, nil
+}
+
+// durationList parses a comma-separated list of durations of whole
+// milliseconds, each at least least.
+func durationList(s, flag string, least time.Duration) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, p := range splitList(s) {
+		d, err := time.ParseDuration(p)
+		if err != nil || d < least || d%time.Millisecond != 0 {
+			return nil, fmt.Errorf("%s %q: want durations of whole milliseconds, at least %v", flag, p, least)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // splitList splits a comma-separated list, dropping empty items.

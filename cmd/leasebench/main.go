@@ -20,10 +20,27 @@
 //	            checkpoint: join → the candidate leads, and its steps
 //	events      a change on the first URL until a watch stream on the second URL
 //	            (or, with -pubsub-topic, a Pub/Sub subscriber) sees its event
+//	sessiontakeover  an agent process holding through a session on the
+//	            first URL (each of -session-windows) is SIGKILLed; a
+//	            candidate waits on the second URL: kill → the candidate
+//	            holds; side by side with the same takeover of agents on
+//	            plain renewals (each TTL of -session-compare-ttls)
+//	sessionwrites  backend writes per held lease per minute, counted (on
+//	            PostgreSQL, by a row trigger leasebench adds for the
+//	            scenario): sessions at window 1 s against plain TTL 1 s
+//	sessionfailover  -failover-sessions sessions × -failover-leases leases
+//	            on one instance (started from -leasesvc), a second one
+//	            running; the first is SIGKILLed or SIGTERMed (in turn);
+//	            the agents resume on the second: does every lease keep its
+//	            holder and token; -failover-runs runs
+//	sessionscale  -sessions sessions of one lease each at -scale-window
+//	            against one instance (started from -leasesvc) for
+//	            -scale-duration: how many expired, the instance's CPU per
+//	            1,000 heartbeats and memory per session
 //	throughput  N agents (-agents 1000,10000) each holding its own lease,
 //	            renewing at TTL/3 (-ttl) for -duration: renewals/s, p50/p99, lost holdings
 //
-// They run in this order; throughput is last because the burst of events
+// Without -scenarios, all but the session scenarios run. They run in this order; throughput is last because the burst of events
 // that thousands of new holdings make can delay the events of any scenario
 // run after it. A scenario that fails is reported and the others still run.
 //
@@ -50,6 +67,9 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(agentEnv); spec != "" { // a child process of sessiontakeover
+		os.Exit(agentMain(spec))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

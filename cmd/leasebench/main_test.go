@@ -4,12 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 	"github.com/leasesvc/leasesvc/internal/e2e"
 )
+
+// TestMain lets the test binary serve as the agent processes of
+// sessiontakeover, as leasebench itself does.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(agentEnv); spec != "" {
+		os.Exit(agentMain(spec))
+	}
+	os.Exit(m.Run())
+}
 
 func TestParseConfig(t *testing.T) {
 	env := func(kv ...string) func(string) string {
@@ -30,7 +41,7 @@ func TestParseConfig(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{name: "defaults", args: nil, getenv: env(), check: func(t *testing.T, c config) {
-			if len(c.urls) != 1 || c.backend != "memory" || len(c.scenarios) != len(allScenarios) || c.agents[0] != 1000 ||
+			if len(c.urls) != 1 || c.backend != "memory" || len(c.scenarios) != len(defaultScenarios) || c.agents[0] != 1000 ||
 				len(c.pauses) != 2 || c.pauses[1] != 50*time.Millisecond || !strings.HasPrefix(c.prefix, "leasebench.") {
 				t.Errorf("defaults: %+v", c)
 			}
@@ -65,6 +76,15 @@ func TestParseConfig(t *testing.T) {
 		{name: "spanner without database", args: []string{"-backend", "spanner"}, getenv: env(), wantErr: "LEASESVC_SPANNER_DATABASE"},
 		{name: "unknown flag", args: []string{"-speed", "1"}, getenv: env(), wantErr: "flags"},
 		{name: "stray argument", args: []string{"latency"}, getenv: env(), wantErr: "unexpected"},
+		{name: "session scenarios", args: []string{"-scenarios", "sessionscale,sessiontakeover", "-leasesvc", "/bin/leasesvc", "-session-windows", "200ms", "-sessions", "10,20"}, getenv: env(),
+			check: func(t *testing.T, c config) {
+				if strings.Join(c.scenarios, ",") != "sessiontakeover,sessionscale" || len(c.sessionWindows) != 1 || c.sessionWindows[0] != 200*time.Millisecond ||
+					len(c.scaleSessions) != 2 || c.leasesvc != "/bin/leasesvc" {
+					t.Errorf("session scenarios: %+v", c)
+				}
+			}},
+		{name: "scale without a binary", args: []string{"-scenarios", "sessionscale"}, getenv: env(), wantErr: "-leasesvc"},
+		{name: "window too short", args: []string{"-session-windows", "100ms"}, getenv: env(), wantErr: "-session-windows"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +129,7 @@ func TestScenariosOnMemory(t *testing.T) {
 			t.Errorf("throughput: %v holdings lost", r.Service)
 		}
 	}
-	for _, s := range allScenarios {
+	for _, s := range defaultScenarios {
 		if !seen[s] {
 			t.Errorf("no result of scenario %s in %s", s, stdout.String())
 		}
@@ -167,5 +187,92 @@ func TestSuccessionOnMemory(t *testing.T) {
 	// The holder renews every 50 ms: it is asked to yield at its next renewal.
 	if y := got["step: join → the holder sees yieldRequested p99"].Service; y > 1000 {
 		t.Errorf("the holder saw yieldRequested %vms after the join", y)
+	}
+}
+
+// runReport runs leasebench with args and returns its report's rows by
+// scenario and metric.
+func runReport(t *testing.T, ctx context.Context, args []string, getenv func(string) string) map[string]row {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, append(args, "-json"), getenv, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, stdout.String())
+	}
+	got := map[string]row{}
+	for _, r := range rep.Results {
+		got[r.Scenario+": "+r.Metric] = r
+	}
+	return got
+}
+
+// need returns the row named key, failing the test without it.
+func need(t *testing.T, rows map[string]row, key string) row {
+	t.Helper()
+	r, ok := rows[key]
+	if !ok {
+		keys := make([]string, 0, len(rows))
+		for k := range rows {
+			keys = append(keys, k)
+		}
+		t.Fatalf("no row %q; have %q", key, keys)
+	}
+	return r
+}
+
+// TestSessionScenariosOnMemory runs sessiontakeover, sessionwrites and
+// sessionscale briefly against the real binary on the memory backend.
+func TestSessionScenariosOnMemory(t *testing.T) {
+	svc := e2e.StartService(t, map[string]string{"LEASESVC_LOG_LEVEL": "warn"})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	rows := runReport(t, ctx, []string{"-url", svc.URL, "-scenarios", "sessiontakeover,sessionwrites,sessionscale", "-samples", "2",
+		"-session-windows", "300ms", "-session-compare-ttls", "1s", "-write-duration", "2s", "-write-sessions", "2", "-write-leases", "2",
+		"-leasesvc", e2e.Binary(t), "-sessions", "20", "-scale-duration", "2s"}, func(string) string { return "" })
+	for _, k := range []string{"crash takeover, session window 300ms p99", "crash takeover, plain renewals ttl 1s p99"} {
+		if r := need(t, rows, "sessiontakeover: "+k); r.N != 2 || r.Service <= 0 {
+			t.Errorf("%s: %+v, want 2 samples", k, r)
+		}
+	}
+	sess := need(t, rows, "sessionwrites: writes per held lease per minute, sessions at window 1s (lease rows)")
+	plain := need(t, rows, "sessionwrites: writes per held lease per minute, plain renewals ttl 1s")
+	if plain.N == 0 || sess.Service >= plain.Service {
+		t.Errorf("sessions %+v, plain renewals %+v: want fewer writes through sessions, and plain writes counted", sess, plain)
+	}
+	// How many expired depends on the machine's load: the row must be there.
+	need(t, rows, "sessionscale 20 sessions: sessions expired or lapsed (lease lost, deadline passed, or not held at the end)")
+	if r := need(t, rows, "sessionscale 20 sessions: heartbeats"); r.N == 0 {
+		t.Errorf("no heartbeats counted: %+v", r)
+	}
+	need(t, rows, "sessionscale 20 sessions: instance CPU per 1,000 heartbeats")
+	need(t, rows, "sessionscale 20 sessions: instance memory per session")
+}
+
+// TestSessionScenariosOnPostgres runs sessionwrites (the row trigger) and
+// sessionfailover (SIGKILL and SIGTERM) briefly on a throwaway PostgreSQL.
+func TestSessionScenariosOnPostgres(t *testing.T) {
+	c := pgtest.Start(t)
+	env := map[string]string{"LEASESVC_BACKEND": "postgres", "LEASESVC_POSTGRES_URL": c.URL, "LEASESVC_POSTGRES_MIGRATE": "true", "LEASESVC_LOG_LEVEL": "warn"}
+	svc := e2e.StartService(t, env)
+	for k, v := range env { // the instances sessionfailover starts inherit it
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	rows := runReport(t, ctx, []string{"-url", svc.URL, "-scenarios", "sessionwrites,sessionfailover",
+		"-write-duration", "2s", "-write-sessions", "2", "-write-leases", "2",
+		"-leasesvc", e2e.Binary(t), "-failover-runs", "2", "-failover-sessions", "4", "-failover-leases", "3"}, os.Getenv)
+	plain := need(t, rows, "sessionwrites: writes per held lease per minute, plain renewals ttl 1s")
+	if plain.N == 0 {
+		t.Errorf("the trigger counted no plain renewal: %+v", plain)
+	}
+	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+		kept := need(t, rows, "sessionfailover "+sig+": leases that kept holder and token")
+		if kept.N != 12 || kept.Service != 12 {
+			t.Errorf("%s: %+v, want all 12 leases kept", sig, kept)
+		}
 	}
 }

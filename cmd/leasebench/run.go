@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,6 +50,11 @@ var scenarios = map[string]scenario{
 	"takeover":   takeover,
 	"succession": succession,
 	"events":     events,
+
+	"sessiontakeover": sessionTakeover,
+	"sessionwrites":   sessionWrites,
+	"sessionfailover": sessionFailover,
+	"sessionscale":    sessionScale,
 }
 
 // run parses the configuration, runs the scenarios and writes the report.
@@ -88,6 +95,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"contenderPauses": fmtDurations(cfg.pauses), "renewEvery": cfg.renewEvery.String(), "takeoverTTL": cfg.takeoverTTL.String(),
 		"successionTTL": cfg.successionTTL.String(), "successionRenew": cfg.successionRenew.String(), "pubsubTopic": cfg.topic, "prefix": cfg.prefix,
 	}}
+	if slices.ContainsFunc(cfg.scenarios, func(s string) bool { return strings.HasPrefix(s, "session") }) {
+		for k, v := range map[string]any{"sessionWindows": fmtDurations(cfg.sessionWindows), "sessionCompareTTLs": fmtDurations(cfg.compareTTLs),
+			"slowSamples": cfg.slowSamples, "writeSessions": cfg.writeSessions, "writeLeases": cfg.writeLeases, "writeDuration": cfg.writeDuration.String(),
+			"failoverRuns": cfg.failoverRuns, "failoverSessions": cfg.failoverSessions, "failoverLeases": cfg.failoverLeases,
+			"scaleSessions": cfg.scaleSessions, "scaleDuration": cfg.scaleDuration.String(), "scaleWindow": cfg.scaleWindow.String()} {
+			rep.Settings[k] = v
+		}
+	}
 	var failed []error
 	for _, name := range cfg.scenarios {
 		if err := ctx.Err(); err != nil {

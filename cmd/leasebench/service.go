@@ -40,16 +40,28 @@ type answer struct {
 // ok reports a 200.
 func (a answer) ok() bool { return a.status == http.StatusOK }
 
+// get reads {base}/v1/leases/{name}.
+func (s *service) get(ctx context.Context, base, name string) (answer, error) {
+	return s.send(ctx, http.MethodGet, base+"/v1/leases/"+name, "get", name, "", 0)
+}
+
 // post sends body to {base}/v1/leases/{name}:{verb}, waiting at most the
 // request timeout plus extra.
 func (s *service) post(ctx context.Context, base, name, verb, body string, extra time.Duration) (answer, error) {
+	return s.send(ctx, http.MethodPost, base+"/v1/leases/"+name+":"+verb, verb, name, body, extra)
+}
+
+// send sends a request for the lease name and decodes the answer.
+func (s *service) send(ctx context.Context, method, url, verb, name, body string, extra time.Duration) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout+extra)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/leases/"+name+":"+verb, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return answer{}, fmt.Errorf("%s %s: %w", verb, name, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return answer{}, fmt.Errorf("%s %s: %w", verb, name, err)

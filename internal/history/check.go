@@ -77,7 +77,12 @@ func (r *Result) add(name string, at time.Time, format string, args ...any) {
 func Check(entries []Entry, finals map[string]*lease.Lease) Result {
 	res := Result{Ops: map[Outcome]int{}}
 	byName := map[string][]Entry{}
+	terms := map[string][]Entry{}
 	for _, e := range entries {
+		if e.Op == Led {
+			terms[e.Name] = append(terms[e.Name], e)
+			continue
+		}
 		res.Ops[e.Outcome]++
 		byName[e.Name] = append(byName[e.Name], e)
 	}
@@ -85,7 +90,7 @@ func Check(entries []Entry, finals map[string]*lease.Lease) Result {
 	res.Leases = len(names)
 	for _, name := range names {
 		final, hasFinal := finals[name]
-		res.Holdings += checkLease(&res, name, byName[name], final, hasFinal)
+		res.Holdings += checkLease(&res, name, byName[name], final, hasFinal, terms[name])
 	}
 	return res
 }
@@ -112,10 +117,12 @@ type holding struct {
 	where         string // the first answer that showed it, for messages
 }
 
-// checkLease runs the checks of Check on the entries of one lease and
-// returns the number of holdings seen.
-func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFinal bool) int {
+// checkLease runs the checks of Check on the entries of one lease, and on
+// the terms (Led) of its session holders, and returns the number of
+// holdings seen.
+func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFinal bool, terms []Entry) int {
 	slices.SortStableFunc(es, func(a, b Entry) int { return a.Call.Compare(b.Call) })
+	sess := sessionHolders(es)
 	hs := map[int64]*holding{}
 	observe := func(l *lease.Lease, where string, e *Entry) {
 		r := recordOf(l)
@@ -199,14 +206,15 @@ func checkLease(res *Result, name string, es []Entry, final *lease.Lease, hasFin
 			res.add(name, next.acquire, "token %d (%q) shown live at server time %s (by %s), but token %d (%q) began at %s (shown by %s): a stale read",
 				prev.token, prev.holder, fmtTime(prev.readLive), prev.readLiveWhere, next.token, next.holder, fmtTime(next.acquire), next.where)
 		}
-		if end, ok := acknowledgedEnd(es, prev); ok && next.acquire.Before(end) {
+		if end, ok := acknowledgedEnd(es, prev); ok && !sess[prev.holder] && next.acquire.Before(end) {
 			res.add(name, next.acquire, "holdings overlap: token %d (%q) was extended to %s by its holder's last acknowledged write, but token %d (%q) began at %s (%s)",
 				prev.token, prev.holder, fmtTime(end), next.token, next.holder, fmtTime(next.acquire), next.where)
 		}
 	}
 	if hasFinal {
-		checkFinal(res, name, es, final, maxAck)
+		checkFinal(res, name, es, final, maxAck, sess)
 	}
+	checkTerms(res, name, hs, tokens, terms)
 	checkSuccession(res, name, es, hs, final)
 	return len(tokens)
 }
@@ -236,8 +244,9 @@ func acknowledgedEnd(es []Entry, h *holding) (time.Time, bool) {
 }
 
 // checkFinal checks the lease read after the run against what was
-// acknowledged.
-func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck int64) {
+// acknowledged. A session holder's holding is compared as a holding
+// (holder, token, acquire time): its instance renews and ends it unseen.
+func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck int64, sess map[string]bool) {
 	if final == nil {
 		if maxAck > 0 {
 			res.add(name, time.Time{}, "the final read found no lease, but token %d was acknowledged", maxAck)
@@ -266,7 +275,14 @@ func checkFinal(res *Result, name string, es []Entry, final *lease.Lease, maxAck
 			return // it may have landed after the last acknowledged write
 		}
 	}
-	if got, want := recordOf(final), recordOf(last.Lease); got != want {
+	got, want := recordOf(final), recordOf(last.Lease)
+	if sess[last.Holder] {
+		if !sameHolding(got, want) || got.lastWrite().Before(want.lastWrite()) {
+			res.add(name, last.Lease.ServerTime, "the final read shows %s, but the last acknowledged write (%s) left %s of a session holder", fmtRecord(got), describe(*last), fmtRecord(want))
+		}
+		return
+	}
+	if got != want {
 		res.add(name, last.Lease.ServerTime, "the final read shows %s, but the last acknowledged write (%s) left %s", fmtRecord(got), describe(*last), fmtRecord(want))
 	}
 }
@@ -349,6 +365,8 @@ func describe(e Entry) string {
 		s = fmt.Sprintf("client %d %s by %q token %d", e.Client, e.Op, e.Holder, e.Token)
 	case Transfer:
 		s = fmt.Sprintf("client %d transfer by %q token %d to %q", e.Client, e.Holder, e.Token, e.To)
+	case Led:
+		return describeTerm(e)
 	default:
 		s = fmt.Sprintf("client %d %s", e.Client, e.Op)
 	}

@@ -46,6 +46,14 @@ const (
 	// Transfer is the transfer of docs/contract.md §8: it ends the holding
 	// and reserves the lease for Entry.To.
 	Transfer Op = "transfer"
+	// Led is not an operation but a session agent's term (docs/contract.md
+	// §14): Holder led the holding Token from Call until Return, the end
+	// of its validity by the agent's own clock: the send time of its last
+	// acked heartbeat + window × (1 − drift margin), or the moment it gave
+	// the holding up, whichever came first. Check tests that no later
+	// holding of the lease began before Return; Outcome and Lease are
+	// unused.
+	Led Op = "led"
 )
 
 // Outcome is what an operation was answered.
@@ -123,6 +131,12 @@ type Entry struct {
 	// only appear in messages.
 	Priority int
 	Preempt  bool
+	// Session marks an operation sent through a session (docs/contract.md
+	// §14). Its holder holds through sessions: the instance renews, takes
+	// over and ends such a holding with writes no answer in the history
+	// shows, so the checks allow those, and the end of the holder's
+	// validity is what its Led entries say.
+	Session bool
 }
 
 // Recorder collects entries from many goroutines.
@@ -162,6 +176,9 @@ type record struct {
 	renew       time.Time
 	expire      time.Time
 	transitions int64
+	// session: the holder holds through sessions (see Entry.Session); set
+	// by partition for the model, never compared.
+	session bool
 }
 
 // recordOf returns the stored state that l shows. Times are compared with

@@ -107,7 +107,11 @@ func partition(entries []Entry) []part {
 		}
 	}
 	byName := map[string][]porcupine.Operation{}
+	sess := sessionHolders(entries)
 	for _, e := range entries {
+		if e.Op == Led { // a term, not an operation
+			continue
+		}
 		op := porcupine.Operation{
 			ClientId: e.Client,
 			Input:    input{op: e.Op, holder: e.Holder, token: e.Token, ttl: e.TTL},
@@ -119,7 +123,9 @@ func partition(entries []Entry) []part {
 			op.Return = max(int64(e.Return.Sub(base)), op.Call)
 		}
 		if e.Lease != nil {
-			op.Output = output{outcome: e.Outcome, rec: recordOf(e.Lease), server: e.Lease.ServerTime.UTC().Round(0), hasLease: true}
+			rec := recordOf(e.Lease)
+			rec.session = sess[rec.holder]
+			op.Output = output{outcome: e.Outcome, rec: rec, server: e.Lease.ServerTime.UTC().Round(0), hasLease: true}
 		}
 		byName[e.Name] = append(byName[e.Name], op)
 	}
@@ -260,7 +266,7 @@ func step(s state, in input, out output) []any {
 		if out.outcome == Reserved && (in.op != Acquire || out.server.Before(r.expire)) {
 			return nil // a reservation holds only a free lease
 		}
-		if shows(s, r) {
+		if shows(s, r) || (s.kind == known && sessionShows(s.rec, r)) {
 			return []any{state{kind: known, rec: r}}
 		}
 		return nil
@@ -273,6 +279,9 @@ func step(s state, in input, out output) []any {
 			cur = &s.rec
 		}
 		if got, ok := apply(cur, in, out.server); ok && recEqual(got, r) {
+			return []any{state{kind: known, rec: r}}
+		}
+		if s.kind == known && sessionApply(s.rec, in, out) {
 			return []any{state{kind: known, rec: r}}
 		}
 		return nil
@@ -290,13 +299,15 @@ func step(s state, in input, out output) []any {
 
 // lost returns the states from which a renew, release or transfer may be
 // answered lease_lost. A release of the caller's own holding always
-// succeeds; a renew of it fails once it has expired, at a server time
-// nobody saw; a transfer of it fails once it has ended otherwise.
+// succeeds, unless it is held through a session (the instance may have
+// moved or ended it unseen); a renew of it fails once it has expired, at a
+// server time nobody saw; a transfer of it fails once it has ended
+// otherwise.
 func lost(s state, in input) []any {
 	if in.op != Renew && in.op != Release && in.op != Transfer {
 		return nil
 	}
-	if s.kind == known && in.op == Release && s.rec.holder == in.holder && s.rec.token == in.token {
+	if s.kind == known && in.op == Release && s.rec.holder == in.holder && s.rec.token == in.token && !s.rec.session {
 		return nil
 	}
 	return []any{s}

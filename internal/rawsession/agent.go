@@ -1,0 +1,398 @@
+package rawsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/leasesvc/leasesvc/lease"
+)
+
+// Agent is the usual loop of an agent on a session: it opens the session
+// on the first URL, heartbeats every window/4, leads until the send time
+// of its last acked heartbeat + window × (1 − margin) (docs/contract.md
+// §14), and, when its socket drops or the instance asks it to move,
+// resumes on the next URL (make before break on a move) with every
+// holding it keeps. Freeze and Kill stand in for SIGSTOP and SIGKILL of an
+// agent that is a goroutine.
+type Agent struct {
+	// URLs are the instances, tried in turn; the first opens the session.
+	URLs []string
+	// Window is the session's window (0: the service's default, 1 s).
+	Window time.Duration
+	// Margin is the drift margin (0: 0.1).
+	Margin float64
+	// Header is sent with every upgrade request (Authorization).
+	Header http.Header
+	// OnPush, if set, gets every pushed message (lost, revoked, yield, move).
+	OnPush func(Message)
+	// OnResume, if set, gets every resumed message and the URL it came from.
+	OnResume func(url string, m Message)
+
+	mu      sync.Mutex
+	conn    *Conn
+	url     int // index in URLs of conn's instance
+	id      string
+	window  time.Duration
+	held    map[string]Held
+	dropped map[string]time.Time // holdings lost: name → until when the agent led them
+	acked   time.Time            // latest acked heartbeat's send time over every socket
+	stopped bool                 // frozen or killed: sends nothing more
+	beats   int64                // heartbeats sent
+	ended   bool                 // the service ended the session (a resume found it gone)
+	stop    chan struct{}
+	done    chan struct{}
+	lastErr error
+}
+
+// Open opens the session and starts heartbeating.
+func (a *Agent) Open(ctx context.Context) (Message, error) {
+	if a.Margin == 0 {
+		a.Margin = 0.1
+	}
+	c, err := Dial(ctx, a.URLs[0], a.Header, a.push)
+	if err != nil {
+		return Message{}, err
+	}
+	m, err := c.Open(ctx, a.Window)
+	if err != nil {
+		c.Drop()
+		return m, fmt.Errorf("open: %w", err)
+	}
+	a.mu.Lock()
+	a.conn, a.id, a.window = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond
+	a.held, a.dropped = map[string]Held{}, map[string]time.Time{}
+	a.stop, a.done = make(chan struct{}), make(chan struct{})
+	a.mu.Unlock()
+	go a.loop()
+	return m, nil
+}
+
+// push handles a pushed message: a move is followed at once; the rest go
+// to OnPush (a lost or revoked holding is forgotten first).
+func (a *Agent) push(m Message) {
+	switch m.Type {
+	case "move":
+		go a.move()
+	case "lost", "revoked":
+		a.mu.Lock()
+		a.dropLocked(m.Name, m.FencingToken)
+		a.mu.Unlock()
+	}
+	if a.OnPush != nil {
+		a.OnPush(m)
+	}
+}
+
+// SessionWindow returns the session's window as the service answered it.
+func (a *Agent) SessionWindow() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.window
+}
+
+// Deadline returns until when the agent's holdings are led: the send time
+// of the latest acked heartbeat + window × (1 − margin); the zero time
+// before the first ack. A frozen or killed agent leads no more.
+func (a *Agent) Deadline() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil && !a.stopped {
+		a.noteAckLocked(a.conn)
+	}
+	if a.acked.IsZero() {
+		return time.Time{}
+	}
+	return a.acked.Add(time.Duration(float64(a.window) * (1 - a.Margin)))
+}
+
+// Leads reports whether the agent leads now (before its deadline).
+func (a *Agent) Leads() bool {
+	d := a.Deadline()
+	return !d.IsZero() && time.Now().Before(d)
+}
+
+// loop heartbeats every window/4, and resumes elsewhere when the socket
+// ends, until stopped.
+func (a *Agent) loop() {
+	defer close(a.done)
+	t := time.NewTicker(a.window / 4)
+	defer t.Stop()
+	for {
+		a.mu.Lock()
+		c := a.conn
+		a.mu.Unlock()
+		select {
+		case <-a.stop:
+			return
+		case <-c.Done():
+			if !a.resume(c) {
+				select { // wait a beat before the next instance
+				case <-a.stop:
+					return
+				case <-time.After(a.window / 4):
+				}
+			}
+			continue
+		case <-t.C:
+		}
+		if a.isStopped() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.window)
+		if c.Heartbeat(ctx) == nil {
+			a.mu.Lock()
+			a.beats++
+			a.mu.Unlock()
+		}
+		cancel()
+		a.noteAck(c)
+	}
+}
+
+// noteAck carries c's latest ack into the agent's.
+func (a *Agent) noteAck(c *Conn) {
+	at := c.Acked()
+	a.mu.Lock()
+	if at.After(a.acked) {
+		a.acked = at
+	}
+	a.mu.Unlock()
+}
+
+func (a *Agent) isStopped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopped
+}
+
+// move resumes on the next instance and then drops the old socket (make
+// before break).
+func (a *Agent) move() {
+	a.mu.Lock()
+	old := a.conn
+	a.mu.Unlock()
+	if a.resume(old) {
+		old.Drop()
+	}
+}
+
+// resume resumes the session on the next instance after old's; false
+// when it could not (the caller tries again later).
+func (a *Agent) resume(old *Conn) bool {
+	a.mu.Lock()
+	if a.stopped || a.conn != old {
+		moved := a.conn != old // another resume already replaced old
+		a.mu.Unlock()
+		return moved
+	}
+	a.noteAckLocked(old)
+	next := (a.url + 1) % len(a.URLs)
+	held := make([]Held, 0, len(a.held))
+	for _, h := range a.held {
+		held = append(held, h)
+	}
+	id := a.id
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, a.URLs[next], a.Header, a.push)
+	if err != nil {
+		a.setErr(err)
+		a.mu.Lock()
+		a.url = next
+		a.mu.Unlock()
+		return false
+	}
+	m, err := c.Resume(ctx, id, held)
+	if err != nil {
+		c.Drop()
+		a.setErr(err)
+		if Code(err) == "session_not_found" { // it died: nothing to resume, ever
+			a.mu.Lock()
+			a.ended = true
+			a.mu.Unlock()
+			go a.halt(false)
+			return false
+		}
+		a.mu.Lock()
+		a.url = next
+		a.mu.Unlock()
+		return false
+	}
+	a.mu.Lock()
+	for _, l := range m.Lost {
+		a.dropLocked(l.Name, l.FencingToken)
+	}
+	a.conn, a.url = c, next
+	a.mu.Unlock()
+	if a.OnResume != nil {
+		a.OnResume(a.URLs[next], m)
+	}
+	// Heartbeat at once: the agent leads again from the first ack here.
+	_ = c.Heartbeat(ctx)
+	return true
+}
+
+// dropLocked forgets a lost holding, noting until when the agent led it:
+// now, or its deadline if that came first (the acks of the socket that
+// reported the loss do not vouch for it).
+func (a *Agent) dropLocked(name string, token int64) {
+	h, ok := a.held[name]
+	if !ok || h.FencingToken != token {
+		return
+	}
+	delete(a.held, name)
+	if a.conn != nil {
+		a.noteAckLocked(a.conn)
+	}
+	until := time.Now()
+	if !a.acked.IsZero() {
+		if d := a.acked.Add(time.Duration(float64(a.window) * (1 - a.Margin))); d.Before(until) {
+			until = d
+		}
+	}
+	a.dropped[name] = until
+}
+
+// Dropped reports whether the holding of name was lost (pushed lost or
+// revoked, or lost on a resume) and until when the agent led it.
+func (a *Agent) Dropped(name string) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.dropped[name]
+	return t, ok
+}
+
+func (a *Agent) noteAckLocked(c *Conn) {
+	if at := c.Acked(); at.After(a.acked) {
+		a.acked = at
+	}
+}
+
+func (a *Agent) setErr(err error) {
+	a.mu.Lock()
+	a.lastErr = err
+	a.mu.Unlock()
+}
+
+// Ended reports whether the service ended the session: a resume found it
+// gone (its window passed without a heartbeat reaching an instance). The
+// agent has stopped.
+func (a *Agent) Ended() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ended
+}
+
+// Heartbeats returns how many heartbeats the agent sent.
+func (a *Agent) Heartbeats() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.beats
+}
+
+// LastErr returns the last error of a resume, or nil.
+func (a *Agent) LastErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastErr
+}
+
+// current returns the current socket.
+func (a *Agent) current() *Conn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conn
+}
+
+// Acquire acquires name for holder through the session (wait > 0: a
+// waiting acquire, waitMs). A holding is kept for resumes.
+func (a *Agent) Acquire(ctx context.Context, name, holder string, wait time.Duration) (lease.Lease, error) {
+	return a.AcquireAs(ctx, Message{Name: name, Holder: holder, WaitMs: wait.Milliseconds()})
+}
+
+// AcquireAs sends the acquire m (Name, Holder and, as a candidate,
+// WaitMs, Priority, Preempt) through the session.
+func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
+	m.Type = "acquire"
+	name, holder := m.Name, m.Holder
+	m, err := a.current().Request(ctx, m)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	l, err := LeaseOf(m)
+	if err != nil {
+		return l, err
+	}
+	a.mu.Lock()
+	a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
+	a.mu.Unlock()
+	return l, nil
+}
+
+// Do sends a request (renew, release, transfer) through the current
+// socket; a release or transfer that succeeds forgets the holding.
+func (a *Agent) Do(ctx context.Context, m Message) (lease.Lease, error) {
+	ans, err := a.current().Request(ctx, m)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	if m.Type == "release" || m.Type == "transfer" {
+		a.mu.Lock()
+		delete(a.held, m.Name)
+		a.mu.Unlock()
+	}
+	return LeaseOf(ans)
+}
+
+// Held returns the holdings the agent keeps.
+func (a *Agent) Held() []Held {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Held, 0, len(a.held))
+	for _, h := range a.held {
+		out = append(out, h)
+	}
+	return out
+}
+
+// halt stops the loop; with drop, the socket closes too.
+func (a *Agent) halt(drop bool) {
+	a.mu.Lock()
+	if a.stopped {
+		a.mu.Unlock()
+		return
+	}
+	a.noteAckLocked(a.conn) // the last ack it saw counts; none after this
+	a.stopped = true
+	c := a.conn
+	close(a.stop)
+	a.mu.Unlock()
+	<-a.done
+	if drop {
+		c.Drop()
+	}
+}
+
+// Freeze stops the agent as SIGSTOP would: no more heartbeats or
+// resumes, the socket left open and silent. It leads until its deadline.
+func (a *Agent) Freeze() { a.halt(false) }
+
+// Kill stops the agent as SIGKILL would: no more heartbeats, and the
+// socket is dropped without a close message.
+func (a *Agent) Kill() { a.halt(true) }
+
+// Close sends close (the service releases every holding) and stops.
+func (a *Agent) Close(ctx context.Context) error {
+	c := a.current()
+	a.halt(false)
+	err := c.Close(ctx)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package rawsession_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/internal/rawsession"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
+)
+
+// instance is an in-process leasesvc with sessions over store.
+type instance struct {
+	m   *lease.Manager
+	reg *session.Registry
+	srv *httptest.Server
+}
+
+func newInstance(t *testing.T, store backend.Store) *instance {
+	t.Helper()
+	h := hub.New()
+	m, err := lease.NewManager(store, lease.Config{OnChange: h.Publish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := session.New(session.Manager{M: m}, session.Config{LeaseTTL: 3 * time.Second, Events: h, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(m, httpapi.Config{Logger: log, Events: h, Sessions: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		reg.Stop()
+	})
+	return &instance{m: m, reg: reg, srv: srv}
+}
+
+// waitFor polls cond every 10ms for at most d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAgentLeadsAndDies: an agent leads once acked, until its deadline;
+// killed, its lease is released within about a window, and it led no
+// longer than that.
+func TestAgentLeadsAndDies(t *testing.T) {
+	in := newInstance(t, memory.New())
+	a := &rawsession.Agent{URLs: []string{in.srv.URL}, Window: 300 * time.Millisecond}
+	if _, err := a.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.Acquire(t.Context(), "x", "h", 0)
+	if err != nil || l.Holder != "h" {
+		t.Fatalf("acquire: %+v, %v", l, err)
+	}
+	if g, err := in.m.Get(t.Context(), "x"); err != nil || !g.Session {
+		t.Fatalf("not held through a session: %+v, %v", g, err)
+	}
+	waitFor(t, time.Second, "the agent leads", a.Leads)
+	if d := time.Until(a.Deadline()); d > 270*time.Millisecond {
+		t.Fatalf("deadline %v ahead, more than window × 0.9", d)
+	}
+	a.Kill()
+	deadline := a.Deadline()
+	waitFor(t, 2*time.Second, "the lease is released", func() bool {
+		g, err := in.m.Get(context.Background(), "x")
+		return err == nil && !g.Held()
+	})
+	g, _ := in.m.Get(t.Context(), "x")
+	if g.ExpireTime.Before(deadline) {
+		t.Fatalf("released at %v, before the agent's deadline %v", g.ExpireTime, deadline)
+	}
+	if a.Leads() {
+		t.Fatal("a killed agent leads")
+	}
+}
+
+// TestAgentResumes: asked to move (the instance shuts down), the agent
+// resumes on the next instance with its holding and leads again with the
+// same token.
+func TestAgentResumes(t *testing.T) {
+	store := memory.New()
+	one, two := newInstance(t, store), newInstance(t, store)
+	resumed := make(chan rawsession.Message, 1)
+	a := &rawsession.Agent{URLs: []string{one.srv.URL, two.srv.URL}, Window: 500 * time.Millisecond,
+		OnResume: func(_ string, m rawsession.Message) { resumed <- m }}
+	if _, err := a.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close(context.Background()) }()
+	l, err := a.Acquire(t.Context(), "x", "h", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "the agent leads", a.Leads)
+	go one.reg.Shutdown(context.Background())
+	select {
+	case m := <-resumed:
+		if len(m.Lost) != 0 || m.Epoch != 2 {
+			t.Fatalf("resumed %+v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no resume: %v", a.LastErr())
+	}
+	g, err := two.m.Get(t.Context(), "x")
+	if err != nil || g.Holder != "h" || g.FencingToken != l.FencingToken || !g.Held() || g.SessionEpoch != 2 {
+		t.Fatalf("after the resume: %+v, %v", g, err)
+	}
+	if h := a.Held(); len(h) != 1 || h[0].FencingToken != l.FencingToken {
+		t.Fatalf("held %v", h)
+	}
+}
