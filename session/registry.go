@@ -413,9 +413,7 @@ func (r *Registry) Shutdown(ctx context.Context) {
 			end, cancel := context.WithTimeout(end, 5*time.Second)
 			defer cancel()
 			r.fanOutIdx(len(left), func(i int) {
-				if left[i].idle() {
-					_ = left[i].end(end, endShutdown)
-				}
+				_ = left[i].endIfIdle(end, endShutdown)
 			})
 			r.cfg.Logger.Info("sessions: shutdown grace over", "left", len(left))
 			return
