@@ -307,7 +307,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 			continue
 		}
 		leases = append(leases, taken[i])
-		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent}
+		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent, since: taken[i].RenewTime}
 	}
 	r.register(s, c)
 	r.observe(func(o Observer) { o.Resume() })

@@ -15,8 +15,12 @@ type held struct {
 	name, holder string
 	token        int64
 	sent         time.Time // monotonic send time of the last successful write
-	ending       bool      // a release, transfer or expiry of this instance is under way
-	yieldTo      string    // the candidate of the last yield pushed
+	// since is the backend time a resume took the holding over at (zero
+	// for an acquire): an end of the same token decided no later is an
+	// event from before the takeover, delivered late.
+	since   time.Time
+	ending  bool   // a release, transfer or expiry of this instance is under way
+	yieldTo string // the candidate of the last yield pushed
 }
 
 // safeUntil is the instance's safe deadline of h (docs/contract.md §14).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -258,5 +259,55 @@ func TestLongWaitIsRenewedAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no renewal of the waited-for lease")
 		}
+	}
+}
+
+// TestLateEndOfRestartedHolding: a resume restarts with its token a holding
+// that the session's death ended; the released event of that death,
+// delivered after the resume, neither pushes lost nor drops the holding
+// from the session (it would hold the lease unrenewed until its TTL).
+func TestLateEndOfRestartedHolding(t *testing.T) {
+	store := memory.New()
+	m := manager(t, store)
+	old := newRegistry(t, session.Manager{M: m}, session.Config{})
+	s, id, err := old.Open(t.Context(), "c", "", time.Minute, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "b", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old instance's death of the session ended a, and its event is
+	// still on the way.
+	ended, err := session.Manager{M: m}.Expire(t.Context(), session.Ref{Key: session.Key(id), Epoch: 1, Window: time.Minute},
+		lease.ReleaseRequest{Name: "a", Holder: "h", FencingToken: a.FencingToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hub.New()
+	next := newRegistry(t, session.Manager{M: m}, session.Config{Events: h})
+	p := newPushes()
+	ns, taken, lost, err := next.Resume(t.Context(), "c", "", id, 0, []session.Claim{
+		{Name: "a", Holder: "h", FencingToken: a.FencingToken}, {Name: "b", Holder: "h", FencingToken: b.FencingToken}}, p)
+	if err != nil || len(taken) != 2 || len(lost) != 0 {
+		t.Fatalf("resume: %v %v %v", taken, lost, err)
+	}
+	defer ns.Close(context.Background())
+	h.Publish(lease.Event{Type: lease.EventReleased, Reason: session.SessionExpired, Lease: ended, Time: ended.ExpireTime})
+	// Then b is taken: the events of one subscription come in order, so
+	// its push comes after a's event was handled.
+	taker := b
+	taker.FencingToken++
+	h.Publish(lease.Event{Type: lease.EventAcquired, Lease: taker, Time: time.Now()})
+	if got := p.wait(t, session.PushLost); got.Name != "b" {
+		t.Fatalf("pushed %+v for the late end of the restarted holding", got)
+	}
+	if n := ns.Leases(); n != 1 {
+		t.Fatalf("the session holds %d leases; want 1 (a)", n)
 	}
 }
