@@ -286,6 +286,19 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 		return nil, nil, nil, fmt.Errorf("session: taking the session record over: %w", err)
 	}
 	s.record = held{name: got.Name, holder: got.Holder, token: got.FencingToken, sent: sent}
+	if window != rec.Window {
+		// The record's metadata tells the window: write the new one. The
+		// session's window on the backend is already the new one (the
+		// takeover wrote it), so a failure here only leaves the metadata
+		// stale.
+		md, _ := json.Marshal(map[string]int64{"windowMs": window.Milliseconds()})
+		sent := time.Now()
+		if _, err := r.b.Renew(ctx, ref, lease.RenewRequest{Name: got.Name, Holder: got.Holder, FencingToken: got.FencingToken, TTL: s.ttl, Principal: principal, Metadata: md}); err == nil {
+			s.record.sent = sent
+		} else {
+			r.cfg.Logger.Warn("session: resume could not write the session record's window", "session", s.ShortKey(), "err", err)
+		}
+	}
 	taken := make([]lease.Lease, len(claims))
 	errs := make([]error, len(claims))
 	sent = time.Now()

@@ -311,3 +311,29 @@ func TestLateEndOfRestartedHolding(t *testing.T) {
 		t.Fatalf("the session holds %d leases; want 1 (a)", n)
 	}
 }
+
+// TestResumeWritesWindow: a resume that changes the window writes it into
+// the session record's metadata too (docs/contract.md §14 session record).
+func TestResumeWritesWindow(t *testing.T) {
+	m := manager(t, memory.New())
+	r := newRegistry(t, session.Manager{M: m}, session.Config{})
+	s, id, err := r.Open(t.Context(), "c", "", time.Second, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2*time.Second, nil, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close(context.Background())
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); !errors.Is(err, session.ErrClosed) {
+		t.Fatalf("the resumed-over session acquired: %v", err)
+	}
+	rec, err := m.Get(t.Context(), session.RecordName(session.Key(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Metadata) != `{"windowMs":2000}` || rec.SessionWindow != 2*time.Second {
+		t.Fatalf("record metadata %s, window %v; want windowMs 2000", rec.Metadata, rec.SessionWindow)
+	}
+}
