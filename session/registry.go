@@ -73,12 +73,18 @@ func CheckWindow(w time.Duration) error {
 }
 
 // reserve takes a session slot for caller, or returns a *LimitError.
-func (r *Registry) reserve(caller string) error {
+// replacing is the key of the session a resume takes over ("" for an
+// open): when that session lives here for the same caller, its slot is
+// given back as the resume registers, so the limits do not refuse it.
+func (r *Registry) reserve(caller, replacing string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.byKey[replacing]
+	moving := replacing != "" && old != nil && old.caller == caller
 	switch {
 	case r.closing:
 		return ErrShuttingDown
+	case moving:
 	case r.perCaller[caller] >= r.cfg.MaxPerCaller:
 		return &LimitError{What: "sessions of this caller", Max: r.cfg.MaxPerCaller}
 	case r.slots() >= r.cfg.MaxSessions:
@@ -212,7 +218,7 @@ func (r *Registry) Open(ctx context.Context, caller, principal string, window ti
 	if err := CheckWindow(window); err != nil {
 		return nil, "", err
 	}
-	if err := r.reserve(caller); err != nil {
+	if err := r.reserve(caller, ""); err != nil {
 		r.refused(ctx, "session_open", principal, "", err)
 		return nil, "", err
 	}
@@ -271,7 +277,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 			window = DefaultWindow
 		}
 	}
-	if err := r.reserve(caller); err != nil {
+	if err := r.reserve(caller, key); err != nil {
 		return fail(err)
 	}
 	s := r.newSession(key, principal, caller, window, rec.Epoch+1)

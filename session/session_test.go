@@ -337,3 +337,27 @@ func TestResumeWritesWindow(t *testing.T) {
 		t.Fatalf("record metadata %s, window %v; want windowMs 2000", rec.Metadata, rec.SessionWindow)
 	}
 }
+
+// TestResumeHereAtTheLimit: a caller at its session limit resumes a
+// session that still lives on this instance (its socket dropped and the
+// new one came back here): the resume takes the old session's slot over
+// instead of being refused, and the count stays at one.
+func TestResumeHereAtTheLimit(t *testing.T) {
+	r := newRegistry(t, session.Manager{M: manager(t, memory.New())}, session.Config{MaxPerCaller: 1})
+	_, id, err := r.Open(t.Context(), "c", "", time.Second, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 0, nil, newPushes())
+	if err != nil {
+		t.Fatalf("resume here at the caller's limit: %v", err)
+	}
+	defer ns.Close(context.Background())
+	var limit *session.LimitError
+	if _, _, err := r.Open(t.Context(), "c", "", time.Second, newPushes()); !errors.As(err, &limit) {
+		t.Fatalf("a second open of the caller: %v; want a LimitError", err)
+	}
+	if n := r.Len(); n != 1 {
+		t.Fatalf("%d sessions; want 1", n)
+	}
+}
