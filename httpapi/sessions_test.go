@@ -304,7 +304,17 @@ func TestSessionDeathReleases(t *testing.T) {
 	if err != nil || l.Held() {
 		t.Fatalf("after death: %+v, %v", l, err)
 	}
-	// The session is over: resuming it is 404.
+	// The session is over once its record is released (after its leases:
+	// a resume before that restarts it): resuming it is 404.
+	rec := session.RecordName(session.Key(op["sessionId"].(string)))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if l, err := in.m.Get(t.Context(), rec); err == nil && !l.Held() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session record is still held 20s after the session died")
+		}
+	}
 	w2 := dial(t, in.srv.URL, "")
 	w2.send("resume", map[string]any{"sessionId": op["sessionId"]})
 	if m := w2.expect("error"); problemCode(m) != "session_not_found" {

@@ -48,9 +48,13 @@ func decideAcquire(stored *backend.Record, in acquireInput, now time.Time) (*bac
 			// A plain holding; through a session it joins that session.
 		case req.Session == nil || cur.SessionKey != req.Session.Key:
 			return nil, ErrSessionHeld // only its session renews it
-		case cur.SessionEpoch != req.Session.Epoch:
-			return nil, ErrLost // the session moved on to another epoch
+		case cur.SessionEpoch > req.Session.Epoch:
+			return nil, ErrLost // the session moved on to a later epoch
 		}
+		// At the session's epoch, or at an earlier one of the same session
+		// (an acquire whose answer was lost with a dropped socket, not
+		// claimed by the resume): the holding joins the current epoch, and
+		// the earlier owner's writes fail their compare-and-set.
 		next := *cur
 		if req.Session != nil {
 			setSession(&next, req.Session)

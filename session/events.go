@@ -60,7 +60,7 @@ func (s *Session) onEvent(ev lease.Event) {
 	tok := ev.Lease.FencingToken
 	p := Push{Type: PushLost, Name: h.name, FencingToken: h.token}
 	switch {
-	case tok < h.token, tok == h.token && ev.Type == lease.EventAcquired:
+	case tok < h.token, tok == h.token && ev.Type == lease.EventAcquired, tok == h.token && stale(ev, h):
 		s.mu.Unlock()
 		return
 	case tok > h.token:
@@ -80,4 +80,21 @@ func (s *Session) onEvent(ev lease.Event) {
 	s.mu.Unlock()
 	s.r.untrack(h.name, s)
 	s.push(p)
+}
+
+// stale reports whether ev, an end of h's token, was decided no later than
+// the resume that took h over: the end of the holding that the resume
+// restarted (docs/contract.md §14 resume), delivered late (Pub/Sub, the
+// sweeper's expired events). Such an event must not end the restarted
+// holding; a real end after the takeover is later, and one the events
+// miss is found by the next renewal.
+func stale(ev lease.Event, h *held) bool {
+	if h.since.IsZero() {
+		return false
+	}
+	at := ev.Time
+	if at.IsZero() {
+		at = ev.Lease.ExpireTime
+	}
+	return !at.After(h.since)
 }

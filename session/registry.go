@@ -73,12 +73,18 @@ func CheckWindow(w time.Duration) error {
 }
 
 // reserve takes a session slot for caller, or returns a *LimitError.
-func (r *Registry) reserve(caller string) error {
+// replacing is the key of the session a resume takes over ("" for an
+// open): when that session lives here for the same caller, its slot is
+// given back as the resume registers, so the limits do not refuse it.
+func (r *Registry) reserve(caller, replacing string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.byKey[replacing]
+	moving := replacing != "" && old != nil && old.caller == caller
 	switch {
 	case r.closing:
 		return ErrShuttingDown
+	case moving:
 	case r.perCaller[caller] >= r.cfg.MaxPerCaller:
 		return &LimitError{What: "sessions of this caller", Max: r.cfg.MaxPerCaller}
 	case r.slots() >= r.cfg.MaxSessions:
@@ -212,7 +218,7 @@ func (r *Registry) Open(ctx context.Context, caller, principal string, window ti
 	if err := CheckWindow(window); err != nil {
 		return nil, "", err
 	}
-	if err := r.reserve(caller); err != nil {
+	if err := r.reserve(caller, ""); err != nil {
 		r.refused(ctx, "session_open", principal, "", err)
 		return nil, "", err
 	}
@@ -271,7 +277,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 			window = DefaultWindow
 		}
 	}
-	if err := r.reserve(caller); err != nil {
+	if err := r.reserve(caller, key); err != nil {
 		return fail(err)
 	}
 	s := r.newSession(key, principal, caller, window, rec.Epoch+1)
@@ -286,6 +292,19 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 		return nil, nil, nil, fmt.Errorf("session: taking the session record over: %w", err)
 	}
 	s.record = held{name: got.Name, holder: got.Holder, token: got.FencingToken, sent: sent}
+	if window != rec.Window {
+		// The record's metadata tells the window: write the new one. The
+		// session's window on the backend is already the new one (the
+		// takeover wrote it), so a failure here only leaves the metadata
+		// stale.
+		md, _ := json.Marshal(map[string]int64{"windowMs": window.Milliseconds()})
+		sent := time.Now()
+		if _, err := r.b.Renew(ctx, ref, lease.RenewRequest{Name: got.Name, Holder: got.Holder, FencingToken: got.FencingToken, TTL: s.ttl, Principal: principal, Metadata: md}); err == nil {
+			s.record.sent = sent
+		} else {
+			r.cfg.Logger.Warn("session: resume could not write the session record's window", "session", s.ShortKey(), "err", err)
+		}
+	}
 	taken := make([]lease.Lease, len(claims))
 	errs := make([]error, len(claims))
 	sent = time.Now()
@@ -307,7 +326,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 			continue
 		}
 		leases = append(leases, taken[i])
-		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent}
+		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent, since: taken[i].RenewTime}
 	}
 	r.register(s, c)
 	r.observe(func(o Observer) { o.Resume() })
@@ -413,9 +432,7 @@ func (r *Registry) Shutdown(ctx context.Context) {
 			end, cancel := context.WithTimeout(end, 5*time.Second)
 			defer cancel()
 			r.fanOutIdx(len(left), func(i int) {
-				if left[i].idle() {
-					_ = left[i].end(end, endShutdown)
-				}
+				_ = left[i].endIfIdle(end, endShutdown)
 			})
 			r.cfg.Logger.Info("sessions: shutdown grace over", "left", len(left))
 			return

@@ -115,11 +115,15 @@ func (s *Session) renewAll() bool {
 			ok = false
 		}
 	}
-	s.mu.Unlock()
 	if moved {
-		_ = s.end(context.Background(), endMoved)
+		// The session moved: mark it ended before the lock goes, so that
+		// no heartbeat is acked after the compare-and-set failed.
+		e := s.beginEndLocked()
+		s.mu.Unlock()
+		_ = s.finishEnd(context.Background(), endMoved, e)
 		return true
 	}
+	s.mu.Unlock()
 	for _, p := range yields {
 		s.push(p)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -14,13 +15,28 @@ type held struct {
 	name, holder string
 	token        int64
 	sent         time.Time // monotonic send time of the last successful write
-	ending       bool      // a release, transfer or expiry of this instance is under way
-	yieldTo      string    // the candidate of the last yield pushed
+	// since is the backend time a resume took the holding over at (zero
+	// for an acquire): an end of the same token decided no later is an
+	// event from before the takeover, delivered late.
+	since   time.Time
+	ending  bool   // a release, transfer or expiry of this instance is under way
+	yieldTo string // the candidate of the last yield pushed
 }
 
 // safeUntil is the instance's safe deadline of h (docs/contract.md §14).
 func (h *held) safeUntil(ttl time.Duration) time.Time {
 	return h.sent.Add(time.Duration(float64(ttl) * safeFraction))
+}
+
+// endDecided, when set (tests only), runs once the instance decided to end
+// a session, before the writes that end it.
+var endDecided atomic.Pointer[func(*Session, endKind)]
+
+// decided runs endDecided, if set.
+func decided(s *Session, kind endKind) {
+	if f := endDecided.Load(); f != nil {
+		(*f)(s, kind)
+	}
 }
 
 // state is where a session is in its life.
@@ -149,27 +165,29 @@ func (s *Session) push(p Push) {
 // watchDeath runs when the death timer fires: the session dies when no
 // message arrived for a whole window; otherwise the timer is set again.
 func (s *Session) watchDeath() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	_ = s.endIfIdle(ctx, endExpired)
+}
+
+// endIfIdle ends the session (kind endExpired or endShutdown) when no
+// message arrived for a whole window, deciding and marking it ended under
+// one lock, so that no heartbeat is acked once its death is decided. A
+// live session that is not idle gets its death timer set again.
+func (s *Session) endIfIdle(ctx context.Context, kind endKind) error {
 	s.mu.Lock()
 	if s.state != live {
 		s.mu.Unlock()
-		return
+		return ErrClosed
 	}
 	if idle := time.Since(s.lastRecv); idle < s.window {
 		s.death.Reset(s.window - idle)
 		s.mu.Unlock()
-		return
+		return nil
 	}
+	e := s.beginEndLocked()
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
-	defer cancel()
-	_ = s.end(ctx, endExpired)
-}
-
-// idle reports whether no message arrived for a whole window.
-func (s *Session) idle() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return time.Since(s.lastRecv) >= s.window
+	return s.finishEnd(ctx, kind, e)
 }
 
 // Close ends the session at the agent's request: every lease and the
@@ -183,21 +201,41 @@ func (s *Session) end(ctx context.Context, kind endKind) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	e := s.beginEndLocked()
+	s.mu.Unlock()
+	return s.finishEnd(ctx, kind, e)
+}
+
+// ending is what a session's end writes, taken when it was marked ended.
+type ending struct {
+	ref  Ref
+	hs   []held
+	rec  held
+	conn Conn
+}
+
+// beginEndLocked marks the live session ended (from here on no heartbeat
+// is acked, no renewal written) and returns what its end must write; s.mu
+// held. finishEnd must follow.
+func (s *Session) beginEndLocked() ending {
 	s.state = ended
 	s.r.beginEnd()
-	defer s.r.finishEnd()
 	s.death.Stop()
 	close(s.stop)
 	s.cancel()
-	ref := s.ref()
-	hs := make([]held, 0, len(s.leases))
+	e := ending{ref: s.ref(), hs: make([]held, 0, len(s.leases)), rec: s.record, conn: s.conn}
 	for _, h := range s.leases {
 		h.ending = true
-		hs = append(hs, *h)
+		e.hs = append(e.hs, *h)
 	}
-	rec := s.record
-	conn := s.conn
-	s.mu.Unlock()
+	return e
+}
+
+// finishEnd writes the end of a session that beginEndLocked marked ended.
+func (s *Session) finishEnd(ctx context.Context, kind endKind, e ending) error {
+	defer s.r.finishEnd()
+	decided(s, kind)
+	ref, hs, rec, conn := e.ref, e.hs, e.rec, e.conn
 	s.r.unregister(s, hs)
 
 	log := s.r.cfg.Logger.With("session", s.ShortKey())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -258,5 +259,105 @@ func TestLongWaitIsRenewedAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no renewal of the waited-for lease")
 		}
+	}
+}
+
+// TestLateEndOfRestartedHolding: a resume restarts with its token a holding
+// that the session's death ended; the released event of that death,
+// delivered after the resume, neither pushes lost nor drops the holding
+// from the session (it would hold the lease unrenewed until its TTL).
+func TestLateEndOfRestartedHolding(t *testing.T) {
+	store := memory.New()
+	m := manager(t, store)
+	old := newRegistry(t, session.Manager{M: m}, session.Config{})
+	s, id, err := old.Open(t.Context(), "c", "", time.Minute, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "b", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old instance's death of the session ended a, and its event is
+	// still on the way.
+	ended, err := session.Manager{M: m}.Expire(t.Context(), session.Ref{Key: session.Key(id), Epoch: 1, Window: time.Minute},
+		lease.ReleaseRequest{Name: "a", Holder: "h", FencingToken: a.FencingToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hub.New()
+	next := newRegistry(t, session.Manager{M: m}, session.Config{Events: h})
+	p := newPushes()
+	ns, taken, lost, err := next.Resume(t.Context(), "c", "", id, 0, []session.Claim{
+		{Name: "a", Holder: "h", FencingToken: a.FencingToken}, {Name: "b", Holder: "h", FencingToken: b.FencingToken}}, p)
+	if err != nil || len(taken) != 2 || len(lost) != 0 {
+		t.Fatalf("resume: %v %v %v", taken, lost, err)
+	}
+	defer ns.Close(context.Background())
+	h.Publish(lease.Event{Type: lease.EventReleased, Reason: session.SessionExpired, Lease: ended, Time: ended.ExpireTime})
+	// Then b is taken: the events of one subscription come in order, so
+	// its push comes after a's event was handled.
+	taker := b
+	taker.FencingToken++
+	h.Publish(lease.Event{Type: lease.EventAcquired, Lease: taker, Time: time.Now()})
+	if got := p.wait(t, session.PushLost); got.Name != "b" {
+		t.Fatalf("pushed %+v for the late end of the restarted holding", got)
+	}
+	if n := ns.Leases(); n != 1 {
+		t.Fatalf("the session holds %d leases; want 1 (a)", n)
+	}
+}
+
+// TestResumeWritesWindow: a resume that changes the window writes it into
+// the session record's metadata too (docs/contract.md §14 session record).
+func TestResumeWritesWindow(t *testing.T) {
+	m := manager(t, memory.New())
+	r := newRegistry(t, session.Manager{M: m}, session.Config{})
+	s, id, err := r.Open(t.Context(), "c", "", time.Second, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2*time.Second, nil, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close(context.Background())
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); !errors.Is(err, session.ErrClosed) {
+		t.Fatalf("the resumed-over session acquired: %v", err)
+	}
+	rec, err := m.Get(t.Context(), session.RecordName(session.Key(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Metadata) != `{"windowMs":2000}` || rec.SessionWindow != 2*time.Second {
+		t.Fatalf("record metadata %s, window %v; want windowMs 2000", rec.Metadata, rec.SessionWindow)
+	}
+}
+
+// TestResumeHereAtTheLimit: a caller at its session limit resumes a
+// session that still lives on this instance (its socket dropped and the
+// new one came back here): the resume takes the old session's slot over
+// instead of being refused, and the count stays at one.
+func TestResumeHereAtTheLimit(t *testing.T) {
+	r := newRegistry(t, session.Manager{M: manager(t, memory.New())}, session.Config{MaxPerCaller: 1})
+	_, id, err := r.Open(t.Context(), "c", "", time.Second, newPushes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 0, nil, newPushes())
+	if err != nil {
+		t.Fatalf("resume here at the caller's limit: %v", err)
+	}
+	defer ns.Close(context.Background())
+	var limit *session.LimitError
+	if _, _, err := r.Open(t.Context(), "c", "", time.Second, newPushes()); !errors.As(err, &limit) {
+		t.Fatalf("a second open of the caller: %v; want a LimitError", err)
+	}
+	if n := r.Len(); n != 1 {
+		t.Fatalf("%d sessions; want 1", n)
 	}
 }
