@@ -2,6 +2,7 @@ package terraform_test
 
 import (
 	"bufio"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -304,26 +305,7 @@ func TestCPUAndMemoryCloudRunAccepts(t *testing.T) {
 		}
 	}
 	fits := func(cpu, memory string) bool {
-		e := m.evaluate(t, inputs("firestore", map[string]cty.Value{"cpu": cty.StringVal(cpu), "memory": cty.StringVal(memory)}))
-		run := m.resources(func(typ string) bool { return typ == "google_cloud_run_v2_service" })[0]
-		for _, lc := range run.Body.Blocks {
-			if lc.Type != "lifecycle" {
-				continue
-			}
-			for _, pc := range lc.Body.Blocks {
-				if pc.Type != "precondition" {
-					continue
-				}
-				v, err := e.valueErr(pc.Body.Attributes["condition"].Expr, nil)
-				if err != nil {
-					t.Fatalf("cpu %s memory %s: precondition: %v", cpu, memory, err)
-				}
-				if !v.RawEquals(cty.True) {
-					return false
-				}
-			}
-		}
-		return true
+		return preconditionsHold(t, m, fmt.Sprintf("cpu %s memory %s", cpu, memory), map[string]cty.Value{"cpu": cty.StringVal(cpu), "memory": cty.StringVal(memory)})
 	}
 	for _, c := range []struct {
 		cpu, memory string
@@ -644,4 +626,31 @@ func TestDeployWalkthrough(t *testing.T) {
 	if !defined["AGENTS"] || !defined["CHANNELS"] || !defined["IMAGE"] {
 		t.Errorf("docs/deploy.md sets none of AGENTS, CHANNELS or IMAGE: the scan is broken (%v)", sortedKeys(defined))
 	}
+}
+
+// preconditionsHold reports whether every precondition of the Cloud Run
+// service holds with vars set (the Firestore example otherwise); what names
+// the case in a failure.
+func preconditionsHold(t *testing.T, m *module, what string, vars map[string]cty.Value) bool {
+	t.Helper()
+	e := m.evaluate(t, inputs("firestore", vars))
+	run := m.resources(func(typ string) bool { return typ == "google_cloud_run_v2_service" })[0]
+	for _, lc := range run.Body.Blocks {
+		if lc.Type != "lifecycle" {
+			continue
+		}
+		for _, pc := range lc.Body.Blocks {
+			if pc.Type != "precondition" {
+				continue
+			}
+			v, err := e.valueErr(pc.Body.Attributes["condition"].Expr, nil)
+			if err != nil {
+				t.Fatalf("%s: precondition: %v", what, err)
+			}
+			if !v.RawEquals(cty.True) {
+				return false
+			}
+		}
+	}
+	return true
 }

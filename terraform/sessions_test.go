@@ -1,6 +1,7 @@
 package terraform_test
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
 	"testing"
@@ -67,27 +68,8 @@ func TestSessionsFitCloudRunConcurrency(t *testing.T) {
 	}
 
 	holds := func(conc, reserve int64) bool {
-		e := m.evaluate(t, inputs("firestore", map[string]cty.Value{
-			"max_concurrency": cty.NumberIntVal(conc), "rest_concurrency_reserve": cty.NumberIntVal(reserve)}))
-		run := m.resources(func(typ string) bool { return typ == "google_cloud_run_v2_service" })[0]
-		for _, lc := range run.Body.Blocks {
-			if lc.Type != "lifecycle" {
-				continue
-			}
-			for _, pc := range lc.Body.Blocks {
-				if pc.Type != "precondition" {
-					continue
-				}
-				v, err := e.valueErr(pc.Body.Attributes["condition"].Expr, nil)
-				if err != nil {
-					t.Fatalf("max_concurrency %d, rest_concurrency_reserve %d: precondition: %v", conc, reserve, err)
-				}
-				if !v.RawEquals(cty.True) {
-					return false
-				}
-			}
-		}
-		return true
+		return preconditionsHold(t, m, fmt.Sprintf("max_concurrency %d, rest_concurrency_reserve %d", conc, reserve), map[string]cty.Value{
+			"max_concurrency": cty.NumberIntVal(conc), "rest_concurrency_reserve": cty.NumberIntVal(reserve)})
 	}
 	for _, c := range []struct {
 		conc, reserve int64
