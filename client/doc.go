@@ -57,8 +57,11 @@
 // default (one per Client, opened when the first Elector runs, closed when
 // the last stops), or through ElectorConfig.Session; ElectorConfig.
 // PlainRenewals opts out, and it falls back to plain renewals against a
-// service without sessions. Its Logger says which ("holding through a
-// session (window 1s)" / "plain renewals"). Through a session every term
+// service without sessions, and for the Run when the service refuses to
+// open the shared session at its session limit (429; the next Run asks
+// again). Its Logger says which ("holding through a session (window 1s)" /
+// "plain renewals", such as "plain renewals (the service's session limit
+// is reached)"). Through a session every term
 // ends at the session's deadline (less CancelBefore, by default at most a
 // tenth of the window) whatever the socket says, a lost, revoked or yield
 // push reaches the term at once, and checkpoints, transfers and the

@@ -9,8 +9,9 @@ import (
 
 // holdWith decides how Run holds the lease: through ElectorConfig.Session,
 // through the Client's shared session, or with plain renewals (nil) when
-// the config asks for them or the service offers no sessions. It logs
-// which. done is called when Run returns.
+// the config asks for them, the service offers no sessions, or it
+// refuses to open another (its session limits: asked again on the next
+// Run). It logs which. done is called when Run returns.
 func (e *Elector) holdWith(ctx context.Context) (s *Session, done func(), err error) {
 	noop := func() {}
 	e.cfg.CancelBefore = e.plainCancelBefore
@@ -45,6 +46,9 @@ func (e *Elector) holdWith(ctx context.Context) (s *Session, done func(), err er
 			return s, done, nil
 		case errors.Is(err, ErrSessionsUnsupported):
 			return plain(" (the service offers no sessions)")
+		case errors.As(err, new(sessionLimitError)):
+			// Not remembered: the next Run asks for a session again.
+			return plain(" (the service's session limit is reached)")
 		case permanent(err):
 			return nil, nil, err
 		}

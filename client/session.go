@@ -16,6 +16,16 @@ import (
 // leases with plain renewals instead. An Elector does so by itself.
 var ErrSessionsUnsupported = errors.New("client: the service does not offer sessions")
 
+// sessionLimitError is a 429 resource_exhausted answered to open: the
+// service holds as many sessions as LEASESVC_MAX_SESSIONS or
+// LEASESVC_MAX_SESSIONS_PER_CALLER allow (docs/contract.md §14). It
+// matches ErrRateLimited; an Elector falls back to plain renewals on it
+// (a 429 before the upgrade is the caller's rate limit, and is retried).
+type sessionLimitError struct{ error }
+
+// Unwrap returns the refusal.
+func (e sessionLimitError) Unwrap() error { return e.error }
+
 // ErrSessionClosed is the error of a request on a Session after Close, and
 // the loss of every holding the Session still had then.
 var ErrSessionClosed = errors.New("client: session closed")

@@ -103,6 +103,9 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	}
 	if err != nil {
 		_ = sc.ws.CloseNow()
+		if !resume && errors.Is(err, ErrRateLimited) {
+			err = sessionLimitError{err}
+		}
 		return nil, err
 	}
 	s.mu.Lock()

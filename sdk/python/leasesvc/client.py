@@ -476,6 +476,8 @@ class Client:
         Raises:
             SessionsUnsupportedError: the service offers no sessions (known
                 from then on, without asking again).
+            SessionLimitError: the service refused the open at its session
+                limit (not remembered: the next call asks again).
         """
         with self._shared_mu:
             s = self._shared

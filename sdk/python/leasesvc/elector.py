@@ -19,7 +19,7 @@ from .client import Client, _Cancel
 from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
                      SessionHeldError, SessionsUnsupportedError, UnavailableError)
 from .lease import Lease
-from .session import Session
+from .session import Session, SessionLimitError
 from .term import GONE, RELEASED, RENEWING, Term
 
 #: The lease duration an Elector asks for by default, seconds.
@@ -558,8 +558,9 @@ class Elector:
 
     def _session(self) -> Optional[Session]:
         """The session to hold the lease through, or None for plain
-        renewals (the service offers no sessions, or plain_renewals); says
-        in the log which, when it changes.
+        renewals (the service offers no sessions or refuses another at its
+        session limit, or plain_renewals); says in the log which, when it
+        changes.
 
         Raises:
             LeaseError: the shared session could not be opened (retried).
@@ -575,6 +576,8 @@ class Elector:
                 s = self._c._shared_session()
             except SessionsUnsupportedError as e:
                 return self._say("plain", f"plain renewals (the service offers no sessions: {e.status})")
+            except SessionLimitError:  # not remembered: the next campaign asks again
+                return self._say("plain", "plain renewals (the service's session limit is reached)")
         self._say("session", f"holding through a session (window {s.window:g}s)")
         return s
 

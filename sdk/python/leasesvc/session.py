@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from . import _websocket
 from .backoff import Backoff
 from .errors import (InternalError, InvalidArgumentError, LeaseError, LeaseLostError, NotFoundError,
-                     SessionsUnsupportedError, UnavailableError)
+                     RateLimitedError, SessionsUnsupportedError, UnavailableError)
 from .lease import Lease
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,6 +56,15 @@ UNSUPPORTED_STATUSES = (404, 405, 501)
 #: A push handler: ``f(kind, message)``, kind one of "deadline" (message
 #: ``{"deadline": float}``), "lost", "revoked", "yield" (the push as sent).
 Watcher = Callable[[str, Dict[str, Any]], None]
+
+
+class SessionLimitError(RateLimitedError):
+    """The service refused to open a session at its session limit
+    (``LEASESVC_MAX_SESSIONS`` or ``LEASESVC_MAX_SESSIONS_PER_CALLER``: 429
+    ``resource_exhausted`` answered to ``open``, docs/contract.md §14). An
+    Elector then holds with plain renewals, and asks for a session again on
+    its next campaign. (A 429 before the upgrade is the caller's rate
+    limit, a plain :class:`~leasesvc.RateLimitedError`.)"""
 
 
 def _ms(seconds: float) -> int:
@@ -549,7 +558,11 @@ class Session:
         """Open the session (the first socket), start its threads, and wait
         up to a window for the first heartbeat's acknowledgement."""
         ws = self._dial()
-        ans, early = self._hello(ws, {"type": "open", "windowMs": _ms(self.window)}, "opened")
+        try:
+            ans, early = self._hello(ws, {"type": "open", "windowMs": _ms(self.window)}, "opened")
+        except RateLimitedError as e:
+            raise SessionLimitError(e.detail, status=e.status, code=e.code, retry_after=e.retry_after,
+                                    op=e.op, name=e.name) from e
         self._adopt(ans)
         self._install(ws, early)
         self._log.info("leasesvc session: opened (window %gs)", self.window)

@@ -33,6 +33,28 @@ def refusal(status: int, code: str) -> Callable[[Handshake], bytes]:
     return answer
 
 
+def open_refused(status: int, code: str) -> Callable[[Any], None]:
+    """A :class:`~._support.FakeService` answer (``sessions=True``) to the
+    session upgrade that accepts the socket, answers its ``open`` with the
+    problem and closes it with 1008, as the service refuses an open at its
+    session limits."""
+
+    def answer(h: Any) -> None:
+        hs = Handshake(h.requestline, {k.lower(): v for k, v in h.headers.items()})
+        h.close_connection = True
+        h.wfile.write(upgrade_answer(hs))
+        sc = ServerConn(h.connection, hs, b"")
+        try:
+            m = json.loads(sc.recv_frame().payload)
+            problem = {"type": "about:blank", "title": code, "status": status, "code": code, "detail": code}
+            sc.send(server_frame(0x1, json.dumps({"type": "error", "re": m.get("id"), "problem": problem}).encode()))
+            sc.send(server_frame(0x8, close_payload(1008, code)))
+        except (OSError, EOFError, ValueError):
+            pass
+
+    return answer
+
+
 class Conn:
     """One socket of the fake: what it received, and how to write to it."""
 

@@ -3,7 +3,7 @@
 shared session by default, the term ends at the session's deadline when
 heartbeats go unacknowledged and at once on a lost or revoked push, yield
 pushes step it down, stop releases over the socket, and a service without
-sessions gets plain renewals."""
+sessions, or at its session limit, gets plain renewals."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, List
 import leasesvc
 from leasesvc.aio import AsyncElector
 
-from ._session_server import FakeSessionService
+from ._session_server import FakeSessionService, open_refused
 from ._support import FakeService, Request, lease_json
 
 
@@ -223,6 +223,36 @@ class FallbackTest(unittest.TestCase):
         f_wait(lambda: len(f.calls(":acquire")) == 2)
         e2.stop(10)
         self.assertEqual(len(f.calls("/v1/sessions:connect")), 1)
+
+    def test_plain_renewals_at_the_session_limit_asked_again(self) -> None:
+        """A 429 answered to open (the service's session limit) gets plain
+        renewals too, and says why, instead of retrying the open for ever;
+        unlike a 404 it is not remembered: the next Elector asks again."""
+        def handler(req: Request) -> Any:
+            if req.path.endswith("/v1/sessions:connect"):
+                return open_refused(429, "resource_exhausted")
+            if req.path.endswith(":release"):
+                return (200, {}, lease_json(token=req.body["fencingToken"], held=False))
+            return (200, {}, lease_json(token=5))
+
+        f = FakeService(handler, sessions=True)
+        self.addCleanup(f.close)
+        c = leasesvc.Client(f.url)
+        started = threading.Event()
+        with self.assertLogs("leasesvc", logging.INFO) as logs:
+            e = leasesvc.Elector(c, "a", holder="me", ttl=2.0, on_started_leading=lambda t: (started.set(), t.wait()))
+            e.start()
+            self.assertTrue(started.wait(10), "no term began")
+            e.stop(10)
+        self.assertTrue(any("plain renewals (the service's session limit is reached)" in line for line in logs.output),
+                        logs.output)
+        self.assertEqual(len(f.calls("/v1/sessions:connect")), 1)
+        self.assertEqual(len(f.calls(":acquire")), 1)
+        e2 = leasesvc.Elector(c, "b", holder="me", ttl=2.0)
+        e2.start()
+        f_wait(lambda: len(f.calls(":acquire")) == 2)
+        e2.stop(10)
+        self.assertEqual(len(f.calls("/v1/sessions:connect")), 2)
 
     def test_plain_renewals_opt_out_never_upgrades(self) -> None:
         f = self.fake()

@@ -4,7 +4,7 @@ import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backof
 import type { Client } from "./client.js";
 import { LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError } from "./errors.js";
 import { type Lease, validName } from "./lease.js";
-import { type Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+import { type Session, SessionEndedError, SessionLimitError, SessionsUnsupportedError } from "./session.js";
 import { useSharedSession } from "./shared.js";
 import { Term, type TermHost, permanent } from "./term.js";
 
@@ -171,7 +171,9 @@ export interface ElectorOptions {
    * they stop. Omitted (and without plainRenewals): the Client's shared
    * session, opened on first use (window 1 s) and closed when the last
    * Elector using it stops; a service without sessions (404, 405 or 501 on
-   * the sessions route) falls back to plain renewals.
+   * the sessions route) falls back to plain renewals, and so does one that
+   * refuses the open at its session limit (429; asked again on the next
+   * run).
    */
   session?: Session;
   /**
@@ -424,7 +426,7 @@ export class Elector {
   /**
    * Decides how this run holds the lease (options.plainRenewals, options.session,
    * or the Client's shared session, falling back to plain renewals on a
-   * service without sessions) and logs it; resolves to undefined when
+   * service without sessions or at its session limit) and logs it; resolves to undefined when
    * signal is aborted first. A service that cannot be reached is retried.
    */
   async #holdVia(signal?: AbortSignal): Promise<Via | undefined> {
@@ -447,6 +449,7 @@ export class Elector {
         return { session: u.session, shared: true, release: u.release };
       } catch (err) {
         if (err instanceof SessionsUnsupportedError) return plain(err.message);
+        if (err instanceof SessionLimitError) return plain(`the service's session limit is reached: ${err.message}`); // asked again on the next run
         if (permanent(err)) throw err;
         o.logger.warn("leasesvc elector: opening the session failed", { ...f, err: String(err) });
         if (!(await sleep(this.#retryDelay(err, failures), signal))) return undefined;

@@ -1,6 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
-import { errorClassOf, InternalError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, UnavailableError } from "./errors.js";
+import { errorClassOf, InternalError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError, UnavailableError } from "./errors.js";
 import { type Lease, parseLease, parseTime } from "./lease.js";
 import { dial, SessionsUnsupportedError, type Wire } from "./socket.js";
 
@@ -64,6 +64,16 @@ export interface SessionCallOptions {
 export class SessionEndedError extends LeaseError {
   static override readonly defaultCode: string = "session_ended";
 }
+
+/**
+ * The service refused to open a session at its session limit
+ * (LEASESVC_MAX_SESSIONS or LEASESVC_MAX_SESSIONS_PER_CALLER: 429
+ * resource_exhausted answered to open, docs/contract.md §14). An Elector
+ * then holds with plain renewals, and asks for a session again on its
+ * next run. (A 429 before the upgrade is the caller's rate limit, a plain
+ * RateLimitedError.)
+ */
+export class SessionLimitError extends RateLimitedError {}
 
 /** What a holding led through a session hears of it: the Elector's term registers one (Session.watchHolding). */
 export interface HoldingWatcher {
@@ -186,6 +196,9 @@ export class Session {
       opened = await s.#handshake(wire, { type: "open", windowMs: s.windowMs });
     } catch (err) {
       wire.close(1000);
+      if (err instanceof RateLimitedError) {
+        throw new SessionLimitError(err.message, { status: err.status, code: err.code, detail: err.detail, retryAfterMs: err.retryAfterMs, cause: err });
+      }
       throw err;
     }
     s.#sessionId = String(opened["sessionId"] ?? "");

@@ -3,10 +3,11 @@ import assert from "node:assert/strict";
 import { after, afterEach, before, describe, mock, test } from "node:test";
 import { execFile } from "node:child_process";
 import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { type IncomingMessage, createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { performance } from "node:perf_hooks";
 import {
   Client,
@@ -38,6 +39,7 @@ const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   fake.ack = "ack";
   fake.refuseStatus = 0;
+  fake.refuseOpen = 0;
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
@@ -501,6 +503,25 @@ describe("Elector through a session", () => {
     await waitFor("leading", () => r.terms.length === 1);
     assert.ok(r.logs.includes("leasesvc elector: plain renewals"), r.logs.join("\n"));
     await waitFor("a REST renew", () => rest.count(":renew") > 0);
+  });
+
+  test("a service at its session limit (429 to open): the Elector falls back to plain renewals and says why; the next run asks again", async () => {
+    const rest = await FakeService.start();
+    cleanups.push(() => rest.close());
+    rest.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => fake.server.emit("upgrade", req, socket, head));
+    fake.refuseOpen = 429;
+    const c = client(rest.url);
+    const opens = fake.of("open").length;
+    const lines: string[] = [];
+    const logger = { info: (m: string, f?: Record<string, unknown>) => lines.push(`${m} ${JSON.stringify(f)}`), warn: () => undefined };
+    const r = elector(c, lease(), { ttlMs: 900, logger });
+    await waitFor("leading with plain renewals", () => r.terms.length === 1);
+    assert.ok(lines.some((l) => l.startsWith("leasesvc elector: plain renewals") && l.includes("the service's session limit is reached")), lines.join("\n"));
+    await waitFor("a REST renew", () => rest.count(":renew") > 0);
+    assert.equal(fake.of("open").length, opens + 1);
+    const r2 = elector(c, lease(), { ttlMs: 900 });
+    await waitFor("the second leading", () => r2.terms.length === 1);
+    assert.equal(fake.of("open").length, opens + 2, "not remembered: the next run asks for a session again");
   });
 
   test("a 501 on the upgrade falls back too", async () => {

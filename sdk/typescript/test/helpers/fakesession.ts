@@ -53,6 +53,8 @@ export class FakeSessionServer {
   readonly held: Array<{ sock: number; id: number }> = [];
   /** Answers the next upgrades with this status instead of switching protocols (0: none). */
   refuseStatus = 0;
+  /** Answers open with this problem status (429: resource_exhausted, as at the service's session limits) and closes the socket with 1008 (0: none). */
+  refuseOpen = 0;
   #n = 0;
   #seq = 0;
 
@@ -176,6 +178,11 @@ export class FakeSessionServer {
           const windowMs = (msg["windowMs"] as number | undefined) ?? 1000;
           if (windowMs < 200 || windowMs > 60000) {
             problem(id, 400, "invalid_argument");
+            ws.close(1008);
+            return;
+          }
+          if (this.refuseOpen !== 0) {
+            problem(id, this.refuseOpen, this.refuseOpen === 429 ? "resource_exhausted" : "unavailable");
             ws.close(1008);
             return;
           }

@@ -1,0 +1,105 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/client"
+	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/session"
+)
+
+// TestSessionLimitFallsBackToPlainRenewals: when the service refuses to
+// open the shared session at its session limit (429 resource_exhausted
+// answered to open, docs/contract.md §14), an Elector holds with plain
+// renewals and says why, instead of retrying the open forever and never
+// leading; a session given to an Elector is unaffected, and the refusal
+// is not remembered: the next Run asks for a session again and holds
+// through it once the service has room.
+func TestSessionLimitFallsBackToPlainRenewals(t *testing.T) {
+	events := hub.New()
+	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := session.New(session.Manager{M: m}, session.Config{Events: events, Logger: slog.New(slog.DiscardHandler), MaxSessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events, Sessions: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		h.CloseStreams()
+		srv.CloseClientConnections()
+		srv.Close()
+		reg.Stop()
+	})
+	c, err := client.New(srv.URL, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	given, err := c.OpenSession(t.Context(), client.SessionConfig{}) // the instance's only session
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	run := func(name string, s *client.Session) func() error {
+		leading := make(chan context.Context, 1)
+		e, err := client.NewElector(c, name, client.ElectorConfig{Holder: "agent-a", Session: s, Logger: logger,
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan error, 1)
+		go func() { ran <- e.Run(ctx) }()
+		select {
+		case <-leading:
+			return func() error { cancel(); return <-ran }
+		case err := <-ran:
+			t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not leading after 10s; log:\n%s", name, logs)
+		}
+		return nil
+	}
+	held := func(name string, viaSession bool) {
+		t.Helper()
+		if l, err := c.Get(t.Context(), name); err != nil || !l.Held || l.Session != viaSession {
+			t.Fatalf("%s: %+v, %v; want held, session %v; log:\n%s", name, l, err, viaSession, logs)
+		}
+	}
+
+	stopPlain := run("svc.limited", nil)
+	held("svc.limited", false)
+	if !strings.Contains(logs.String(), "plain renewals (the service's session limit is reached)") {
+		t.Fatalf("the fallback is not logged:\n%s", logs)
+	}
+	stopGiven := run("svc.given", given)
+	held("svc.given", true)
+	for _, stop := range []func() error{stopPlain, stopGiven} {
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := given.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := run("svc.limited", nil) // room again: asked again, not remembered
+	held("svc.limited", true)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
