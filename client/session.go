@@ -26,6 +26,16 @@ type sessionLimitError struct{ error }
 // Unwrap returns the refusal.
 func (e sessionLimitError) Unwrap() error { return e.error }
 
+// Is makes a session limit's refusal match ErrSessionLimit.
+func (e sessionLimitError) Is(target error) bool { return target == ErrSessionLimit }
+
+// ErrSessionLimit matches the error of OpenSession when the service refused
+// the session at its limit of sessions per instance or per caller (429
+// resource_exhausted answered to open, docs/contract.md §14). It also
+// matches ErrRateLimited. A program that can lead without a session holds
+// its leases with plain renewals then, as an Elector does by itself.
+var ErrSessionLimit = errors.New("client: the service's session limit is reached")
+
 // ErrSessionClosed is the error of a request on a Session after Close, and
 // the loss of every holding the Session still had then.
 var ErrSessionClosed = errors.New("client: session closed")

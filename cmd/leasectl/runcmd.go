@@ -279,7 +279,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // openRunSession opens the session run holds its lease through, retrying
 // while the service is unreachable; nil (and no error) when the service
-// offers no sessions.
+// offers no sessions or refuses one at its session limit: then run holds
+// its lease with plain renewals.
 func openRunSession(ctx context.Context, c *client.Client, window time.Duration, logf func(string, ...any)) (*client.Session, error) {
 	for {
 		s, err := c.OpenSession(ctx, client.SessionConfig{Window: window})
@@ -288,6 +289,9 @@ func openRunSession(ctx context.Context, c *client.Client, window time.Duration,
 			return s, nil
 		case errors.Is(err, client.ErrSessionsUnsupported):
 			logf("the service offers no sessions")
+			return nil, nil
+		case errors.Is(err, client.ErrSessionLimit):
+			logf("the service's session limit is reached")
 			return nil, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
