@@ -101,6 +101,8 @@ type safetyInstance struct {
 	// restart.
 	front   *toxiproxy.Proxy
 	frontMu sync.Mutex
+	// frontURL is the front proxy's address, fixed when it first started.
+	frontURL string
 
 	mu  sync.Mutex
 	svc *e2e.Service

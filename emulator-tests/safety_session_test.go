@@ -46,7 +46,7 @@ type sessionContender struct {
 func (c *sessionContender) frontURLs() []string {
 	var out []string
 	for i := range c.run.insts {
-		out = append(out, "http://"+c.run.insts[(c.home+i)%len(c.run.insts)].front.Listen)
+		out = append(out, c.run.insts[(c.home+i)%len(c.run.insts)].frontURL)
 	}
 	return out
 }
@@ -255,6 +255,9 @@ func startFront(t *testing.T, srv *toxiproxy.ApiServer, in *safetyInstance) {
 	if err := in.front.Start(); err != nil {
 		t.Fatalf("start front proxy %d: %v", in.idx, err)
 	}
+	// Read once, before any contender runs: a restart of the proxy writes
+	// Listen again (the same address) while the contenders dial.
+	in.frontURL = "http://" + in.front.Listen
 	t.Cleanup(in.front.Stop)
 }
 
