@@ -32,12 +32,15 @@ type Agent struct {
 	// OnResume, if set, gets every resumed message and the URL it came from.
 	OnResume func(url string, m Message)
 
-	mu      sync.Mutex
-	conn    *Conn
-	url     int // index in URLs of conn's instance
-	id      string
-	window  time.Duration
-	held    map[string]Held
+	mu     sync.Mutex
+	conn   *Conn
+	url    int // index in URLs of conn's instance
+	id     string
+	window time.Duration
+	held   map[string]Held
+	// resumes counts the resumes begun: an acquire answered after one began
+	// was not among the holdings that resume claimed.
+	resumes int
 	dropped map[string]time.Time // holdings lost: name → until when the agent led them
 	acked   time.Time            // latest acked heartbeat's send time over every socket
 	stopped bool                 // frozen or killed: sends nothing more
@@ -191,6 +194,7 @@ func (a *Agent) resume(old *Conn) bool {
 	}
 	a.noteAckLocked(old)
 	next := (a.url + 1) % len(a.URLs)
+	a.resumes++
 	held := make([]Held, 0, len(a.held))
 	for _, h := range a.held {
 		held = append(held, h)
@@ -320,18 +324,33 @@ func (a *Agent) Acquire(ctx context.Context, name, holder string, wait time.Dura
 func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 	m.Type = "acquire"
 	name, holder := m.Name, m.Holder
-	m, err := a.current().Request(ctx, m)
-	if err != nil {
-		return lease.Lease{}, err
+	for {
+		a.mu.Lock()
+		resumes := a.resumes
+		a.mu.Unlock()
+		ans, err := a.current().Request(ctx, m)
+		if err != nil {
+			return lease.Lease{}, err
+		}
+		l, err := LeaseOf(ans)
+		if err != nil {
+			return l, err
+		}
+		a.mu.Lock()
+		if a.resumes == resumes {
+			a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
+			a.mu.Unlock()
+			return l, nil
+		}
+		a.mu.Unlock()
+		// A resume began while the acquire was under way: it did not claim
+		// this holding, so the acks of the socket it opened do not vouch
+		// for it. Acquire it again through the current socket: the same
+		// holder through the same session at a later epoch takes the
+		// holding over (docs/contract.md §14, Resume); until that answer
+		// the agent does not lead it.
+		m.WaitMs = 0
 	}
-	l, err := LeaseOf(m)
-	if err != nil {
-		return l, err
-	}
-	a.mu.Lock()
-	a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
-	a.mu.Unlock()
-	return l, nil
 }
 
 // Do sends a request (renew, release, transfer) through the current
