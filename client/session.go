@@ -131,6 +131,7 @@ type Session struct {
 	mu        sync.Mutex
 	conn      *sconn        // the current socket; nil while reconnecting
 	connected chan struct{} // closed while conn is not nil
+	swapped   chan struct{} // closed and replaced when conn changes
 	id        string        // the session id (a bearer secret: never logged)
 	window    time.Duration
 	heartbeat time.Duration
@@ -167,7 +168,7 @@ func (c *Client) OpenSession(ctx context.Context, cfg SessionConfig) (*Session, 
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Session{c: c, cfg: cfg, ctx: sctx, cancel: cancel, dead: make(chan *sconn, 4), moves: make(chan *sconn, 4),
-		window: cfg.Window, changed: make(chan struct{}), connected: make(chan struct{}), holdings: map[holdingKey]*sessionHolding{}}
+		window: cfg.Window, changed: make(chan struct{}), connected: make(chan struct{}), swapped: make(chan struct{}), holdings: map[holdingKey]*sessionHolding{}}
 	sc, err := s.connect(ctx, false)
 	if err != nil {
 		cancel()
@@ -224,8 +225,13 @@ func (s *Session) holding(name string, token int64) *sessionHolding {
 	return s.holdings[holdingKey{name, token}]
 }
 
-// addHolding records a holding the service answered.
-func (s *Session) addHolding(l Lease) {
+// addHolding records a holding the service answered on sc. It reports
+// whether sc's acks vouch for it: false when a resume began on another
+// socket since sc became current (sconn.retiredAt). That resume did not
+// claim the holding, so until it is acquired again through the current
+// socket nothing may lead it; it is recorded all the same, so that a
+// later resume claims it.
+func (s *Session) addHolding(sc *sconn, l Lease) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := holdingKey{l.Name, l.FencingToken}
@@ -233,6 +239,7 @@ func (s *Session) addHolding(l Lease) {
 		s.holdings[k] = &sessionHolding{name: l.Name, holder: l.Holder, token: l.FencingToken,
 			lost: make(chan struct{}), yield: make(chan string, 1)}
 	}
+	return sc.retiredAt.IsZero()
 }
 
 // dropHolding forgets a holding that ended: released, transferred (err
@@ -274,17 +281,40 @@ func (s *Session) Acquire(ctx context.Context, name string, req AcquireRequest) 
 	if req.Priority != 0 || req.Candidate || req.Preempt {
 		m.Priority = &req.Priority
 	}
-	l, err := s.leaseCall(ctx, m, req.Wait)
-	if err != nil {
-		return Lease{}, fmt.Errorf("leasesvc session acquire %q: %w", name, err)
+	wait := req.Wait
+	var prev *Lease // the last answer that came unvouched, and its socket
+	var prevSc *sconn
+	for {
+		l, sc, unvouched, err := s.leaseCall(ctx, m, wait)
+		if err != nil {
+			if prev != nil {
+				s.releaseAbandoned(prevSc, *prev)
+			}
+			return Lease{}, fmt.Errorf("leasesvc session acquire %q: %w", name, err)
+		}
+		if prev != nil && prev.FencingToken != l.FencingToken {
+			s.dropHolding(prev.Name, prev.FencingToken, nil) // it ended meanwhile
+		}
+		if !unvouched {
+			return l, nil
+		}
+		// A resume began after the socket that answered became current:
+		// that resume did not claim the holding, so the acks of the
+		// socket it opened do not vouch for it. Acquire it again through
+		// the current socket: the same holder through the same session at
+		// a later epoch takes it over with its token (docs/contract.md
+		// §14, Resume); until that answer nothing leads it.
+		s.cfg.Logger.Info("leasesvc session: an acquire was answered during a resume; acquiring again through the new socket",
+			"lease", name, "fencingToken", l.FencingToken)
+		prev, prevSc = &l, sc
+		m.WaitMs, wait = 0, 0
 	}
-	return l, nil
 }
 
 // Renew writes metadata or a checkpoint of a holding of the session
 // (the service renews session leases itself).
 func (s *Session) Renew(ctx context.Context, name string, req RenewRequest) (Lease, error) {
-	l, err := s.leaseCall(ctx, outMsg{Type: "renew", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+	l, _, _, err := s.leaseCall(ctx, outMsg{Type: "renew", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
 		Metadata: req.Metadata, Checkpoint: req.Checkpoint}, 0)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leasesvc session renew %q: %w", name, err)
@@ -295,7 +325,7 @@ func (s *Session) Renew(ctx context.Context, name string, req RenewRequest) (Lea
 // ReleaseWith ends a holding of the session now, writing req.Checkpoint,
 // if any, as Client.ReleaseWith does.
 func (s *Session) ReleaseWith(ctx context.Context, name string, req ReleaseRequest) (Lease, error) {
-	l, err := s.leaseCall(ctx, outMsg{Type: "release", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+	l, _, _, err := s.leaseCall(ctx, outMsg{Type: "release", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
 		Checkpoint: req.Checkpoint}, 0)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leasesvc session release %q: %w", name, err)
@@ -307,7 +337,7 @@ func (s *Session) ReleaseWith(ctx context.Context, name string, req ReleaseReque
 // Transfer hands a holding of the session over to req.To, as
 // Client.Transfer does.
 func (s *Session) Transfer(ctx context.Context, name string, req TransferRequest) (Lease, error) {
-	l, err := s.leaseCall(ctx, outMsg{Type: "transfer", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+	l, _, _, err := s.leaseCall(ctx, outMsg{Type: "transfer", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
 		To: req.To, ToPrincipal: req.ToPrincipal, Checkpoint: req.Checkpoint, ReserveMs: req.Reserve.Milliseconds()}, 0)
 	if err != nil {
 		return Lease{}, fmt.Errorf("leasesvc session transfer %q: %w", name, err)
@@ -317,39 +347,45 @@ func (s *Session) Transfer(ctx context.Context, name string, req TransferRequest
 }
 
 // leaseCall sends a lease request on the current socket and waits for its
-// result, at most RequestTimeout + wait.
-func (s *Session) leaseCall(ctx context.Context, m outMsg, wait time.Duration) (Lease, error) {
+// result, at most RequestTimeout + wait. It returns the socket that
+// answered and, for an acquire, whether its answer came after a resume
+// began elsewhere (Session.addHolding).
+func (s *Session) leaseCall(ctx context.Context, m outMsg, wait time.Duration) (l Lease, sc *sconn, unvouched bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout+max(wait, 0))
 	defer cancel()
-	sc, err := s.socket(cctx)
+	sc, err = s.socket(cctx)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, nil, false, err
 	}
 	in, err := s.call(cctx, sc, m)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Lease{}, context.Cause(ctx)
+			return Lease{}, sc, false, context.Cause(ctx)
 		}
-		return Lease{}, err
+		return Lease{}, sc, false, err
 	}
 	if in.Lease == nil {
-		return Lease{}, &Error{kind: ErrInternal, Err: fmt.Errorf("a %q answer without a lease", in.Type)}
+		return Lease{}, sc, false, &Error{kind: ErrInternal, Err: fmt.Errorf("a %q answer without a lease", in.Type)}
 	}
-	return *in.Lease, nil
+	return *in.Lease, sc, in.unvouched, nil
 }
 
 // socket returns the current socket, waiting (until ctx ends) while the
-// session reconnects.
+// session reconnects, or while it resumes on a new socket after the
+// current one (sconn.retiredAt).
 func (s *Session) socket(ctx context.Context) (*sconn, error) {
 	for {
 		s.mu.Lock()
-		sc, closed, connected := s.conn, s.closed, s.connected
+		sc, closed, connected, swapped := s.conn, s.closed, s.connected, s.swapped
+		retired := sc != nil && !sc.retiredAt.IsZero()
 		s.mu.Unlock()
 		switch {
 		case closed:
 			return nil, ErrSessionClosed
-		case sc != nil:
+		case sc != nil && !retired:
 			return sc, nil
+		case retired:
+			connected = swapped
 		}
 		select {
 		case <-connected:
@@ -434,6 +470,10 @@ type inMsg struct {
 	Reason       string          `json:"reason"`
 	Operator     string          `json:"operator"`
 	To           string          `json:"to"`
+
+	// unvouched marks an acquire's result that arrived on a socket after
+	// a resume began elsewhere (Session.addHolding).
+	unvouched bool
 }
 
 // lostLease is a holding a resume could not take back.

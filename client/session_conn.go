@@ -25,6 +25,14 @@ type sconn struct {
 	beats   map[int64]time.Time // heartbeat id → local send time
 	dead    bool
 	err     error // why it died, or the socket-level error the service sent
+
+	// retiredAt (guarded by the Session's mu) is when a resume on another
+	// socket began while this one was current; zero while none did. That
+	// resume claimed only the holdings known then, and the instance it
+	// went to may own the session from then on, so from retiredAt this
+	// socket vouches for nothing: a later ack or acquire answer on it
+	// counts for nothing (docs/contract.md §14, why the agent always stops, steps 5 and 6).
+	retiredAt time.Time
 }
 
 // pendingCall is a request awaiting its answer.
@@ -92,6 +100,13 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 		m = outMsg{Type: "resume", SessionID: s.id, Leases: []resumeLease{}}
 		for _, h := range s.holdings {
 			m.Leases = append(m.Leases, resumeLease{Name: h.name, Holder: h.holder, FencingToken: h.token})
+		}
+		// The resume claims only these holdings, and its instance may own
+		// the session from the moment it is sent: the current socket, if
+		// any, vouches for nothing after this (sconn.retiredAt), whether or
+		// not the resume succeeds.
+		if s.conn != nil && s.conn.retiredAt.IsZero() {
+			s.conn.retiredAt = s.cfg.Clock.Now()
 		}
 		s.mu.Unlock()
 	}
@@ -252,7 +267,7 @@ func (s *Session) take(sc *sconn, m inMsg) {
 			}
 			sc.mu.Unlock()
 			if ok {
-				s.acked(sent)
+				s.acked(sc, sent)
 			}
 			return
 		}
@@ -264,7 +279,7 @@ func (s *Session) take(sc *sconn, m inMsg) {
 		}
 		held := m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held
 		if held {
-			s.addHolding(*m.Lease)
+			m.unvouched = !s.addHolding(sc, *m.Lease)
 		}
 		sc.mu.Lock()
 		abandoned := p.abandoned
@@ -303,24 +318,33 @@ func (s *Session) take(sc *sconn, m inMsg) {
 	}
 }
 
-// releaseAbandoned releases a holding whose acquirer gave up waiting.
+// releaseAbandoned releases a holding whose acquirer gave up, through the
+// socket that answered its acquire, and forgets it whatever the answer:
+// a holding nobody leads must not be claimed by a later resume. When the
+// release fails, the holding runs out at the session lease TTL.
 func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.RequestTimeout)
 		defer cancel()
-		if _, err := s.call(ctx, sc, outMsg{Type: "release", Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken}); err == nil {
-			s.dropHolding(l.Name, l.FencingToken, nil)
+		if _, err := s.call(ctx, sc, outMsg{Type: "release", Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken}); err != nil {
+			s.cfg.Logger.Warn("leasesvc session: could not release an abandoned holding; it runs out at the session lease TTL",
+				"lease", l.Name, "fencingToken", l.FencingToken, "err", err)
 		}
+		s.dropHolding(l.Name, l.FencingToken, nil)
 	}()
 }
 
-// acked moves the deadline for a heartbeat sent at sent that the service
-// acknowledged.
-func (s *Session) acked(sent time.Time) {
+// acked moves the deadline for a heartbeat sent at sent on sc that the
+// service acknowledged; a heartbeat sent on sc after a resume began
+// elsewhere counts for nothing (sconn.retiredAt).
+func (s *Session) acked(sc *sconn, sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !sc.retiredAt.IsZero() && !sent.Before(sc.retiredAt) {
+		return
+	}
 	if sent.After(s.ackedSent) {
 		s.ackedSent = sent
 		s.signalLocked()
@@ -331,8 +355,9 @@ func (s *Session) acked(sent time.Time) {
 func (s *Session) beat() {
 	s.mu.Lock()
 	sc := s.conn
+	retired := sc != nil && !sc.retiredAt.IsZero()
 	s.mu.Unlock()
-	if sc == nil {
+	if sc == nil || retired {
 		return
 	}
 	sc.wmu.Lock()
@@ -370,6 +395,10 @@ func (s *Session) setConn(sc *sconn) bool {
 		close(s.connected)
 	case sc == nil && s.conn != nil:
 		s.connected = make(chan struct{})
+	}
+	if sc != s.conn {
+		close(s.swapped)
+		s.swapped = make(chan struct{})
 	}
 	s.conn = sc
 	return true
@@ -471,7 +500,20 @@ func sessionGone(err error) bool {
 func (s *Session) move(old *sconn) {
 	sc, err := s.resumeOrReopen()
 	if err != nil {
-		s.cfg.Logger.Warn("leasesvc session: move failed; staying until the socket closes", "err", err)
+		s.mu.Lock()
+		sent := !old.retiredAt.IsZero()
+		s.mu.Unlock()
+		if !sent {
+			// No resume reached the service (the dial failed): the old
+			// socket still owns the session.
+			s.cfg.Logger.Warn("leasesvc session: move failed; staying until the socket closes", "err", err)
+			return
+		}
+		// The resume was sent but its outcome is unknown: its instance may
+		// own the session now, so the old socket's acks vouch for nothing.
+		// Drop it; the session resumes again (supervise sees it dead).
+		s.cfg.Logger.Warn("leasesvc session: move failed after the resume was sent; reconnecting", "err", err)
+		_ = old.ws.CloseNow()
 		return
 	}
 	if !s.setConn(sc) {

@@ -24,6 +24,10 @@ type fakeSessions struct {
 	status atomic.Int32 // when not 0, the answer to every upgrade
 	acks   atomic.Bool  // heartbeats are acknowledged
 	refuse atomic.Bool  // resumes are refused: session_not_found
+	// holdAcquires keeps the answers to acquires (in held) until flush.
+	holdAcquires atomic.Bool
+	// stallResumes leaves resumes unanswered.
+	stallResumes atomic.Bool
 
 	mu      sync.Mutex
 	sockets []*fakeSocket
@@ -31,6 +35,25 @@ type fakeSessions struct {
 	known   map[string]bool         // session ids
 	leases  map[string]*fakeHolding // by lease name
 	changed chan struct{}           // closed and replaced on every message and socket
+	held    []heldAnswer            // answers kept while holdAcquires
+}
+
+// heldAnswer is an answer the fake keeps back, and the socket it is for.
+type heldAnswer struct {
+	s *fakeSocket
+	m map[string]any
+}
+
+// flush sends the answers kept back, each on the socket its request came
+// on.
+func (f *fakeSessions) flush() {
+	f.mu.Lock()
+	held := f.held
+	f.held = nil
+	f.mu.Unlock()
+	for _, h := range held {
+		h.s.send(h.m)
+	}
 }
 
 // fakeHolding is a lease the fake holds for a session.
@@ -115,6 +138,13 @@ func (f *fakeSessions) serve(w http.ResponseWriter, r *http.Request) {
 		s.msgs = append(s.msgs, m)
 		f.signal()
 		answer := f.answer(m)
+		switch {
+		case m["type"] == "acquire" && f.holdAcquires.Load():
+			f.held = append(f.held, heldAnswer{s, answer})
+			answer = nil
+		case m["type"] == "resume" && f.stallResumes.Load():
+			answer = nil
+		}
 		f.mu.Unlock()
 		if answer != nil {
 			s.send(answer)

@@ -326,3 +326,98 @@ func TestSessionsUnsupported(t *testing.T) {
 		t.Fatalf("acquires %d; log:\n%s", svc.acquires.Load(), logs)
 	}
 }
+
+// TestSessionAcquireAnsweredDuringAResumeIsAcquiredAgain: an acquire
+// answered on the old socket after the resume of a move was sent was not
+// among the holdings that resume claimed, so the new socket's acks do not
+// vouch for it: Acquire sends it again through the new socket and returns
+// only that answer (docs/contract.md §14, why the agent always stops, steps 5 and 6).
+func TestSessionAcquireAnsweredDuringAResumeIsAcquiredAgain(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	f := newFakeSessions(t)
+	c, err := client.New(f.URL, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	s, err := c.OpenSession(t.Context(), client.SessionConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	old := f.socket(t, 0)
+	f.holdAcquires.Store(true)
+	f.stallResumes.Store(true)
+	type answer struct {
+		l   client.Lease
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		l, err := s.Acquire(t.Context(), "svc.race", client.AcquireRequest{Holder: "agent-a"})
+		done <- answer{l, err}
+	}()
+	f.await(t, "the acquire on the old socket", func() bool { return old.count("acquire") == 1 })
+	old.send(map[string]any{"type": "move", "reason": "shutdown"})
+	sock := f.socket(t, 1)
+	f.await(t, "the resume", func() bool { return sock.count("resume") == 1 })
+	if leases, _ := sock.messages("resume")[0]["leases"].([]any); len(leases) != 0 {
+		t.Fatalf("the resume claimed %v before the acquire was answered", leases)
+	}
+	// The old socket answers the acquire now, after the resume was sent;
+	// then the resume is answered.
+	f.holdAcquires.Store(false)
+	f.flush()
+	waitFor(t, "the acquire's answer read on the old socket", func() bool { return strings.Contains(logs.String(), "acquiring again") })
+	resume := sock.messages("resume")[0]
+	sock.send(map[string]any{"type": "resumed", "re": resume["id"], "sessionId": resume["sessionId"], "epoch": 2,
+		"windowMs": 1000, "heartbeatMs": 250, "leaseTtlMs": 30000, "leases": []any{}, "lost": []any{}})
+	a := <-done
+	if a.err != nil || !a.l.Held || a.l.FencingToken != 1 {
+		t.Fatalf("acquire: %+v, %v", a.l, a.err)
+	}
+	if n := sock.messages("acquire"); len(n) != 1 || n[0]["name"] != "svc.race" || n[0]["holder"] != "agent-a" {
+		t.Fatalf("acquires on the new socket when Acquire returned: %v, want the same acquire again", n)
+	}
+}
+
+// TestSessionMoveWhoseResumeWasSentButUnansweredDropsTheOldSocket: once a
+// resume was sent, its instance may own the session, while the old one
+// still acks (it does not know yet). So no heartbeat goes on the old socket
+// after the resume was sent, and when the resume fails the old socket is
+// dropped and the session resumes again, rather than staying on it
+// (docs/contract.md §14, why the agent always stops, steps 5 and 6).
+func TestSessionMoveWhoseResumeWasSentButUnansweredDropsTheOldSocket(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	f := newFakeSessions(t)
+	c, err := client.New(f.URL, client.Config{RequestTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.OpenSession(t.Context(), client.SessionConfig{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	old := f.socket(t, 0)
+	f.await(t, "the first heartbeat", func() bool { return old.count("heartbeat") == 1 })
+	waitFor(t, "the first heartbeat acknowledged", func() bool { return !s.Deadline().IsZero() })
+	before := s.Deadline()
+	f.stallResumes.Store(true)
+	old.send(map[string]any{"type": "move", "reason": "max_age"})
+	sock := f.socket(t, 1)
+	f.await(t, "the resume", func() bool { return sock.count("resume") == 1 })
+	f.stallResumes.Store(false)
+	// The resume goes unanswered (RequestTimeout): the old socket is
+	// dropped, and the session resumes on a third socket.
+	f.await(t, "the old socket dropped", func() bool { return old.closed })
+	third := f.socket(t, 2)
+	f.await(t, "the second resume", func() bool { return third.count("resume") == 1 })
+	if n := len(old.messages("heartbeat")); n != 1 {
+		t.Fatalf("the old socket got %d heartbeats, want none after the resume was sent", n)
+	}
+	f.await(t, "heartbeats on the third socket", func() bool { return third.count("heartbeat") >= 1 })
+	if d := s.Deadline(); !d.Equal(before) {
+		t.Fatalf("deadline +%v, want +%v: the fake clock did not move", d.Sub(epoch), before.Sub(epoch))
+	}
+}

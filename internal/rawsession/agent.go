@@ -38,9 +38,9 @@ type Agent struct {
 	id     string
 	window time.Duration
 	held   map[string]Held
-	// resumes counts the resumes begun: an acquire answered after one began
-	// was not among the holdings that resume claimed.
-	resumes int
+	// retired are the sockets a resume began after: their acks count no
+	// more, and no heartbeat goes on them.
+	retired map[*Conn]bool
 	dropped map[string]time.Time // holdings lost: name → until when the agent led them
 	acked   time.Time            // latest acked heartbeat's send time over every socket
 	stopped bool                 // frozen or killed: sends nothing more
@@ -67,7 +67,7 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 	}
 	a.mu.Lock()
 	a.conn, a.id, a.window = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond
-	a.held, a.dropped = map[string]Held{}, map[string]time.Time{}
+	a.held, a.dropped, a.retired = map[string]Held{}, map[string]time.Time{}, map[*Conn]bool{}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.mu.Unlock()
 	go a.loop()
@@ -145,6 +145,12 @@ func (a *Agent) loop() {
 		if a.isStopped() {
 			return
 		}
+		a.mu.Lock()
+		retired := a.retired[c]
+		a.mu.Unlock()
+		if retired { // a resume is under way: no heartbeat on the old socket
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.window)
 		if c.Heartbeat(ctx) == nil {
 			a.mu.Lock()
@@ -158,11 +164,8 @@ func (a *Agent) loop() {
 
 // noteAck carries c's latest ack into the agent's.
 func (a *Agent) noteAck(c *Conn) {
-	at := c.Acked()
 	a.mu.Lock()
-	if at.After(a.acked) {
-		a.acked = at
-	}
+	a.noteAckLocked(c)
 	a.mu.Unlock()
 }
 
@@ -185,6 +188,13 @@ func (a *Agent) move() {
 
 // resume resumes the session on the next instance after old's; false
 // when it could not (the caller tries again later).
+//
+// Once the resume is sent, its instance may own the session while old's
+// still acks (it learns only at its next compare-and-set), so old is
+// retired: no heartbeat goes on it and its acks count no more. When the
+// resume fails after it was sent, old is dropped, so that the loop resumes
+// again rather than heartbeat a socket that vouches for nothing
+// (docs/contract.md §14, why the agent always stops, steps 5 and 6).
 func (a *Agent) resume(old *Conn) bool {
 	a.mu.Lock()
 	if a.stopped || a.conn != old {
@@ -192,14 +202,7 @@ func (a *Agent) resume(old *Conn) bool {
 		a.mu.Unlock()
 		return moved
 	}
-	a.noteAckLocked(old)
 	next := (a.url + 1) % len(a.URLs)
-	a.resumes++
-	held := make([]Held, 0, len(a.held))
-	for _, h := range a.held {
-		held = append(held, h)
-	}
-	id := a.id
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -211,9 +214,25 @@ func (a *Agent) resume(old *Conn) bool {
 		a.mu.Unlock()
 		return false
 	}
+	a.mu.Lock()
+	if a.stopped || a.conn != old {
+		moved := a.conn != old
+		a.mu.Unlock()
+		c.Drop()
+		return moved
+	}
+	a.noteAckLocked(old)
+	a.retired[old] = true
+	held := make([]Held, 0, len(a.held))
+	for _, h := range a.held {
+		held = append(held, h)
+	}
+	id := a.id
+	a.mu.Unlock()
 	m, err := c.Resume(ctx, id, held)
 	if err != nil {
 		c.Drop()
+		old.Drop()
 		a.setErr(err)
 		if Code(err) == "session_not_found" { // it died: nothing to resume, ever
 			a.mu.Lock()
@@ -272,6 +291,9 @@ func (a *Agent) Dropped(name string) (time.Time, bool) {
 }
 
 func (a *Agent) noteAckLocked(c *Conn) {
+	if a.retired[c] {
+		return // its acks vouch for nothing since a resume began elsewhere
+	}
 	if at := c.Acked(); at.After(a.acked) {
 		a.acked = at
 	}
@@ -325,10 +347,11 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 	m.Type = "acquire"
 	name, holder := m.Name, m.Holder
 	for {
-		a.mu.Lock()
-		resumes := a.resumes
-		a.mu.Unlock()
-		ans, err := a.current().Request(ctx, m)
+		c, err := a.usable(ctx)
+		if err != nil {
+			return lease.Lease{}, err
+		}
+		ans, err := c.Request(ctx, m)
 		if err != nil {
 			return lease.Lease{}, err
 		}
@@ -337,19 +360,37 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 			return l, err
 		}
 		a.mu.Lock()
-		if a.resumes == resumes {
+		if !a.retired[c] {
 			a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
 			a.mu.Unlock()
 			return l, nil
 		}
 		a.mu.Unlock()
-		// A resume began while the acquire was under way: it did not claim
-		// this holding, so the acks of the socket it opened do not vouch
-		// for it. Acquire it again through the current socket: the same
-		// holder through the same session at a later epoch takes the
-		// holding over (docs/contract.md §14, Resume); until that answer
-		// the agent does not lead it.
+		// A resume began after c became current: it did not claim this
+		// holding, so the acks of the socket it opened do not vouch for
+		// it. Acquire it again through the new socket: the same holder
+		// through the same session at a later epoch takes the holding over
+		// (docs/contract.md §14, Resume); until that answer the agent does
+		// not lead it.
 		m.WaitMs = 0
+	}
+}
+
+// usable returns the current socket once no resume is under way from it.
+func (a *Agent) usable(ctx context.Context) (*Conn, error) {
+	for {
+		a.mu.Lock()
+		c, retired := a.conn, a.retired[a.conn]
+		a.mu.Unlock()
+		if !retired {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-c.Done():
+		case <-time.After(5 * time.Millisecond): // the resume's end is not signalled
+		}
 	}
 }
 
