@@ -18,11 +18,18 @@ import (
 // the test.
 func openSession(t *testing.T, f *fakeSessions, clock *fakeclock.Clock) (*client.Client, *client.Session) {
 	t.Helper()
-	c, err := client.New(f.URL, client.Config{})
+	return openSessionWith(t, f, client.Config{}, client.SessionConfig{Clock: clock})
+}
+
+// openSessionWith opens a session of the fake with these configurations,
+// closed at the end of the test.
+func openSessionWith(t *testing.T, f *fakeSessions, ccfg client.Config, scfg client.SessionConfig) (*client.Client, *client.Session) {
+	t.Helper()
+	c, err := client.New(f.URL, ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.OpenSession(t.Context(), client.SessionConfig{Clock: clock})
+	s, err := c.OpenSession(t.Context(), scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,16 +342,8 @@ func TestSessionsUnsupported(t *testing.T) {
 func TestSessionAcquireAnsweredDuringAResumeIsAcquiredAgain(t *testing.T) {
 	clock := fakeclock.New(epoch)
 	f := newFakeSessions(t)
-	c, err := client.New(f.URL, client.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncBuffer{}
-	s, err := c.OpenSession(t.Context(), client.SessionConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	_, s := openSessionWith(t, f, client.Config{}, client.SessionConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	old := f.socket(t, 0)
 	f.holdAcquires.Store(true)
 	f.stallResumes.Store(true)
@@ -390,15 +389,7 @@ func TestSessionAcquireAnsweredDuringAResumeIsAcquiredAgain(t *testing.T) {
 func TestSessionMoveWhoseResumeWasSentButUnansweredDropsTheOldSocket(t *testing.T) {
 	clock := fakeclock.New(epoch)
 	f := newFakeSessions(t)
-	c, err := client.New(f.URL, client.Config{RequestTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.OpenSession(t.Context(), client.SessionConfig{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	_, s := openSessionWith(t, f, client.Config{RequestTimeout: 200 * time.Millisecond}, client.SessionConfig{Clock: clock})
 	old := f.socket(t, 0)
 	f.await(t, "the first heartbeat", func() bool { return old.count("heartbeat") == 1 })
 	waitFor(t, "the first heartbeat acknowledged", func() bool { return !s.Deadline().IsZero() })
