@@ -127,16 +127,7 @@ func failoverRun(ctx context.Context, b *bench, run int, sig syscall.Signal) (fa
 		}
 		return nil
 	})
-	defer func() {
-		_ = parallel(context.WithoutCancel(ctx), n, b.cfg.concurrency, func(i int) error {
-			if agents[i] != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				_ = agents[i].Close(cctx)
-			}
-			return nil
-		})
-	}()
+	defer closeAgents(ctx, agents, b.cfg.concurrency)
 	if err != nil {
 		return out, fmt.Errorf("open the sessions: %w", err)
 	}

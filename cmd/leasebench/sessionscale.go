@@ -66,16 +66,7 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 		b.progress(false, "sessionscale %d: %d opened", n, opened.Add(1))
 		return nil
 	})
-	defer func() {
-		_ = parallel(context.WithoutCancel(ctx), n, b.cfg.concurrency, func(i int) error {
-			if agents[i] != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				defer cancel()
-				_ = agents[i].Close(cctx)
-			}
-			return nil
-		})
-	}()
+	defer closeAgents(ctx, agents, b.cfg.concurrency)
 	if err != nil {
 		return nil, fmt.Errorf("open the sessions: %w", err)
 	}
