@@ -2,18 +2,12 @@ package client_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/client"
-	"github.com/leasesvc/leasesvc/httpapi"
-	"github.com/leasesvc/leasesvc/internal/hub"
-	"github.com/leasesvc/leasesvc/lease"
 )
 
 // TestStopDuringAcquireReleasesWhatItTook: an Elector stopped while its
@@ -23,26 +17,17 @@ import (
 // a holding decided after that read was left to run out, unrenewed, as
 // leasectl mcp's TestSIGTERMReleases once saw.
 func TestStopDuringAcquireReleasesWhatItTook(t *testing.T) {
-	events := hub.New()
-	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events})
-	if err != nil {
-		t.Fatal(err)
-	}
 	arrived, proceed := make(chan struct{}, 1), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, ":acquire") {
-			arrived <- struct{}{}
-			<-proceed // the service decides only now, whether or not the client still waits
-			r = r.WithContext(context.WithoutCancel(r.Context()))
-		}
-		h.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	defer h.CloseStreams()
+	srv, _ := newTestService(t, testService{wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, ":acquire") {
+				arrived <- struct{}{}
+				<-proceed // the service decides only now, whether or not the client still waits
+				r = r.WithContext(context.WithoutCancel(r.Context()))
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
 	c, err := client.New(srv.URL, client.Config{})
 	if err != nil {
 		t.Fatal(err)

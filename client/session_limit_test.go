@@ -1,18 +1,11 @@
 package client_test
 
 import (
-	"context"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/client"
-	"github.com/leasesvc/leasesvc/httpapi"
-	"github.com/leasesvc/leasesvc/internal/hub"
-	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
 
@@ -24,26 +17,7 @@ import (
 // is not remembered: the next Run asks for a session again and holds
 // through it once the service has room.
 func TestSessionLimitFallsBackToPlainRenewals(t *testing.T) {
-	events := hub.New()
-	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := session.New(session.Manager{M: m}, session.Config{Events: events, Logger: slog.New(slog.DiscardHandler), MaxSessions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events, Sessions: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.CloseStreams()
-		srv.CloseClientConnections()
-		srv.Close()
-		reg.Stop()
-	})
+	srv, _ := newTestService(t, testService{sessions: &session.Config{MaxSessions: 1}})
 	c, err := client.New(srv.URL, client.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,24 +29,8 @@ func TestSessionLimitFallsBackToPlainRenewals(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	run := func(name string, s *client.Session) func() error {
-		leading := make(chan context.Context, 1)
-		e, err := client.NewElector(c, name, client.ElectorConfig{Holder: "agent-a", Session: s, Logger: logger,
-			OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		ran := make(chan error, 1)
-		go func() { ran <- e.Run(ctx) }()
-		select {
-		case <-leading:
-			return func() error { cancel(); return <-ran }
-		case err := <-ran:
-			t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: not leading after 10s; log:\n%s", name, logs)
-		}
-		return nil
+		_, stop := leadWith(t, c, name, client.ElectorConfig{Holder: "agent-a", Session: s, Logger: logger}, logs)
+		return stop
 	}
 	held := func(name string, viaSession bool) {
 		t.Helper()

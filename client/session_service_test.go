@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,29 +58,58 @@ func (l *conns) drop() {
 	l.cs = nil
 }
 
-// newCountingSessionService is newSessionService counting the session
-// upgrades in upgrades, if not nil, with the connections it accepted.
+// newCountingSessionService is newSessionService counting the upgrade
+// requests of the session route (when upgrades is not nil), with its
+// listener's connections at the test's hand.
 func newCountingSessionService(t *testing.T, upgrades *atomic.Int32) (*httptest.Server, *conns) {
+	t.Helper()
+	return newTestService(t, testService{sessions: &session.Config{}, wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if upgrades != nil && r.URL.Path == "/v1/sessions:connect" {
+				upgrades.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+}
+
+// testService says how newTestService builds the service.
+type testService struct {
+	// sessions, when not nil, turns the session route on with this
+	// configuration (its Events and Logger are set by newTestService).
+	sessions *session.Config
+	// wrap, when not nil, wraps the service's handler.
+	wrap func(http.Handler) http.Handler
+}
+
+// newTestService runs the service in process on the memory backend until
+// the end of the test, with its listener's connections at the test's hand.
+func newTestService(t *testing.T, o testService) (*httptest.Server, *conns) {
 	t.Helper()
 	events := hub.New()
 	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := session.New(session.Manager{M: m}, session.Config{Events: events, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events, Sessions: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if upgrades != nil && r.URL.Path == "/v1/sessions:connect" {
-			upgrades.Add(1)
+	hc := httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events}
+	var reg *session.Registry
+	if o.sessions != nil {
+		sc := *o.sessions
+		sc.Events, sc.Logger = events, slog.New(slog.DiscardHandler)
+		if reg, err = session.New(session.Manager{M: m}, sc); err != nil {
+			t.Fatal(err)
 		}
-		h.ServeHTTP(w, r)
-	}))
+		hc.Sessions = reg
+	}
+	h, err := httpapi.New(m, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handler http.Handler = h
+	if o.wrap != nil {
+		handler = o.wrap(h)
+	}
+	srv := httptest.NewUnstartedServer(handler)
 	ls := &conns{Listener: srv.Listener}
 	srv.Listener = ls
 	srv.Start()
@@ -87,10 +117,38 @@ func newCountingSessionService(t *testing.T, upgrades *atomic.Int32) (*httptest.
 		h.CloseStreams()
 		srv.CloseClientConnections()
 		srv.Close()
-		reg.Stop()
+		if reg != nil {
+			reg.Stop()
+		}
 		ls.drop()
 	})
 	return srv, ls
+}
+
+// leadWith runs an Elector of name with cfg until the test (or the
+// returned stop) ends it, and waits until it leads; it returns the leading
+// context and stop, which ends Run and returns its error. logs is shown
+// when it does not lead.
+func leadWith(t *testing.T, c *client.Client, name string, cfg client.ElectorConfig, logs fmt.Stringer) (context.Context, func() error) {
+	t.Helper()
+	leading := make(chan context.Context, 1)
+	cfg.OnStartedLeading = func(ctx context.Context) { leading <- ctx; <-ctx.Done() }
+	e, err := client.NewElector(c, name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	select {
+	case lctx := <-leading:
+		return lctx, func() error { cancel(); return <-ran }
+	case err := <-ran:
+		t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not leading after 10s; log:\n%s", name, logs)
+	}
+	return nil, nil
 }
 
 // TestSessionAgainstTheService: against the real service, an Elector holds
@@ -186,24 +244,7 @@ func TestSharedSessionAgainstTheService(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	run := func(name string, plain bool) (context.Context, func() error) {
-		leading := make(chan context.Context, 1)
-		e, err := client.NewElector(c, name, client.ElectorConfig{Holder: "agent-a", PlainRenewals: plain, Logger: logger,
-			OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		ran := make(chan error, 1)
-		go func() { ran <- e.Run(ctx) }()
-		select {
-		case lctx := <-leading:
-			return lctx, func() error { cancel(); return <-ran }
-		case err := <-ran:
-			t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: not leading after 10s; log:\n%s", name, logs)
-		}
-		return nil, nil
+		return leadWith(t, c, name, client.ElectorConfig{Holder: "agent-a", PlainRenewals: plain, Logger: logger}, logs)
 	}
 	ctxA, stopA := run("svc.shared-a", false)
 	ctxB, stopB := run("svc.shared-b", false)
