@@ -155,19 +155,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 		c.n++
 		cp := fmt.Appendf(nil, `{"token":%d,"n":%d,"by":%q}`, token, c.n, c.holder)
 		e := history.Entry{Op: history.Renew, Token: token, Checkpoint: cp, Outcome: history.Maybe, Call: time.Now()}
-		rctx, cancel := context.WithTimeout(context.Background(), safetyRequestTimeout)
-		l, err := a.Do(rctx, rawsession.Message{Type: "renew", Name: c.name, Holder: c.holder, FencingToken: token, Checkpoint: cp})
-		cancel()
-		e.Return = time.Now()
-		switch code := rawsession.Code(err); {
-		case err == nil:
-			e.Outcome, e.Lease = history.OK, &l
-		case code == "lease_lost":
-			e.Outcome = history.Lost
-		case refusedOutright(err):
-			c.run.unexpected("session renew %s by %s: %v", c.name, c.holder, err)
-		}
-		c.record(e)
+		c.do(a, &e, rawsession.Message{Type: "renew", Name: c.name, Holder: c.holder, FencingToken: token, Checkpoint: cp})
 		if e.Outcome == history.Lost {
 			term(minTime(e.Return, a.Deadline()))
 			c.close(a)
@@ -188,19 +176,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 	case yield.Load() || k < 3: // release through the session, then close it
 		e := history.Entry{Op: history.Release, Token: token, Outcome: history.Maybe, Call: time.Now()}
 		term(minTime(e.Call, a.Deadline()))
-		rctx, cancel := context.WithTimeout(context.Background(), safetyRequestTimeout)
-		l, err := a.Do(rctx, rawsession.Message{Type: "release", Name: c.name, Holder: c.holder, FencingToken: token})
-		cancel()
-		e.Return = time.Now()
-		switch code := rawsession.Code(err); {
-		case err == nil:
-			e.Outcome, e.Lease = history.OK, &l
-		case code == "lease_lost":
-			e.Outcome = history.Lost
-		case refusedOutright(err):
-			c.run.unexpected("session release %s by %s: %v", c.name, c.holder, err)
-		}
-		c.record(e)
+		c.do(a, &e, rawsession.Message{Type: "release", Name: c.name, Holder: c.holder, FencingToken: token})
 		c.close(a)
 	case k < 4: // close: the service releases every holding of the session
 		term(minTime(time.Now(), a.Deadline()))
@@ -344,4 +320,23 @@ func (r *safetyRun) injectSessionFaults(end time.Time) ([]string, error) {
 		}
 		log = append(log, fmt.Sprintf("+%v %s (instance %d)", at.Round(100*time.Millisecond), f.name, in.idx))
 	}
+}
+
+// do sends m (a renew or release of the holding e records) through a's
+// session and records e with its outcome: OK, Lost on lease_lost, or Maybe
+// (the socket went); any other refusal is unexpected.
+func (c *sessionContender) do(a *rawsession.Agent, e *history.Entry, m rawsession.Message) {
+	rctx, cancel := context.WithTimeout(context.Background(), safetyRequestTimeout)
+	l, err := a.Do(rctx, m)
+	cancel()
+	e.Return = time.Now()
+	switch code := rawsession.Code(err); {
+	case err == nil:
+		e.Outcome, e.Lease = history.OK, &l
+	case code == "lease_lost":
+		e.Outcome = history.Lost
+	case refusedOutright(err):
+		c.run.unexpected("session %s %s by %s: %v", m.Type, c.name, c.holder, err)
+	}
+	c.record(*e)
 }
