@@ -481,7 +481,9 @@ class Session:
                 interval = self.heartbeat_interval
                 conn = self._conn
                 silent = max(SILENT_WINDOWS * self.window, SILENT_MIN)
-            if conn is not None and time.monotonic() - conn.last_rx > silent:
+            # (a socket a resume was sent after gets no heartbeats, so it falls
+            # silent: that resume's answer or failure decides its fate)
+            if conn is not None and conn.superseded is None and time.monotonic() - conn.last_rx > silent:
                 self._log.warning("leasesvc session: nothing arrived for %gs; replacing the socket", silent)
                 threading.Thread(target=conn.ws.close, args=(_websocket.CLOSE_GOING_AWAY, "silent", 0.5),
                                  daemon=True).start()
@@ -702,10 +704,12 @@ class Session:
         """Make ``ws`` the socket requests and heartbeats go to (ending a
         reconnect), stamped ``gen`` (its resume's; by default the count of
         resumes begun now), start its reader, and send a heartbeat at once;
-        None (and ``ws`` closed) when the session closed meanwhile."""
+        None (and ``ws`` closed) when the session closed meanwhile, or when
+        a newer resume began (a move's resume raced a reconnect: the newer
+        one's socket becomes current)."""
         with self._mu:
             conn = _Conn(ws, self._gen if gen is None else gen)
-            if self._closing:
+            if self._closing or conn.gen != self._gen:
                 closing = True
             else:
                 closing = False
@@ -851,7 +855,9 @@ class Session:
                         self.restarts += 1
                         self._log.warning("leasesvc session: opened anew (window %gs)", self.window)
                     installed = True
-                    self._install(ws, early, gen)
+                    if self._install(ws, early, gen) is None and not self._closing:
+                        installed = False  # a move's resume began after this one's: it or a new resume takes over
+                        continue
                     return
                 except SessionsUnsupportedError as e:  # the service no longer offers sessions
                     self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
@@ -902,8 +908,8 @@ class Session:
                     ws.close()
                     return
                 old.moved = True
-            self.resumes += 1
-            self._install(ws, early, gen)
+            if self._install(ws, early, gen) is not None:
+                self.resumes += 1
             old.ws.close()
         finally:
             with self._mu:

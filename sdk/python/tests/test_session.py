@@ -481,6 +481,23 @@ class ResumeRaceTest(SessionTestCase):
         self.assertLessEqual(s.deadline() or 0, 101.0 + 0.9)
         self.assertEqual(len(f.conns), 3)
 
+    def test_a_move_whose_old_socket_dropped_gives_way_to_the_newer_resume(self) -> None:
+        # R1: the socket of the latest resume begun becomes current; an older
+        # resume answered later is closed, whatever the order of answers.
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        f.hold_resumes.set()
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        self.assertEqual(f.next("resume")[0], 1)
+        f.conn(0).drop()  # while the move's resume is out: the reconnect resumes too
+        self.assertEqual(f.next("resume")[0], 2)
+        f.hold_resumes.clear()
+        f.wait(lambda: f.conn(1).ended.is_set())
+        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1)
+        self.assertEqual(f.count("renew", conn=2), 1, "requests go to the socket of the newer resume")
+        self.assertEqual(s.held(), {"x": ("me", 1)})
+
 
 class PushTest(SessionTestCase):
     def test_pushes_go_to_the_watcher_of_that_lease(self) -> None:
