@@ -15,6 +15,17 @@ acks, and the pushes ``lost``, ``revoked``, ``yield`` and ``move``). A
 dropped socket is reconnected and the session resumed with the leases and
 tokens it holds (on any instance); a ``move`` opens the new socket and
 resumes on it before the old one is closed (make before break).
+
+Resumes race with what the replaced socket still delivers: the old
+instance answers and acks until its next renewal fails. The session counts
+the resumes begun and stamps each socket with the count when it became
+current. An acquire answered on a socket a resume began after was not
+claimed by that resume: the holding stays in the table (a later resume
+lists it) and is acquired again through the current socket before the
+caller gets it. From the moment a resume is sent, the older socket gets no
+heartbeat and its acks count only for heartbeats sent before. A resume that
+fails after it was sent leaves its outcome unknown: the older socket is
+abandoned and the session resumes again.
 """
 
 from __future__ import annotations
@@ -75,7 +86,7 @@ class _Call:
     """One request awaiting its answer (its state guarded by the session's
     lock)."""
 
-    __slots__ = ("op", "name", "holder", "done", "answer", "err", "abandoned")
+    __slots__ = ("op", "name", "holder", "done", "answer", "err", "abandoned", "vouched")
 
     def __init__(self, op: str, name: str, holder: str) -> None:
         self.op, self.name, self.holder = op, name, holder
@@ -83,16 +94,26 @@ class _Call:
         self.answer: Optional[Dict[str, Any]] = None
         self.err: Optional[LeaseError] = None
         self.abandoned = False  # the caller stopped waiting
+        # an acquire's holding was answered on the socket of the latest
+        # resume begun, so that socket's acks vouch for it
+        self.vouched = True
 
 
 class _Conn:
     """One socket of the session and the requests sent on it."""
 
-    def __init__(self, ws: _websocket.WebSocket) -> None:
+    def __init__(self, ws: _websocket.WebSocket, gen: int) -> None:
         self.ws = ws
+        #: the session's count of resumes begun when this socket became
+        #: current (right after its own resume's snapshot, or at open)
+        self.gen = gen
         self.pending: Dict[int, _Call] = {}
         self.moved = False  # replaced by a newer socket: its end is no drop
         self.last_rx = time.monotonic()  # when a message last arrived on it
+        #: the session clock's time a resume was first sent on a newer
+        #: socket: no heartbeat goes out on this one after it, and its acks
+        #: count only for heartbeats sent before it
+        self.superseded: Optional[float] = None
 
 
 class Session:
@@ -141,6 +162,7 @@ class Session:
         self._sid = ""  # the session id: a bearer secret, never logged
         self._epoch = 0
         self._conn: Optional[_Conn] = None
+        self._gen = 0  # resumes begun: +1 at each resume's snapshot of the leases
         self._hb: Dict[int, float] = {}  # heartbeat id → its send time
         self._deadline: Optional[float] = None
         self._acks = 0
@@ -275,10 +297,66 @@ class Session:
     def _request(self, op: str, body: Dict[str, Any], *, timeout: Optional[float] = None, extra: float = 0.0,
                  cancel: Optional["_Cancel"] = None) -> Dict[str, Any]:
         """Send one request on the current socket and return the answer's
-        lease JSON; keep the session's list of held leases up to date."""
-        name, holder = str(body.get("name", "")), str(body.get("holder", ""))
+        lease JSON; keep the session's list of held leases up to date. An
+        acquire answered on a socket that a resume replaced is acquired
+        again through the current socket (:meth:`_vouch`)."""
         t = (timeout or self._c.request_timeout) + extra
-        conn = self._current(min(t, self._c.request_timeout))
+        end = time.monotonic() + t
+        lease, vouched = self._exchange(op, body, t, min(t, self._c.request_timeout), cancel)
+        if vouched:
+            return lease
+        return self._vouch(body, lease, end, cancel)
+
+    def _vouch(self, body: Dict[str, Any], lease: Dict[str, Any], end: float,
+               cancel: Optional["_Cancel"]) -> Dict[str, Any]:
+        """The acquire of ``body`` was answered with ``lease`` on a socket a
+        resume began after, so that resume did not claim the holding and the
+        acks of its socket do not vouch for it. The holding stays in the
+        table (a later resume lists it); acquire it again, without waiting,
+        through the socket of the latest resume (the service answers the same
+        holder through the same session with the same token, moved to the
+        new epoch: docs/contract.md §14, Resume) until an answer is vouched
+        for or ``end`` (:func:`time.monotonic`) passes; then, or on an error,
+        release the holding best-effort and raise."""
+        name, holder = str(body.get("name", "")), str(body.get("holder", ""))
+        again = {k: v for k, v in body.items() if k != "waitMs"}
+        while True:
+            token = int(lease.get("fencingToken") or 0)
+            self._log.info("leasesvc session: lease %s (fencing token %d) was answered on a socket a resume "
+                           "replaced; acquiring it again through the current one", name, token)
+            try:
+                left = end - time.monotonic()
+                if cancel is not None and cancel.cancelled:
+                    raise UnavailableError("cancelled")._named("acquire", name)
+                if left <= 0:
+                    raise UnavailableError("no answer through the session's current socket in time")._named(
+                        "acquire", name)
+                lease, vouched = self._exchange("acquire", again, left, left, cancel, fresh=True)
+            except LeaseError:
+                self._release_unvouched(name, holder, token)
+                raise
+            if vouched:
+                return lease
+
+    def _release_unvouched(self, name: str, holder: str, token: int) -> None:
+        """Release a holding no socket vouched for, best-effort, and drop it
+        from the table whatever the answer."""
+        try:
+            self._release(name, holder, token)
+        except LeaseError as e:
+            self._log.warning("leasesvc session: could not release %s (fencing token %d), acquired on a socket "
+                              "a resume replaced: %s", name, token, e)
+            self._forget(name, token)
+
+    def _exchange(self, op: str, body: Dict[str, Any], t: float, wait: float, cancel: Optional["_Cancel"],
+                  fresh: bool = False) -> Tuple[Dict[str, Any], bool]:
+        """Send one request on the current socket (waiting up to ``wait``
+        seconds for one; with ``fresh``, for the socket of the latest
+        resume), wait up to ``t`` seconds for its answer, and return the
+        answer's lease JSON and whether an acquire's holding was vouched for
+        (always True for the other operations)."""
+        name, holder = str(body.get("name", "")), str(body.get("holder", ""))
+        conn = self._current(wait, fresh)
         if conn is None:
             err = UnavailableError("the session is closed" if self._closing else
                                    "the session's socket is reconnecting")
@@ -308,7 +386,8 @@ class Session:
         if msg.get("type") != "result" or not isinstance(lease, dict):
             raise InternalError(f"session: answer {msg.get('type')!r} without a lease")._named(op, name)
         self._track(op, holder, body, lease)
-        return lease
+        with self._mu:
+            return lease, call.vouched
 
     def _abandon(self, call: _Call, err: LeaseError) -> None:
         """The caller stops waiting for ``call``; a late answer to an
@@ -320,9 +399,14 @@ class Session:
             call.done.set()
 
     def _track(self, op: str, holder: str, body: Dict[str, Any], lease: Dict[str, Any]) -> None:
+        """Keep the table of held leases up to date after a renew, release or
+        transfer (an acquire's holding is tracked when its answer arrives:
+        :meth:`_take`)."""
         name, token = str(lease.get("name") or body.get("name", "")), int(lease.get("fencingToken") or 0)
         with self._mu:
-            if op in ("acquire", "renew"):
+            if op == "acquire":
+                return
+            if op == "renew":
                 if lease.get("held") and str(lease.get("holder", "")) == holder:
                     self._held[name] = (holder, token)
             else:  # release, transfer
@@ -336,23 +420,30 @@ class Session:
             if h is not None and (token == 0 or h[1] == token):
                 del self._held[name]
 
-    def _current(self, timeout: float) -> Optional[_Conn]:
+    def _current(self, timeout: float, fresh: bool = False) -> Optional[_Conn]:
         """The socket to send on, waiting up to ``timeout`` while one is
-        being reconnected; None when closed or still reconnecting."""
+        being reconnected (with ``fresh``, also while the current one is
+        older than the latest resume begun); None when closed or still
+        reconnecting."""
         end = time.monotonic() + timeout
         with self._mu:
-            while self._conn is None and not self._closing:
+            while not self._closing and (self._conn is None or (fresh and self._conn.gen != self._gen)):
                 left = end - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
-            return None if self._closing else self._conn
+            if self._closing or self._conn is None or (fresh and self._conn.gen != self._gen):
+                return None
+            return self._conn
 
     def _send(self, conn: _Conn, msg: Dict[str, Any], call: Optional[_Call] = None, heartbeat: bool = False) -> int:
         """Give ``msg`` the next id and send it (ids go out in increasing
-        order); register ``call`` for its answer."""
+        order); register ``call`` for its answer. A heartbeat is not sent
+        (0) on a socket a resume on a newer one was sent after."""
         with self._send_mu:
             with self._mu:
+                if heartbeat and conn.superseded is not None:
+                    return 0
                 self._seq += 1
                 i = self._seq
                 msg["id"] = i
@@ -377,10 +468,9 @@ class Session:
             for k in [k for k, v in self._hb.items() if v < old]:
                 del self._hb[k]
         try:
-            self._send(conn, {"type": "heartbeat"}, heartbeat=True)
+            return self._send(conn, {"type": "heartbeat"}, heartbeat=True) != 0
         except _websocket.ConnectionClosedError:
             return False  # its reader reconnects
-        return True
 
     def _beat(self) -> None:
         """The heartbeat thread; it also replaces a socket gone silent."""
@@ -391,7 +481,9 @@ class Session:
                 interval = self.heartbeat_interval
                 conn = self._conn
                 silent = max(SILENT_WINDOWS * self.window, SILENT_MIN)
-            if conn is not None and time.monotonic() - conn.last_rx > silent:
+            # (a socket a resume was sent after gets no heartbeats, so it falls
+            # silent: that resume's answer or failure decides its fate)
+            if conn is not None and conn.superseded is None and time.monotonic() - conn.last_rx > silent:
                 self._log.warning("leasesvc session: nothing arrived for %gs; replacing the socket", silent)
                 threading.Thread(target=conn.ws.close, args=(_websocket.CLOSE_GOING_AWAY, "silent", 0.5),
                                  daemon=True).start()
@@ -400,10 +492,17 @@ class Session:
             with self._mu:
                 self._cond.wait_for(lambda: self._closing, timeout=interval)
 
-    def _on_ack(self, re_: Any) -> None:
+    def _on_ack(self, conn: _Conn, re_: Any) -> None:
+        """An ack on ``conn``: the deadline moves to the heartbeat's send
+        time + window × (1 − drift margin), unless the heartbeat went out
+        after a resume was sent on a newer socket (the old instance acks
+        until it learns it lost the session; the new one may already count
+        the window from its last message)."""
         with self._mu:
             sent = self._hb.pop(re_, None) if isinstance(re_, int) else None
             if sent is None:
+                return
+            if conn.superseded is not None and sent >= conn.superseded:
                 return
             for k in [k for k in self._hb if k < re_]:
                 del self._hb[k]  # sent before, never acked: the service found them unsafe
@@ -508,6 +607,9 @@ class Session:
             with self._mu:
                 self._seq += 1
                 i = self._seq
+                old = self._conn
+                if msg["type"] == "resume" and old is not None and old.superseded is None:
+                    old.superseded = self._clock()  # from now on it gets no heartbeat
             msg["id"] = i
             try:
                 ws.send(json.dumps(msg, separators=(",", ":")))
@@ -570,12 +672,16 @@ class Session:
             threading.Thread(target=self._beat, name="leasesvc-session-heartbeat", daemon=True).start()
             self._wait_deadline(float("-inf"), self.window)
 
-    def _resume_on(self, ws: _websocket.WebSocket) -> List[Dict[str, Any]]:
+    def _resume_on(self, ws: _websocket.WebSocket) -> Tuple[List[Dict[str, Any]], int]:
         """Resume the session on the new socket ``ws``: the leases it did
-        not keep are lost."""
+        not keep are lost. Returns what arrived before the answer and the
+        count of resumes begun at this one's snapshot (the stamp of
+        ``ws``)."""
         with self._mu:
             sent = dict(self._held)
             sid = self._sid
+            self._gen += 1  # acquires answered on older sockets from now on are not in this snapshot
+            gen = self._gen
         leases = [{"name": n, "holder": h, "fencingToken": t} for n, (h, t) in sorted(sent.items())]
         ans, early = self._hello(ws, {"type": "resume", "sessionId": sid, "windowMs": _ms(self.window),
                                       "leases": leases}, "resumed")
@@ -591,15 +697,19 @@ class Session:
             why = reasons.get(name) or {"name": name, "fencingToken": token, "reason": "lost"}
             self._push("lost", {"type": "lost", "name": name, "fencingToken": token,
                                 "reason": str(why.get("reason", "lost"))})
-        return early
+        return early, gen
 
-    def _install(self, ws: _websocket.WebSocket, early: List[Dict[str, Any]]) -> Optional[_Conn]:
+    def _install(self, ws: _websocket.WebSocket, early: List[Dict[str, Any]],
+                 gen: Optional[int] = None) -> Optional[_Conn]:
         """Make ``ws`` the socket requests and heartbeats go to (ending a
-        reconnect), start its reader, and send a heartbeat at once; None
-        (and ``ws`` closed) when the session closed meanwhile."""
-        conn = _Conn(ws)
+        reconnect), stamped ``gen`` (its resume's; by default the count of
+        resumes begun now), start its reader, and send a heartbeat at once;
+        None (and ``ws`` closed) when the session closed meanwhile, or when
+        a newer resume began (a move's resume raced a reconnect: the newer
+        one's socket becomes current)."""
         with self._mu:
-            if self._closing:
+            conn = _Conn(ws, self._gen if gen is None else gen)
+            if self._closing or conn.gen != self._gen:
                 closing = True
             else:
                 closing = False
@@ -659,7 +769,7 @@ class Session:
         typ = msg.get("type")
         re_ = msg.get("re")
         if typ == "ack":
-            self._on_ack(re_)
+            self._on_ack(conn, re_)
         elif typ in ("result", "error", "closed", "opened", "resumed") and isinstance(re_, int):
             with self._mu:
                 call = conn.pending.pop(re_, None)
@@ -667,6 +777,8 @@ class Session:
                     return
                 late = call.abandoned
                 if not late:
+                    if call.op == "acquire" and typ == "result":
+                        call.vouched = self._take(conn, call, msg.get("lease"))
                     call.answer = msg
                     call.done.set()
             if late and call.op == "acquire" and typ == "result":
@@ -683,6 +795,17 @@ class Session:
                              name="leasesvc-session-move", daemon=True).start()
         else:
             self._log.debug("leasesvc session: ignored a message of type %r", typ)
+
+    def _take(self, conn: _Conn, call: _Call, lease: Any) -> bool:
+        """(Under the lock.) An acquire answered on ``conn`` with ``lease``:
+        put the holding in the table, so that every resume whose snapshot
+        comes later lists it, and tell whether it is vouched for: no resume
+        began since ``conn`` became current, so ``conn`` is the socket of the
+        latest resume (or of the open) and its acks cover the holding."""
+        if not isinstance(lease, dict) or not lease.get("held") or str(lease.get("holder", "")) != call.holder:
+            return True
+        self._held[str(lease.get("name") or call.name)] = (call.holder, int(lease.get("fencingToken") or 0))
+        return conn.gen == self._gen
 
     def _release_late(self, call: _Call, lease: Any) -> None:
         """An acquire the caller gave up on succeeded after all: release it."""
@@ -703,13 +826,17 @@ class Session:
         initial = min(0.05, self.heartbeat_interval / 2)
         return Backoff(initial, max(initial, min(self.window, 5.0)), 2.0)
 
-    def _reconnect(self) -> None:
-        """Resume on a new socket until it works or the session closes; a
-        session the service ended is opened anew (its leases are lost)."""
+    def _reconnect(self, delay: float = 0.0) -> None:
+        """Resume on a new socket (after ``delay`` seconds) until it works or
+        the session closes; a session the service ended is opened anew (its
+        leases are lost)."""
         n = 0
         backoff = self._backoff()
         installed = False
         try:
+            if delay > 0:
+                with self._mu:
+                    self._cond.wait_for(lambda: self._closing, timeout=delay)
             while not self._closing:
                 with self._mu:
                     if self._conn is not None:
@@ -717,8 +844,9 @@ class Session:
                 ws: Optional[_websocket.WebSocket] = None
                 try:
                     ws = self._dial()
+                    gen: Optional[int] = None
                     if self._sid:
-                        early = self._resume_on(ws)
+                        early, gen = self._resume_on(ws)
                         self.resumes += 1
                         self._log.info("leasesvc session: resumed on a new socket")
                     else:
@@ -727,7 +855,9 @@ class Session:
                         self.restarts += 1
                         self._log.warning("leasesvc session: opened anew (window %gs)", self.window)
                     installed = True
-                    self._install(ws, early)
+                    if self._install(ws, early, gen) is None and not self._closing:
+                        installed = False  # a move's resume began after this one's: it or a new resume takes over
+                        continue
                     return
                 except SessionsUnsupportedError as e:  # the service no longer offers sessions
                     self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
@@ -760,21 +890,47 @@ class Session:
         try:
             try:
                 ws = self._dial()
-                early = self._resume_on(ws)
             except LeaseError as e:
                 self._log.warning("leasesvc session: move failed (%s); resuming once the old socket closes", e)
+                return
+            try:
+                early, gen = self._resume_on(ws)
+            except LeaseError as e:
+                # The resume went out: the new instance may own the session
+                # now and count the window from its last message, while the
+                # old one still acks. Nothing more goes on the old socket.
+                self._log.warning("leasesvc session: the resume of a move failed after it was sent (%s); "
+                                  "abandoning the old socket and resuming again", e)
+                self._abandon_conn(old)
                 return
             with self._mu:
                 if self._closing:
                     ws.close()
                     return
                 old.moved = True
-            self.resumes += 1
-            self._install(ws, early)
+            if self._install(ws, early, gen) is not None:
+                self.resumes += 1
             old.ws.close()
         finally:
             with self._mu:
                 self._moving = False
+
+    def _abandon_conn(self, old: _Conn) -> None:
+        """A resume sent while ``old`` was current failed, its outcome
+        unknown: close ``old`` (no heartbeat or request goes on it any more,
+        its end is no drop and its pushes no longer count) and resume again
+        on a new socket after the reconnect backoff."""
+        with self._mu:
+            start = self._conn is old and not self._closing and not self._reconnecting
+            if self._conn is old:
+                self._conn = None
+            old.moved = True
+            if start:
+                self._reconnecting = True
+        threading.Thread(target=old.ws.close, name="leasesvc-session-abandon", daemon=True).start()
+        if start:
+            threading.Thread(target=self._reconnect, args=(self._backoff().delay(0),),
+                             name="leasesvc-session-reconnect", daemon=True).start()
 
     # --- closing --------------------------------------------------------
 

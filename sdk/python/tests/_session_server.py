@@ -1,9 +1,9 @@
 """Test support: a fake of the service's sessions route (docs/contract.md
 §14) over the byte-level WebSocket server of _ws_support. It keeps leases
 in memory, answers open, resume, heartbeat, acquire, renew, release,
-transfer and close as the service does, and lets a test withhold acks, push
-lost/revoked/yield/move, drop a socket, and refuse the upgrade or a
-resume."""
+transfer and close as the service does, and lets a test withhold acks, hold
+acquires and resumes, push lost/revoked/yield/move, drop a socket, and
+refuse the upgrade or a resume."""
 
 from __future__ import annotations
 
@@ -97,6 +97,7 @@ class FakeSessionService:
         self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
         self.acquire_problem: Optional[Dict[str, Any]] = None  # answer acquires with this problem
         self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
+        self.hold_resumes = threading.Event()  # while set, resumes are answered only once it clears (or never)
         self.conns: List[Conn] = []
         self.sessions: Dict[str, Dict[str, Any]] = {}
         self.leases: Dict[str, Dict[str, Any]] = {}
@@ -201,30 +202,13 @@ class FakeSessionService:
                 c.sid = sid
                 ans = {"type": "opened", "re": i, "sessionId": sid, "epoch": 1, "windowMs": w,
                        "heartbeatMs": w // 4, "leaseTtlMs": 30000}
+            elif typ == "resume" and self.hold_resumes.is_set():
+                threading.Thread(target=self._later_resume, args=(c, m), daemon=True).start()
+                ans = None
             elif typ == "resume":
-                sid = str(m.get("sessionId", ""))
-                if self.refuse_resume or sid not in self.sessions:
-                    code = self.refuse_resume or "session_not_found"
-                    c.send({"type": "error", "re": i, "problem": {"type": "about:blank", "title": code,
-                                                                  "status": 404, "code": code, "detail": code}})
-                    c.sc.send(server_frame(0x8, close_payload(1008, code)))
+                ans = self._resume(c, m)
+                if ans is None:
                     return True
-                s = self.sessions[sid]
-                s["epoch"] += 1
-                c.sid = sid
-                kept, lost = [], []
-                for x in m.get("leases") or []:
-                    name = x.get("name")
-                    cur = self.leases.get(name)
-                    if (cur is not None and cur["held"] and cur["holder"] == x.get("holder")
-                            and cur["fencingToken"] == x.get("fencingToken") and name not in self.lost_on_resume):
-                        cur["_sid"] = sid
-                        kept.append(self._lease_json(name))
-                    else:
-                        lost.append({"name": name, "fencingToken": x.get("fencingToken"), "reason": "taken"})
-                w = s["windowMs"]
-                ans = {"type": "resumed", "re": i, "sessionId": sid, "epoch": s["epoch"], "windowMs": w,
-                       "heartbeatMs": w // 4, "leaseTtlMs": 30000, "leases": kept, "lost": lost}
             elif typ == "heartbeat":
                 ans = {"type": "ack", "re": i} if self.acking else None
             elif typ == "acquire" and self.hold_acquires.is_set():
@@ -248,10 +232,53 @@ class FakeSessionService:
             c.send(ans)
         return False
 
-    def _later(self, c: Conn, m: Dict[str, Any]) -> None:
-        """Answer a held acquire once acquires are no longer held."""
-        while self.hold_acquires.is_set():
+    def _resume(self, c: Conn, m: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """(Under the lock.) The answer to a resume; None when it was
+        refused (the refusal sent and the socket closed)."""
+        i = m.get("id")
+        sid = str(m.get("sessionId", ""))
+        if self.refuse_resume or sid not in self.sessions:
+            code = self.refuse_resume or "session_not_found"
+            c.send({"type": "error", "re": i, "problem": {"type": "about:blank", "title": code,
+                                                          "status": 404, "code": code, "detail": code}})
+            c.sc.send(server_frame(0x8, close_payload(1008, code)))
+            return None
+        s = self.sessions[sid]
+        s["epoch"] += 1
+        c.sid = sid
+        kept, lost = [], []
+        for x in m.get("leases") or []:
+            name = x.get("name")
+            cur = self.leases.get(name)
+            if (cur is not None and cur["held"] and cur["holder"] == x.get("holder")
+                    and cur["fencingToken"] == x.get("fencingToken") and name not in self.lost_on_resume):
+                cur["_sid"] = sid
+                kept.append(self._lease_json(name))
+            else:
+                lost.append({"name": name, "fencingToken": x.get("fencingToken"), "reason": "taken"})
+        w = s["windowMs"]
+        return {"type": "resumed", "re": i, "sessionId": sid, "epoch": s["epoch"], "windowMs": w,
+                "heartbeatMs": w // 4, "leaseTtlMs": 30000, "leases": kept, "lost": lost}
+
+    def _later_resume(self, c: Conn, m: Dict[str, Any]) -> None:
+        """Answer a held resume once resumes are no longer held; never if
+        its socket ended first."""
+        while self.hold_resumes.is_set() and not c.ended.is_set():
             time.sleep(0.01)
+        if c.ended.is_set():
+            return
+        with self.lock:
+            ans = self._resume(c, m)
+        if ans is not None:
+            c.send(ans)
+
+    def _later(self, c: Conn, m: Dict[str, Any]) -> None:
+        """Answer a held acquire once acquires are no longer held; never if
+        its socket ended first."""
+        while self.hold_acquires.is_set() and not c.ended.is_set():
+            time.sleep(0.01)
+        if c.ended.is_set():
+            return
         with self.lock:
             ans = self._acquire(c, m)
         c.send(ans)
@@ -264,7 +291,9 @@ class FakeSessionService:
         if cur is not None and cur["held"] and cur["holder"] != holder:
             return {"type": "error", "re": i, "problem": {"status": 409, "code": "lease_held", "detail": "held",
                                                           "lease": self._lease_json(name)}}
-        if cur is None or not cur["held"]:
+        if cur is not None and cur["held"]:
+            cur["_sid"] = c.sid  # the same holder through the session: the holding moves to this socket's epoch
+        else:
             token = (cur["fencingToken"] if cur else 0) + 1
             w = self.sessions.get(c.sid, {}).get("windowMs", WINDOW_MS)
             self.leases[name] = {"name": name, "holder": holder, "fencingToken": token, "ttlMs": 30000,

@@ -1,8 +1,9 @@
 """Session against an in-process fake of the sessions route
 (docs/contract.md §14): the deadline from acknowledged heartbeats (on a
 made-up clock), heartbeats every window/4, the operations over the socket,
-refused upgrades, reconnect and resume, move (make before break), pushes
-and close."""
+refused upgrades, reconnect and resume, move (make before break), the
+races of a resume with what the replaced socket still delivers, pushes and
+close."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ class SessionTestCase(unittest.TestCase):
         self.addCleanup(s.close, 1)
         return s
 
-    def manual(self, f: FakeSessionService, clock: FakeClock, window: float = 1.0) -> Session:
+    def manual(self, f: FakeSessionService, clock: FakeClock, window: float = 1.0,
+               request_timeout: float = 5) -> Session:
         """A session that heartbeats only when the test says."""
-        c = leasesvc.Client(f.url, request_timeout=5)
+        c = leasesvc.Client(f.url, request_timeout=request_timeout)
         self.addCleanup(c.close)
         s = Session(c, window=window, drift_margin=0.1, clock=clock, heartbeats=False)
         s._open()
@@ -311,6 +313,190 @@ class ReconnectTest(SessionTestCase):
         f.wait(lambda: f.count("heartbeat", conn=1) >= 1)
         self.assertEqual((s.resumes, s.held()), (1, {"x": ("me", 1)}))
         self.assertEqual(len(f.conns), 2, "the old socket's end after a move is no drop")
+
+
+class ResumeRaceTest(SessionTestCase):
+    """A resume replaces a socket whose instance does not know yet that it
+    lost the session: it still answers and acks (docs/contract.md §14)."""
+
+    def beat(self, f: FakeSessionService, s: Session) -> Dict[str, Any]:
+        n = f.count("heartbeat")
+        self.assertTrue(s._heartbeat())
+        f.wait(lambda: f.count("heartbeat") > n)
+        return f.conn().received[-1]
+
+    def after(self, f: FakeSessionService, conn: int, msg_id: int) -> List[str]:
+        """The types of what ``conn`` received with an id above ``msg_id``
+        (ids go out in increasing order over every socket)."""
+        return [str(m.get("type")) for m in list(f.conn(conn).received) if int(m.get("id") or 0) > msg_id]
+
+    def test_an_acquire_answered_on_the_old_socket_after_a_resume_began_is_acquired_again(self) -> None:
+        # R2: the resume's snapshot came before the answer, so the new
+        # instance never claimed the holding: not led until the new socket
+        # answers for it.
+        f = self.fake()
+        s = self.session(f)
+        f.hold_acquires.set()
+        f.hold_resumes.set()
+        got: Dict[str, Any] = {}
+        done = threading.Event()
+
+        def acquire() -> None:
+            try:
+                got["lease"] = s.acquire("x", "me", metadata={"k": 1}, wait=2.0)
+            except leasesvc.LeaseError as e:
+                got["err"] = e
+            done.set()
+
+        threading.Thread(target=acquire, daemon=True).start()
+        i, first = f.next("acquire")
+        self.assertEqual((i, first["waitMs"]), (0, 2000))
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        i, r = f.next("resume")
+        self.assertEqual((i, r["leases"]), (1, []), "the resume's snapshot came before the acquire's answer")
+        f.hold_acquires.clear()  # the old instance answers now, after the resume began
+        f.wait(lambda: s.held() == {"x": ("me", 1)})  # kept in the table, so that a later resume lists it
+        f.hold_acquires.set()
+        f.hold_resumes.clear()
+        i, again = f.next("acquire")
+        self.assertEqual(i, 1, "acquired again through the socket of the resume")
+        self.assertEqual((again["name"], again["holder"], again["metadata"]), ("x", "me", {"k": 1}))
+        self.assertNotIn("waitMs", again, "the second acquire does not wait")
+        self.assertFalse(done.is_set(), "the caller got the lease before the new socket answered for it")
+        f.hold_acquires.clear()
+        self.assertTrue(done.wait(10))
+        self.assertNotIn("err", got)
+        self.assertEqual((got["lease"].fencing_token, s.held()), (1, {"x": ("me", 1)}))
+
+    def test_an_unvouched_acquire_that_runs_out_of_time_is_released(self) -> None:
+        # R2: the caller's timeout bounds the acquiring again; then the
+        # holding is released and the error reported.
+        f = self.fake()
+        s = self.session(f)
+        s._c.request_timeout = 1.0  # the caller's timeout: 1.5 s with the wait
+        f.hold_acquires.set()
+        f.hold_resumes.set()
+        errs: List[BaseException] = []
+        done = threading.Event()
+
+        def acquire() -> None:
+            try:
+                s._acquire("x", "me", wait=0.5)
+            except leasesvc.LeaseError as e:
+                errs.append(e)
+            done.set()
+
+        threading.Thread(target=acquire, daemon=True).start()
+        f.next("acquire")
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        f.next("resume")
+        f.hold_acquires.clear()  # answered after the resume began
+        f.wait(lambda: s.held() == {"x": ("me", 1)})
+        f.hold_acquires.set()  # the new socket never answers the second acquire
+        f.hold_resumes.clear()
+        i, _ = f.next("acquire")
+        self.assertEqual(i, 1)
+        self.assertTrue(done.wait(10))
+        self.assertIsInstance(errs[0], leasesvc.UnavailableError)
+        i, m = f.next("release")
+        self.assertEqual((i, m["name"], m["holder"], m["fencingToken"]), (1, "x", "me", 1))
+        self.assertFalse(f.lease("x")["held"])
+        self.assertEqual(s.held(), {})
+
+    def test_no_heartbeat_on_the_old_socket_once_a_resume_was_sent(self) -> None:
+        # R3: the new instance may own the session from the resume on and
+        # count its window from its last message; the old one still acks.
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        s.acquire("x", "me")
+        self.beat(f, s)
+        self.assertAlmostEqual(s._wait_deadline(0, 5) or 0, 100.9)
+        f.acking = False
+        clock.t = 100.5
+        before = self.beat(f, s)  # sent before the resume, acked after it: counts
+        f.hold_resumes.set()
+        clock.t = 101.0
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        _, r = f.next("resume")  # sent at 101.0, not answered yet
+        f.acking = True
+        clock.t = 101.5
+        self.assertFalse(s._heartbeat(), "a heartbeat went to the old socket after the resume was sent")
+        f.push({"type": "ack", "re": before["id"]}, conn=0)
+        self.assertAlmostEqual(s._wait_deadline(100.9, 5) or 0, 101.4)
+        self.assertEqual(self.after(f, 0, r["id"]), [])
+        self.assertLessEqual(s.deadline() or 0, 101.0 + 0.9)
+        f.hold_resumes.clear()
+        f.wait(lambda: f.conn(0).ended.is_set())
+        clock.t = 102.0
+        self.beat(f, s)
+        self.assertEqual(f.count("heartbeat", conn=1), 1, "heartbeats go to the new socket")
+        self.assertAlmostEqual(s._wait_deadline(101.4, 5) or 0, 102.9)
+
+    def test_an_ack_on_the_old_socket_counts_only_for_heartbeats_sent_before_the_resume(self) -> None:
+        # R3: an ack of a heartbeat sent on a socket after a resume went out
+        # on a newer one moves nothing (the heartbeat is forced out on the
+        # old socket here, as a racing heartbeat could go).
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        s.acquire("x", "me")
+        self.beat(f, s)
+        got, ev = self.watch(s, "x", 1)
+        old = s._conn
+        assert old is not None
+        f.hold_resumes.set()
+        clock.t = 101.0
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        f.next("resume")
+        superseded = old.superseded
+        self.assertEqual(superseded, 101.0, "the resume's send time")
+        clock.t = 101.5
+        old.superseded = None
+        hb = s._send(old, {"type": "heartbeat"}, heartbeat=True)
+        old.superseded = superseded
+        f.wait(lambda: f.count("heartbeat", conn=0) == 2)  # acked by the old instance
+        f.push({"type": "yield", "name": "x", "fencingToken": 1, "to": "b"}, conn=0)  # read after that ack
+        self.assertTrue(ev.wait(5))
+        self.assertNotIn(hb, s._hb, "the ack was read")
+        self.assertAlmostEqual(s.deadline() or 0, 100.9, msg="the ack of a heartbeat sent after the resume counted")
+
+    def test_a_resume_that_fails_after_it_was_sent_abandons_the_old_socket(self) -> None:
+        # R4: the resume's outcome is unknown (the new instance may own the
+        # session): the old socket is closed and the session resumes again.
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock, request_timeout=0.5)
+        s.acquire("x", "me")
+        self.beat(f, s)
+        f.hold_resumes.set()
+        clock.t = 101.0
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        _, r = f.next("resume")  # never answered: the resume times out
+        f.wait(lambda: f.conn(0).ended.is_set())
+        f.wait(lambda: f.conn(1).ended.is_set())
+        f.hold_resumes.clear()
+        i, again = f.next("resume")
+        self.assertEqual((i, again["leases"]), (2, [{"name": "x", "holder": "me", "fencingToken": 1}]))
+        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1)
+        self.assertEqual(f.count("renew", conn=2), 1, "requests go to the socket of the new resume")
+        self.assertEqual(self.after(f, 0, r["id"]), [], "nothing went to the old socket after the resume")
+        self.assertLessEqual(s.deadline() or 0, 101.0 + 0.9)
+        self.assertEqual(len(f.conns), 3)
+
+    def test_a_move_whose_old_socket_dropped_gives_way_to_the_newer_resume(self) -> None:
+        # R1: the socket of the latest resume begun becomes current; an older
+        # resume answered later is closed, whatever the order of answers.
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        f.hold_resumes.set()
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        self.assertEqual(f.next("resume")[0], 1)
+        f.conn(0).drop()  # while the move's resume is out: the reconnect resumes too
+        self.assertEqual(f.next("resume")[0], 2)
+        f.hold_resumes.clear()
+        f.wait(lambda: f.conn(1).ended.is_set())
+        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1)
+        self.assertEqual(f.count("renew", conn=2), 1, "requests go to the socket of the newer resume")
+        self.assertEqual(s.held(), {"x": ("me", 1)})
 
 
 class PushTest(SessionTestCase):
