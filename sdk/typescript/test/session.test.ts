@@ -337,7 +337,7 @@ describe("Session", () => {
     const other = lease();
     const old2 = next;
     fake.defer.add("acquire");
-    const lost = track(s.acquire(other, { holder: "a" }, { timeoutMs: 1500 }), () => next);
+    const lost = track(s.acquire(other, { holder: "a" }, { timeoutMs: 3000 }), () => next);
     await waitFor("the acquire on the socket", () => fake.of("acquire", old2).some((r) => r.msg["name"] === other));
     fake.push({ type: "move", reason: "max_age" }, old2);
     await waitFor("moved again", () => s.epoch === 3);
