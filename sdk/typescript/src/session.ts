@@ -99,8 +99,32 @@ export interface SessionDeps {
 /** A request in flight. */
 interface Pending {
   wire: Wire;
-  resolve(msg: Record<string, unknown>): void;
+  /** The answer msg, as it arrived on from. */
+  resolve(msg: Record<string, unknown>, from: Wire): void;
   reject(err: unknown): void;
+}
+
+/**
+ * A socket's place in the session's resumes (docs/contract.md §14, Resume):
+ * resumes is the number of resumes begun when it became the session's
+ * socket; supersededAt is performance.now() when the first resume after
+ * that was sent (Infinity before).
+ */
+interface Stamp {
+  resumes: number;
+  supersededAt: number;
+}
+
+/** What one request needs beyond its message (the acquire uses them). */
+interface CallHooks {
+  /** Added to the call's timeout (an acquire's waitMs). */
+  extraMs?: number;
+  /** Gets an answer that came after the call was abandoned. */
+  onLate?: (msg: Record<string, unknown>) => void;
+  /** Gets the answer as it arrives, with the socket it came on, before the call resolves. */
+  onAnswer?: (msg: Record<string, unknown>, from: Wire) => void;
+  /** Send only on a socket no resume began after (wait while one is in flight). */
+  current?: boolean;
 }
 
 type Msg = Record<string, unknown>;
@@ -127,7 +151,12 @@ const maxWindowMs = 60_000;
  * reconnectBackoff) and resumes with the leases it holds; a lease another
  * holder took meanwhile is reported lost. When the service asks the
  * session to move (its instance shuts down, or the socket is old), it
- * opens a new socket and resumes there before closing the old one.
+ * opens a new socket and resumes there before closing the old one. Once
+ * a resume is sent no heartbeat goes on an older socket (its instance may
+ * have lost the session and still ack); a resume that fails after it was
+ * sent closes the old socket too; an acquire answered on a socket that a
+ * resume began after is acquired again through the resumed socket before
+ * it is returned (that resume did not claim it).
  * close() ends it and releases its leases at once.
  */
 export class Session {
@@ -150,8 +179,15 @@ export class Session {
   readonly #retiring = new Set<Wire>();
   #nextId = 1;
   readonly #pending = new Map<number, Pending>();
-  /** Heartbeats sent and not yet acknowledged: id → performance.now() at send. */
-  readonly #beats = new Map<number, number>();
+  /** Heartbeats sent and not yet acknowledged: id → performance.now() at send and the socket. */
+  readonly #beats = new Map<number, { at: number; wire: Wire }>();
+  /**
+   * The resumes begun: counted when a resume's leases are listed, before
+   * it is sent. An acquire answered on a socket that a resume began after
+   * was not among the holdings that resume claimed.
+   */
+  #resumes = 0;
+  readonly #stamps = new WeakMap<Wire, Stamp>();
   #lastAck = 0;
   #beatTimer: ReturnType<typeof setInterval> | undefined;
   /** The leases the session holds: name → holder and token, sent with a resume. */
@@ -202,7 +238,7 @@ export class Session {
       throw err;
     }
     s.#sessionId = String(opened["sessionId"] ?? "");
-    s.#install(wire, opened);
+    s.#install(wire, opened, s.#resumes);
     try {
       await s.#firstAck();
     } catch (err) {
@@ -261,16 +297,57 @@ export class Session {
     if (waitMs > 0) m["waitMs"] = waitMs;
     if (req.priority !== undefined || req.preempt === true) m["priority"] = req.priority ?? 0;
     if (req.preempt === true) m["preempt"] = true;
-    const l = await this.#call("acquire", name, m, opts, waitMs, (late) => {
+    const timeoutMs = opts.timeoutMs ?? this.#deps.requestTimeoutMs;
+    const until = performance.now() + timeoutMs + waitMs;
+    const onLate = (late: Msg): void => {
       // Abandoned: a holding granted after all is not wanted.
       const got = parseLease(late["lease"]);
       if (got.held && got.holder === req.holder) void this.release(name, req.holder, got.fencingToken).catch(() => undefined);
-    });
-    if (l.held && l.holder === req.holder) {
-      this.#held.set(name, { holder: req.holder, token: l.fencingToken });
-      this.#noteYield(l);
+    };
+    /** The token of a holding answered on a socket a resume began after (0: none). */
+    let unvouched = 0;
+    for (;;) {
+      let vouched = false;
+      // Taken into the table as the answer arrives, so that a resume
+      // listing the holdings from now on claims it.
+      const onAnswer = (ans: Msg, from: Wire): void => {
+        if (ans["type"] !== "result") return;
+        const got = parseLease(ans["lease"]);
+        if (!got.held || got.holder !== req.holder) return;
+        this.#held.set(name, { holder: req.holder, token: got.fencingToken });
+        vouched = this.#current(from);
+      };
+      let l: Lease;
+      try {
+        const left = until - performance.now();
+        if (unvouched !== 0 && left <= 0) throw new UnavailableError(`leasesvc session acquire "${name}": unavailable: no answer through the resumed socket within ${timeoutMs + waitMs} ms`);
+        l = await this.#call("acquire", name, m, { signal: opts.signal, timeoutMs: left }, { onLate, onAnswer, current: true });
+      } catch (err) {
+        if (unvouched !== 0) {
+          // Given up: the holding is not led; let it go.
+          this.#forget(name, unvouched);
+          void this.release(name, req.holder, unvouched).catch(() => undefined);
+        }
+        throw err;
+      }
+      if (!l.held || l.holder !== req.holder) {
+        if (unvouched !== 0) this.#forget(name, unvouched);
+        return l;
+      }
+      if (vouched) {
+        this.#noteYield(l);
+        return l;
+      }
+      // A resume began after the socket this answer came on became the
+      // session's: that resume did not claim the holding, so the acks of
+      // its socket do not vouch for it. Acquire it again through the
+      // socket of the latest resume: the same holder through the same
+      // session at a later epoch gets the same holding, moved to that
+      // epoch (docs/contract.md §14, Resume); until then it is not led.
+      unvouched = l.fencingToken;
+      for (const k of ["waitMs", "priority", "preempt"]) delete m[k];
+      this.#log.info("leasesvc session: an acquire was answered on a socket a resume replaced; acquiring it again through the resumed one", { name, fencingToken: l.fencingToken });
     }
-    return l;
   }
 
   /** Writes metadata or a checkpoint of a session-held holding. Anything but the live holding: LeaseLostError. */
@@ -386,9 +463,10 @@ export class Session {
     });
   }
 
-  /** Makes wire the session's socket after its open or resume was answered with msg. */
-  #install(wire: Wire, msg: Msg): void {
+  /** Makes wire the session's socket after its open or resume was answered with msg; resumes is the count of resumes begun when it was opened or its resume sent. */
+  #install(wire: Wire, msg: Msg, resumes: number): void {
     const old = this.#wire;
+    this.#stamps.set(wire, { resumes, supersededAt: Infinity });
     this.epoch = num(msg["epoch"]);
     this.windowMs = num(msg["windowMs"]) || this.windowMs;
     this.heartbeatMs = num(msg["heartbeatMs"]) || Math.floor(this.windowMs / 4);
@@ -436,14 +514,21 @@ export class Session {
     check();
   }
 
+  /** Whether no resume began since wire became the session's socket: its instance claimed everything the session holds. */
+  #current(wire: Wire): boolean {
+    return this.#stamps.get(wire)?.resumes === this.#resumes;
+  }
+
   #beat(): void {
     const wire = this.#wire;
-    if (wire === undefined || this.#ended !== undefined) return;
+    // Once a resume went out on a new socket, the old one's instance may
+    // have lost the session without knowing yet: it would still ack.
+    if (wire === undefined || this.#ended !== undefined || !this.#current(wire)) return;
     const id = this.#nextId++;
     const now = performance.now();
-    this.#beats.set(id, now);
+    this.#beats.set(id, { at: now, wire });
     // Heartbeats never acknowledged (the service cannot vouch for the leases) are forgotten after two windows.
-    for (const [k, at] of this.#beats) {
+    for (const [k, { at }] of this.#beats) {
       if (at >= now - 2 * this.windowMs) break;
       this.#beats.delete(k);
     }
@@ -461,8 +546,11 @@ export class Session {
     const type = msg["type"];
     const re = typeof msg["re"] === "number" ? msg["re"] : undefined;
     if (type === "ack" && re !== undefined) {
-      const sentAt = this.#beats.get(re);
-      if (sentAt === undefined) return;
+      const beat = this.#beats.get(re);
+      if (beat === undefined || beat.wire !== wire) return;
+      const sentAt = beat.at;
+      // A socket a resume went out after vouches only for what it was sent before that resume.
+      if (sentAt >= (this.#stamps.get(wire)?.supersededAt ?? -Infinity)) return;
       for (const k of this.#beats.keys()) {
         if (k > re) break;
         this.#beats.delete(k);
@@ -477,7 +565,7 @@ export class Session {
       const p = this.#pending.get(re);
       if (p === undefined) return;
       this.#pending.delete(re);
-      p.resolve(msg);
+      p.resolve(msg, wire);
       return;
     }
     if (type === "error") {
@@ -540,6 +628,14 @@ export class Session {
     void this.#reconnect("drop");
   }
 
+  /** Gives wire up at once: closed, its requests failed, no more heartbeats or requests on it. */
+  #abandonWire(wire: Wire): void {
+    this.#log.warn("leasesvc session: the resume's outcome is unknown; closing the old socket");
+    if (this.#wire === wire) this.#wire = undefined;
+    wire.close(1000);
+    this.#failPending(wire);
+  }
+
   #failPending(wire: Wire): void {
     for (const [id, p] of this.#pending) {
       if (p.wire !== wire) continue;
@@ -558,15 +654,28 @@ export class Session {
             wire.close(1000);
             return;
           }
+          // The holdings this resume claims are listed and the resume
+          // counted at once, and it is sent right after (#handshake sends
+          // synchronously): a holding answered from now on a socket that
+          // became the session's before is not among them.
+          const resumes = ++this.#resumes;
           const leases = [...this.#held].map(([name, h]) => ({ name, holder: h.holder, fencingToken: h.token }));
+          const old = this.#wire;
+          const stamp = old === undefined ? undefined : this.#stamps.get(old);
+          if (stamp !== undefined && stamp.supersededAt === Infinity) stamp.supersededAt = performance.now();
           let resumed: Msg;
           try {
             resumed = await this.#handshake(wire, { type: "resume", sessionId: this.#sessionId, windowMs: this.windowMs, leases });
           } catch (err) {
             wire.close(1000);
+            // Sent, the resume may have taken the session from the old
+            // socket's instance, which acks on until it finds out: the old
+            // socket is given up (a refusal that ends the session closes it
+            // as well).
+            if (old !== undefined && old === this.#wire) this.#abandonWire(old);
             throw err;
           }
-          this.#install(wire, resumed);
+          this.#install(wire, resumed, resumes);
           this.#log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: this.epoch });
           for (const l of Array.isArray(resumed["leases"]) ? (resumed["leases"] as unknown[]) : []) this.#noteYield(parseLease(l));
           for (const l of Array.isArray(resumed["lost"]) ? (resumed["lost"] as Msg[]) : []) {
@@ -618,12 +727,13 @@ export class Session {
   // --- requests ---
 
   /** Waits for a socket (up to untilMs), sends m and resolves to the lease its result carries; an error answer throws as the Client would. */
-  async #call(op: string, name: string, m: Msg, opts: SessionCallOptions, extraMs = 0, onLate?: (msg: Msg) => void): Promise<Lease> {
-    const timeoutMs = (opts.timeoutMs ?? this.#deps.requestTimeoutMs) + extraMs;
+  async #call(op: string, name: string, m: Msg, opts: SessionCallOptions, hooks: CallHooks = {}): Promise<Lease> {
+    const { onLate, onAnswer } = hooks;
+    const timeoutMs = (opts.timeoutMs ?? this.#deps.requestTimeoutMs) + (hooks.extraMs ?? 0);
     const until = performance.now() + timeoutMs;
     const signal = opts.signal;
     signal?.throwIfAborted();
-    while (this.#wire === undefined) {
+    while (this.#wire === undefined || (hooks.current === true && !this.#current(this.#wire))) {
       if (this.#ended !== undefined) throw this.#ended;
       const left = until - performance.now();
       if (left <= 0) throw new UnavailableError(`leasesvc session ${op} "${name}": unavailable: not connected`);
@@ -652,8 +762,9 @@ export class Session {
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#pending.set(id, {
         wire,
-        resolve: (msg) => {
+        resolve: (msg, from) => {
           done();
+          onAnswer?.(msg, from);
           resolve(msg);
         },
         reject: (err) => {

@@ -19,12 +19,13 @@ import {
   type Session,
   SessionEndedError,
   SessionsUnsupportedError,
+  UnavailableError,
   YieldedError,
 } from "@leasesvc/client";
 import { WebSocket as WsWebSocket } from "ws";
 import { FakeService } from "./helpers/fake.js";
 import { packageDir } from "./helpers/service.js";
-import { FakeSessionServer } from "./helpers/fakesession.js";
+import { FakeSessionServer, type Received } from "./helpers/fakesession.js";
 
 let fake: FakeSessionServer;
 before(async () => {
@@ -40,6 +41,9 @@ afterEach(async () => {
   fake.ack = "ack";
   fake.refuseStatus = 0;
   fake.refuseOpen = 0;
+  fake.refuseResume = 0;
+  fake.defer.clear();
+  fake.deferred.length = 0;
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
@@ -61,6 +65,19 @@ async function waitFor(what: string, cond: () => boolean, withinMs = 10_000): Pr
     await new Promise((r) => setImmediate(r));
     await new Promise((r) => setTimeout(r, 2));
   }
+}
+
+/** The first resume the fake received on a socket after sock. */
+const resumeAfter = (sock: number): Received | undefined => fake.received.find((r) => r.msg["type"] === "resume" && r.sock > sock);
+
+/** Settles p into a record of when it settled: the acquires the fake had received on socket sock by then, and the outcome. */
+function track<T>(p: Promise<T>, sock: () => number): { done: boolean; acquiresThen: number; value?: T; err?: unknown } {
+  const t: { done: boolean; acquiresThen: number; value?: T; err?: unknown } = { done: false, acquiresThen: -1 };
+  p.then(
+    (v) => Object.assign(t, { done: true, acquiresThen: fake.of("acquire", sock()).length, value: v }),
+    (e: unknown) => Object.assign(t, { done: true, acquiresThen: fake.of("acquire", sock()).length, err: e }),
+  );
+  return t;
 }
 
 /** A term as a test sees it. */
@@ -261,6 +278,132 @@ describe("Session", () => {
     const acked = s.lastAckSentAt;
     await waitFor("heartbeats on the new socket", () => s.lastAckSentAt > acked);
     assert.ok(fake.of("heartbeat").at(-1)!.sock !== old);
+  });
+
+  // The resume race (docs/contract.md §14, Resume): a resume's new instance claims only the
+  // holdings the resume listed, and the old instance answers and acks until it finds out.
+
+  test("an acquire answered on the old socket while a resume is out is not led: it is acquired again through the resumed socket (resumes are counted when their leases are listed)", async () => {
+    const s = await open(client(), 5000);
+    const name = lease();
+    const old = fake.lastSock;
+    fake.defer.add("acquire").add("resume");
+    let next = 0;
+    const got = track(s.acquire(name, { holder: "a", waitMs: 500 }), () => next);
+    await waitFor("the acquire on the old socket", () => fake.of("acquire", old).length === 1);
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("the resume on a new socket", () => resumeAfter(old) !== undefined);
+    const resume = resumeAfter(old)!;
+    next = resume.sock;
+    assert.deepEqual(resume.msg["leases"], [], "listed before the acquire was answered");
+    // The old instance answers the acquire after the resume went out, before it is answered.
+    fake.defer.delete("acquire");
+    fake.answerDeferred("acquire", old);
+    await waitFor("the holding in the session's table (a later resume lists it)", () => s.heldToken(name, "a") > 0);
+    assert.equal(got.done, false, "led on an answer the resume in flight did not claim");
+    assert.equal(fake.of("acquire", next).length, 0, "nothing sent on the new socket before its resume is answered");
+    fake.defer.delete("resume");
+    fake.answerDeferred("resume", next);
+    await waitFor("the acquire to return", () => got.done);
+    assert.equal(got.err, undefined, String(got.err));
+    assert.equal(got.acquiresThen, 1, "returned only after acquiring it again through the resumed socket");
+    const again = fake.of("acquire", next)[0]!.msg;
+    assert.equal(again["holder"], "a");
+    assert.equal(again["waitMs"], undefined, "acquired again without waiting");
+    assert.equal(got.value!.fencingToken, s.heldToken(name, "a"));
+    assert.equal(s.epoch, 2);
+  });
+
+  test("an acquire answered on the old socket after the move resumed is acquired again through the new socket before it is returned; given up at the caller's timeout, it is released", async () => {
+    const s = await open(client(), 5000);
+    const name = lease();
+    const old = fake.lastSock;
+    fake.defer.add("acquire");
+    let next = 0;
+    const got = track(s.acquire(name, { holder: "a" }), () => next);
+    await waitFor("the acquire on the old socket", () => fake.of("acquire", old).length === 1);
+    fake.push({ type: "move", reason: "max_age" }, old);
+    await waitFor("moved", () => s.epoch === 2);
+    next = resumeAfter(old)!.sock;
+    fake.defer.delete("acquire");
+    // The old instance, which does not know yet that it lost the session, answers.
+    fake.answerDeferred("acquire", old);
+    await waitFor("the acquire to return", () => got.done);
+    assert.equal(got.err, undefined, String(got.err));
+    assert.equal(got.acquiresThen, 1, "returned only after acquiring it again through the new socket");
+    assert.equal(got.value!.holder, "a");
+
+    // The second answer never comes: the caller's timeout ends the call and the holding is let go.
+    const other = lease();
+    const old2 = next;
+    fake.defer.add("acquire");
+    const lost = track(s.acquire(other, { holder: "a" }, { timeoutMs: 3000 }), () => next);
+    await waitFor("the acquire on the socket", () => fake.of("acquire", old2).some((r) => r.msg["name"] === other));
+    fake.push({ type: "move", reason: "max_age" }, old2);
+    await waitFor("moved again", () => s.epoch === 3);
+    next = resumeAfter(old2)!.sock;
+    fake.answerDeferred("acquire", old2);
+    await waitFor("the call to fail", () => lost.done);
+    assert.ok(lost.err instanceof UnavailableError, String(lost.err));
+    assert.equal(fake.of("acquire", next).length, 1, "acquired again through the new socket");
+    await waitFor("the release", () => fake.of("release", next).some((r) => r.msg["name"] === other));
+    assert.equal(s.heldToken(other, "a"), 0);
+  });
+
+  test("no heartbeat goes on the old socket once a resume went out, so its acks cannot move the deadline past the resume", async () => {
+    const s = await open(client());
+    const old = fake.lastSock;
+    fake.defer.add("resume"); // never answered: the old instance keeps acking what it gets
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("the resume on a new socket", () => resumeAfter(old) !== undefined);
+    const resume = resumeAfter(old)!;
+    // The resume times out after the request timeout (2 s, 8 heartbeats of a 1 s window).
+    await waitFor("the resume to time out", () => fake.closedAt.has(resume.sock));
+    // Ids increase in the order the session sends: none of the old socket's heartbeats after the resume.
+    const late = fake.of("heartbeat", old).filter((r) => (r.msg["id"] as number) > (resume.msg["id"] as number));
+    assert.deepEqual(late, [], "heartbeats sent on the old socket after the resume");
+    // The fake received the resume after it was sent: the deadline lies before its receipt + window × (1 − margin).
+    assert.ok(s.deadline() <= resume.at + 1000 * (1 - s.driftMargin), `deadline ${s.deadline()} past the resume at ${resume.at} + 900 ms`);
+  });
+
+  test("a resume that fails after it was sent (no answer, an error answer) gives the old socket up and resumes again; a dial that fails keeps it", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    for (const how of ["an error answer", "no answer"]) {
+      const old = fake.lastSock;
+      if (how === "no answer") fake.defer.add("resume");
+      else fake.refuseResume = 503;
+      const epoch = s.epoch;
+      fake.push({ type: "move", reason: "shutdown" }, old);
+      await waitFor(`the resume on a new socket (${how})`, () => resumeAfter(old) !== undefined);
+      const resume = resumeAfter(old)!;
+      await waitFor(`the old socket closed (${how})`, () => fake.closedAt.has(old));
+      assert.equal(fake.of("close", old).length, 0, "given up without close: the session lives on");
+      const late = fake.of("heartbeat", old).filter((r) => (r.msg["id"] as number) > (resume.msg["id"] as number));
+      assert.deepEqual(late, [], `heartbeats sent on the old socket after the resume (${how})`);
+      assert.ok(s.deadline() <= resume.at + 1000 * (1 - s.driftMargin), `deadline moved past the resume (${how})`);
+      fake.defer.clear();
+      fake.refuseResume = 0;
+      await waitFor(`resumed again (${how})`, () => s.epoch === epoch + 1 && s.connected);
+      const last = fake.of("resume").at(-1)!;
+      assert.deepEqual(last.msg["leases"], [{ name, holder: "a", fencingToken: l.fencingToken }]);
+      const acked = s.lastAckSentAt;
+      await waitFor(`an ack on the resumed socket (${how})`, () => s.lastAckSentAt > acked);
+    }
+
+    // The dial fails: nothing was sent, the old socket goes on heartbeating meanwhile.
+    const old = fake.lastSock;
+    const upgrades = fake.upgrades.length;
+    fake.refuseStatus = 503;
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("a refused dial", () => fake.upgrades.length > upgrades);
+    const beats = fake.of("heartbeat", old).length;
+    const acked = s.lastAckSentAt;
+    await waitFor("heartbeats acked on the old socket", () => fake.of("heartbeat", old).length > beats && s.lastAckSentAt > acked);
+    assert.equal(fake.closedAt.has(old), false);
+    fake.refuseStatus = 0;
+    await waitFor("moved", () => fake.closedAt.has(old) && s.connected);
   });
 
   test("a session the service forgot ends: its holdings are told, calls throw SessionEndedError", async () => {

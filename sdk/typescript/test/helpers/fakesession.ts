@@ -7,12 +7,14 @@
 import { type IncomingMessage, type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import { performance } from "node:perf_hooks";
 import { type WebSocket, WebSocketServer } from "ws";
 
-/** A message the fake received, with the number of the socket it came on (1, 2, … in connection order). */
+/** A message the fake received, with the number of the socket it came on (1, 2, … in connection order) and performance.now() when it did. */
 export interface Received {
   sock: number;
   msg: Record<string, unknown>;
+  at: number;
 }
 
 interface FakeSession {
@@ -55,6 +57,12 @@ export class FakeSessionServer {
   refuseStatus = 0;
   /** Answers open with this problem status (429: resource_exhausted, as at the service's session limits) and closes the socket with 1008 (0: none). */
   refuseOpen = 0;
+  /** Message types recorded but not acted on until answerDeferred (a resume kept here is never answered unless it is). */
+  readonly defer = new Set<string>();
+  /** The messages kept by defer, with their socket, in order. */
+  readonly deferred: Array<{ sock: number; type: string; run(): void }> = [];
+  /** Answers resume with this problem status and closes the socket with 1008, changing nothing (0: none). */
+  refuseResume = 0;
   #n = 0;
   #seq = 0;
 
@@ -124,6 +132,14 @@ export class FakeSessionServer {
     }
   }
 
+  /** Acts on the deferred messages of type (on socket sock, when given), in order, as if they had just arrived. */
+  answerDeferred(type: string, sock?: number): void {
+    for (const d of this.deferred.filter((x) => x.type === type && (sock === undefined || x.sock === sock))) {
+      this.deferred.splice(this.deferred.indexOf(d), 1);
+      d.run();
+    }
+  }
+
   /** Forgets every session (as the service does when one expired): resumes get 404 session_not_found. */
   forgetSessions(): void {
     this.sessions.clear();
@@ -170,7 +186,12 @@ export class FakeSessionServer {
         return;
       }
       const msg = JSON.parse(String(data)) as Record<string, unknown>;
-      this.received.push({ sock, msg });
+      this.received.push({ sock, msg, at: performance.now() });
+      const type = String(msg["type"]);
+      if (this.defer.has(type)) this.deferred.push({ sock, type, run: () => handle(msg) });
+      else handle(msg);
+    });
+    const handle = (msg: Record<string, unknown>): void => {
       const id = msg["id"] as number;
       const name = String(msg["name"] ?? "");
       switch (msg["type"]) {
@@ -193,8 +214,8 @@ export class FakeSessionServer {
         }
         case "resume": {
           const s = this.sessions.get(String(msg["sessionId"]));
-          if (s === undefined) {
-            problem(id, 404, "session_not_found");
+          if (s === undefined || this.refuseResume !== 0) {
+            problem(id, s === undefined ? 404 : this.refuseResume, s === undefined ? "session_not_found" : "unavailable");
             ws.close(1008);
             return;
           }
@@ -249,7 +270,7 @@ export class FakeSessionServer {
           problem(undefined, 400, "invalid_argument", { code: "session_protocol" });
           ws.close(1008);
       }
-    });
+    };
   }
 
   /** Ends the holding of name as the service would on a REST release or revoke, pushing type ("lost" or "revoked") to its session's socket. */
