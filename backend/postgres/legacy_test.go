@@ -4,11 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/postgres"
-	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 )
 
 // TestLegacyRevocationColumns: a row that an older version wrote, with the
@@ -17,15 +14,8 @@ import (
 // succession column alone and empties those columns, so that a later
 // holding does not read back revoked.
 func TestLegacyRevocationColumns(t *testing.T) {
-	pool, err := pgxpool.New(t.Context(), pgtest.Start(t).URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := migrated(t)
 	s := postgres.New(pool)
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(t.Context(), `INSERT INTO leasesvc_leases VALUES ('old', 'h', 3, 1000, now() - interval '1 minute', now() - interval '1 minute', now() - interval '1 second', 3, '', 'p', 'op', 'stuck', '{"priority":2}')`); err != nil {
 		t.Fatal(err)
 	}
