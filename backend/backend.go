@@ -30,7 +30,8 @@ var (
 )
 
 // Record is the stored state of one lease: the fields of docs/contract.md §1 that are not
-// derived from the time of a read.
+// derived from the time of a read. A driver stores it as EncodeRow splits
+// it (codec.go): a few columns of its own and one encoded value.
 type Record struct {
 	// Name is the lease name, the record's key.
 	Name string
@@ -60,9 +61,10 @@ type Record struct {
 	// revocation; empty otherwise. A non-empty reason marks a revoked holding.
 	RevokeReason string
 
-	// The succession state of docs/contract.md §8. A backend stores these
-	// fields together, as the JSON of MarshalSuccession, so adding one
-	// changes no schema.
+	// The succession state of docs/contract.md §8. A driver stores these
+	// fields, like every field that is not a column of a Row, inside the
+	// one encoded value of EncodeRow (codec.go), so adding one changes no
+	// schema.
 
 	// Priority is the priority the current (or last) holding was acquired
 	// with, 0 … 1000.
@@ -95,7 +97,7 @@ type Record struct {
 
 	// The session of docs/contract.md §14 that the current (or last)
 	// holding is held through; all zero for a holding that is not. Stored
-	// with the succession fields (MarshalSuccession).
+	// with the succession fields, in the encoded value of EncodeRow.
 
 	// SessionKey is the hex SHA-256 of the session id (64 characters),
 	// never the id itself; "" for a holding not held through a session.

@@ -6,14 +6,24 @@
 // Every lease is one document in one collection (default "leases"); its
 // document ID is the lease name. Lease names ([A-Za-z0-9][A-Za-z0-9._-]*,
 // at most 128 characters) are always valid document IDs: they contain no
-// "/", are never "." or "..", and never match the reserved __.*__ form. The
-// fields are name, holder, fencingToken, ttlMs, acquireTime, renewTime,
-// expireTime (timestamps, microsecond precision), transitions, and metadata
-// (the JSON object as a string, "" for none, so it round-trips byte for
-// byte); principal, revokedBy and revokeReason when set; and succession,
-// the succession state of docs/contract.md §8 (priority, checkpoint,
-// candidates, transfer reservation) as one JSON string, absent when there is
-// none, so that new succession fields need no new document fields.
+// "/", are never "." or "..", and never match the reserved __.*__ form. A
+// document holds a backend.Row, as backend.EncodeRow splits the record:
+// the fields name, holder, fencingToken, ttlMs, acquireTime, renewTime,
+// expireTime (timestamps, microsecond precision; the sweeper's query orders
+// by expireTime), transitions, metadata (the JSON object as a string, ""
+// for none, so it round-trips byte for byte) and principal (when set); and
+// succession, one JSON string, backend.Row.Value, that holds every other
+// field of the record (revocation, succession state of docs/contract.md §8,
+// checkpoint, reservation, deletion, session), absent when there is none.
+// The package never names those fields: a new one changes no document.
+//
+// Versions before the revocation joined that value kept it in the fields
+// revokedBy and revokeReason. They are read still (backend.Legacy: the value
+// wins where it holds the revocation) and deleted from a document at its
+// next write; nothing writes them now. An instance of such a version (during
+// a rolling upgrade, or after going back to one) reads a revocation written
+// by this one as a holding that ended without one, and drops it if it writes
+// the record.
 //
 // # Clock
 //

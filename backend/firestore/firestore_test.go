@@ -95,27 +95,23 @@ func TestPrefixEnd(t *testing.T) {
 	}
 }
 
-func TestNormalize(t *testing.T) {
+func TestEncode(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
 	r := &backend.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
 		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 2, Metadata: []byte(`{}`)}
-	got, err := normalize("n", r)
+	d, got, err := encode("n", r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Name != "n" || got.AcquireTime.Nanosecond() != 123456000 || got.AcquireTime.Location() != time.UTC || !got.ExpireTime.Equal(now.Add(time.Second).Truncate(time.Microsecond)) {
-		t.Fatalf("normalize = %+v, want name n, µs-truncated UTC times", got)
+		t.Fatalf("encode = %+v, want name n, µs-truncated UTC times", got)
 	}
 	got.Metadata[0] = 'X'
-	if string(r.Metadata) != `{}` {
-		t.Fatal("normalize shares the caller's metadata")
+	if string(r.Metadata) != `{}` || d.Metadata != `{}` {
+		t.Fatal("encode's record shares the caller's metadata or the document's")
 	}
-	d, err := toDoc(got)
-	if err != nil || d.Succession != "" {
-		t.Fatalf("toDoc of a record without succession state = %+v, %v", d, err)
-	}
-	if d.TTLMs != 1500 || d.Metadata != `X}` {
-		t.Fatalf("toDoc = %+v", d)
+	if d.Succession != "" || d.TTLMs != 1500 || d.Name != "n" {
+		t.Fatalf("the document of a record without succession state = %+v", d)
 	}
 	if u := changes(leaseDoc{}, d); len(u) != 9 {
 		t.Fatalf("changes from nothing = %d fields, want all 9", len(u))
@@ -130,30 +126,29 @@ func TestNormalize(t *testing.T) {
 		t.Fatalf("changes of a renew = %v, want renewTime and expireTime", u)
 	}
 	r.TTL = 1500*time.Millisecond + time.Microsecond
-	if _, err := normalize("n", r); err == nil {
-		t.Fatal("normalize accepted a TTL that ttlMs cannot hold")
+	if _, _, err := encode("n", r); err == nil {
+		t.Fatal("encode accepted a TTL that ttlMs cannot hold")
 	}
 }
 
-// TestSuccessionField: the succession state is one field, sent only when it
-// changed and deleted when it is cleared; normalize copies it.
+// TestSuccessionField: the encoded value is one field, sent only when it
+// changed and deleted when it is cleared; encode copies it.
 func TestSuccessionField(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	r := &backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now,
 		Priority: 2, Checkpoint: []byte(`{"a":1}`), CheckpointToken: 3, Candidates: []backend.Candidate{{ID: "w", Holder: "x", Since: now, Until: now}}}
-	got, err := normalize("n", r)
+	with, got, err := encode("n", r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got.Checkpoint[1], got.Candidates[0].ID = 'X', "z"
 	if string(r.Checkpoint) != `{"a":1}` || r.Candidates[0].ID != "w" {
-		t.Fatal("normalize shares the caller's checkpoint or candidates")
+		t.Fatal("encode shares the caller's checkpoint or candidates")
 	}
-	with, err := toDoc(r)
-	if err != nil || !strings.Contains(with.Succession, `"checkpoint":{"a":1}`) {
-		t.Fatalf("toDoc = %+v, %v; want the succession JSON", with, err)
+	if !strings.Contains(with.Succession, `"checkpoint":{"a":1}`) {
+		t.Fatalf("encode = %+v; want the succession JSON", with)
 	}
-	without, _ := toDoc(&backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now})
+	without, _, _ := encode("n", &backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now})
 	if u := changes(without, with); len(u) != 1 || u[0].Path != fieldSuccession || u[0].Value != with.Succession {
 		t.Fatalf("changes adding succession state = %+v, want the one field", u)
 	}
@@ -161,8 +156,44 @@ func TestSuccessionField(t *testing.T) {
 		t.Fatalf("changes clearing succession state = %+v, want the field deleted", u)
 	}
 	r.Checkpoint = []byte(`{"a":`)
-	if _, err := normalize("n", r); err == nil {
-		t.Fatal("normalize accepted a checkpoint that is not JSON")
+	if _, _, err := encode("n", r); err == nil {
+		t.Fatal("encode accepted a checkpoint that is not JSON")
+	}
+}
+
+// TestLegacyRevocationFields: a document that an older version wrote, with
+// the revocation in revokedBy and revokeReason and not in the succession
+// field, reads back revoked; a write never sets those fields and deletes
+// them from such a document, the revocation moving into the succession
+// field when the record keeps it.
+func TestLegacyRevocationFields(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	old := leaseDoc{Name: "n", Holder: "h", FencingToken: 3, TTLMs: 1000, AcquireTime: now, RenewTime: now, ExpireTime: now,
+		Transitions: 3, RevokedBy: "op", RevokeReason: "stuck", Succession: `{"priority":2}`}
+	r, err := old.record("n")
+	if err != nil || r.RevokedBy != "op" || r.RevokeReason != "stuck" || r.Priority != 2 {
+		t.Fatalf("the older document reads back as %+v, %v; want revoked by op, priority 2", r, err)
+	}
+	kept, _, err := encode("n", r) // a write that keeps the revocation
+	if err != nil || kept.RevokedBy != "" || kept.RevokeReason != "" || !strings.Contains(kept.Succession, `"revokeReason":"stuck"`) {
+		t.Fatalf("the document written = %+v, %v; want the revocation in the succession field alone", kept, err)
+	}
+	u := changes(old, kept)
+	if len(u) != 3 || u[0].Path != fieldRevokedBy || u[0].Value != gfs.Delete || u[1].Path != fieldRevokeReason || u[1].Value != gfs.Delete || u[2].Path != fieldSuccession {
+		t.Fatalf("changes from the older document = %+v, want revokedBy and revokeReason deleted, succession set", u)
+	}
+	next := *r // a new holding: not revoked
+	next.RevokedBy, next.RevokeReason, next.Holder, next.FencingToken = "", "", "h2", 4
+	d, got, err := encode("n", &next)
+	if err != nil || got.RevokeReason != "" || got.RevokedBy != "" {
+		t.Fatalf("a new holding over the older document = %+v, %v", got, err)
+	}
+	fields := map[string]any{}
+	for _, c := range changes(old, d) {
+		fields[c.Path] = c.Value
+	}
+	if fields[fieldRevokedBy] != gfs.Delete || fields[fieldRevokeReason] != gfs.Delete {
+		t.Fatalf("changes of a new holding over the older document = %v; want the old revocation deleted", fields)
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	fieldSuccession   = "succession"
 )
 
-// leaseDoc is a lease document as stored.
+// leaseDoc is a lease document as stored: the columns of a backend.Row.
 type leaseDoc struct {
 	Name         string    `firestore:"name"`
 	Holder       string    `firestore:"holder"`
@@ -39,59 +39,47 @@ type leaseDoc struct {
 	Metadata     string    `firestore:"metadata"`
 	// The fields below were added with authentication; documents written
 	// before it lack them and read as empty.
-	Principal    string `firestore:"principal,omitempty"`
+	Principal string `firestore:"principal,omitempty"`
+	// RevokedBy and RevokeReason are the document's backend.Legacy fields:
+	// never written now, read for documents that older versions wrote.
 	RevokedBy    string `firestore:"revokedBy,omitempty"`
 	RevokeReason string `firestore:"revokeReason,omitempty"`
-	// Succession is the succession state of docs/contract.md §8, the JSON
-	// of backend.MarshalSuccession; absent when there is none.
+	// Succession holds backend.Row.Value, the encoded value of every field
+	// of the record that is not a field of its own here (the field's name
+	// is that of its first content, the succession state); absent when
+	// there is none.
 	Succession string `firestore:"succession,omitempty"`
 }
 
-// normalize returns r as Firestore stores it: times at microsecond precision
-// in UTC, metadata copied (nil for none), the succession state as it reads
-// back from its JSON (a copy). It refuses a TTL that is not a whole number
-// of milliseconds, which ttlMs cannot hold, and succession state that does
-// not encode.
-func normalize(name string, r *backend.Record) (*backend.Record, error) {
+// encode returns the document that stores r under name, and the record as
+// it reads back from that document: times at microsecond precision in UTC,
+// nothing shared with r. It refuses a TTL that is not a whole number of
+// milliseconds, which ttlMs cannot hold, and a record that does not encode.
+func encode(name string, r *backend.Record) (leaseDoc, *backend.Record, error) {
 	if r.TTL%time.Millisecond != 0 {
-		return nil, fmt.Errorf("backend/firestore: record %q: TTL %v is not a whole number of milliseconds", name, r.TTL)
+		return leaseDoc{}, nil, fmt.Errorf("backend/firestore: record %q: TTL %v is not a whole number of milliseconds", name, r.TTL)
 	}
-	out := *r
-	out.Name = name
-	out.AcquireTime = storedTime(r.AcquireTime)
-	out.RenewTime = storedTime(r.RenewTime)
-	out.ExpireTime = storedTime(r.ExpireTime)
-	out.Metadata = nil
-	if len(r.Metadata) > 0 {
-		out.Metadata = append([]byte(nil), r.Metadata...)
-	}
-	succ, err := backend.MarshalSuccession(&out)
-	if err == nil {
-		err = backend.UnmarshalSuccession(succ, &out)
-	}
+	row, err := backend.EncodeRow(r)
 	if err != nil {
-		return nil, fmt.Errorf("backend/firestore: %w", err)
+		return leaseDoc{}, nil, fmt.Errorf("backend/firestore: %w", err)
 	}
-	return &out, nil
+	row.Name = name
+	row.AcquireTime, row.RenewTime, row.ExpireTime = storedTime(row.AcquireTime), storedTime(row.RenewTime), storedTime(row.ExpireTime)
+	d := leaseDoc{
+		Name: row.Name, Holder: row.Holder, FencingToken: row.FencingToken, TTLMs: row.TTL.Milliseconds(),
+		AcquireTime: row.AcquireTime, RenewTime: row.RenewTime, ExpireTime: row.ExpireTime,
+		Transitions: row.Transitions, Metadata: string(row.Metadata), Principal: row.Principal,
+		RevokedBy: row.Legacy.RevokedBy, RevokeReason: row.Legacy.RevokeReason, Succession: string(row.Value),
+	}
+	rec, err := d.record(name)
+	if err != nil {
+		return leaseDoc{}, nil, err
+	}
+	return d, rec, nil
 }
 
 // storedTime is t at Firestore's timestamp precision.
 func storedTime(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
-
-// toDoc is the stored form of a normalized record.
-func toDoc(r *backend.Record) (leaseDoc, error) {
-	succ, err := backend.MarshalSuccession(r)
-	if err != nil {
-		return leaseDoc{}, fmt.Errorf("backend/firestore: %w", err)
-	}
-	return leaseDoc{
-		Name: r.Name, Holder: r.Holder, FencingToken: r.FencingToken, TTLMs: r.TTL.Milliseconds(),
-		AcquireTime: r.AcquireTime, RenewTime: r.RenewTime, ExpireTime: r.ExpireTime,
-		Transitions: r.Transitions, Metadata: string(r.Metadata),
-		Principal: r.Principal, RevokedBy: r.RevokedBy, RevokeReason: r.RevokeReason,
-		Succession: string(succ),
-	}, nil
-}
 
 // changes lists the fields in which next differs from cur, for a
 // conditional update of a document that holds cur: the precondition makes
@@ -104,6 +92,15 @@ func changes(cur, next leaseDoc) []gfs.Update {
 			u = append(u, gfs.Update{Path: path, Value: v})
 		}
 	}
+	// optional adds a field that is absent when empty, as in a document
+	// that never had it.
+	optional := func(cur, next, path string) {
+		var v any = next
+		if next == "" {
+			v = gfs.Delete
+		}
+		add(cur != next, path, v)
+	}
 	add(cur.Name != next.Name, fieldName, next.Name)
 	add(cur.Holder != next.Holder, fieldHolder, next.Holder)
 	add(cur.FencingToken != next.FencingToken, fieldFencingToken, next.FencingToken)
@@ -114,35 +111,41 @@ func changes(cur, next leaseDoc) []gfs.Update {
 	add(cur.Transitions != next.Transitions, fieldTransitions, next.Transitions)
 	add(cur.Metadata != next.Metadata, fieldMetadata, next.Metadata)
 	add(cur.Principal != next.Principal, fieldPrincipal, next.Principal)
-	add(cur.RevokedBy != next.RevokedBy, fieldRevokedBy, next.RevokedBy)
-	add(cur.RevokeReason != next.RevokeReason, fieldRevokeReason, next.RevokeReason)
-	if cur.Succession != next.Succession {
-		var v any = next.Succession
-		if next.Succession == "" {
-			v = gfs.Delete // absent, as in a document that never had any
-		}
-		add(true, fieldSuccession, v)
-	}
+	optional(cur.RevokedBy, next.RevokedBy, fieldRevokedBy)
+	optional(cur.RevokeReason, next.RevokeReason, fieldRevokeReason)
+	optional(cur.Succession, next.Succession, fieldSuccession)
 	return u
 }
 
-// fromSnapshot decodes an existing lease document.
-func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Record, error) {
+// decode reads an existing lease document as stored.
+func decode(ds *gfs.DocumentSnapshot) (leaseDoc, error) {
 	var d leaseDoc
 	if err := ds.DataTo(&d); err != nil {
-		return nil, fmt.Errorf("backend/firestore: decode lease document %q: %w", ds.Ref.ID, err)
+		return leaseDoc{}, fmt.Errorf("backend/firestore: decode lease document %q: %w", ds.Ref.ID, err)
 	}
-	r := &backend.Record{
-		Name: ds.Ref.ID, Holder: d.Holder, FencingToken: d.FencingToken, TTL: time.Duration(d.TTLMs) * time.Millisecond,
+	return d, nil
+}
+
+// fromSnapshot decodes an existing lease document into its record.
+func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Record, error) {
+	d, err := decode(ds)
+	if err != nil {
+		return nil, err
+	}
+	return d.record(ds.Ref.ID)
+}
+
+// record is the record that d stores under the document ID name.
+func (d *leaseDoc) record(name string) (*backend.Record, error) {
+	r, err := backend.DecodeRow(backend.Row{
+		Name: name, Holder: d.Holder, FencingToken: d.FencingToken, TTL: time.Duration(d.TTLMs) * time.Millisecond,
 		AcquireTime: d.AcquireTime.UTC(), RenewTime: d.RenewTime.UTC(), ExpireTime: d.ExpireTime.UTC(),
-		Transitions: d.Transitions,
-		Principal:   d.Principal, RevokedBy: d.RevokedBy, RevokeReason: d.RevokeReason,
-	}
-	if d.Metadata != "" {
-		r.Metadata = []byte(d.Metadata)
-	}
-	if err := backend.UnmarshalSuccession([]byte(d.Succession), r); err != nil {
-		return nil, fmt.Errorf("backend/firestore: decode lease document %q: %w", ds.Ref.ID, err)
+		Transitions: d.Transitions, Metadata: []byte(d.Metadata), Principal: d.Principal,
+		Value:  []byte(d.Succession),
+		Legacy: backend.Legacy{RevokedBy: d.RevokedBy, RevokeReason: d.RevokeReason},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("backend/firestore: decode lease document %q: %w", name, err)
 	}
 	return r, nil
 }

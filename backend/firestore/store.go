@@ -92,45 +92,50 @@ func validCollection(id string) error {
 
 // Get implements backend.Store: one document read.
 func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) {
-	snap, _, err := s.read(ctx, name)
+	snap, _, _, err := s.read(ctx, name)
 	return snap, err
 }
 
 // read gets the document under name and returns it as a snapshot, with the
-// update time that a conditional write of a decision on it must match (zero
-// when the document is missing).
-func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, time.Time, error) {
+// document as stored (nil when it is missing) and the update time that a
+// conditional write of a decision on it must match (zero when missing).
+func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, *leaseDoc, time.Time, error) {
 	ref, err := s.doc(name)
 	if err != nil {
-		return backend.Snapshot{}, time.Time{}, err
+		return backend.Snapshot{}, nil, time.Time{}, err
 	}
 	call, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	ds, err := ref.Get(call)
 	switch {
 	case status.Code(err) == codes.NotFound && ds != nil && !ds.Exists():
-		return s.missing(name, ds)
+		snap, err := s.missing(name, ds)
+		return snap, nil, time.Time{}, err
 	case err != nil:
-		return backend.Snapshot{}, time.Time{}, classify(ctx, call, "get", name, err)
+		return backend.Snapshot{}, nil, time.Time{}, classify(ctx, call, "get", name, err)
 	}
 	if ds.ReadTime.IsZero() || ds.UpdateTime.IsZero() {
-		return backend.Snapshot{}, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read or update time", name, backend.ErrUnavailable)
+		return backend.Snapshot{}, nil, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read or update time", name, backend.ErrUnavailable)
 	}
-	rec, err := fromSnapshot(ds)
+	d, err := decode(ds)
 	if err != nil {
-		return backend.Snapshot{}, time.Time{}, err
+		return backend.Snapshot{}, nil, time.Time{}, err
 	}
-	return backend.Snapshot{Record: rec, ServerTime: ds.ReadTime}, ds.UpdateTime, nil
+	rec, err := d.record(ds.Ref.ID)
+	if err != nil {
+		return backend.Snapshot{}, nil, time.Time{}, err
+	}
+	return backend.Snapshot{Record: rec, ServerTime: ds.ReadTime}, &d, ds.UpdateTime, nil
 }
 
 // missing is the snapshot of a document that does not exist.
-func (s *Store) missing(name string, ds *gfs.DocumentSnapshot) (backend.Snapshot, time.Time, error) {
+func (s *Store) missing(name string, ds *gfs.DocumentSnapshot) (backend.Snapshot, error) {
 	if ds.ReadTime.IsZero() {
 		// Firestore returns a read time with a missing document; without it
 		// there is no server time to decide on.
-		return backend.Snapshot{}, time.Time{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read time for the missing document", name, backend.ErrUnavailable)
+		return backend.Snapshot{}, fmt.Errorf("backend/firestore: get %q: %w: the server sent no read time for the missing document", name, backend.ErrUnavailable)
 	}
-	return backend.Snapshot{ServerTime: ds.ReadTime}, time.Time{}, nil
+	return backend.Snapshot{ServerTime: ds.ReadTime}, nil
 }
 
 func (s *Store) doc(name string) (*gfs.DocumentRef, error) {
@@ -151,7 +156,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	snap, updateTime, err := s.read(ctx, name)
+	snap, cur, updateTime, err := s.read(ctx, name)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
@@ -159,7 +164,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	if err != nil || next == nil {
 		return snap, err
 	}
-	stored, err := s.write(ctx, ref, name, snap.Record, next, updateTime)
+	stored, err := s.write(ctx, ref, name, cur, next, updateTime)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
@@ -171,30 +176,18 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }
 
 // write stores next under ref if the document's update time is still
-// updateTime (zero: if it still does not exist). cur is the record read at
-// updateTime: only the fields that differ from it are sent, and when none
-// does nothing is written (the decision changes nothing it read). It
-// returns the record as stored.
-func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
-	rec, err := normalize(name, next)
-	if err != nil {
-		return nil, err
-	}
-	d, err := toDoc(rec)
+// updateTime (zero: if it still does not exist). cur is the document as
+// read at updateTime (nil when missing): only the fields that differ from
+// it are sent, and when none does nothing is written (the decision changes
+// nothing it read). It returns the record as stored.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur *leaseDoc, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
+	d, rec, err := encode(name, next)
 	if err != nil {
 		return nil, err
 	}
 	var update []gfs.Update
 	if cur != nil {
-		c, err := normalize(name, cur)
-		if err != nil {
-			return nil, err
-		}
-		cd, err := toDoc(c)
-		if err != nil {
-			return nil, err
-		}
-		if update = changes(cd, d); len(update) == 0 {
+		if update = changes(*cur, d); len(update) == 0 {
 			return rec, nil
 		}
 	}

@@ -5,6 +5,12 @@
 // keeps nothing across a restart: every lease, and so every fencing token,
 // starts again from nothing, which breaks the "never reused" promise of
 // docs/contract.md §1 across restarts. Use Firestore or Spanner where that matters.
+//
+// It keeps each backend.Record as it is, a copy in and a copy out
+// (backend.Clone), not encoded as the other drivers store it
+// (backend.EncodeRow): nothing it holds outlives the process, so there is
+// no stored form to keep compatible, and it never reads a field by name
+// but the name and the expire time it lists and scans by.
 package memory
 
 import (
@@ -70,7 +76,7 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 func (s *Store) snapshot(name string) backend.Snapshot {
 	snap := backend.Snapshot{ServerTime: s.now()}
 	if r, ok := s.recs[name]; ok {
-		r = cloneSuccession(r)
+		r = backend.Clone(r)
 		snap.Record = &r
 	}
 	return snap
@@ -93,22 +99,12 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 		i, _ := slices.BinarySearch(s.names, name)
 		s.names = slices.Insert(s.names, i, name)
 	}
-	rec := *next
+	rec := backend.Clone(*next)
 	rec.Name = name
-	rec.Metadata = slices.Clone(next.Metadata)
-	rec = cloneSuccession(rec)
 	s.recs[name] = rec
-	rec = cloneSuccession(rec)
+	rec = backend.Clone(rec)
 	snap.Record = &rec
 	return snap, nil
-}
-
-// cloneSuccession gives r copies of its checkpoint and candidates, so that
-// neither the decide that wrote a record nor a reader of it shares them with
-// the stored record (no copy without succession state: nil clones to nil).
-func cloneSuccession(r backend.Record) backend.Record {
-	r.Checkpoint, r.Candidates = slices.Clone(r.Checkpoint), slices.Clone(r.Candidates)
-	return r
 }
 
 // List implements backend.Store.
@@ -129,7 +125,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 		if !strings.HasPrefix(n, prefix) {
 			break
 		}
-		out = append(out, cloneSuccession(s.recs[n]))
+		out = append(out, backend.Clone(s.recs[n]))
 	}
 	return out, s.now(), nil
 }
@@ -165,7 +161,7 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 		out = out[:limit]
 	}
 	for i := range out {
-		out[i] = cloneSuccession(out[i])
+		out[i] = backend.Clone(out[i])
 	}
 	return out, nil
 }

@@ -31,4 +31,21 @@
 // index on (expire_time, name) for the sweeper's ScanExpiry. Migrate
 // creates both when missing (LEASESVC_POSTGRES_MIGRATE=true); without it
 // start-up checks that the table has every column.
+//
+// A row holds a backend.Row, as backend.EncodeRow splits the record: the
+// columns name, holder, fencing_token, ttl_ms, acquire_time, renew_time,
+// expire_time, transitions, metadata and principal, and in the succession
+// column (text, so that a checkpoint reads back byte for byte; named for
+// its first content) backend.Row.Value, one JSON object of every other
+// field of the record (revocation, succession state of docs/contract.md
+// §8, checkpoint, reservation, deletion, session), empty for none. The
+// package never names those fields: a new one changes no schema.
+//
+// Versions before the revocation joined that value kept it in the columns
+// revoked_by and revoke_reason. They are read still (backend.Legacy: the
+// value wins where it holds the revocation) and every write empties them,
+// so a row's old revocation never outlives its next write. An instance of
+// such a version (during a rolling upgrade, or after going back to one)
+// reads a revocation written by this one as a holding that ended without
+// one, and drops it if it writes the record.
 package postgres

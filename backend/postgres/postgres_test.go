@@ -11,7 +11,10 @@ import (
 	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 )
 
-func TestConformance(t *testing.T) {
+// migrated returns a pool of a throwaway cluster whose table Migrate
+// created, closed when t ends.
+func migrated(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	pool, err := pgxpool.New(t.Context(), pgtest.Start(t).URL)
 	if err != nil {
 		t.Fatal(err)
@@ -20,6 +23,11 @@ func TestConformance(t *testing.T) {
 	if err := postgres.New(pool).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return pool
+}
+
+func TestConformance(t *testing.T) {
+	pool := migrated(t)
 	// Without batching (the default) and with it: backend.Loop then hands
 	// the attempts that arrive while a transaction is in flight to
 	// TryBatch together.

@@ -17,8 +17,13 @@ CREATE TABLE IF NOT EXISTS leasesvc_leases (
 	revoke_reason text NOT NULL DEFAULT '',
 	succession    text NOT NULL DEFAULT ''
 );
+-- revoked_by and revoke_reason are written empty and only read, for rows
+-- of older versions: the revocation is now in the succession column.
 -- Columns added since the table's first version, for a table created by
--- an older one: the succession state of docs/contract.md §8, one JSON
--- object (text, not jsonb, so that a checkpoint reads back byte for byte).
+-- an older one: succession, the encoded value of every field of a lease
+-- that is not a column of its own (backend.EncodeRow: revocation,
+-- succession state of docs/contract.md §8, checkpoint, reservation,
+-- deletion, session), one JSON object (text, not jsonb, so that a
+-- checkpoint reads back byte for byte).
 ALTER TABLE leasesvc_leases ADD COLUMN IF NOT EXISTS succession text NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS leasesvc_leases_by_expiry ON leasesvc_leases (expire_time, name);

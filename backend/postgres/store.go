@@ -168,23 +168,26 @@ type write struct {
 // row (a row created since the read is a conflict: no row affected), and,
 // when the write ends a holding, the wake-up sent at commit.
 func queueWrite(b *pgx.Batch, name string, snap backend.Snapshot, next *backend.Record) (*write, error) {
-	rec := *next
-	rec.Name = name
-	succ, err := backend.MarshalSuccession(&rec) // docs/contract.md §8, one text column ("" for none)
-	if rec.TTL%time.Millisecond != 0 {
-		err = fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, rec.TTL)
+	row, err := backend.EncodeRow(next)
+	if next.TTL%time.Millisecond != 0 {
+		err = fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, next.TTL)
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range []*time.Time{&rec.AcquireTime, &rec.RenewTime, &rec.ExpireTime} {
+	row.Name = name
+	for _, t := range []*time.Time{&row.AcquireTime, &row.RenewTime, &row.ExpireTime} {
 		*t = t.Truncate(time.Microsecond).UTC()
 	}
+	rec, err := backend.DecodeRow(row) // as it reads back
+	if err != nil {
+		return nil, err
+	}
 	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (name) DO UPDATE SET ("+
-		columns+") = ROW(EXCLUDED.*) WHERE $14", name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
-		rec.ExpireTime, rec.Transitions, string(rec.Metadata), rec.Principal, rec.RevokedBy, rec.RevokeReason, string(succ), snap.Record != nil)
-	w := &write{rec: rec, at: snap.ServerTime}
-	if !rec.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
+		columns+") = ROW(EXCLUDED.*) WHERE $14", name, row.Holder, row.FencingToken, row.TTL.Milliseconds(), row.AcquireTime, row.RenewTime,
+		row.ExpireTime, row.Transitions, string(row.Metadata), row.Principal, row.Legacy.RevokedBy, row.Legacy.RevokeReason, string(row.Value), snap.Record != nil)
+	w := &write{rec: *rec, at: snap.ServerTime}
+	if !row.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
 		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
 		w.notify = true
 	}
@@ -327,21 +330,20 @@ func (s *Store) Listen(ctx context.Context, got func(payload string)) error {
 	return ctx.Err()
 }
 
-// scanRecord reads one row of columns.
+// scanRecord reads one row of columns: the columns of a backend.Row, with
+// revoked_by and revoke_reason its Legacy columns and succession its Value.
 func scanRecord(row pgx.Row) (*backend.Record, error) {
-	var r backend.Record
+	var r backend.Row
 	var ms int64
-	var md, succ string
+	var md, value string
 	if err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
-		&r.Transitions, &md, &r.Principal, &r.RevokedBy, &r.RevokeReason, &succ); err != nil {
+		&r.Transitions, &md, &r.Principal, &r.Legacy.RevokedBy, &r.Legacy.RevokeReason, &value); err != nil {
 		return nil, err
 	}
 	r.TTL = time.Duration(ms) * time.Millisecond
 	r.AcquireTime, r.RenewTime, r.ExpireTime = r.AcquireTime.UTC(), r.RenewTime.UTC(), r.ExpireTime.UTC()
-	if md != "" {
-		r.Metadata = []byte(md)
-	}
-	return &r, backend.UnmarshalSuccession([]byte(succ), &r)
+	r.Metadata, r.Value = []byte(md), []byte(value)
+	return backend.DecodeRow(r)
 }
 
 // classify maps a pgx error to the backend's: ctx's own error once ctx is

@@ -61,4 +61,23 @@
 // been applied; acquire is idempotent for its holder, so a retry recovers.
 // The schema is never altered automatically: Migrate creates a missing table
 // and refuses one that differs from schema.sql.
+//
+// # Row
+//
+// A row holds a backend.Row, as backend.EncodeRow splits the record: the
+// columns Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime,
+// ExpireTime (the LeasesByExpireTime index serves the sweeper), Transitions,
+// Metadata and Principal, and in Succession (named for its first content)
+// backend.Row.Value, one JSON object of every other field of the record
+// (revocation, succession state of docs/contract.md §8, checkpoint,
+// reservation, deletion, session), NULL for none. The package never names
+// those fields: a new one changes no schema.
+//
+// Versions before the revocation joined that value kept it in the columns
+// RevokedBy and RevokeReason. They are read still (backend.Legacy: the value
+// wins where it holds the revocation) and every write sets them to NULL, so
+// a row's old revocation never outlives its next write. An instance of such
+// a version (during a rolling upgrade, or after going back to one) reads a
+// revocation written by this one as a holding that ended without one, and
+// drops it if it writes the record.
 package spanner

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,7 +26,8 @@ var writeColumns = []string{
 // for operators and is not read back), in the order of leaseRow's fields.
 const recordColumns = "Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime, ExpireTime, Transitions, Metadata, Principal, RevokedBy, RevokeReason, Succession"
 
-// leaseRow is one row of recordColumns, decoded by column name.
+// leaseRow is one row of recordColumns, decoded by column name: the
+// columns of a backend.Row.
 type leaseRow struct {
 	Name         string
 	Holder       string
@@ -39,16 +39,19 @@ type leaseRow struct {
 	Transitions  int64
 	Metadata     spanner.NullString
 	Principal    spanner.NullString
+	// RevokedBy and RevokeReason are the row's backend.Legacy columns:
+	// written NULL, read for rows that older versions wrote.
 	RevokedBy    spanner.NullString
 	RevokeReason spanner.NullString
-	// Succession is the succession state of docs/contract.md §8, the JSON
-	// of backend.MarshalSuccession; NULL when there is none.
+	// Succession holds backend.Row.Value, the encoded value of every
+	// field that is not a column of its own (the column's name is that of
+	// its first content, the succession state); NULL when there is none.
 	Succession spanner.NullString
 }
 
 // record converts a row to the record it stores.
 func (r *leaseRow) record() (*backend.Record, error) {
-	rec := &backend.Record{
+	rec, err := backend.DecodeRow(backend.Row{
 		Name:         r.Name,
 		Holder:       r.Holder,
 		FencingToken: r.FencingToken,
@@ -57,14 +60,12 @@ func (r *leaseRow) record() (*backend.Record, error) {
 		RenewTime:    r.RenewTime,
 		ExpireTime:   r.ExpireTime,
 		Transitions:  r.Transitions,
-		Principal:    r.Principal.StringVal, // "" when NULL
-		RevokedBy:    r.RevokedBy.StringVal,
-		RevokeReason: r.RevokeReason.StringVal,
-	}
-	if r.Metadata.Valid && r.Metadata.StringVal != "" {
-		rec.Metadata = []byte(r.Metadata.StringVal)
-	}
-	if err := backend.UnmarshalSuccession([]byte(r.Succession.StringVal), rec); err != nil {
+		Metadata:     []byte(r.Metadata.StringVal), // "" when NULL
+		Principal:    r.Principal.StringVal,
+		Value:        []byte(r.Succession.StringVal),
+		Legacy:       backend.Legacy{RevokedBy: r.RevokedBy.StringVal, RevokeReason: r.RevokeReason.StringVal},
+	})
+	if err != nil {
 		return nil, fmt.Errorf("decode the lease row: %w", err)
 	}
 	return rec, nil
@@ -120,27 +121,25 @@ func writeMutation(name string, next *backend.Record) (*spanner.Mutation, *backe
 	if !utf8.Valid(next.Metadata) {
 		return nil, nil, errors.New("record metadata is not valid UTF-8 (the Metadata column is a STRING)")
 	}
-	succ, err := backend.MarshalSuccession(next)
+	row, err := backend.EncodeRow(next)
 	if err != nil {
 		return nil, nil, err
 	}
-	rec := *next
-	rec.Name = name
-	if err := backend.UnmarshalSuccession(succ, &rec); err != nil { // as it reads back, a copy
+	row.Name = name
+	rec, err := backend.DecodeRow(row) // as it reads back, a copy
+	if err != nil {
 		return nil, nil, err
 	}
-	rec.Metadata = nil
-	md := spanner.NullString{}
-	if len(next.Metadata) > 0 {
-		rec.Metadata = slices.Clone(next.Metadata)
-		md = spanner.NullString{StringVal: string(next.Metadata), Valid: true}
+	return spanner.InsertOrUpdate(Table, writeColumns, writeValues(row)), rec, nil
+}
+
+// writeValues are the values of writeColumns that store row.
+func writeValues(row backend.Row) []any {
+	return []any{
+		row.Name, row.Holder, row.FencingToken, row.TTL.Milliseconds(), row.AcquireTime, row.RenewTime,
+		row.ExpireTime, row.Transitions, nullIfEmpty(string(row.Metadata)), spanner.CommitTimestamp,
+		nullIfEmpty(row.Principal), nullIfEmpty(row.Legacy.RevokedBy), nullIfEmpty(row.Legacy.RevokeReason), nullIfEmpty(string(row.Value)),
 	}
-	m := spanner.InsertOrUpdate(Table, writeColumns, []any{
-		rec.Name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime,
-		rec.ExpireTime, rec.Transitions, md, spanner.CommitTimestamp,
-		nullIfEmpty(rec.Principal), nullIfEmpty(rec.RevokedBy), nullIfEmpty(rec.RevokeReason), nullIfEmpty(string(succ)),
-	})
-	return m, &rec, nil
 }
 
 // nullIfEmpty stores an empty string as NULL, as rows written before a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/spanner"
+
 	"github.com/leasesvc/leasesvc/backend"
 )
 
@@ -97,5 +99,37 @@ func TestWriteMutation(t *testing.T) {
 	bad.Metadata = []byte{'"', 0xff, '"'}
 	if _, _, err := writeMutation("lease", &bad); err == nil {
 		t.Fatal("writeMutation accepted metadata that is not UTF-8")
+	}
+}
+
+// TestLegacyRevocationColumns: a row that an older version wrote, with the
+// revocation in the RevokedBy and RevokeReason columns and not in
+// Succession, reads back revoked; a write stores the revocation in
+// Succession alone and NULL in those columns, so that a later holding of a
+// row that held them does not read back revoked.
+func TestLegacyRevocationColumns(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	str := func(s string) spanner.NullString { return spanner.NullString{StringVal: s, Valid: true} }
+	old := leaseRow{Name: "n", Holder: "h", FencingToken: 3, TtlMs: 1000, AcquireTime: now, RenewTime: now, ExpireTime: now,
+		Transitions: 3, Principal: str("p"), RevokedBy: str("op"), RevokeReason: str("stuck"), Succession: str(`{"priority":2}`)}
+	rec, err := old.record()
+	if err != nil || rec.RevokedBy != "op" || rec.RevokeReason != "stuck" || rec.Priority != 2 || rec.Principal != "p" {
+		t.Fatalf("the older row reads back as %+v, %v; want revoked by op, priority 2", rec, err)
+	}
+	_, written, err := writeMutation("n", rec)
+	if err != nil || written.RevokeReason != "stuck" || written.RevokedBy != "op" {
+		t.Fatalf("writeMutation of the revoked record = %+v, %v", written, err)
+	}
+	row, err := backend.EncodeRow(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := map[string]any{}
+	for i, v := range writeValues(row) {
+		cols[writeColumns[i]] = v
+	}
+	null := spanner.NullString{}
+	if cols["RevokedBy"] != null || cols["RevokeReason"] != null || !strings.Contains(cols["Succession"].(spanner.NullString).StringVal, `"revokeReason":"stuck"`) {
+		t.Fatalf("the row written holds %v; want NULL revocation columns and the revocation in Succession", cols)
 	}
 }
