@@ -400,8 +400,9 @@ func (r *Registry) fanOutIdx(n int, f func(int)) {
 // sessions that neither moved nor sent a message within their window
 // (compare-and-set on the epoch, so a moved one is never touched) and
 // leaves those still heartbeating: their leases run out at the session
-// TTL. It opens no session after it starts.
-func (r *Registry) Shutdown(ctx context.Context) {
+// TTL. Ending them takes at most 5 s, and stops when end is done (the
+// process's own shutdown budget). It opens no session after it starts.
+func (r *Registry) Shutdown(ctx, end context.Context) {
 	r.mu.Lock()
 	r.closing = true
 	all := make([]*Session, 0, len(r.byKey))
@@ -428,7 +429,6 @@ func (r *Registry) Shutdown(ctx context.Context) {
 				left = append(left, s)
 			}
 			r.mu.Unlock()
-			end := context.WithoutCancel(ctx)
 			end, cancel := context.WithTimeout(end, 5*time.Second)
 			defer cancel()
 			r.fanOutIdx(len(left), func(i int) {

@@ -178,7 +178,7 @@ func TestShutdownMoves(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		old.Shutdown(context.Background())
+		old.Shutdown(context.Background(), context.Background())
 		close(done)
 	}()
 	if mv := p.wait(t, session.PushMove); mv.Reason != session.MoveShutdown {

@@ -80,7 +80,7 @@ func startInProcess(prefix string) (*inProcess, error) {
 	return &inProcess{url: srv.URL, store: cs, stop: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		reg.Shutdown(ctx)
+		reg.Shutdown(ctx, context.WithoutCancel(ctx))
 		srv.Close()
 		reg.Stop()
 	}}, nil

@@ -155,10 +155,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// sessions that neither moved nor heartbeat within their window
 	// (docs/contract.md §14). Their sockets were hijacked: srv.Shutdown
 	// does not wait for them.
+	// Ending the idle ones is backend writes: they stop a second before
+	// the budget's end, with the events' flush.
+	endCtx, cancelEnd := context.WithDeadline(context.Background(), hard.Add(-time.Second))
+	defer cancelEnd()
 	sessionsDone := make(chan struct{})
 	go func() {
 		defer close(sessionsDone)
-		sessions.Shutdown(drainCtx)
+		sessions.Shutdown(drainCtx, endCtx)
 	}()
 	h.CloseStreams()
 	if err := srv.Shutdown(drainCtx); err != nil {

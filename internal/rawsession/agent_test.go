@@ -114,7 +114,7 @@ func TestAgentResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Second, "the agent leads", a.Leads)
-	go one.reg.Shutdown(context.Background())
+	go one.reg.Shutdown(context.Background(), context.Background())
 	select {
 	case m := <-resumed:
 		if len(m.Lost) != 0 || m.Epoch != 2 {
