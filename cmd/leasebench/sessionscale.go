@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/internal/rawsession"
+	"github.com/leasesvc/leasesvc/internal/svcproc"
 )
 
 // sessionScale runs, for each count of -sessions, that many sessions of
@@ -39,7 +40,7 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	}
 	defer in.stop(syscall.SIGTERM)
 	time.Sleep(time.Second) // settle before the baseline
-	rss0, err := rss(in.pid())
+	rss0, err := svcproc.RSS(in.pid())
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +93,11 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	}()
 	time.Sleep(b.cfg.scaleWindow) // every agent has had acks
 	lapsed.Clear()
-	rss1, err := rss(in.pid())
+	rss1, err := svcproc.RSS(in.pid())
 	if err != nil {
 		return nil, err
 	}
-	cpu0, err := cpuTime(in.pid())
+	cpu0, err := svcproc.CPUTime(in.pid())
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 		return nil, ctx.Err()
 	case <-time.After(b.cfg.scaleDuration):
 	}
-	cpu1, err := cpuTime(in.pid())
+	cpu1, err := svcproc.CPUTime(in.pid())
 	if err != nil {
 		return nil, err
 	}
