@@ -55,11 +55,12 @@ type safetyConfig struct {
 
 // safetyRun is the state of one run.
 type safetyRun struct {
-	cfg   safetyConfig
-	insts []*safetyInstance
-	rec   history.Recorder
-	stats counters
-	hc    *http.Client
+	cfg    safetyConfig
+	insts  []*safetyInstance
+	rec    history.Recorder
+	stats  counters
+	hc     *http.Client
+	traces traces // the session agents'
 
 	mu     sync.Mutex
 	errors []string // answers the contract does not allow at all
@@ -134,6 +135,9 @@ func safetyDuration(t *testing.T) time.Duration {
 // goroutine and not in parallel with tests that use Pub/Sub: it stops the
 // Pub/Sub emulator.
 func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
+	// Not beside the timing-bound freeze cases of sdk/conformance (see
+	// e2e.Exclusive).
+	e2e.Exclusive(t, "timing")
 	r := &safetyRun{cfg: cfg, hc: &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 	}}}
@@ -254,6 +258,9 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		t.Errorf("violation: %s", v)
 		if i < 5 && !v.At.IsZero() {
 			t.Logf("answers about %s within 1s of %s:\n%s", v.Lease, v.At.UTC().Format("15:04:05.000000"), history.Dump(observed, v.Lease, v.At, time.Second))
+			if tr := r.traces.about(v.Msg, v.At, 5*time.Second); tr != "" {
+				t.Logf("%s", tr)
+			}
 		}
 	}
 	switch lin.Result {

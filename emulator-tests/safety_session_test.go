@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,7 +86,7 @@ func (c *sessionContender) session(ctx context.Context) {
 		if m.Type == "yield" {
 			yield.Store(true)
 		}
-	}}
+	}, Trace: c.run.traces.writer(c.holder)}
 	octx, cancel := context.WithTimeout(ctx, safetyRequestTimeout)
 	_, err := a.Open(octx)
 	cancel()
@@ -339,4 +341,55 @@ func (c *sessionContender) do(a *rawsession.Agent, e *history.Entry, m rawsessio
 		c.run.unexpected("session %s %s by %s: %v", m.Type, c.name, c.holder, err)
 	}
 	c.record(*e)
+}
+
+// traces keeps the last lines of each session agent's trace
+// (rawsession.Agent.Trace), by holder, for the report of a violation.
+type traces struct {
+	mu    sync.Mutex
+	lines map[string][]string
+}
+
+// traceLines is how many lines a holder's trace keeps.
+const traceLines = 400
+
+// writer returns the Trace function of holder's agents.
+func (t *traces) writer(holder string) func(string) {
+	return func(line string) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.lines == nil {
+			t.lines = map[string][]string{}
+		}
+		l := append(t.lines[holder], line)
+		if len(l) > traceLines {
+			l = l[len(l)-traceLines:]
+		}
+		t.lines[holder] = l
+	}
+}
+
+// about returns the traces of the session holders msg names ("s00" …),
+// each line within span of at.
+func (t *traces) about(msg string, at time.Time, span time.Duration) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for holder, lines := range t.lines {
+		if !strings.Contains(msg, strconv.Quote(holder)) {
+			continue
+		}
+		fmt.Fprintf(&b, "trace of session agent %s:\n", holder)
+		for _, l := range lines {
+			ts, err := time.Parse("15:04:05.000000", strings.SplitN(l, " ", 2)[0])
+			if err == nil && !at.IsZero() {
+				when := time.Date(at.Year(), at.Month(), at.Day(), ts.Hour(), ts.Minute(), ts.Second(), ts.Nanosecond(), time.UTC)
+				if d := when.Sub(at.UTC()); d < -span || d > span {
+					continue
+				}
+			}
+			fmt.Fprintf(&b, "    %s\n", l)
+		}
+	}
+	return b.String()
 }

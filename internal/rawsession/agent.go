@@ -31,6 +31,12 @@ type Agent struct {
 	OnPush func(Message)
 	// OnResume, if set, gets every resumed message and the URL it came from.
 	OnResume func(url string, m Message)
+	// Trace, if set, gets a line for each step that moves what the agent
+	// leads: the session opened, an acquire answered (and on which
+	// socket), a resume begun, answered or failed, a holding dropped, and
+	// each ack that moved the deadline. It is called with the agent's lock
+	// held: it must not call the agent.
+	Trace func(line string)
 
 	mu     sync.Mutex
 	conn   *Conn
@@ -68,6 +74,7 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 	a.mu.Lock()
 	a.conn, a.id, a.window = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond
 	a.held, a.dropped, a.retired = map[string]Held{}, map[string]time.Time{}, map[*Conn]bool{}
+	a.traceLocked("opened on %s, window %v", c.URL, a.window)
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.mu.Unlock()
 	go a.loop()
@@ -223,6 +230,7 @@ func (a *Agent) resume(old *Conn) bool {
 	}
 	a.noteAckLocked(old)
 	a.retired[old] = true
+	a.traceLocked("resume from %s to %s with %v; %s retired", old.URL, c.URL, a.held, old.URL)
 	held := make([]Held, 0, len(a.held))
 	for _, h := range a.held {
 		held = append(held, h)
@@ -233,6 +241,9 @@ func (a *Agent) resume(old *Conn) bool {
 	if err != nil {
 		c.Drop()
 		old.Drop()
+		a.mu.Lock()
+		a.traceLocked("resume on %s failed: %v; both sockets dropped", c.URL, err)
+		a.mu.Unlock()
 		a.setErr(err)
 		if Code(err) == "session_not_found" { // it died: nothing to resume, ever
 			a.mu.Lock()
@@ -247,6 +258,7 @@ func (a *Agent) resume(old *Conn) bool {
 		return false
 	}
 	a.mu.Lock()
+	a.traceLocked("resumed on %s: leases %v, lost %v", c.URL, m.Leases, m.Lost)
 	for _, l := range m.Lost {
 		a.dropLocked(l.Name, l.FencingToken)
 	}
@@ -279,6 +291,7 @@ func (a *Agent) dropLocked(name string, token int64) {
 		}
 	}
 	a.dropped[name] = until
+	a.traceLocked("dropped %s token %d: led until %s", name, token, clock(until))
 }
 
 // Dropped reports whether the holding of name was lost (pushed lost or
@@ -295,6 +308,7 @@ func (a *Agent) noteAckLocked(c *Conn) {
 		return // its acks vouch for nothing since a resume began elsewhere
 	}
 	if at := c.Acked(); at.After(a.acked) {
+		a.traceLocked("ack on %s of the heartbeat sent at %s", c.URL, clock(at))
 		a.acked = at
 	}
 }
@@ -361,10 +375,12 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 		}
 		a.mu.Lock()
 		if !a.retired[c] {
+			a.traceLocked("acquired %s token %d on %s", name, l.FencingToken, c.URL)
 			a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
 			a.mu.Unlock()
 			return l, nil
 		}
+		a.traceLocked("acquire of %s token %d answered on %s, retired: acquiring again", name, l.FencingToken, c.URL)
 		a.mu.Unlock()
 		// A resume began after c became current: it did not claim this
 		// holding, so the acks of the socket it opened do not vouch for
@@ -456,3 +472,13 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// traceLocked sends a line to Trace, if set; a.mu is held.
+func (a *Agent) traceLocked(format string, args ...any) {
+	if a.Trace != nil {
+		a.Trace(clock(time.Now()) + " " + fmt.Sprintf(format, args...))
+	}
+}
+
+// clock formats t for a trace line.
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

@@ -100,6 +100,9 @@ var ErrClosed = errors.New("session: socket closed")
 
 // Conn is one session socket. Its methods are safe for concurrent use.
 type Conn struct {
+	// URL is the base URL the socket was dialled to.
+	URL string
+
 	ws *websocket.Conn
 
 	mu      sync.Mutex
@@ -126,7 +129,7 @@ func Dial(ctx context.Context, base string, header http.Header, onPush func(Mess
 		return nil, fmt.Errorf("session: connect %s: %w", u, err)
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &Conn{ws: ws, pending: map[int64]chan Message{}, beats: map[int64]time.Time{}, onPush: onPush, done: make(chan struct{})}
+	c := &Conn{URL: base, ws: ws, pending: map[int64]chan Message{}, beats: map[int64]time.Time{}, onPush: onPush, done: make(chan struct{})}
 	go c.read()
 	return c, nil
 }

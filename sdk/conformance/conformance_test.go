@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -207,17 +206,16 @@ func revokeCase(t *testing.T, lang language, argv []string, env map[string]strin
 	ag.stop(15 * time.Second)
 }
 
-// freezeMu serializes the languages' freeze cases.
-var freezeMu sync.Mutex
 
 // freezeCase runs the freeze case freezeRuns times and asserts each run's
 // X < T × (1 − D).
 func freezeCase(t *testing.T, lang language, argv []string, base func(string) map[string]string, svc *e2e.Service) {
-	// One language's freeze runs at a time: three languages' agents, their
-	// services and timers at once on a small machine starve one another,
-	// and the bound measured is the SDK's, not the machine's.
-	freezeMu.Lock()
-	defer freezeMu.Unlock()
+	// One language's freeze runs at a time, and none beside the safety
+	// runs of emulator-tests: three languages' agents, their services and
+	// timers at once on a small machine, or a fault-injected run loading
+	// every core, starve the agent, and the bound measured is the SDK's,
+	// not the machine's.
+	e2e.Exclusive(t, "timing")
 	var xs []float64
 	bound := float64(freezeTTL.Milliseconds()) * (1 - client.DefaultDriftMargin)
 	for run := range freezeRuns {
