@@ -206,7 +206,6 @@ func revokeCase(t *testing.T, lang language, argv []string, env map[string]strin
 	ag.stop(15 * time.Second)
 }
 
-
 // freezeCase runs the freeze case freezeRuns times and asserts each run's
 // X < T × (1 − D).
 func freezeCase(t *testing.T, lang language, argv []string, base func(string) map[string]string, svc *e2e.Service) {
