@@ -136,10 +136,23 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 	term := func(until time.Time) {
 		c.record(history.Entry{Op: history.Led, Token: token, Call: start, Return: until})
 	}
-	// left ends the term at the agent's deadline and leaves the holding to
-	// the instance, which ends it unseen when the session dies (the checks
-	// allow that of a session holder).
-	left := func() { term(a.Deadline()) }
+	// ledUntil is until when the agent leads the holding: its deadline,
+	// or, once it learnt that the holding was lost (a push, or a resume
+	// that could not take it back), until when it led it then. The
+	// deadline alone would count the acks of a socket resumed without the
+	// holding: the harness recorded such terms too long, an overlap the
+	// agent never had (its trace showed the loss).
+	ledUntil := func() time.Time {
+		d := a.Deadline()
+		if until, lost := a.Dropped(c.name); lost && until.Before(d) {
+			return until
+		}
+		return d
+	}
+	// left ends the term where the agent stops leading and leaves the
+	// holding to the instance, which ends it unseen when the session dies
+	// (the checks allow that of a session holder).
+	left := func() { term(ledUntil()) }
 	for range c.rng.IntN(5) {
 		if !c.pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) || yield.Load() {
 			break
@@ -159,7 +172,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 		e := history.Entry{Op: history.Renew, Token: token, Checkpoint: cp, Outcome: history.Maybe, Call: time.Now()}
 		c.do(a, &e, rawsession.Message{Type: "renew", Name: c.name, Holder: c.holder, FencingToken: token, Checkpoint: cp})
 		if e.Outcome == history.Lost {
-			term(minTime(e.Return, a.Deadline()))
+			term(minTime(e.Return, ledUntil()))
 			c.close(a)
 			return
 		}
@@ -177,11 +190,11 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 	switch k := c.rng.IntN(8); {
 	case yield.Load() || k < 3: // release through the session, then close it
 		e := history.Entry{Op: history.Release, Token: token, Outcome: history.Maybe, Call: time.Now()}
-		term(minTime(e.Call, a.Deadline()))
+		term(minTime(e.Call, ledUntil()))
 		c.do(a, &e, rawsession.Message{Type: "release", Name: c.name, Holder: c.holder, FencingToken: token})
 		c.close(a)
 	case k < 4: // close: the service releases every holding of the session
-		term(minTime(time.Now(), a.Deadline()))
+		term(minTime(time.Now(), ledUntil()))
 		c.close(a)
 	case k < 6: // killed: the socket drops without a close
 		c.run.stats.add("session agent killed")
