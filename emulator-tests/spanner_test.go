@@ -365,7 +365,7 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	got, err := getRecord(t, s, name)
+	got, err := lease.GetWith(t.Context(), s.Get, name)
 	if err != nil || got.Record == nil {
 		t.Fatalf("Get = %+v, %v", got.Record, err)
 	}
@@ -387,7 +387,7 @@ func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "whole number of milliseconds") {
 		t.Fatalf("Update with a 1.5ms TTL = %v, want an error about milliseconds", err)
 	}
-	if got, err := getRecord(t, s, name); err != nil || got.Record != nil {
+	if got, err := lease.GetWith(t.Context(), s.Get, name); err != nil || got.Record != nil {
 		t.Fatalf("Get after the refused Update = %+v, %v; want nothing written", got.Record, err)
 	}
 }
@@ -453,7 +453,7 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := getRecord(t, s, "old")
+		got, err := lease.GetWith(t.Context(), s.Get, "old")
 		if err != nil || got.Record == nil || got.Record.FencingToken != 3 || got.Record.Principal != "" || got.Record.RevokeReason != "" {
 			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, no principal, not revoked", got.Record, err)
 		}
@@ -512,7 +512,7 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open after the migration: %v", err)
 		}
-		got, err := getRecord(t, s, "old")
+		got, err := lease.GetWith(t.Context(), s.Get, "old")
 		if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || r.Principal != "p" ||
 			r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || r.Candidates != nil || r.ReservedFor != "" || !r.ReservedUntil.IsZero() {
 			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, principal p, no succession state", r, err)
@@ -525,7 +525,7 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err = getRecord(t, s, "old")
+		got, err = lease.GetWith(t.Context(), s.Get, "old")
 		if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || r.CheckpointToken != 3 {
 			t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
 		}

@@ -31,7 +31,13 @@ func DecodeSnapshot(s backend.Snapshot) (Snapshot, error) {
 
 // Get reads the record under name (see backend.Loop.Get).
 func (rs records) Get(ctx context.Context, name string) (Snapshot, error) {
-	snap, err := rs.loop.Get(ctx, name)
+	return GetWith(ctx, rs.loop.Get, name)
+}
+
+// GetWith reads the row under name with get (a backend.Loop's or a
+// backend.Store's Get) and decodes it (DecodeSnapshot).
+func GetWith(ctx context.Context, get func(context.Context, string) (backend.Snapshot, error), name string) (Snapshot, error) {
+	snap, err := get(ctx, name)
 	if err != nil {
 		return Snapshot{}, err
 	}

@@ -29,11 +29,7 @@ func (r records) Try(ctx context.Context, name string, decide lease.Decide) (lea
 
 // Get reads the record under name (backend.Store.Get).
 func (r records) Get(ctx context.Context, name string) (lease.Snapshot, error) {
-	snap, err := r.store.Get(ctx, name)
-	if err != nil {
-		return lease.Snapshot{}, err
-	}
-	return lease.DecodeSnapshot(snap)
+	return lease.GetWith(ctx, r.store.Get, name)
 }
 
 // List lists records (backend.Store.List).

@@ -27,7 +27,7 @@ func TestLegacyRevocationColumns(t *testing.T) {
 		}
 		return revokedBy, revokeReason, value
 	}
-	got, err := getRecord(t, s, "old")
+	got, err := lease.GetWith(t.Context(), s.Get, "old")
 	if r := got.Record; err != nil || r == nil || r.RevokedBy != "op" || r.RevokeReason != "stuck" || r.Priority != 2 {
 		t.Fatalf("the older row reads back as %+v, %v; want revoked by op, priority 2", r, err)
 	}
@@ -46,7 +46,7 @@ func TestLegacyRevocationColumns(t *testing.T) {
 	if by, reason, value := stored(); by != "" || reason != "" || !strings.Contains(value, `"revokedBy":"op","revokeReason":"stuck"`) {
 		t.Fatalf("the row rewritten holds %q, %q, %q; want the revocation in the succession column alone", by, reason, value)
 	}
-	if got, err := getRecord(t, s, "old"); err != nil || got.Record.RevokeReason != "stuck" || got.Record.Priority != 3 {
+	if got, err := lease.GetWith(t.Context(), s.Get, "old"); err != nil || got.Record.RevokeReason != "stuck" || got.Record.Priority != 3 {
 		t.Fatalf("the rewritten row reads back as %+v, %v", got.Record, err)
 	}
 	if _, err := pool.Exec(t.Context(), `UPDATE leasesvc_leases SET revoked_by = 'op', revoke_reason = 'stuck', succession = '' WHERE name = 'old'`); err != nil {
@@ -56,7 +56,7 @@ func TestLegacyRevocationColumns(t *testing.T) {
 	if by, reason, value := stored(); by != "" || reason != "" || value != "" {
 		t.Fatalf("the row of a new holding holds %q, %q, %q; want nothing", by, reason, value)
 	}
-	if got, err := getRecord(t, s, "old"); err != nil || got.Record.RevokeReason != "" || got.Record.RevokedBy != "" || got.Record.Holder != "h2" {
+	if got, err := lease.GetWith(t.Context(), s.Get, "old"); err != nil || got.Record.RevokeReason != "" || got.Record.RevokedBy != "" || got.Record.Holder != "h2" {
 		t.Fatalf("the new holding reads back as %+v, %v; want it not revoked", got.Record, err)
 	}
 }

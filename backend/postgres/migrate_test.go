@@ -70,7 +70,7 @@ func TestOpenAddsColumnsToAnOlderTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open after the migration, without migrating: %v", err)
 	}
-	got, err := getRecord(t, s, "old")
+	got, err := lease.GetWith(t.Context(), s.Get, "old")
 	if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || string(r.Metadata) != `{"a":1}` || r.Principal != "p" {
 		t.Fatalf("the older row after the migration = %+v, %v; want it unchanged", r, err)
 	}
@@ -87,7 +87,7 @@ func TestOpenAddsColumnsToAnOlderTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = getRecord(t, s, "old")
+	got, err = lease.GetWith(t.Context(), s.Get, "old")
 	if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || len(r.Candidates) != 1 || !r.Candidates[0].Until.Equal(until) {
 		t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
 	}
