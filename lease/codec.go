@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -48,6 +49,9 @@ func EncodeRow(r *Record) (backend.Row, error) {
 		Candidates: r.Candidates, ReservedFor: r.ReservedFor, ReservedPrincipal: r.ReservedPrincipal,
 		ReservedUntil: r.ReservedUntil.UTC(), DeleteTime: r.DeleteTime.UTC(),
 		SessionKey: r.SessionKey, SessionEpoch: r.SessionEpoch, SessionWindowMs: r.SessionWindow.Milliseconds()}
+	if reflect.ValueOf(&v).Elem().IsZero() {
+		return row, nil // the value of most holdings: "{}", stored as nothing
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // a checkpoint comes back as it was written, <, > and & included
