@@ -7,11 +7,11 @@ import (
 )
 
 // Attempt is one attempt of a batch (see BatchStore): an update of the
-// record under Name decided by Decide, as Store.Try makes alone.
+// row under Name decided by Decide, as Store.Try makes alone.
 type Attempt struct {
 	// Name is the lease name.
 	Name string
-	// Decide decides this attempt, on this record only.
+	// Decide decides this attempt, on this row only.
 	Decide Decide
 }
 
@@ -21,7 +21,7 @@ type Result struct {
 	// Snapshot is the snapshot decide's answer produced.
 	Snapshot Snapshot
 	// Err is the attempt's own error: decide's (unchanged), or one its
-	// record alone caused; nil on success.
+	// row alone caused; nil on success.
 	Err error
 }
 
@@ -34,10 +34,10 @@ type Result struct {
 type BatchStore interface {
 	Store
 	// TryBatch makes the attempts, on distinct names, in one transaction:
-	// one read of every record at one server time, each attempt's decide
-	// on its own record, the writes of those that changed something, one
+	// one read of every row at one server time, each attempt's decide
+	// on its own row, the writes of those that changed something, one
 	// commit. It returns one Result per attempt, in order, each as Try
-	// would have answered it alone (a decide's error, or a record that
+	// would have answered it alone (a decide's error, or a row that
 	// cannot be written, is that attempt's Result and writes nothing of
 	// it). err is the transaction's failure as a whole (a lost race, an
 	// unreachable backend): then nothing was written, and Loop makes each

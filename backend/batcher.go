@@ -52,7 +52,7 @@ func (o *op) answer(r Result) {
 // must not run, and the answer is the ctx's error. A decide that panics
 // fails its own attempt only (it runs on the batcher's goroutine, where a
 // panic would stop the process).
-func (o *op) call(snap Snapshot) (next *Record, err error) {
+func (o *op) call(snap Snapshot) (next *Row, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	defer func() {

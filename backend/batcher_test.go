@@ -62,7 +62,7 @@ func hold(t *testing.T, l *backend.Loop, name string) (release func()) {
 	entered, unblock, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	var once sync.Once
 	go func() {
-		_, err := l.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+		_, err := l.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Row, error) {
 			once.Do(func() { close(entered) })
 			<-unblock
 			return write(s)
@@ -105,9 +105,9 @@ func TestLoopBatchAnswersEachCaller(t *testing.T) {
 	refused := errors.New("refused")
 	names := []string{"w1", "w2", "w3", "refused", "unchanged", "panics"}
 	wait := queue(t, l, names, []backend.Decide{write, write, write,
-		func(backend.Snapshot) (*backend.Record, error) { return nil, refused },
+		func(backend.Snapshot) (*backend.Row, error) { return nil, refused },
 		refuse,
-		func(backend.Snapshot) (*backend.Record, error) { panic("a bug in decide") },
+		func(backend.Snapshot) (*backend.Row, error) { panic("a bug in decide") },
 	})
 	release()
 	snaps, errs := wait()
@@ -116,15 +116,15 @@ func TestLoopBatchAnswersEachCaller(t *testing.T) {
 		t.Fatalf("batches %v, want one of the %d queued attempts (the blocker went alone, by Try)", f.batches, len(names))
 	}
 	for i := range 3 {
-		if errs[i] != nil || snaps[i].Record == nil || snaps[i].Record.FencingToken != 1 {
-			t.Errorf("write %s = %+v, %v; want token 1", names[i], snaps[i].Record, errs[i])
+		if errs[i] != nil || snaps[i].Row == nil || snaps[i].Row.FencingToken != 1 {
+			t.Errorf("write %s = %+v, %v; want token 1", names[i], snaps[i].Row, errs[i])
 		}
 	}
 	if errs[3] != refused {
 		t.Errorf("refused = %v, want decide's own error", errs[3])
 	}
-	if errs[4] != nil || snaps[4].Record != nil {
-		t.Errorf("unchanged = %+v, %v; want no record, no error", snaps[4].Record, errs[4])
+	if errs[4] != nil || snaps[4].Row != nil {
+		t.Errorf("unchanged = %+v, %v; want no record, no error", snaps[4].Row, errs[4])
 	}
 	if errs[5] == nil || !strings.Contains(errs[5].Error(), "decide panicked: a bug in decide") {
 		t.Errorf("panicking decide = %v, want an error saying so", errs[5])
@@ -146,8 +146,8 @@ func TestLoopBatchSplitsAFailedBatch(t *testing.T) {
 	release()
 	snaps, errs := wait()
 	for i, n := range names {
-		if errs[i] != nil || snaps[i].Record == nil || snaps[i].Record.FencingToken != 1 {
-			t.Errorf("%s = %+v, %v; want its own attempt alone", n, snaps[i].Record, errs[i])
+		if errs[i] != nil || snaps[i].Row == nil || snaps[i].Row.FencingToken != 1 {
+			t.Errorf("%s = %+v, %v; want its own attempt alone", n, snaps[i].Row, errs[i])
 		}
 	}
 	if _, txns, splits := l.BatchStats(); splits != 1 || txns != 1+1+3 {
@@ -185,7 +185,7 @@ func TestLoopBatchLimitAndCancel(t *testing.T) {
 	gone := make(chan error, 1)
 	ran := make(chan struct{}, 1)
 	go func() {
-		_, err := l.Update(ctx, "gone", func(s backend.Snapshot) (*backend.Record, error) { ran <- struct{}{}; return write(s) })
+		_, err := l.Update(ctx, "gone", func(s backend.Snapshot) (*backend.Row, error) { ran <- struct{}{}; return write(s) })
 		gone <- err
 	}()
 	for backend.BatchQueued(l) < 1 {

@@ -141,7 +141,7 @@ func (l *Loop) BatchStats() (attempts, transactions, splits int64) {
 // Store returns the driver the Loop drives.
 func (l *Loop) Store() Store { return l.store }
 
-// Get reads the record under name (see Store.Get).
+// Get reads the row under name (see Store.Get).
 func (l *Loop) Get(ctx context.Context, name string) (Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return Snapshot{}, err
@@ -150,8 +150,8 @@ func (l *Loop) Get(ctx context.Context, name string) (Snapshot, error) {
 	return snap, settle(ctx, err)
 }
 
-// List lists records (see Store.List).
-func (l *Loop) List(ctx context.Context, prefix, after string, limit int) ([]Record, time.Time, error) {
+// List lists rows (see Store.List).
+func (l *Loop) List(ctx context.Context, prefix, after string, limit int) ([]Row, time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, time.Time{}, err
 	}
@@ -177,12 +177,12 @@ func (l *Loop) ExpectWrite(name string) {
 	}
 }
 
-// Update atomically reads the record under name, calls decide with it and
+// Update atomically reads the row under name, calls decide with it and
 // the server time of that read, and stores what decide returns, retrying
 // lost races until it succeeds, ctx is done or the attempts run out (an
 // error wrapping ErrConflict). It returns the snapshot that decide's answer
-// produced: the written record and the server time of the decision, or the
-// unchanged record if decide returned nil. An error from decide is returned
+// produced: the written row and the server time of the decision, or the
+// unchanged row if decide returned nil. An error from decide is returned
 // unchanged, with nothing written; a context error is ctx's, bare.
 func (l *Loop) Update(ctx context.Context, name string, decide Decide) (Snapshot, error) {
 	if err := ctx.Err(); err != nil {
@@ -212,7 +212,7 @@ func (l *Loop) Update(ctx context.Context, name string, decide Decide) (Snapshot
 		wrote     bool
 		decideErr error
 	)
-	tracked := func(s Snapshot) (*Record, error) {
+	tracked := func(s Snapshot) (*Row, error) {
 		next, err := decide(s)
 		wrote, decideErr = err == nil && next != nil, err
 		return next, err

@@ -51,15 +51,15 @@ func (s *scripted) Try(ctx context.Context, name string, decide backend.Decide) 
 	return s.Store.Try(ctx, name, decide)
 }
 
-func write(s backend.Snapshot) (*backend.Record, error) {
-	r := &backend.Record{FencingToken: 1, ExpireTime: s.ServerTime.Add(time.Second)}
-	if s.Record != nil {
-		r.FencingToken = s.Record.FencingToken + 1
+func write(s backend.Snapshot) (*backend.Row, error) {
+	r := &backend.Row{FencingToken: 1, ExpireTime: s.ServerTime.Add(time.Second)}
+	if s.Row != nil {
+		r.FencingToken = s.Row.FencingToken + 1
 	}
 	return r, nil
 }
 
-func refuse(backend.Snapshot) (*backend.Record, error) { return nil, nil }
+func refuse(backend.Snapshot) (*backend.Row, error) { return nil, nil }
 
 // TestLoopRetriesConflicts: conflicts are retried with their reason
 // reported, up to MaxAttempts; other errors are not retried.
@@ -70,8 +70,8 @@ func TestLoopRetriesConflicts(t *testing.T) {
 	s.hints = backend.Hints{MaxAttempts: 3, OnRetry: func(r string) { reasons = append(reasons, r) }}
 	l := backend.NewLoop(s)
 	snap, err := l.Update(t.Context(), "a", write)
-	if err != nil || snap.Record.FencingToken != 1 {
-		t.Fatalf("Update after two conflicts = %+v, %v; want the write", snap.Record, err)
+	if err != nil || snap.Row.FencingToken != 1 {
+		t.Fatalf("Update after two conflicts = %+v, %v; want the write", snap.Row, err)
 	}
 	if len(reasons) != 2 || reasons[0] != "aborted" || s.tries.Load() != 3 {
 		t.Fatalf("retries %v after %d attempts, want [aborted aborted] after 3", reasons, s.tries.Load())
@@ -93,7 +93,7 @@ func TestLoopRetriesConflicts(t *testing.T) {
 func TestLoopDecideError(t *testing.T) {
 	boom := errors.New("boom")
 	l := backend.NewLoop(memory.New())
-	if _, err := l.Update(t.Context(), "a", func(backend.Snapshot) (*backend.Record, error) { return nil, boom }); err != boom {
+	if _, err := l.Update(t.Context(), "a", func(backend.Snapshot) (*backend.Row, error) { return nil, boom }); err != boom {
 		t.Fatalf("Update = %v, want decide's error unchanged", err)
 	}
 }

@@ -119,13 +119,13 @@ func countedFirestore(b *testing.B) (*gfs.Client, *vkit.Client, *rpcCounter) {
 	return c, raw, cnt
 }
 
-// renewed is the renewal of the record in snap: renewed at the read's
+// renewed is the renewal of the row in snap: renewed at the read's
 // server time, for its TTL.
-func renewed(snap backend.Snapshot) (*backend.Record, error) {
-	if snap.Record == nil {
+func renewed(snap backend.Snapshot) (*backend.Row, error) {
+	if snap.Row == nil {
 		return nil, fmt.Errorf("renew: no lease")
 	}
-	r := *snap.Record
+	r := *snap.Row
 	r.RenewTime = snap.ServerTime
 	r.ExpireTime = snap.ServerTime.Add(r.TTL)
 	return &r, nil
@@ -265,9 +265,9 @@ func BenchmarkFirestoreBatchPaced(b *testing.B) {
 	name := func(i int) string { return fmt.Sprintf("lease-%04d", i%leases) }
 	// Set up the leases, and warm the emulator, with both paths.
 	pooled(b, leases, 32, func(i int) {
-		if _, err := loop.Update(b.Context(), name(i), func(snap backend.Snapshot) (*backend.Record, error) {
+		if _, err := loop.Update(b.Context(), name(i), func(snap backend.Snapshot) (*backend.Row, error) {
 			now := snap.ServerTime
-			return &backend.Record{Holder: "h", FencingToken: 1, TTL: 30 * time.Second, AcquireTime: now,
+			return &backend.Row{Holder: "h", FencingToken: 1, TTL: 30 * time.Second, AcquireTime: now,
 				RenewTime: now, ExpireTime: now.Add(30 * time.Second), Transitions: 1}, nil
 		}); err != nil {
 			b.Errorf("set up %s: %v", name(i), err)

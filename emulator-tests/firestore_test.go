@@ -15,6 +15,7 @@ import (
 	"github.com/leasesvc/leasesvc/backend/firestore"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/emulator-tests/emulators"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // firestoreClient returns a client of the Firestore emulator, closed when
@@ -70,17 +71,17 @@ func TestFirestoreScanExpiry(t *testing.T) {
 	fs, _, _ := firestoreStore(t)
 	mem := memory.New()
 	base := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	var recs []backend.Record
+	var recs []lease.Record
 	for i, off := range []int{5, 1, 3, 3, 3, 9, 0, 7, 1, 12} {
 		exp := base.Add(time.Duration(off) * time.Second)
-		recs = append(recs, backend.Record{
+		recs = append(recs, lease.Record{
 			Name: fmt.Sprintf("scan-%02d", (i*7)%10), Holder: "h", FencingToken: int64(i + 1), TTL: time.Second,
 			AcquireTime: exp.Add(-time.Second), RenewTime: exp.Add(-time.Second), ExpireTime: exp, Transitions: 1,
 		})
 	}
 	for _, s := range []backend.Store{fs, mem} {
 		for _, r := range recs {
-			if _, err := backend.NewLoop(s).Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return &r, nil }); err != nil {
+			if _, err := lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, r.Name, func(lease.Snapshot) (*lease.Record, error) { return &r, nil }); err != nil {
 				t.Fatalf("Update(%s): %v", r.Name, err)
 			}
 		}
@@ -99,7 +100,7 @@ func TestFirestoreScanExpiry(t *testing.T) {
 		{backend.Cursor{ExpireTime: base.Add(3 * time.Second), Name: recs[3].Name}, base.Add(7 * time.Second), 2},
 		{backend.Cursor{ExpireTime: base.Add(time.Hour)}, base.Add(2 * time.Hour), 100},
 	}
-	names := func(rs []backend.Record) string {
+	names := func(rs []backend.Row) string {
 		var out []string
 		for _, r := range rs {
 			out = append(out, r.Name+"@"+r.ExpireTime.Sub(base).String())

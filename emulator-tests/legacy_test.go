@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // legacyRevocation checks a store over a lease that an older version
@@ -18,14 +19,14 @@ import (
 // they are stored.
 func legacyRevocation(t *testing.T, s backend.Store, name string, stored func() (revokedBy, revokeReason, value string)) {
 	t.Helper()
-	got, err := s.Get(t.Context(), name)
+	got, err := lease.GetWith(t.Context(), s.Get, name)
 	if r := got.Record; err != nil || r == nil || r.RevokedBy != "op" || r.RevokeReason != "stuck" || r.Priority != 2 {
 		t.Fatalf("the older record reads back as %+v, %v; want revoked by op, priority 2", r, err)
 	}
 	loop := backend.NewLoop(s)
-	update := func(change func(*backend.Record)) {
+	update := func(change func(*lease.Record)) {
 		t.Helper()
-		if _, err := loop.Update(t.Context(), name, func(cur backend.Snapshot) (*backend.Record, error) {
+		if _, err := lease.UpdateWith(t.Context(), loop.Update, name, func(cur lease.Snapshot) (*lease.Record, error) {
 			next := *cur.Record
 			change(&next)
 			return &next, nil
@@ -33,18 +34,18 @@ func legacyRevocation(t *testing.T, s backend.Store, name string, stored func() 
 			t.Fatal(err)
 		}
 	}
-	update(func(r *backend.Record) { r.Priority = 3 })
+	update(func(r *lease.Record) { r.Priority = 3 })
 	if by, reason, value := stored(); by != "" || reason != "" || !strings.Contains(value, `"revokedBy":"op","revokeReason":"stuck"`) {
 		t.Fatalf("the record rewritten holds %q, %q, %q; want the revocation in the encoded value alone", by, reason, value)
 	}
-	if got, err := s.Get(t.Context(), name); err != nil || got.Record.RevokeReason != "stuck" || got.Record.Priority != 3 {
+	if got, err := lease.GetWith(t.Context(), s.Get, name); err != nil || got.Record.RevokeReason != "stuck" || got.Record.Priority != 3 {
 		t.Fatalf("the rewritten record reads back as %+v, %v", got.Record, err)
 	}
-	update(func(r *backend.Record) { r.Holder, r.FencingToken, r.RevokedBy, r.RevokeReason = "h2", 4, "", "" })
+	update(func(r *lease.Record) { r.Holder, r.FencingToken, r.RevokedBy, r.RevokeReason = "h2", 4, "", "" })
 	if by, reason, value := stored(); by != "" || reason != "" || strings.Contains(value, "revoke") {
 		t.Fatalf("the record of a new holding holds %q, %q, %q; want no revocation", by, reason, value)
 	}
-	if got, err := s.Get(t.Context(), name); err != nil || got.Record.RevokeReason != "" || got.Record.RevokedBy != "" || got.Record.Holder != "h2" {
+	if got, err := lease.GetWith(t.Context(), s.Get, name); err != nil || got.Record.RevokeReason != "" || got.Record.RevokedBy != "" || got.Record.Holder != "h2" {
 		t.Fatalf("the new holding reads back as %+v, %v; want it not revoked", got.Record, err)
 	}
 }

@@ -19,14 +19,14 @@ import (
 	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
 )
 
-// counterRecord is the record an increment writes: the token one above
+// counterRecord is the row an increment writes: the token one above
 // what it read.
-func counterRecord(snap backend.Snapshot) *backend.Record {
+func counterRecord(snap backend.Snapshot) *backend.Row {
 	now := snap.ServerTime
-	r := &backend.Record{Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
+	r := &backend.Row{Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
 		RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}
-	if snap.Record != nil {
-		r.FencingToken = snap.Record.FencingToken + 1
+	if snap.Row != nil {
+		r.FencingToken = snap.Row.FencingToken + 1
 	}
 	return r
 }
@@ -34,7 +34,7 @@ func counterRecord(snap backend.Snapshot) *backend.Record {
 // increment adds one to the counter record of lease name through loop
 // (counterRecord), as a renewal writes its lease.
 func increment(ctx context.Context, loop *backend.Loop, name string) error {
-	_, err := loop.Update(ctx, name, func(snap backend.Snapshot) (*backend.Record, error) {
+	_, err := loop.Update(ctx, name, func(snap backend.Snapshot) (*backend.Row, error) {
 		return counterRecord(snap), nil
 	})
 	return err
@@ -57,7 +57,7 @@ func holdBatch(t *testing.T, loop *backend.Loop, name string) (release func()) {
 	var once sync.Once
 	done := make(chan error, 1)
 	go func() {
-		_, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		_, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Row, error) {
 			once.Do(func() { close(entered) })
 			<-unblock
 			return counterRecord(snap), nil
@@ -118,18 +118,18 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 		})
 	}
 	for i := range incrs {
-		try(i, fmt.Sprintf("%sincr%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
+		try(i, fmt.Sprintf("%sincr%02d", prefix, i), func(snap backend.Snapshot) (*backend.Row, error) {
 			return counterRecord(snap), nil
 		})
 	}
-	try(incrs, prefix+"refused", func(backend.Snapshot) (*backend.Record, error) { return nil, errDecide })
-	try(incrs+1, prefix+"unchanged", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
-	try(incrs+2, prefix+"badttl", func(snap backend.Snapshot) (*backend.Record, error) {
+	try(incrs, prefix+"refused", func(backend.Snapshot) (*backend.Row, error) { return nil, errDecide })
+	try(incrs+1, prefix+"unchanged", func(backend.Snapshot) (*backend.Row, error) { return nil, nil })
+	try(incrs+2, prefix+"badttl", func(snap backend.Snapshot) (*backend.Row, error) {
 		r := counterRecord(snap)
 		r.TTL = 1500 * time.Microsecond
 		return r, nil
 	})
-	try(incrs+3, prefix+"panics", func(backend.Snapshot) (*backend.Record, error) { panic("a bug in decide") })
+	try(incrs+3, prefix+"panics", func(backend.Snapshot) (*backend.Row, error) { panic("a bug in decide") })
 	waitQueued(&started)
 	release()
 	wg.Wait()
@@ -141,15 +141,15 @@ func TestSpannerBatchAnswersEachCaller(t *testing.T) {
 	}
 	for i := range incrs {
 		a := answers[i]
-		if a.err != nil || a.snap.Record == nil || a.snap.Record.FencingToken != 1 {
-			t.Errorf("increment %d = %+v, %v; want token 1", i, a.snap.Record, a.err)
+		if a.err != nil || a.snap.Row == nil || a.snap.Row.FencingToken != 1 {
+			t.Errorf("increment %d = %+v, %v; want token 1", i, a.snap.Row, a.err)
 		}
 		checkStored(t, s, fmt.Sprintf("%sincr%02d", prefix, i), 1)
 	}
 	if a := answers[incrs]; a.err != errDecide {
 		t.Errorf("refused attempt = %v, want decide's own error value", a.err)
 	}
-	if a := answers[incrs+1]; a.err != nil || a.snap.Record != nil || a.snap.ServerTime.IsZero() {
+	if a := answers[incrs+1]; a.err != nil || a.snap.Row != nil || a.snap.ServerTime.IsZero() {
 		t.Errorf("unchanged attempt = %+v, %v; want no record at a server time", a.snap, a.err)
 	}
 	if a := answers[incrs+2]; a.err == nil || !strings.Contains(a.err.Error(), "whole number of milliseconds") {
@@ -183,7 +183,7 @@ func TestSpannerBatchSplitsAFailedCommit(t *testing.T) {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
-			_, errs[i] = loop.Update(t.Context(), fmt.Sprintf("%s%02d", prefix, i), func(snap backend.Snapshot) (*backend.Record, error) {
+			_, errs[i] = loop.Update(t.Context(), fmt.Sprintf("%s%02d", prefix, i), func(snap backend.Snapshot) (*backend.Row, error) {
 				r := counterRecord(snap)
 				if i == 0 {
 					r.Holder = strings.Repeat("h", 300) // Holder is STRING(256)
@@ -249,12 +249,12 @@ func TestSpannerBatchConflict(t *testing.T) {
 		started.Add(1)
 		wg.Go(func() {
 			started.Done()
-			snap, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+			snap, err := loop.Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Row, error) {
 				if i == 0 && batchRuns.Add(1) == 1 {
 					rivalDone := make(chan struct{})
 					go func() { // a transaction of the same client, while the batch's is open
 						defer close(rivalDone)
-						snap, err := rival.Try(t.Context(), shared, func(snap backend.Snapshot) (*backend.Record, error) {
+						snap, err := rival.Try(t.Context(), shared, func(snap backend.Snapshot) (*backend.Row, error) {
 							return counterRecord(snap), nil
 						})
 						rivalToken, rivalErr = tokenOf(snap), err
@@ -292,10 +292,10 @@ func TestSpannerBatchConflict(t *testing.T) {
 }
 
 func tokenOf(snap backend.Snapshot) int64 {
-	if snap.Record == nil {
+	if snap.Row == nil {
 		return 0
 	}
-	return snap.Record.FencingToken
+	return snap.Row.FencingToken
 }
 
 // checkStored fails the test unless the token stored under name is want

@@ -229,7 +229,7 @@ func spannerDirectRead(ctx context.Context, tx *spanner.ReadWriteTransaction, na
 	return now, rows[0], nil
 }
 
-func spannerDirectWrite(tx *spanner.ReadWriteTransaction, rec backend.Record) error {
+func spannerDirectWrite(tx *spanner.ReadWriteTransaction, rec lease.Record) error {
 	return tx.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate(spannerstore.Table,
 		[]string{"Name", "Holder", "FencingToken", "TtlMs", "AcquireTime", "RenewTime", "ExpireTime", "Transitions", "Metadata", "UpdateTime"},
 		[]any{rec.Name, rec.Holder, rec.FencingToken, rec.TTL.Milliseconds(), rec.AcquireTime, rec.RenewTime, rec.ExpireTime,
@@ -244,7 +244,7 @@ func spannerDirectAcquire(ctx context.Context, c *spanner.Client, name, holder s
 			return err
 		}
 		now = now.Truncate(time.Microsecond)
-		rec := backend.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
+		rec := lease.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: 1}
 		switch {
 		case cur == nil:
@@ -271,7 +271,7 @@ func spannerDirectRenew(ctx context.Context, c *spanner.Client, name, holder str
 		if cur == nil || !now.Before(cur.ExpireTime) || cur.Holder != holder || cur.FencingToken != token {
 			return errors.New("direct renew: lease lost")
 		}
-		return spannerDirectWrite(tx, backend.Record{Name: name, Holder: holder, FencingToken: token, TTL: ttl,
+		return spannerDirectWrite(tx, lease.Record{Name: name, Holder: holder, FencingToken: token, TTL: ttl,
 			AcquireTime: cur.AcquireTime, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: cur.Transitions})
 	})
 	return err

@@ -342,11 +342,11 @@ func incrementN(t *testing.T, s *backend.Loop, name string, n int) {
 func checkCounter(t *testing.T, s *backend.Loop, name string, want int) {
 	t.Helper()
 	got, err := s.Get(t.Context(), name)
-	if err != nil || got.Record == nil {
-		t.Fatalf("Get(%s) = %+v, %v", name, got.Record, err)
+	if err != nil || got.Row == nil {
+		t.Fatalf("Get(%s) = %+v, %v", name, got.Row, err)
 	}
-	if got.Record.FencingToken != int64(want) {
-		t.Fatalf("counter %s = %d after %d increments: updates were lost", name, got.Record.FencingToken, want)
+	if got.Row.FencingToken != int64(want) {
+		t.Fatalf("counter %s = %d after %d increments: updates were lost", name, got.Row.FencingToken, want)
 	}
 }
 
@@ -357,15 +357,15 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 	s := spannerStore(t)
 	name := spannerID("md.")
 	md := `{"z":1,"a":2.50,"é":"ü","n":[3,1]}`
-	_, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+	_, err := lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, name, func(snap lease.Snapshot) (*lease.Record, error) {
 		now := snap.ServerTime
-		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
+		return &lease.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: now,
 			RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1, Metadata: []byte(md)}, nil
 	})
 	if err != nil {
 		t.Fatalf("Update: %v", err)
 	}
-	got, err := s.Get(t.Context(), name)
+	got, err := lease.GetWith(t.Context(), s.Get, name)
 	if err != nil || got.Record == nil {
 		t.Fatalf("Get = %+v, %v", got.Record, err)
 	}
@@ -379,15 +379,15 @@ func TestSpannerMetadataBytesKept(t *testing.T) {
 func TestSpannerUpdateRejectsSubMillisecondTTL(t *testing.T) {
 	s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 	name := spannerID("ttl.")
-	_, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+	_, err := lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, name, func(snap lease.Snapshot) (*lease.Record, error) {
 		now := snap.ServerTime
-		return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: 1500 * time.Microsecond,
+		return &lease.Record{Name: name, Holder: "h", FencingToken: 1, TTL: 1500 * time.Microsecond,
 			AcquireTime: now, RenewTime: now, ExpireTime: now, Transitions: 1}, nil
 	})
 	if err == nil || !strings.Contains(err.Error(), "whole number of milliseconds") {
 		t.Fatalf("Update with a 1.5ms TTL = %v, want an error about milliseconds", err)
 	}
-	if got, err := s.Get(t.Context(), name); err != nil || got.Record != nil {
+	if got, err := lease.GetWith(t.Context(), s.Get, name); err != nil || got.Record != nil {
 		t.Fatalf("Get after the refused Update = %+v, %v; want nothing written", got.Record, err)
 	}
 }
@@ -453,7 +453,7 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Get(t.Context(), "old")
+		got, err := lease.GetWith(t.Context(), s.Get, "old")
 		if err != nil || got.Record == nil || got.Record.FencingToken != 3 || got.Record.Principal != "" || got.Record.RevokeReason != "" {
 			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, no principal, not revoked", got.Record, err)
 		}
@@ -512,12 +512,12 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open after the migration: %v", err)
 		}
-		got, err := s.Get(t.Context(), "old")
+		got, err := lease.GetWith(t.Context(), s.Get, "old")
 		if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || r.Principal != "p" ||
 			r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || r.Candidates != nil || r.ReservedFor != "" || !r.ReservedUntil.IsZero() {
 			t.Fatalf("the older row after Migrate = %+v, %v; want token 3, principal p, no succession state", r, err)
 		}
-		_, err = backend.NewLoop(s).Update(t.Context(), "old", func(cur backend.Snapshot) (*backend.Record, error) {
+		_, err = lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, "old", func(cur lease.Snapshot) (*lease.Record, error) {
 			next := *cur.Record
 			next.Priority, next.Checkpoint, next.CheckpointToken = 5, []byte(`{"at":7}`), 3
 			return &next, nil
@@ -525,7 +525,7 @@ func TestSpannerSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err = s.Get(t.Context(), "old")
+		got, err = lease.GetWith(t.Context(), s.Get, "old")
 		if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || r.CheckpointToken != 3 {
 			t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
 		}
@@ -547,8 +547,8 @@ func TestSpannerSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"a", "b"} {
-			if _, err := backend.NewLoop(opened.Store).Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) {
-				return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second}, nil
+			if _, err := lease.UpdateWith(t.Context(), backend.NewLoop(opened.Store).Update, name, func(lease.Snapshot) (*lease.Record, error) {
+				return &lease.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second}, nil
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -618,7 +618,7 @@ func TestSpannerErrorsClassified(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err = backend.NewLoop(s).Update(ctx, "x", func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	_, err = lease.UpdateWith(ctx, backend.NewLoop(s).Update, "x", func(lease.Snapshot) (*lease.Record, error) { return nil, nil })
 	switch {
 	case err == nil:
 		t.Fatal("Update on a missing database succeeded")
@@ -643,11 +643,11 @@ func TestSpannerErrorsClassified(t *testing.T) {
 func TestSpannerServerTimeIsSpanners(t *testing.T) {
 	s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(spannerstore.FastPathNever)))
 	_, client := spannerSetup(t)
-	write := func(name string) (backend.Snapshot, time.Time) {
+	write := func(name string) (lease.Snapshot, time.Time) {
 		t.Helper()
-		snap, err := backend.NewLoop(s).Update(t.Context(), name, func(snap backend.Snapshot) (*backend.Record, error) {
+		snap, err := lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, name, func(snap lease.Snapshot) (*lease.Record, error) {
 			now := snap.ServerTime
-			return &backend.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second,
+			return &lease.Record{Name: name, Holder: "h", FencingToken: 1, TTL: time.Second,
 				AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 1}, nil
 		})
 		if err != nil {

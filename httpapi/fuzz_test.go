@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // FuzzRequest sends arbitrary methods, paths with query strings, content
@@ -68,13 +68,14 @@ func FuzzRequest(f *testing.F) {
 		h := newHandler(t, store)
 		// Lease "a" is held by "h" with token 1, so renew, release and
 		// revoke inputs meet a live holding.
-		if _, err := store.Try(t.Context(), "a", func(s backend.Snapshot) (*backend.Record, error) {
-			return &backend.Record{Name: "a", Holder: "h", FencingToken: 1, TTL: time.Minute, AcquireTime: s.ServerTime,
+		if _, err := lease.UpdateWith(t.Context(), store.Try, "a", func(s lease.Snapshot) (*lease.Record, error) {
+			return &lease.Record{Name: "a", Holder: "h", FencingToken: 1, TTL: time.Minute, AcquireTime: s.ServerTime,
 				RenewTime: s.ServerTime, ExpireTime: s.ServerTime.Add(time.Minute), Transitions: 1}, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		before, _, _ := store.List(t.Context(), "", "", 10)
+		stored, _, _ := store.List(t.Context(), "", "", 10)
+		before, _ := lease.DecodeRows(stored)
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond) // ends a :watch stream or a wait
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, method, "http://svc"+u.RequestURI(), strings.NewReader(body))
@@ -96,7 +97,11 @@ func FuzzRequest(f *testing.F) {
 		if !utf8.Valid(w.Body.Bytes()) {
 			t.Fatalf("%s %s %q answered invalid UTF-8: %q", method, path, body, w.Body)
 		}
-		after, now, _ := store.List(t.Context(), "", "", 10)
+		rows, now, _ := store.List(t.Context(), "", "", 10)
+		after, err := lease.DecodeRows(rows)
+		if err != nil {
+			t.Fatalf("%s %s %q stored a row that does not decode: %v", method, path, body, err)
+		}
 		for _, rec := range after {
 			if !utf8.ValidString(rec.Holder) || rec.Metadata != nil && !jsontext.Value(rec.Metadata).IsValid() {
 				t.Fatalf("%s %s %q stored holder %q metadata %q", method, path, body, rec.Holder, rec.Metadata)
@@ -122,10 +127,10 @@ func FuzzRequest(f *testing.F) {
 
 // withoutEnded returns recs without the candidate registrations that ended
 // before now.
-func withoutEnded(recs []backend.Record, now time.Time) []backend.Record {
-	out := make([]backend.Record, len(recs))
+func withoutEnded(recs []lease.Record, now time.Time) []lease.Record {
+	out := make([]lease.Record, len(recs))
 	for i, r := range recs {
-		r.Candidates = slices.DeleteFunc(slices.Clone(r.Candidates), func(c backend.Candidate) bool { return !now.Before(c.Until) })
+		r.Candidates = slices.DeleteFunc(slices.Clone(r.Candidates), func(c lease.Candidate) bool { return !now.Before(c.Until) })
 		if len(r.Candidates) == 0 {
 			r.Candidates = nil
 		}

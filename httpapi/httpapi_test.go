@@ -50,7 +50,7 @@ func (f failingStore) Get(context.Context, string) (backend.Snapshot, error) {
 func (f failingStore) Try(context.Context, string, backend.Decide) (backend.Snapshot, error) {
 	return backend.Snapshot{}, f.err
 }
-func (f failingStore) List(context.Context, string, string, int) ([]backend.Record, time.Time, error) {
+func (f failingStore) List(context.Context, string, string, int) ([]backend.Row, time.Time, error) {
 	return nil, time.Time{}, f.err
 }
 func (f failingStore) Ping(context.Context) error { return f.err }

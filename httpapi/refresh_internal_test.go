@@ -22,7 +22,7 @@ type countingStore struct {
 	lists atomic.Int64
 }
 
-func (s *countingStore) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+func (s *countingStore) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	s.lists.Add(1)
 	return s.Store.List(ctx, prefix, after, limit)
 }

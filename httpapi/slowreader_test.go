@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/e2e"
@@ -241,7 +240,7 @@ func TestStreamOverflow(t *testing.T) {
 			t.Fatalf("%d changes of 16 KiB in 20s and no overflow", i)
 		}
 		events.Publish(lease.Event{Type: lease.EventAcquired, Time: time.Now(),
-			Lease: lease.Lease{Record: backend.Record{Name: fmt.Sprintf("ov.%06d", i), Holder: "h", FencingToken: 1, Metadata: md}}})
+			Lease: lease.Lease{Record: lease.Record{Name: fmt.Sprintf("ov.%06d", i), Holder: "h", FencingToken: 1, Metadata: md}}})
 		if i%64 == 63 {
 			time.Sleep(time.Millisecond) // pace: a stream that lags drops changes instead of queueing them
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -23,8 +22,8 @@ func TestPrefixStreamGone(t *testing.T) {
 	ps := &prefixStream{s: s, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, readable: func(string) bool { return true }}
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	kept := lease.Lease{Record: backend.Record{Name: "team-a.kept", Holder: "a", FencingToken: 1, ExpireTime: at}, ServerTime: at}
-	old := lease.Lease{Record: backend.Record{Name: "team-a.old", Holder: "b", FencingToken: 3, ExpireTime: at}, ServerTime: at}
+	kept := lease.Lease{Record: lease.Record{Name: "team-a.kept", Holder: "a", FencingToken: 1, ExpireTime: at}, ServerTime: at}
+	old := lease.Lease{Record: lease.Record{Name: "team-a.old", Holder: "b", FencingToken: 3, ExpireTime: at}, ServerTime: at}
 	ps.snapshot(kept)
 	ps.snapshot(old)
 	ps.gone(map[string]bool{kept.Name: true})

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/e2e"
@@ -186,7 +185,7 @@ func TestWatchPrefixHoldsBackOutOfOrder(t *testing.T) {
 		if !held {
 			exp = now
 		}
-		return lease.Lease{Record: backend.Record{Name: "ord.a", Holder: holder, FencingToken: token, TTL: time.Minute, AcquireTime: now, RenewTime: now, ExpireTime: exp}, ServerTime: now}
+		return lease.Lease{Record: lease.Record{Name: "ord.a", Holder: holder, FencingToken: token, TTL: time.Minute, AcquireTime: now, RenewTime: now, ExpireTime: exp}, ServerTime: now}
 	}
 	// As another instance would make them: a releases 1, b acquires 2,
 	// b releases 2, c acquires 3, but they arrive 2-acquired first.

@@ -2,8 +2,6 @@ package lease
 
 import (
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // The rules of docs/contract.md §3, §8, §14 and §15, each a pure decision
@@ -32,7 +30,7 @@ type acquireInput struct {
 // acquire, §8, §14, §15). It returns the record to write and the refusal:
 // a record with a refusal registers the caller as a candidate and refuses
 // it once that is written.
-func decideAcquire(stored *backend.Record, in acquireInput, now time.Time) (*backend.Record, error) {
+func decideAcquire(stored *Record, in acquireInput, now time.Time) (*Record, error) {
 	req := in.req
 	// 1. Read the holding. A deleted lease is absent, but its token and
 	// transitions live on in the tombstone (§15).
@@ -100,7 +98,7 @@ func decideAcquire(stored *backend.Record, in acquireInput, now time.Time) (*bac
 	// the checkpoint inherited (§8 checkpoint) and the caller's own
 	// registration gone (§8 candidates). A deletion took the checkpoint and
 	// the candidates with it (§15).
-	next := &backend.Record{
+	next := &Record{
 		Name: req.Name, Holder: req.Holder, FencingToken: 1, TTL: req.TTL,
 		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(req.TTL),
 		Transitions: 1, Metadata: in.md, Principal: req.Principal, Priority: req.Priority,
@@ -125,7 +123,7 @@ func decideAcquire(stored *backend.Record, in acquireInput, now time.Time) (*bac
 // decideRenew decides a renew of stored at now (docs/contract.md §3 renew,
 // §8 checkpoint, §14): md and cp are the request's metadata and checkpoint,
 // normalized (nil keeps the stored one).
-func decideRenew(stored *backend.Record, req RenewRequest, md, cp []byte, now time.Time) (*backend.Record, error) {
+func decideRenew(stored *Record, req RenewRequest, md, cp []byte, now time.Time) (*Record, error) {
 	// 1. Only the live holding of that holder, token and principal renews;
 	// anything else is lease_lost, and an expired holding is never revived.
 	cur := stored
@@ -187,7 +185,7 @@ type endRequest struct {
 // returns the record to write, whether the write ends the holding (a
 // released event) rather than only writing a checkpoint into a holding
 // that already ended, and the refusal.
-func decideEnd(stored *backend.Record, e endRequest, now time.Time) (next *backend.Record, ended bool, err error) {
+func decideEnd(stored *Record, e endRequest, now time.Time) (next *Record, ended bool, err error) {
 	// 1. Only the holding of that holder, token and principal, live or
 	// not, ends; a revoked holding is lost, not released.
 	cur := stored
@@ -242,7 +240,7 @@ func decideEnd(stored *backend.Record, e endRequest, now time.Time) (next *backe
 // decideRevoke decides an operator's revoke of stored at now
 // (docs/contract.md §3 revoke). Nothing to write and no refusal means the
 // lease was not held: nothing to revoke.
-func decideRevoke(stored *backend.Record, req RevokeRequest, now time.Time) (*backend.Record, error) {
+func decideRevoke(stored *Record, req RevokeRequest, now time.Time) (*Record, error) {
 	// 1. A lease that never existed, or was deleted, is not found (§15).
 	cur := existing(stored)
 	switch {
@@ -269,7 +267,7 @@ func decideRevoke(stored *backend.Record, req RevokeRequest, now time.Time) (*ba
 // the tombstone to write, or why the lease may not be deleted. freeFor > 0
 // (the retention sweep) also requires the lease to have been free that
 // long.
-func decideDelete(stored *backend.Record, freeFor time.Duration, now time.Time) (*backend.Record, error) {
+func decideDelete(stored *Record, freeFor time.Duration, now time.Time) (*Record, error) {
 	// 1. A lease that never existed, or was deleted already, is not found.
 	cur := existing(stored)
 	switch {
@@ -298,7 +296,7 @@ func decideDelete(stored *backend.Record, freeFor time.Duration, now time.Time) 
 
 // decideTakeOver decides the takeover of a session-held holding by a new
 // epoch of its session (docs/contract.md §14 resume) at now.
-func decideTakeOver(stored *backend.Record, req TakeOverRequest, now time.Time) (*backend.Record, error) {
+func decideTakeOver(stored *Record, req TakeOverRequest, now time.Time) (*Record, error) {
 	// 1. The record must hold that holding (name, holder, principal, token)
 	// through that session at a lower epoch: of two racing takeovers at one
 	// epoch only the first wins.
@@ -335,7 +333,7 @@ func decideTakeOver(stored *backend.Record, req TakeOverRequest, now time.Time) 
 // stored at now, when its acquire stops waiting without the lease
 // (docs/contract.md §8 liveness of a candidate): the record to write, or
 // nil when nothing changes.
-func decideWithdraw(stored *backend.Record, id string, now time.Time) *backend.Record {
+func decideWithdraw(stored *Record, id string, now time.Time) *Record {
 	cs, changed := unregister(stored, now, id)
 	if !changed {
 		return nil
@@ -348,7 +346,7 @@ func decideWithdraw(stored *backend.Record, id string, now time.Time) *backend.R
 // decideGet decides what get shows of stored at now (docs/contract.md §3
 // get, §15): the lease, held or not, or ErrNotFound when it never existed
 // or was deleted.
-func decideGet(stored *backend.Record, now time.Time) (Lease, error) {
+func decideGet(stored *Record, now time.Time) (Lease, error) {
 	if existing(stored) == nil {
 		return Lease{}, ErrNotFound
 	}
@@ -357,6 +355,6 @@ func decideGet(stored *backend.Record, now time.Time) (Lease, error) {
 
 // holds reports whether the stored record is the holding of holder,
 // acquired by principal, with token (live or not).
-func holds(cur *backend.Record, holder, principal string, token int64) bool {
+func holds(cur *Record, holder, principal string, token int64) bool {
 	return cur != nil && cur.Holder == holder && cur.Principal == principal && cur.FencingToken == token
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // The decisions of decide.go against the rows of docs/contract.md §3, §8,
@@ -26,8 +24,8 @@ const (
 // holding returns the live holding of "x" by holder "a" as principal "p",
 // token 4, with metadata, a checkpoint of token 3 and priority 2, renewed
 // 5 s before t0 with a TTL of 10 s, changed by each of change in turn.
-func holding(change ...func(*backend.Record)) *backend.Record {
-	r := &backend.Record{Name: "x", Holder: "a", Principal: "p", FencingToken: 4, Transitions: 4, TTL: ttl,
+func holding(change ...func(*Record)) *Record {
+	r := &Record{Name: "x", Holder: "a", Principal: "p", FencingToken: 4, Transitions: 4, TTL: ttl,
 		AcquireTime: t0.Add(-time.Minute), RenewTime: t0.Add(-5 * time.Second), ExpireTime: t0.Add(5 * time.Second),
 		Metadata: []byte(`{"m":1}`), Checkpoint: []byte(`{"c":1}`), CheckpointToken: 3, Priority: 2}
 	for _, c := range change {
@@ -37,44 +35,44 @@ func holding(change ...func(*backend.Record)) *backend.Record {
 }
 
 // ranOut makes the holding run out exactly at t0.
-func ranOut(r *backend.Record) { r.RenewTime, r.ExpireTime = t0.Add(-ttl), t0 }
+func ranOut(r *Record) { r.RenewTime, r.ExpireTime = t0.Add(-ttl), t0 }
 
 // releasedAt makes the holding end by a release d before t0.
-func releasedAt(d time.Duration) func(*backend.Record) {
-	return func(r *backend.Record) { r.ExpireTime = t0.Add(-d) }
+func releasedAt(d time.Duration) func(*Record) {
+	return func(r *Record) { r.ExpireTime = t0.Add(-d) }
 }
 
 // revoked makes the holding revoked 1 s before t0.
-func revoked(r *backend.Record) {
+func revoked(r *Record) {
 	r.ExpireTime, r.RevokedBy, r.RevokeReason = t0.Add(-time.Second), "op", "stuck"
 }
 
 // reserved records a transfer's reservation for who as principal until t0 + d.
-func reserved(who, principal string, d time.Duration) func(*backend.Record) {
-	return func(r *backend.Record) {
+func reserved(who, principal string, d time.Duration) func(*Record) {
+	return func(r *Record) {
 		r.ReservedFor, r.ReservedPrincipal, r.ReservedUntil = who, principal, t0.Add(d)
 	}
 }
 
 // through makes the holding held through session key at epoch.
-func through(key string, epoch int64) func(*backend.Record) {
-	return func(r *backend.Record) { r.SessionKey, r.SessionEpoch, r.SessionWindow = key, epoch, time.Second }
+func through(key string, epoch int64) func(*Record) {
+	return func(r *Record) { r.SessionKey, r.SessionEpoch, r.SessionWindow = key, epoch, time.Second }
 }
 
 // with registers candidates.
-func with(cs ...backend.Candidate) func(*backend.Record) {
-	return func(r *backend.Record) { r.Candidates = cs }
+func with(cs ...Candidate) func(*Record) {
+	return func(r *Record) { r.Candidates = cs }
 }
 
 // cand is a registration of holder by principal with priority, waiting
 // since t0 + since until t0 + until.
-func cand(id, holder, principal string, priority int, preempt bool, since, until time.Duration) backend.Candidate {
-	return backend.Candidate{ID: id, Holder: holder, Principal: principal, Priority: priority, Preempt: preempt,
+func cand(id, holder, principal string, priority int, preempt bool, since, until time.Duration) Candidate {
+	return Candidate{ID: id, Holder: holder, Principal: principal, Priority: priority, Preempt: preempt,
 		Since: t0.Add(since), Until: t0.Add(until)}
 }
 
 // tomb is what deleting a holding that ran out at t0 - 1 min leaves.
-func tomb() *backend.Record {
+func tomb() *Record {
 	return tombstone(holding(releasedAt(time.Minute)), t0.Add(-30*time.Second))
 }
 
@@ -85,7 +83,7 @@ func ref(key string, epoch int64) *SessionRef {
 
 // result is what a decision answered.
 type result struct {
-	next  *backend.Record
+	next  *Record
 	ended bool
 	err   error
 }
@@ -95,13 +93,13 @@ type result struct {
 type decisionRow struct {
 	contract string // the line of docs/contract.md checked, as "§N topic: rule"
 	decide   func() result
-	err      error                                    // errors.Is target; nil: success
-	write    bool                                     // a record is written (get: a lease is shown)
-	ended    bool                                     // decideEnd: the write ends the holding
-	check    func(t *testing.T, next *backend.Record) // what is written, when write
+	err      error                            // errors.Is target; nil: success
+	write    bool                             // a record is written (get: a lease is shown)
+	ended    bool                             // decideEnd: the write ends the holding
+	check    func(t *testing.T, next *Record) // what is written, when write
 }
 
-func acquire(stored *backend.Record, req AcquireRequest, md string, at time.Time) func() result {
+func acquire(stored *Record, req AcquireRequest, md string, at time.Time) func() result {
 	return func() result {
 		in := acquireInput{req: req, maxCandidates: DefaultMaxCandidates}
 		if md != "" {
@@ -112,7 +110,7 @@ func acquire(stored *backend.Record, req AcquireRequest, md string, at time.Time
 	}
 }
 
-func candidate(stored *backend.Record, req AcquireRequest, id string, waitLeft time.Duration, max int) func() result {
+func candidate(stored *Record, req AcquireRequest, id string, waitLeft time.Duration, max int) func() result {
 	return func() result {
 		reg := &registration{id: id, priority: req.Priority, preempt: req.Preempt}
 		next, err := decideAcquire(stored, acquireInput{req: req, reg: reg, waitLeft: waitLeft, maxCandidates: max}, t0)
@@ -120,46 +118,46 @@ func candidate(stored *backend.Record, req AcquireRequest, id string, waitLeft t
 	}
 }
 
-func renew(stored *backend.Record, req RenewRequest, md, cp string, at time.Time) func() result {
+func renew(stored *Record, req RenewRequest, md, cp string, at time.Time) func() result {
 	return func() result {
 		next, err := decideRenew(stored, req, bytesOrNil(md), bytesOrNil(cp), at)
 		return result{next: next, err: err}
 	}
 }
 
-func end(stored *backend.Record, e endRequest, at time.Time) func() result {
+func end(stored *Record, e endRequest, at time.Time) func() result {
 	return func() result {
 		next, ended, err := decideEnd(stored, e, at)
 		return result{next: next, ended: ended, err: err}
 	}
 }
 
-func revoke(stored *backend.Record, req RevokeRequest) func() result {
+func revoke(stored *Record, req RevokeRequest) func() result {
 	return func() result {
 		next, err := decideRevoke(stored, req, t0)
 		return result{next: next, err: err}
 	}
 }
 
-func del(stored *backend.Record, freeFor time.Duration) func() result {
+func del(stored *Record, freeFor time.Duration) func() result {
 	return func() result {
 		next, err := decideDelete(stored, freeFor, t0)
 		return result{next: next, err: err}
 	}
 }
 
-func takeOver(stored *backend.Record, req TakeOverRequest) func() result {
+func takeOver(stored *Record, req TakeOverRequest) func() result {
 	return func() result {
 		next, err := decideTakeOver(stored, req, t0)
 		return result{next: next, err: err}
 	}
 }
 
-func withdraw(stored *backend.Record, id string) func() result {
+func withdraw(stored *Record, id string) func() result {
 	return func() result { return result{next: decideWithdraw(stored, id, t0)} }
 }
 
-func get(stored *backend.Record) func() result {
+func get(stored *Record) func() result {
 	return func() result {
 		l, err := decideGet(stored, t0)
 		if err != nil {
@@ -201,8 +199,8 @@ var transfer = endRequest{holder: "a", principal: "p", token: 4, to: "b", toPrin
 var resume = TakeOverRequest{Name: "x", Holder: "a", Principal: "p", FencingToken: 4, TTL: ttl2, Session: *ref(key1, 2)}
 
 // newHolding checks a new holding of holder by principal with token.
-func newHolding(holder, principal string, token, transitions int64) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func newHolding(holder, principal string, token, transitions int64) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if n.Holder != holder || n.Principal != principal || n.FencingToken != token || n.Transitions != transitions {
 			t.Errorf("holding %s/%s token %d transitions %d, want %s/%s %d %d", n.Holder, n.Principal, n.FencingToken, n.Transitions, holder, principal, token, transitions)
@@ -217,8 +215,8 @@ func newHolding(holder, principal string, token, transitions int64) func(*testin
 }
 
 // all runs every check.
-func all(checks ...func(*testing.T, *backend.Record)) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func all(checks ...func(*testing.T, *Record)) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		for _, c := range checks {
 			c(t, n)
@@ -226,8 +224,8 @@ func all(checks ...func(*testing.T, *backend.Record)) func(*testing.T, *backend.
 	}
 }
 
-func expiresAt(at time.Time) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func expiresAt(at time.Time) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if !n.ExpireTime.Equal(at) {
 			t.Errorf("expireTime %v, want %v", n.ExpireTime, at)
@@ -235,8 +233,8 @@ func expiresAt(at time.Time) func(*testing.T, *backend.Record) {
 	}
 }
 
-func checkpoint(cp string, token int64) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func checkpoint(cp string, token int64) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if string(n.Checkpoint) != cp || n.CheckpointToken != token {
 			t.Errorf("checkpoint %s of token %d, want %s of %d", n.Checkpoint, n.CheckpointToken, cp, token)
@@ -244,8 +242,8 @@ func checkpoint(cp string, token int64) func(*testing.T, *backend.Record) {
 	}
 }
 
-func metadata(md string) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func metadata(md string) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if string(n.Metadata) != md {
 			t.Errorf("metadata %s, want %s", n.Metadata, md)
@@ -253,8 +251,8 @@ func metadata(md string) func(*testing.T, *backend.Record) {
 	}
 }
 
-func session(key string, epoch int64) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func session(key string, epoch int64) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if n.SessionKey != key || n.SessionEpoch != epoch || (key == "") != (n.SessionWindow == 0) {
 			t.Errorf("session %q epoch %d window %v, want %q epoch %d", n.SessionKey, n.SessionEpoch, n.SessionWindow, key, epoch)
@@ -263,8 +261,8 @@ func session(key string, epoch int64) func(*testing.T, *backend.Record) {
 }
 
 // candidates checks the registrations by ID, in any order.
-func candidates(ids ...string) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func candidates(ids ...string) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		got := map[string]bool{}
 		for _, c := range n.Candidates {
@@ -281,8 +279,8 @@ func candidates(ids ...string) func(*testing.T, *backend.Record) {
 }
 
 // registered checks the registration id: waiting since t0 + since until t0 + until.
-func registered(id string, since, until time.Duration) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func registered(id string, since, until time.Duration) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		for _, c := range n.Candidates {
 			if c.ID == id {
@@ -297,8 +295,8 @@ func registered(id string, since, until time.Duration) func(*testing.T, *backend
 }
 
 // yieldTo checks what the written record shows at t0 as the yield request.
-func yieldTo(holder string) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func yieldTo(holder string) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		if got := ViewAt(n, t0).YieldTo(); got != holder {
 			t.Errorf("yieldTo %q, want %q", got, holder)
@@ -307,8 +305,8 @@ func yieldTo(holder string) func(*testing.T, *backend.Record) {
 }
 
 // reservedFor checks what the written record shows at t0 + d as its reservation.
-func reservedFor(d time.Duration, who string, until time.Time) func(*testing.T, *backend.Record) {
-	return func(t *testing.T, n *backend.Record) {
+func reservedFor(d time.Duration, who string, until time.Time) func(*testing.T, *Record) {
+	return func(t *testing.T, n *Record) {
 		t.Helper()
 		got, u := ViewAt(n, t0.Add(d)).Reservation()
 		if got != who || who != "" && !u.Equal(until) {
@@ -334,7 +332,7 @@ func TestDecideAcquire(t *testing.T) {
 			decide: acquire(holding(), as(byA, func(r *AcquireRequest) { r.Principal = "q" }), "", t0), err: ErrHeld},
 		{contract: "§3 acquire: held by the same holder and principal: idempotent, same token and acquireTime; ttl and expireTime set as renew sets them; omitted metadata keeps the stored",
 			decide: acquire(holding(), byA, "", t0), write: true,
-			check: func(t *testing.T, n *backend.Record) {
+			check: func(t *testing.T, n *Record) {
 				if n.FencingToken != 4 || n.Transitions != 4 || !n.AcquireTime.Equal(t0.Add(-time.Minute)) || n.TTL != ttl2 ||
 					!n.RenewTime.Equal(t0) || !n.ExpireTime.Equal(t0.Add(ttl2)) || string(n.Metadata) != `{"m":1}` {
 					t.Errorf("repeat acquire wrote %+v", n)
@@ -344,7 +342,7 @@ func TestDecideAcquire(t *testing.T) {
 			decide: acquire(holding(), byA, `{"n":2}`, t0), write: true, check: metadata(`{"n":2}`)},
 		{contract: "§8 Priority: a holding records the priority it was acquired with",
 			decide: acquire(holding(ranOut), as(byB, func(r *AcquireRequest) { r.Priority = 7 }), "", t0), write: true,
-			check: func(t *testing.T, n *backend.Record) {
+			check: func(t *testing.T, n *Record) {
 				if n.Priority != 7 {
 					t.Errorf("priority %d, want 7", n.Priority)
 				}
@@ -410,7 +408,7 @@ func TestDecideAcquire(t *testing.T) {
 }
 
 func TestDecideCandidates(t *testing.T) {
-	full := func() *backend.Record {
+	full := func() *Record {
 		return holding(with(cand("1", "c", "r", 5, false, -time.Minute, time.Minute), cand("2", "d", "s", 3, false, -time.Minute, time.Minute)))
 	}
 	runDecisions(t, []decisionRow{
@@ -459,7 +457,7 @@ func TestDecideRenew(t *testing.T) {
 	runDecisions(t, []decisionRow{
 		{contract: "§3 renew: held by that holder with that token and principal: renewTime = serverTime, expireTime = serverTime + ttl",
 			decide: renew(holding(), as(mine, func(r *RenewRequest) { r.TTL = ttl2 }), "", "", t0), write: true,
-			check: func(t *testing.T, n *backend.Record) {
+			check: func(t *testing.T, n *Record) {
 				if !n.RenewTime.Equal(t0) || !n.ExpireTime.Equal(t0.Add(ttl2)) || n.TTL != ttl2 || n.FencingToken != 4 || !n.AcquireTime.Equal(t0.Add(-time.Minute)) {
 					t.Errorf("renew wrote %+v", n)
 				}
@@ -514,7 +512,7 @@ func TestDecideEnd(t *testing.T) {
 	runDecisions(t, []decisionRow{
 		{contract: "§3 release: while held by that holder and token, acquired by the calling principal, ends the holding now (expireTime = serverTime) and keeps the token",
 			decide: end(holding(), release, t0), write: true, ended: true,
-			check: func(t *testing.T, n *backend.Record) {
+			check: func(t *testing.T, n *Record) {
 				if !n.ExpireTime.Equal(t0) || n.FencingToken != 4 || !Released(n) || n.ReservedFor != "" {
 					t.Errorf("release wrote %+v", n)
 				}
@@ -528,7 +526,7 @@ func TestDecideEnd(t *testing.T) {
 		{contract: "§3 release: another token is lease_lost",
 			decide: end(holding(), as(release, func(e *endRequest) { e.token = 5 }), t0), err: ErrLost},
 		{contract: "§3 release: another holder (the lease acquired since) is lease_lost",
-			decide: end(holding(func(r *backend.Record) { r.Holder = "b" }), release, t0), err: ErrLost},
+			decide: end(holding(func(r *Record) { r.Holder = "b" }), release, t0), err: ErrLost},
 		{contract: "§3 Holder binding: release from another principal is lease_lost",
 			decide: end(holding(), as(release, func(e *endRequest) { e.principal = "q" }), t0), err: ErrLost},
 		{contract: "§3 release: absent is lease_lost",
@@ -552,7 +550,7 @@ func TestDecideEnd(t *testing.T) {
 		// §8 transfer.
 		{contract: "§8 Transfer: ends the caller's live holding now, as release does, and reserves the lease for to (and toPrincipal) for reserveMs",
 			decide: end(holding(), transfer, t0), write: true, ended: true,
-			check: all(expiresAt(t0), reservedFor(0, "b", t0.Add(3*time.Second)), func(t *testing.T, n *backend.Record) {
+			check: all(expiresAt(t0), reservedFor(0, "b", t0.Add(3*time.Second)), func(t *testing.T, n *Record) {
 				if n.ReservedPrincipal != "q" || n.FencingToken != 4 {
 					t.Errorf("transfer wrote %+v", n)
 				}
@@ -609,7 +607,7 @@ func TestDecideEnd(t *testing.T) {
 
 func TestDecideRevoke(t *testing.T) {
 	op := RevokeRequest{Name: "x", Reason: "stuck", Operator: "ops"}
-	revokedNow := func(t *testing.T, n *backend.Record) {
+	revokedNow := func(t *testing.T, n *Record) {
 		if !n.ExpireTime.Equal(t0) || n.FencingToken != 4 || n.RevokedBy != "ops" || n.RevokeReason != "stuck" || n.Holder != "a" {
 			t.Errorf("revoke wrote %+v", n)
 		}
@@ -650,7 +648,7 @@ func TestDecideAfterRevoke(t *testing.T) {
 		{contract: "§3 revoke: the holder's next renew is lease_lost", decide: renew(r, mine, "", "", at), err: ErrLost},
 		{contract: "§3 revoke: the holder's next release is lease_lost", decide: end(r, release, at), err: ErrLost},
 		{contract: "§3 revoke: the next acquire gets fencingToken + 1", decide: acquire(r, byB, "", at), write: true,
-			check: func(t *testing.T, n *backend.Record) {
+			check: func(t *testing.T, n *Record) {
 				if n.FencingToken != 5 || n.RevokeReason != "" {
 					t.Errorf("acquire after revoke wrote %+v", n)
 				}
@@ -695,8 +693,8 @@ func TestDecideDelete(t *testing.T) {
 			decide: del(tomb(), 0), err: ErrNotFound},
 		{contract: "§15: what a delete leaves is a tombstone: the name, the last token and transitions, the times of the last holding and of the deletion; no holder, principal, metadata, checkpoint, candidates or reservation",
 			decide: del(holding(releasedAt(time.Minute), reserved("b", "q", -time.Second), with(cand("1", "b", "q", 0, false, -time.Minute, -time.Second))), 0), write: true,
-			check: func(t *testing.T, n *backend.Record) {
-				want := backend.Record{Name: "x", FencingToken: 4, Transitions: 4, TTL: ttl, AcquireTime: t0.Add(-time.Minute),
+			check: func(t *testing.T, n *Record) {
+				want := Record{Name: "x", FencingToken: 4, Transitions: 4, TTL: ttl, AcquireTime: t0.Add(-time.Minute),
 					RenewTime: t0.Add(-5 * time.Second), ExpireTime: t0.Add(-time.Minute), DeleteTime: t0}
 				if n.Name != want.Name || n.FencingToken != want.FencingToken || n.Transitions != want.Transitions || n.TTL != want.TTL ||
 					!n.AcquireTime.Equal(want.AcquireTime) || !n.RenewTime.Equal(want.RenewTime) || !n.ExpireTime.Equal(want.ExpireTime) || !n.DeleteTime.Equal(t0) ||
@@ -707,7 +705,7 @@ func TestDecideDelete(t *testing.T) {
 		{contract: "§15 Retention: the write checks again, so a lease not free that long stays",
 			decide: del(holding(releasedAt(time.Minute)), time.Hour), err: ErrNotIdle},
 		{contract: "§15 Retention: a lease free at least that long is deleted",
-			decide: del(holding(releasedAt(time.Hour)), time.Hour), write: true, check: func(t *testing.T, n *backend.Record) {
+			decide: del(holding(releasedAt(time.Hour)), time.Hour), write: true, check: func(t *testing.T, n *Record) {
 				if !Tombstone(n) {
 					t.Errorf("wrote %+v, want a tombstone", n)
 				}
@@ -716,7 +714,7 @@ func TestDecideDelete(t *testing.T) {
 }
 
 func TestDecideTakeOver(t *testing.T) {
-	resumed := all(session(key1, 2), expiresAt(t0.Add(ttl2)), func(t *testing.T, n *backend.Record) {
+	resumed := all(session(key1, 2), expiresAt(t0.Add(ttl2)), func(t *testing.T, n *Record) {
 		if n.FencingToken != 4 || !n.RenewTime.Equal(t0) || n.TTL != ttl2 || n.ReservedFor != "" || !n.AcquireTime.Equal(t0.Add(-time.Minute)) {
 			t.Errorf("takeover wrote %+v", n)
 		}
@@ -733,7 +731,7 @@ func TestDecideTakeOver(t *testing.T) {
 		{contract: "§14 resume: a plain holding (a plain release cleared the session) is lease_lost",
 			decide: takeOver(holding(), resume), err: ErrLost},
 		{contract: "§14 resume: another token (acquired since) is lease_lost",
-			decide: takeOver(holding(through(key1, 1), func(r *backend.Record) { r.FencingToken = 5 }), resume), err: ErrLost},
+			decide: takeOver(holding(through(key1, 1), func(r *Record) { r.FencingToken = 5 }), resume), err: ErrLost},
 		{contract: "§14 resume: another principal is lease_lost",
 			decide: takeOver(holding(through(key1, 1)), as(resume, func(r *TakeOverRequest) { r.Principal = "q" })), err: ErrLost},
 		{contract: "§14 resume: a holding that ran out while nobody acquired since restarts with the same token",

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // ErrNotIdle reports a Delete with FreeFor refused because the lease has
@@ -48,8 +46,8 @@ func (m *Manager) Delete(ctx context.Context, req DeleteRequest) (Lease, error) 
 	if err := v.err(); err != nil {
 		return Lease{}, err
 	}
-	var before *backend.Record
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	var before *Record
+	snap, err := m.loop.Update(ctx, req.Name, func(s Snapshot) (*Record, error) {
 		before = existing(s.Record)
 		return decideDelete(s.Record, req.FreeFor, decisionTime(s))
 	})
@@ -65,8 +63,8 @@ func (m *Manager) Delete(ctx context.Context, req DeleteRequest) (Lease, error) 
 // token and transitions that a later acquire continues from, and the
 // holding's times, so that the record keeps its place in expire-time
 // order; nothing that names a holder or carries data.
-func tombstone(cur *backend.Record, now time.Time) *backend.Record {
-	return &backend.Record{
+func tombstone(cur *Record, now time.Time) *Record {
+	return &Record{
 		Name: cur.Name, FencingToken: cur.FencingToken, Transitions: cur.Transitions,
 		TTL: cur.TTL, AcquireTime: cur.AcquireTime, RenewTime: cur.RenewTime, ExpireTime: cur.ExpireTime,
 		DeleteTime: now,
@@ -76,4 +74,4 @@ func tombstone(cur *backend.Record, now time.Time) *backend.Record {
 // Tombstone reports whether r is what a deletion left (docs/contract.md
 // §15): a backend scan returns tombstones with the records, and the caller
 // tells them apart.
-func Tombstone(r *backend.Record) bool { return r != nil && !r.DeleteTime.IsZero() }
+func Tombstone(r *Record) bool { return r != nil && !r.DeleteTime.IsZero() }

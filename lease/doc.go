@@ -7,6 +7,12 @@
 // the decision is written against; the Manager never reads a clock of its
 // own.
 //
+// The package owns the lease's type, Record, and its codec: EncodeRow
+// splits a Record into the backend.Row a driver stores (a few columns and
+// one encoded value) and DecodeRow joins it back, in one place around every
+// decision (records.go), so no driver knows a field of the lease beyond its
+// columns, and a new field changes this package only.
+//
 // # Guarantees
 //
 // Fencing tokens strictly increase by one with every new holding of a lease

@@ -2,16 +2,14 @@ package lease
 
 import (
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // Lease is a lease as seen at one instant of the backend's clock
 // (docs/contract.md §1): the stored record, whose fields are declared once
-// in backend.Record, and the time of the view. Its fields are promoted:
+// in Record, and the time of the view. Its fields are promoted:
 // l.Holder, l.FencingToken, l.ExpireTime.
 type Lease struct {
-	backend.Record
+	Record
 	// ServerTime is the backend's time at which this view was decided.
 	ServerTime time.Time
 	// Session reports that the holding is (or, once ended, was) held
@@ -37,12 +35,12 @@ func (l Lease) Remaining() time.Duration {
 }
 
 // ViewAt returns the Lease that the stored record r shows at serverTime.
-func ViewAt(r *backend.Record, serverTime time.Time) Lease { return view(r, serverTime) }
+func ViewAt(r *Record, serverTime time.Time) Lease { return view(r, serverTime) }
 
 // existing returns r, or nil when there is no record or r is a tombstone:
 // a deleted lease is not found, except by acquire, which continues its
 // fencing token.
-func existing(r *backend.Record) *backend.Record {
+func existing(r *Record) *Record {
 	if r == nil || !r.DeleteTime.IsZero() {
 		return nil
 	}
@@ -50,6 +48,6 @@ func existing(r *backend.Record) *backend.Record {
 }
 
 // view builds the Lease seen at serverTime from a stored record.
-func view(r *backend.Record, serverTime time.Time) Lease {
+func view(r *Record, serverTime time.Time) Lease {
 	return Lease{Record: *r, ServerTime: serverTime, Session: r.SessionKey != ""}
 }

@@ -38,7 +38,7 @@ const (
 // Manager applies the lease rules of docs/contract.md §3 over a backend.Store. It is safe
 // for concurrent use.
 type Manager struct {
-	loop    *backend.Loop
+	loop    records
 	cfg     Config
 	waiters waitQueues
 }
@@ -73,7 +73,7 @@ func NewManager(store backend.Store, cfg Config, loop ...backend.LoopOption) (*M
 	case cfg.MaxCandidates < 0:
 		return nil, fmt.Errorf("lease: Config.MaxCandidates %d must not be negative", cfg.MaxCandidates)
 	}
-	return &Manager{loop: backend.NewLoop(store, loop...), cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+	return &Manager{loop: records{backend.NewLoop(store, loop...)}, cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
 
 // Config returns the Manager's configuration with defaults filled in.
@@ -179,9 +179,9 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 // a success takes it out of the candidates.
 func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte, reg *registration) (Lease, error) {
 	in := acquireInput{req: req, md: md, reg: reg, maxCandidates: m.cfg.MaxCandidates}
-	var prev *backend.Record
+	var prev *Record
 	var refusal error
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s Snapshot) (*Record, error) {
 		at := in
 		if reg != nil {
 			at.waitLeft = time.Until(reg.deadline)
@@ -220,7 +220,7 @@ func (m *Manager) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s Snapshot) (*Record, error) {
 		return decideRenew(s.Record, req, md, cp, decisionTime(s))
 	})
 	if err != nil {
@@ -246,8 +246,8 @@ func (m *Manager) Release(ctx context.Context, req ReleaseRequest) (Lease, error
 // when it did.
 func (m *Manager) end(ctx context.Context, op, name string, e endRequest) (Lease, error) {
 	ended := false
-	snap, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
-		var next *backend.Record
+	snap, err := m.loop.Update(ctx, name, func(s Snapshot) (*Record, error) {
+		var next *Record
 		var err error
 		next, ended, err = decideEnd(s.Record, e, decisionTime(s))
 		return next, err
@@ -291,13 +291,13 @@ func (m *Manager) Ping(ctx context.Context) error {
 // Released reports whether r's holding was ended by a release rather than
 // by running out: a release sets ExpireTime before RenewTime + TTL, while
 // acquire and renew set it to exactly that.
-func Released(r *backend.Record) bool {
+func Released(r *Record) bool {
 	return r.ExpireTime.Before(r.RenewTime.Add(r.TTL))
 }
 
 // decisionTime is the server time of a snapshot at the microsecond
 // precision that every backend stores.
-func decisionTime(s backend.Snapshot) time.Time {
+func decisionTime(s Snapshot) time.Time {
 	return s.ServerTime.Truncate(time.Microsecond)
 }
 

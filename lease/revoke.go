@@ -4,8 +4,6 @@ import (
 	"context"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // MaxReasonLen is the longest revocation reason, in characters.
@@ -64,7 +62,7 @@ func (m *Manager) Revoke(ctx context.Context, req RevokeRequest) (Lease, error) 
 		return Lease{}, err
 	}
 	wrote := false
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s Snapshot) (*Record, error) {
 		next, err := decideRevoke(s.Record, req, decisionTime(s))
 		wrote = next != nil
 		return next, err

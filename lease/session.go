@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strings"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // ErrSessionHeld reports a plain renew, or a plain repeat acquire by its
@@ -80,17 +78,17 @@ func checkReservedName(v *violations, name string, ref *SessionRef) {
 
 // sessionHeld reports whether the record's holding is held through a
 // session.
-func sessionHeld(r *backend.Record) bool { return r != nil && r.SessionKey != "" }
+func sessionHeld(r *Record) bool { return r != nil && r.SessionKey != "" }
 
 // sameSession reports whether the record is held through the session of
 // ref at its epoch.
-func sameSession(r *backend.Record, ref *SessionRef) bool {
+func sameSession(r *Record, ref *SessionRef) bool {
 	return r != nil && r.SessionKey == ref.Key && r.SessionEpoch == ref.Epoch
 }
 
 // setSession marks next as held through the session of ref, keeping the
 // stored window when ref has none.
-func setSession(next *backend.Record, ref *SessionRef) {
+func setSession(next *Record, ref *SessionRef) {
 	next.SessionKey, next.SessionEpoch = ref.Key, ref.Epoch
 	if ref.Window != 0 {
 		next.SessionWindow = ref.Window
@@ -98,6 +96,6 @@ func setSession(next *backend.Record, ref *SessionRef) {
 }
 
 // clearSession marks next as not held through a session.
-func clearSession(next *backend.Record) {
+func clearSession(next *Record) {
 	next.SessionKey, next.SessionEpoch, next.SessionWindow = "", 0, 0
 }

@@ -473,9 +473,9 @@ func TestTakeOver(t *testing.T) {
 // name, as a waiting acquire on another instance would.
 func plantCandidate(t *testing.T, w *sessionWorld, name, holder string) {
 	t.Helper()
-	_, err := backend.NewLoop(w.store).Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := lease.UpdateWith(t.Context(), backend.NewLoop(w.store).Update, name, func(s lease.Snapshot) (*lease.Record, error) {
 		next := *s.Record
-		next.Candidates = []backend.Candidate{{ID: "c1", Holder: holder, Priority: 1, Since: s.ServerTime, Until: s.ServerTime.Add(time.Minute)}}
+		next.Candidates = []lease.Candidate{{ID: "c1", Holder: holder, Priority: 1, Since: s.ServerTime, Until: s.ServerTime.Add(time.Minute)}}
 		return &next, nil
 	})
 	if err != nil {

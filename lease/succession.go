@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"slices"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // Bounds of succession (docs/contract.md §8).
@@ -29,9 +27,9 @@ const (
 
 // better reports whether candidate a ranks before b: higher priority, then
 // earlier start of waiting, then holder in byte order.
-func better(a, b backend.Candidate) bool { return rank(a, b) < 0 }
+func better(a, b Candidate) bool { return rank(a, b) < 0 }
 
-func rank(a, b backend.Candidate) int {
+func rank(a, b Candidate) int {
 	if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 		return c
 	}
@@ -49,19 +47,19 @@ func rank(a, b backend.Candidate) int {
 const PlaceGrace = 2 * time.Second
 
 // live returns the candidates of r whose wait has not run out at now.
-func live(r *backend.Record, now time.Time) []backend.Candidate { return since(r, now, 0) }
+func live(r *Record, now time.Time) []Candidate { return since(r, now, 0) }
 
 // kept returns the candidates of r that a write keeps: the live ones and
 // those whose place is still held (PlaceGrace).
-func kept(r *backend.Record, now time.Time) []backend.Candidate { return since(r, now, PlaceGrace) }
+func kept(r *Record, now time.Time) []Candidate { return since(r, now, PlaceGrace) }
 
 // since returns the candidates of r whose registration ended less than
 // grace before now (or has not ended).
-func since(r *backend.Record, now time.Time, grace time.Duration) []backend.Candidate {
+func since(r *Record, now time.Time, grace time.Duration) []Candidate {
 	if r == nil {
 		return nil
 	}
-	out := make([]backend.Candidate, 0, len(r.Candidates))
+	out := make([]Candidate, 0, len(r.Candidates))
 	for _, c := range r.Candidates {
 		if now.Before(c.Until.Add(grace)) {
 			out = append(out, c)
@@ -74,8 +72,8 @@ func since(r *backend.Record, now time.Time, grace time.Duration) []backend.Cand
 }
 
 // best returns the best of cs for which ok holds, or nil.
-func best(cs []backend.Candidate, ok func(backend.Candidate) bool) *backend.Candidate {
-	var b *backend.Candidate
+func best(cs []Candidate, ok func(Candidate) bool) *Candidate {
+	var b *Candidate
 	for i := range cs {
 		if ok(cs[i]) && (b == nil || better(cs[i], *b)) {
 			b = &cs[i]
@@ -98,7 +96,7 @@ func (l Lease) Reservation() (holder string, until time.Time) {
 // reservation is Reservation with the principal it is for: the one the
 // transfer named (by default its own) or the candidate's, so that only an
 // acquire as that holder by that principal takes the lease.
-func reservation(r *backend.Record, now time.Time) (holder, principal string, until time.Time) {
+func reservation(r *Record, now time.Time) (holder, principal string, until time.Time) {
 	if r == nil || now.Before(r.ExpireTime) {
 		return "", "", time.Time{}
 	}
@@ -109,7 +107,7 @@ func reservation(r *backend.Record, now time.Time) (holder, principal string, un
 	if !now.Before(end) {
 		return "", "", time.Time{}
 	}
-	b := best(live(r, now), func(backend.Candidate) bool { return true })
+	b := best(live(r, now), func(Candidate) bool { return true })
 	if b == nil {
 		return "", "", time.Time{}
 	}
@@ -127,7 +125,7 @@ func (l Lease) YieldTo() string {
 	if !l.Held() {
 		return ""
 	}
-	b := best(live(&l.Record, l.ServerTime), func(c backend.Candidate) bool {
+	b := best(live(&l.Record, l.ServerTime), func(c Candidate) bool {
 		return c.Preempt && c.Priority > l.Priority && c.Holder != l.Holder
 	})
 	if b == nil {
@@ -144,7 +142,7 @@ func (l Lease) CandidateCount() int { return len(live(&l.Record, l.ServerTime)) 
 // candidate waiting for the lease at ServerTime (docs/contract.md §8: the
 // one a reservation would name), and false when none waits.
 func (l Lease) BestCandidatePriority() (int, bool) {
-	b := best(live(&l.Record, l.ServerTime), func(backend.Candidate) bool { return true })
+	b := best(live(&l.Record, l.ServerTime), func(Candidate) bool { return true })
 	if b == nil {
 		return 0, false
 	}
@@ -180,12 +178,12 @@ func newRegistration(req AcquireRequest) *registration {
 // lease already has max candidates, a newcomer that ranks after all of
 // them is not registered (it still waits, unranked); one that ranks before
 // the last takes its place.
-func register(cur *backend.Record, now time.Time, holder, principal string, reg *registration, waitLeft time.Duration, max int) ([]backend.Candidate, bool) {
+func register(cur *Record, now time.Time, holder, principal string, reg *registration, waitLeft time.Duration, max int) ([]Candidate, bool) {
 	cs := kept(cur, now)
 	changed := cur == nil || len(cs) != len(cur.Candidates)
-	me := backend.Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
+	me := Candidate{ID: reg.id, Holder: holder, Principal: principal, Priority: reg.priority, Preempt: reg.preempt,
 		Since: now, Until: now.Add(max0(waitLeft)).Truncate(time.Microsecond)}
-	i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.Holder == holder && c.Principal == principal })
+	i := slices.IndexFunc(cs, func(c Candidate) bool { return c.Holder == holder && c.Principal == principal })
 	if i >= 0 {
 		old := cs[i]
 		if old.ID == me.ID {
@@ -207,10 +205,10 @@ func register(cur *backend.Record, now time.Time, holder, principal string, reg 
 
 // unregister returns the candidates of cur kept at now without the one of
 // id, and whether anything changed.
-func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candidate, bool) {
+func unregister(cur *Record, now time.Time, id string) ([]Candidate, bool) {
 	cs := kept(cur, now)
 	changed := cur != nil && len(cs) != len(cur.Candidates)
-	if i := slices.IndexFunc(cs, func(c backend.Candidate) bool { return c.ID == id }); i >= 0 {
+	if i := slices.IndexFunc(cs, func(c Candidate) bool { return c.ID == id }); i >= 0 {
 		cs = slices.Delete(cs, i, i+1)
 		changed = true
 	}
@@ -220,14 +218,14 @@ func unregister(cur *backend.Record, now time.Time, id string) ([]backend.Candid
 // withoutHolder returns the candidates of cur kept at now, except those of
 // holder registered by principal: another principal's registration under
 // the same name stays.
-func withoutHolder(cur *backend.Record, now time.Time, holder, principal string) []backend.Candidate {
-	cs := slices.DeleteFunc(kept(cur, now), func(c backend.Candidate) bool { return c.Holder == holder && c.Principal == principal })
+func withoutHolder(cur *Record, now time.Time, holder, principal string) []Candidate {
+	cs := slices.DeleteFunc(kept(cur, now), func(c Candidate) bool { return c.Holder == holder && c.Principal == principal })
 	return slices.Clip(nilIfEmpty(cs))
 }
 
 func max0(d time.Duration) time.Duration { return max(d, 0) }
 
-func nilIfEmpty(cs []backend.Candidate) []backend.Candidate {
+func nilIfEmpty(cs []Candidate) []Candidate {
 	if len(cs) == 0 {
 		return nil
 	}

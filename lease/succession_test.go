@@ -3,18 +3,16 @@ package lease
 import (
 	"testing"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 func TestCandidateRanking(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := func(holder string, prio int, since time.Duration) backend.Candidate {
-		return backend.Candidate{ID: holder, Holder: holder, Priority: prio, Since: t0.Add(since), Until: t0.Add(time.Hour)}
+	c := func(holder string, prio int, since time.Duration) Candidate {
+		return Candidate{ID: holder, Holder: holder, Priority: prio, Since: t0.Add(since), Until: t0.Add(time.Hour)}
 	}
 	for _, tc := range []struct {
 		name string
-		a, b backend.Candidate
+		a, b Candidate
 	}{
 		{"higher priority first, whatever its arrival", c("z", 10, time.Second), c("a", 5, 0)},
 		{"equal priority: the earlier waiter", c("z", 5, 0), c("a", 5, time.Millisecond)},
@@ -28,8 +26,8 @@ func TestCandidateRanking(t *testing.T) {
 
 func TestReservationWindow(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &backend.Record{Name: "x", Holder: "h", FencingToken: 3, TTL: time.Minute, ExpireTime: t0, Priority: 1,
-		Candidates: []backend.Candidate{
+	r := &Record{Name: "x", Holder: "h", FencingToken: 3, TTL: time.Minute, ExpireTime: t0, Priority: 1,
+		Candidates: []Candidate{
 			{ID: "1", Holder: "low", Priority: 1, Since: t0.Add(-time.Minute), Until: t0.Add(time.Minute)},
 			{ID: "2", Holder: "short", Priority: 9, Since: t0.Add(-time.Minute), Until: t0.Add(2 * time.Second)},
 			{ID: "3", Holder: "gone", Priority: 99, Since: t0.Add(-time.Minute), Until: t0.Add(-time.Second)},
@@ -56,7 +54,7 @@ func TestReservationWindow(t *testing.T) {
 	}
 	held := *r
 	held.ExpireTime = t0.Add(time.Hour)
-	held.Candidates = append(held.Candidates, backend.Candidate{ID: "4", Holder: "pre", Priority: 2, Preempt: true, Since: t0, Until: t0.Add(time.Minute)})
+	held.Candidates = append(held.Candidates, Candidate{ID: "4", Holder: "pre", Priority: 2, Preempt: true, Since: t0, Until: t0.Add(time.Minute)})
 	if got := ViewAt(&held, t0).YieldTo(); got != "pre" {
 		t.Errorf("YieldTo = %q, want pre (the only preempting candidate above priority 1)", got)
 	}
@@ -70,8 +68,8 @@ func TestReservationWindow(t *testing.T) {
 // included, and none when no registration is live.
 func TestBestCandidatePriority(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &backend.Record{Name: "x", Holder: "h", FencingToken: 1, TTL: time.Minute, ExpireTime: t0.Add(time.Minute),
-		Candidates: []backend.Candidate{
+	r := &Record{Name: "x", Holder: "h", FencingToken: 1, TTL: time.Minute, ExpireTime: t0.Add(time.Minute),
+		Candidates: []Candidate{
 			{ID: "1", Holder: "zero", Priority: 0, Since: t0, Until: t0.Add(time.Minute)},
 			{ID: "2", Holder: "best", Priority: 7, Since: t0, Until: t0.Add(10 * time.Second)},
 		}}

@@ -3,8 +3,6 @@ package lease
 import (
 	"context"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // ExpireSession ends a session-held holding because its session died
@@ -65,7 +63,7 @@ func (m *Manager) TakeOver(ctx context.Context, req TakeOverRequest) (Lease, err
 	if err := v.err(); err != nil {
 		return Lease{}, err
 	}
-	snap, err := m.loop.Update(ctx, req.Name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err := m.loop.Update(ctx, req.Name, func(s Snapshot) (*Record, error) {
 		return decideTakeOver(s.Record, req, decisionTime(s))
 	})
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/leasesvc/leasesvc/backend"
 )
 
 // waiter is one acquire waiting for a lease. wake has room for one signal so
@@ -219,7 +217,7 @@ func (m *Manager) unregister(ctx context.Context, name, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unregisterTimeout)
 	defer cancel()
 	wrote := false
-	_, err := m.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := m.loop.Update(ctx, name, func(s Snapshot) (*Record, error) {
 		next := decideWithdraw(s.Record, id, decisionTime(s))
 		wrote = next != nil
 		return next, nil

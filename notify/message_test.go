@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/notify"
 )
 
 func sampleEvent(typ lease.EventType, token int64) lease.Event {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 123456000, time.UTC)
-	l := lease.Lease{Record: backend.Record{Name: "team-a.scheduler", Holder: "agent-2", FencingToken: token, TTL: 30 * time.Second, AcquireTime: t0, RenewTime: t0, ExpireTime: t0.Add(30 * time.Second), Transitions: token, Metadata: json.RawMessage(`{"addr":"x"}`)}, ServerTime: t0}
+	l := lease.Lease{Record: lease.Record{Name: "team-a.scheduler", Holder: "agent-2", FencingToken: token, TTL: 30 * time.Second, AcquireTime: t0, RenewTime: t0, ExpireTime: t0.Add(30 * time.Second), Transitions: token, Metadata: json.RawMessage(`{"addr":"x"}`)}, ServerTime: t0}
 	ev := lease.Event{Type: typ, Lease: l, Time: t0}
 	if typ == lease.EventAcquired && token > 1 {
 		ev.PreviousHolder, ev.PreviousExpired = "agent-1", true

@@ -106,7 +106,7 @@ type countingScanner struct {
 	retention atomic.Int32
 }
 
-func (c *countingScanner) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+func (c *countingScanner) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Row, error) {
 	if until.Before(c.before()) {
 		c.retention.Add(1)
 	}

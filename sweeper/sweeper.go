@@ -224,7 +224,7 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 		}
 	}
 	for {
-		recs, err := s.cfg.Scanner.ScanExpiry(ctx, s.cursor, until, s.cfg.Batch)
+		recs, err := lease.ScanExpiry(ctx, s.cfg.Scanner, s.cursor, until, s.cfg.Batch)
 		if err != nil {
 			return fmt.Errorf("scan expiry after %v: %w", s.cursor.ExpireTime, err)
 		}
@@ -257,7 +257,7 @@ func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 	if s.cfg.RetainFree == 0 || !s.retainedAt.IsZero() && time.Since(s.retainedAt) < RetainEvery {
 		return nil
 	}
-	recs, err := s.cfg.Scanner.ScanExpiry(ctx, s.retained, now.Add(-s.cfg.RetainFree), s.cfg.Batch)
+	recs, err := lease.ScanExpiry(ctx, s.cfg.Scanner, s.retained, now.Add(-s.cfg.RetainFree), s.cfg.Batch)
 	if err != nil {
 		return fmt.Errorf("retention scan after %v: %w", s.retained.ExpireTime, err)
 	}

@@ -11,7 +11,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -52,7 +51,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader, name string) map[string]fl
 }
 
 func acquired(name string) lease.Event {
-	return lease.Event{Type: lease.EventAcquired, Lease: lease.Lease{Record: backend.Record{Name: name}}}
+	return lease.Event{Type: lease.EventAcquired, Lease: lease.Lease{Record: lease.Record{Name: name}}}
 }
 
 // TestLeaseSeriesAreBounded: with WithMaxLeaseSeries(3), the per-lease
@@ -74,7 +73,7 @@ func TestLeaseSeriesAreBounded(t *testing.T) {
 		name := fmt.Sprintf("lease-%d", i)
 		m.Decided(ctx, acquired(name))
 		m.Operation(ctx, "acquire", "lease_held", name, time.Millisecond)
-		m.Seen(lease.Event{Type: lease.EventExpired, Lease: lease.Lease{Record: backend.Record{Name: name, ExpireTime: now.Add(-time.Duration(i+1) * time.Second)}}})
+		m.Seen(lease.Event{Type: lease.EventExpired, Lease: lease.Lease{Record: lease.Record{Name: name, ExpireTime: now.Add(-time.Duration(i+1) * time.Second)}}})
 	}
 	m.Decided(ctx, acquired("lease-1")) // a named lease stays named
 

@@ -7,7 +7,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/telemetry"
 )
@@ -22,7 +21,7 @@ func TestDeletedLeaseIsNotUnheld(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(-time.Hour)
-	l := lease.Lease{Record: backend.Record{Name: "team-a.old", Holder: "a", FencingToken: 1, ExpireTime: at}, ServerTime: at}
+	l := lease.Lease{Record: lease.Record{Name: "team-a.old", Holder: "a", FencingToken: 1, ExpireTime: at}, ServerTime: at}
 	unheld := func() int {
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(t.Context(), &rm); err != nil {

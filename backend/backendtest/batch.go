@@ -7,18 +7,20 @@ import (
 	"testing"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
-// increment is the decide of an increment of name: the record's token one
-// above what it read.
+// increment is the decide of an increment of name: the row of a sample
+// record whose token is one above the token of the row it read.
 func increment(name string) backend.Decide {
-	return func(s backend.Snapshot) (*backend.Record, error) {
+	return func(s backend.Snapshot) (*backend.Row, error) {
 		r := sampleRecord(name, s.ServerTime)
 		r.FencingToken = 1
-		if s.Record != nil {
-			r.FencingToken = s.Record.FencingToken + 1
+		if s.Row != nil {
+			r.FencingToken = s.Row.FencingToken + 1
 		}
-		return r, nil
+		row, err := lease.EncodeRow(r)
+		return &row, err
 	}
 }
 
@@ -37,27 +39,27 @@ func testBatchedUpdates(t *testing.T, e *env) {
 			name := e.name(fmt.Sprintf("n%02d", i))
 			wg.Go(func() {
 				snap, err := e.loop.Update(t.Context(), name, increment(name))
-				if err != nil || snap.Record == nil || snap.Record.FencingToken != int64(round) {
-					t.Errorf("round %d: increment of %s = %+v, %v; want token %d", round, name, snap.Record, err, round)
+				if err != nil || snap.Row == nil || snap.Row.FencingToken != int64(round) {
+					t.Errorf("round %d: increment of %s = %+v, %v; want token %d", round, name, snap.Row, err, round)
 				}
 			})
 		}
 		wg.Go(func() {
-			if _, err := e.loop.Update(t.Context(), e.name("fails"), func(backend.Snapshot) (*backend.Record, error) { return nil, boom }); err != boom {
+			if _, err := e.loop.Update(t.Context(), e.name("fails"), func(backend.Snapshot) (*backend.Row, error) { return nil, boom }); err != boom {
 				t.Errorf("round %d: Update whose decide fails = %v, want decide's error unchanged", round, err)
 			}
 		})
 		wg.Go(func() {
-			snap, err := e.loop.Update(t.Context(), e.name("unchanged"), func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
-			if err != nil || snap.Record != nil || snap.ServerTime.IsZero() {
+			snap, err := e.loop.Update(t.Context(), e.name("unchanged"), func(backend.Snapshot) (*backend.Row, error) { return nil, nil })
+			if err != nil || snap.Row != nil || snap.ServerTime.IsZero() {
 				t.Errorf("round %d: Update that writes nothing = %+v, %v; want no record at a server time", round, snap, err)
 			}
 		})
 		wg.Wait()
 	}
 	for _, n := range []string{"fails", "unchanged"} {
-		if got, err := e.Store.Get(t.Context(), e.name(n)); err != nil || got.Record != nil {
-			t.Errorf("%s: %+v, %v; want no record", n, got.Record, err)
+		if got, err := e.Store.Get(t.Context(), e.name(n)); err != nil || got.Row != nil {
+			t.Errorf("%s: %+v, %v; want no record", n, got.Row, err)
 		}
 	}
 	attempts, txns, splits := e.loop.BatchStats()
@@ -80,9 +82,9 @@ func testTryBatch(t *testing.T, e *env) {
 	}
 	attempts := []backend.Attempt{
 		{Name: a, Decide: increment(a)},
-		{Name: fails, Decide: func(backend.Snapshot) (*backend.Record, error) { return nil, boom }},
+		{Name: fails, Decide: func(backend.Snapshot) (*backend.Row, error) { return nil, boom }},
 		{Name: b, Decide: increment(b)},
-		{Name: none, Decide: func(backend.Snapshot) (*backend.Record, error) { return nil, nil }},
+		{Name: none, Decide: func(backend.Snapshot) (*backend.Row, error) { return nil, nil }},
 	}
 	// A transaction that lost a race (the other tests run beside this one;
 	// the Spanner emulator fails a transaction that another interrupts)
@@ -106,10 +108,10 @@ func testTryBatch(t *testing.T, e *env) {
 			t.Errorf("attempt whose decide fails: %v, want decide's error unchanged", r.Err)
 		case i != 1 && r.Err != nil:
 			t.Errorf("attempt %d: %v", i, r.Err)
-		case want == 0 && r.Snapshot.Record != nil:
-			t.Errorf("attempt %d wrote nothing but answered %+v", i, r.Snapshot.Record)
-		case want > 0 && (r.Snapshot.Record == nil || r.Snapshot.Record.FencingToken != want):
-			t.Errorf("attempt %d = %+v, want token %d", i, r.Snapshot.Record, want)
+		case want == 0 && r.Snapshot.Row != nil:
+			t.Errorf("attempt %d wrote nothing but answered %+v", i, r.Snapshot.Row)
+		case want > 0 && (r.Snapshot.Row == nil || r.Snapshot.Row.FencingToken != want):
+			t.Errorf("attempt %d = %+v, want token %d", i, r.Snapshot.Row, want)
 		}
 		if r.Err == nil && r.Snapshot.ServerTime.IsZero() {
 			t.Errorf("attempt %d answered without a server time", i)
@@ -127,8 +129,8 @@ func testTryBatch(t *testing.T, e *env) {
 }
 
 func tokenOf(s backend.Snapshot) int64 {
-	if s.Record == nil {
+	if s.Row == nil {
 		return 0
 	}
-	return s.Record.FencingToken
+	return s.Row.FencingToken
 }

@@ -41,7 +41,7 @@ func testDeleteKeepsTheToken(t *testing.T, e *env) {
 		evs[0].Lease.FencingToken != 1 || !evs[0].Time.Equal(d.ServerTime) {
 		t.Fatalf("events of Delete = %+v, want one deleted event of token 1 by oncall at the delete's serverTime", evs)
 	}
-	snap, err := e.loop.Get(t.Context(), name)
+	snap, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func testDeleteKeepsTheToken(t *testing.T, e *env) {
 	}
 	if sc, ok := e.Store.(backend.ExpiryScanner); ok { // the sweepers tell tombstones apart
 		exp := snap.Record.ExpireTime
-		recs, err := sc.ScanExpiry(t.Context(), backend.Cursor{ExpireTime: exp.Add(-time.Millisecond)}, exp, 1000)
+		recs, err := lease.ScanExpiry(t.Context(), sc, backend.Cursor{ExpireTime: exp.Add(-time.Millisecond)}, exp, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}

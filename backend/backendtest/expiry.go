@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // testScanExpiry checks the expiry scan the sweeper relies on: order by
@@ -19,7 +20,7 @@ func testScanExpiry(t *testing.T, e *env) {
 	}
 	t0 := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(time.Now().UnixNano()%1e6) * time.Second)
 	recs := map[string]time.Duration{"d": 3 * time.Second, "c": 2 * time.Second, "a": time.Second, "b": 2 * time.Second}
-	written := map[string]*backend.Record{}
+	written := map[string]*lease.Record{}
 	for n, d := range recs {
 		r := sampleRecord(e.name(n), t0)
 		if n == "b" {
@@ -27,12 +28,12 @@ func testScanExpiry(t *testing.T, e *env) {
 		}
 		r.AcquireTime, r.RenewTime, r.ExpireTime = t0, t0, t0.Add(d)
 		r.TTL = d
-		put(t, e.loop, r)
+		put(t, e.recs, r)
 		written[r.Name] = r
 	}
 	scan := func(after backend.Cursor, until time.Time, limit int) string {
 		t.Helper()
-		got, err := sc.ScanExpiry(t.Context(), after, until, limit)
+		got, err := lease.ScanExpiry(t.Context(), sc, after, until, limit)
 		if err != nil {
 			t.Fatalf("ScanExpiry: %v", err)
 		}

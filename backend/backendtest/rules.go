@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -67,7 +66,7 @@ func testAcquireNew(t *testing.T, e *env) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	now := l.ServerTime
-	want := lease.Lease{Record: backend.Record{Name: e.name("new"), Holder: "a", FencingToken: 1, TTL: 1500 * time.Millisecond, AcquireTime: now, RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond), Transitions: 1, Metadata: json.RawMessage(`{"addr":"x"}`)}, ServerTime: now}
+	want := lease.Lease{Record: lease.Record{Name: e.name("new"), Holder: "a", FencingToken: 1, TTL: 1500 * time.Millisecond, AcquireTime: now, RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond), Transitions: 1, Metadata: json.RawMessage(`{"addr":"x"}`)}, ServerTime: now}
 	if d := leaseDiff(want, l); d != "" {
 		t.Fatalf("Acquire: a new holding at the server time, metadata compacted (-want +got):\n%s", d)
 	}

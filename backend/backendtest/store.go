@@ -12,12 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // sampleRecord is a record with every field set, µs-precise times.
-func sampleRecord(name string, now time.Time) *backend.Record {
+func sampleRecord(name string, now time.Time) *lease.Record {
 	now = now.Truncate(time.Microsecond)
-	return &backend.Record{
+	return &lease.Record{
 		Name: name, Holder: "holder ✓", FencingToken: 7, TTL: 1500 * time.Millisecond,
 		AcquireTime: now.Add(-time.Second), RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond),
 		Transitions: 3, Metadata: []byte(`{"addr":"10.0.0.1:80","n":[1,2]}`),
@@ -25,7 +26,7 @@ func sampleRecord(name string, now time.Time) *backend.Record {
 		// The succession state of docs/contract.md §8, stored as one JSON
 		// column or field.
 		Priority: 7, Checkpoint: []byte(`{"offset":1234,"files":["a ✓ <&>","b"],"nested":{"ok":true}}`), CheckpointToken: 6,
-		Candidates: []backend.Candidate{
+		Candidates: []lease.Candidate{
 			{ID: "w-1", Holder: "standby ✓", Principal: "agent-8@example.com", Priority: 9, Preempt: true,
 				Since: now.Add(-250 * time.Millisecond), Until: now.Add(30 * time.Second)},
 			{ID: "w-2", Holder: "standby-2", Priority: 0, Since: now.Add(-time.Microsecond), Until: now.Add(time.Second + time.Microsecond)},
@@ -42,7 +43,7 @@ const sampleSessionKey = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c
 
 // plainRecord is sampleRecord without any succession state, as records
 // written before it existed are.
-func plainRecord(name string, now time.Time) *backend.Record {
+func plainRecord(name string, now time.Time) *lease.Record {
 	r := sampleRecord(name, now)
 	r.Priority, r.Checkpoint, r.CheckpointToken, r.Candidates, r.ReservedFor, r.ReservedUntil = 0, nil, 0, nil, "", time.Time{}
 	r.ReservedPrincipal = ""
@@ -56,11 +57,11 @@ func plainRecord(name string, now time.Time) *backend.Record {
 var equate = cmp.Options{cmpopts.EquateEmpty()}
 
 // recordDiff describes how got differs from want ("" when it does not).
-func recordDiff(want, got *backend.Record) string { return cmp.Diff(want, got, equate) }
+func recordDiff(want, got *lease.Record) string { return cmp.Diff(want, got, equate) }
 
-func put(t *testing.T, s *backend.Loop, r *backend.Record) backend.Snapshot {
+func put(t *testing.T, s records, r *lease.Record) lease.Snapshot {
 	t.Helper()
-	snap, err := s.Update(t.Context(), r.Name, func(backend.Snapshot) (*backend.Record, error) { return r, nil })
+	snap, err := s.Update(t.Context(), r.Name, func(lease.Snapshot) (*lease.Record, error) { return r, nil })
 	if err != nil {
 		t.Fatalf("Update(%s): %v", r.Name, err)
 	}
@@ -68,7 +69,7 @@ func put(t *testing.T, s *backend.Loop, r *backend.Record) backend.Snapshot {
 }
 
 func testGetMissing(t *testing.T, e *env) {
-	snap, err := e.Store.Get(t.Context(), e.name("missing"))
+	snap, err := e.recs.Get(t.Context(), e.name("missing"))
 	if err != nil {
 		t.Fatalf("Get(missing) = %v, want a snapshot without error", err)
 	}
@@ -82,9 +83,9 @@ func testGetMissing(t *testing.T, e *env) {
 
 func testUpdateRoundTrip(t *testing.T, e *env) {
 	name := e.name("rt")
-	var seen backend.Snapshot
-	var want *backend.Record
-	snap, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	var seen lease.Snapshot
+	var want *lease.Record
+	snap, err := e.recs.Update(t.Context(), name, func(s lease.Snapshot) (*lease.Record, error) {
 		seen = s
 		want = sampleRecord(name, s.ServerTime)
 		return want, nil
@@ -101,7 +102,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if !snap.ServerTime.Equal(seen.ServerTime) {
 		t.Errorf("Update ServerTime = %v, want the decision's %v", snap.ServerTime, seen.ServerTime)
 	}
-	got, err := e.Store.Get(t.Context(), name)
+	got, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -113,7 +114,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 		t.Fatalf("List after Update (-want +got):\n%s", d)
 	}
 	// A second write replaces the first and decide sees the stored record.
-	snap, err = e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	snap, err = e.recs.Update(t.Context(), name, func(s lease.Snapshot) (*lease.Record, error) {
 		if recordDiff(want, s.Record) != "" {
 			return nil, errors.New("decide did not see the stored record")
 		}
@@ -135,7 +136,7 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 	if d := recordDiff(&second, snap.Record); d != "" {
 		t.Fatalf("second Update stored a different record (-want +got):\n%s", d)
 	}
-	got, err = e.Store.Get(t.Context(), name)
+	got, err = e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get after second Update: %v", err)
 	}
@@ -154,25 +155,25 @@ func testUpdateRoundTrip(t *testing.T, e *env) {
 // back with every succession field zero.
 func testSuccessionRoundTrip(t *testing.T, e *env) {
 	name := e.name("succ")
-	now, err := e.Store.Get(t.Context(), name)
+	now, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	plain := plainRecord(name, now.ServerTime)
 	full := sampleRecord(name, now.ServerTime)
 	part := *full // one candidate gone, a new checkpoint, no reservation
-	part.Candidates = []backend.Candidate{full.Candidates[1]}
+	part.Candidates = []lease.Candidate{full.Candidates[1]}
 	part.Checkpoint, part.CheckpointToken = []byte(`{"offset":99}`), 8
 	part.ReservedFor, part.ReservedPrincipal, part.ReservedUntil = "", "", time.Time{}
 	part.SessionEpoch++ // a takeover (docs/contract.md §14)
 	session := *plain   // held through a session, and nothing else of the succession state
 	session.SessionKey, session.SessionEpoch, session.SessionWindow = sampleSessionKey, 1, 200*time.Millisecond
-	for i, want := range []*backend.Record{plain, full, &part, plain, &session, plain} {
-		snap := put(t, e.loop, want)
+	for i, want := range []*lease.Record{plain, full, &part, plain, &session, plain} {
+		snap := put(t, e.recs, want)
 		if d := recordDiff(want, snap.Record); d != "" {
 			t.Fatalf("write %d: Update returned a different record (-want +got):\n%s", i+1, d)
 		}
-		got, err := e.Store.Get(t.Context(), name)
+		got, err := e.recs.Get(t.Context(), name)
 		if err != nil {
 			t.Fatalf("write %d: Get: %v", i+1, err)
 		}
@@ -190,7 +191,7 @@ func testSuccessionRoundTrip(t *testing.T, e *env) {
 
 // noSuccession fails unless r has no succession state: every field zero,
 // no checkpoint at all (nil, not an empty one).
-func noSuccession(t *testing.T, what string, r *backend.Record) {
+func noSuccession(t *testing.T, what string, r *lease.Record) {
 	t.Helper()
 	if r.Priority != 0 || r.Checkpoint != nil || r.CheckpointToken != 0 || len(r.Candidates) != 0 || r.ReservedFor != "" || r.ReservedPrincipal != "" || !r.ReservedUntil.IsZero() ||
 		r.SessionKey != "" || r.SessionEpoch != 0 || r.SessionWindow != 0 {
@@ -200,9 +201,9 @@ func noSuccession(t *testing.T, what string, r *backend.Record) {
 }
 
 // listOne returns the record under name as List reads it.
-func listOne(t *testing.T, e *env, name string) *backend.Record {
+func listOne(t *testing.T, e *env, name string) *lease.Record {
 	t.Helper()
-	recs, _, err := e.Store.List(t.Context(), name, "", 1)
+	recs, _, err := e.recs.List(t.Context(), name, "", 1)
 	if err != nil {
 		t.Fatalf("List(%q): %v", name, err)
 	}
@@ -214,15 +215,15 @@ func listOne(t *testing.T, e *env, name string) *backend.Record {
 
 func testDecideNil(t *testing.T, e *env) {
 	name := e.name("nil")
-	snap, err := e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	snap, err := e.recs.Update(t.Context(), name, func(lease.Snapshot) (*lease.Record, error) { return nil, nil })
 	if err != nil || snap.Record != nil {
 		t.Fatalf("Update(decide=nil) = %+v, %v; want no record, no error", snap.Record, err)
 	}
-	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
+	if got, _ := e.recs.Get(t.Context(), name); got.Record != nil {
 		t.Fatalf("record created by a decide that returned nil: %+v", got.Record)
 	}
-	want := put(t, e.loop, sampleRecord(name, snap.ServerTime)).Record
-	snap, err = e.loop.Update(t.Context(), name, func(backend.Snapshot) (*backend.Record, error) { return nil, nil })
+	want := put(t, e.recs, sampleRecord(name, snap.ServerTime)).Record
+	snap, err = e.recs.Update(t.Context(), name, func(lease.Snapshot) (*lease.Record, error) { return nil, nil })
 	if d := recordDiff(want, snap.Record); err != nil || d != "" {
 		t.Fatalf("Update(decide=nil) on a record: %v; want the record unchanged (-want +got):\n%s", err, d)
 	}
@@ -231,13 +232,13 @@ func testDecideNil(t *testing.T, e *env) {
 func testDecideError(t *testing.T, e *env) {
 	name := e.name("err")
 	boom := errors.New("boom")
-	_, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.recs.Update(t.Context(), name, func(s lease.Snapshot) (*lease.Record, error) {
 		return sampleRecord(name, s.ServerTime), boom
 	})
 	if err != boom {
 		t.Fatalf("Update = %v, want decide's error unchanged", err)
 	}
-	if got, _ := e.Store.Get(t.Context(), name); got.Record != nil {
+	if got, _ := e.recs.Get(t.Context(), name); got.Record != nil {
 		t.Fatalf("record written although decide failed: %+v", got.Record)
 	}
 }
@@ -253,7 +254,7 @@ func testNoLostUpdates(t *testing.T, e *env) {
 		wg.Go(func() {
 			loop := backend.NewLoop(e.Store) // one per worker, as processes have: no shared gate
 			for range each {
-				_, err := loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+				_, err := lease.UpdateWith(t.Context(), loop.Update, name, func(s lease.Snapshot) (*lease.Record, error) {
 					r := sampleRecord(name, s.ServerTime)
 					r.FencingToken = 1
 					if s.Record != nil {
@@ -272,7 +273,7 @@ func testNoLostUpdates(t *testing.T, e *env) {
 	for err := range errs {
 		t.Fatalf("concurrent Update: %v", err)
 	}
-	got, err := e.Store.Get(t.Context(), name)
+	got, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -283,14 +284,14 @@ func testNoLostUpdates(t *testing.T, e *env) {
 
 func testServerTimeAdvances(t *testing.T, e *env) {
 	name := e.name("time")
-	a, err := e.Store.Get(t.Context(), name)
+	a, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	e.pass(20 * time.Millisecond)
-	w := put(t, e.loop, sampleRecord(name, a.ServerTime))
+	w := put(t, e.recs, sampleRecord(name, a.ServerTime))
 	e.pass(20 * time.Millisecond)
-	b, err := e.Store.Get(t.Context(), name)
+	b, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -304,13 +305,13 @@ func testServerTimeAdvances(t *testing.T, e *env) {
 
 func testStoreList(t *testing.T, e *env) {
 	names := []string{e.name("b"), e.name("a"), e.name("a.x"), e.name("a-y"), e.name("c")}
-	now, _ := e.Store.Get(t.Context(), names[0])
+	now, _ := e.recs.Get(t.Context(), names[0])
 	for _, n := range names {
-		put(t, e.loop, sampleRecord(n, now.ServerTime))
+		put(t, e.recs, sampleRecord(n, now.ServerTime))
 	}
 	list := func(prefix, after string, limit int) []string {
 		t.Helper()
-		recs, at, err := e.Store.List(t.Context(), prefix, after, limit)
+		recs, at, err := e.recs.List(t.Context(), prefix, after, limit)
 		if err != nil {
 			t.Fatalf("List(%q, %q, %d): %v", prefix, after, limit, err)
 		}
@@ -356,27 +357,27 @@ func testCancelledContext(t *testing.T, e *env) {
 	name := e.name("cancel")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := e.Store.Get(ctx, name); !errors.Is(err, context.Canceled) {
+	if _, err := e.recs.Get(ctx, name); !errors.Is(err, context.Canceled) {
 		t.Errorf("Get(cancelled) = %v, want context.Canceled", err)
 	}
 	called := false
-	_, err := e.loop.Update(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.recs.Update(ctx, name, func(s lease.Snapshot) (*lease.Record, error) {
 		called = true
 		return sampleRecord(name, s.ServerTime), nil
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update(cancelled) = %v, want context.Canceled", err)
 	}
-	if _, err := e.Store.Try(ctx, name, func(s backend.Snapshot) (*backend.Record, error) {
+	if _, err := e.recs.Try(ctx, name, func(s lease.Snapshot) (*lease.Record, error) {
 		called = true
 		return sampleRecord(name, s.ServerTime), nil
 	}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Try(cancelled) = %v, want context.Canceled", err)
 	}
-	if _, _, err := e.Store.List(ctx, e.prefix, "", 10); !errors.Is(err, context.Canceled) {
+	if _, _, err := e.recs.List(ctx, e.prefix, "", 10); !errors.Is(err, context.Canceled) {
 		t.Errorf("List(cancelled) = %v, want context.Canceled", err)
 	}
-	if got, err := e.Store.Get(t.Context(), name); err != nil || got.Record != nil {
+	if got, err := e.recs.Get(t.Context(), name); err != nil || got.Record != nil {
 		t.Errorf("after a cancelled Update (decide called: %v) Get = %+v, %v; want nothing written", called, got.Record, err)
 	}
 }
@@ -387,7 +388,7 @@ func testCancelledContext(t *testing.T, e *env) {
 // they wrote.
 func testTryOneAttempt(t *testing.T, e *env) {
 	name := e.name("try")
-	incr := func(s backend.Snapshot) (*backend.Record, error) {
+	incr := func(s lease.Snapshot) (*lease.Record, error) {
 		r := sampleRecord(name, s.ServerTime)
 		r.FencingToken = 1
 		if s.Record != nil {
@@ -404,7 +405,7 @@ func testTryOneAttempt(t *testing.T, e *env) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				_, err := e.Store.Try(t.Context(), name, incr)
+				_, err := e.recs.Try(t.Context(), name, incr)
 				switch {
 				case err == nil:
 					mu.Lock()
@@ -421,7 +422,7 @@ func testTryOneAttempt(t *testing.T, e *env) {
 	// racing attempts: the Spanner emulator runs one transaction at a time,
 	// and the other tests' transactions race with these too).
 	for i := 0; ; i++ {
-		_, err := e.Store.Try(t.Context(), name, incr)
+		_, err := e.recs.Try(t.Context(), name, incr)
 		if err == nil {
 			wrote++
 			break
@@ -431,7 +432,7 @@ func testTryOneAttempt(t *testing.T, e *env) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	got, err := e.Store.Get(t.Context(), name)
+	got, err := e.recs.Get(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}

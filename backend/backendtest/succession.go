@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -182,12 +181,12 @@ func testSuccessionGoneCandidate(t *testing.T, e *env) {
 
 // plant registers a candidate directly in the stored record, as an
 // instance that was killed while its candidate waited leaves it behind.
-func plant(t *testing.T, e *env, name string, c backend.Candidate) {
+func plant(t *testing.T, e *env, name string, c lease.Candidate) {
 	t.Helper()
-	_, err := e.loop.Update(t.Context(), name, func(s backend.Snapshot) (*backend.Record, error) {
+	_, err := e.recs.Update(t.Context(), name, func(s lease.Snapshot) (*lease.Record, error) {
 		next := *s.Record
 		c.Since, c.Until = s.ServerTime.Truncate(time.Microsecond), s.ServerTime.Add(time.Hour).Truncate(time.Microsecond)
-		next.Candidates = append(append([]backend.Candidate(nil), s.Record.Candidates...), c)
+		next.Candidates = append(append([]lease.Candidate(nil), s.Record.Candidates...), c)
 		return &next, nil
 	})
 	if err != nil {
@@ -203,7 +202,7 @@ func testSuccessionDeadCandidate(t *testing.T, e *env) {
 	ms := e.instances(t, 2, nil)
 	name := e.name("dead")
 	h := acquire(t, ms[0], name, "holder")
-	plant(t, e, name, backend.Candidate{ID: "dead", Holder: "ghost", Priority: 10})
+	plant(t, e, name, lease.Candidate{ID: "dead", Holder: "ghost", Priority: 10})
 	five := wait(t, ms[1], name, "c05", 5, false)
 	registered(t, ms[0], name, 2)
 	rel, err := ms[0].Release(t.Context(), lease.ReleaseRequest{Name: name, Holder: "holder", FencingToken: h.FencingToken})

@@ -7,7 +7,8 @@
 // document ID is the lease name. Lease names ([A-Za-z0-9][A-Za-z0-9._-]*,
 // at most 128 characters) are always valid document IDs: they contain no
 // "/", are never "." or "..", and never match the reserved __.*__ form. A
-// document holds a backend.Row, as backend.EncodeRow splits the record:
+// document holds the backend.Row it is given (lease.EncodeRow splits a
+// lease record into one):
 // the fields name, holder, fencingToken, ttlMs, acquireTime, renewTime,
 // expireTime (timestamps, microsecond precision; the sweeper's query orders
 // by expireTime), transitions, metadata (the JSON object as a string, ""

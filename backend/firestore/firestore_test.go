@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -95,11 +96,26 @@ func TestPrefixEnd(t *testing.T) {
 	}
 }
 
+// encodeRecord encodes r as package lease does and then as encode stores
+// it, and decodes the row that reads back.
+func encodeRecord(name string, r *lease.Record) (leaseDoc, *lease.Record, error) {
+	row, err := lease.EncodeRow(r)
+	if err != nil {
+		return leaseDoc{}, nil, err
+	}
+	d, got, err := encode(name, &row)
+	if err != nil {
+		return leaseDoc{}, nil, err
+	}
+	rec, err := lease.DecodeRow(*got)
+	return d, rec, err
+}
+
 func TestEncode(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
-	r := &backend.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
+	r := &lease.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
 		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(time.Second), Transitions: 2, Metadata: []byte(`{}`)}
-	d, got, err := encode("n", r)
+	d, got, err := encodeRecord("n", r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +142,7 @@ func TestEncode(t *testing.T) {
 		t.Fatalf("changes of a renew = %v, want renewTime and expireTime", u)
 	}
 	r.TTL = 1500*time.Millisecond + time.Microsecond
-	if _, _, err := encode("n", r); err == nil {
+	if _, _, err := encodeRecord("n", r); err == nil {
 		t.Fatal("encode accepted a TTL that ttlMs cannot hold")
 	}
 }
@@ -135,9 +151,9 @@ func TestEncode(t *testing.T) {
 // changed and deleted when it is cleared; encode copies it.
 func TestSuccessionField(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	r := &backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now,
-		Priority: 2, Checkpoint: []byte(`{"a":1}`), CheckpointToken: 3, Candidates: []backend.Candidate{{ID: "w", Holder: "x", Since: now, Until: now}}}
-	with, got, err := encode("n", r)
+	r := &lease.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now,
+		Priority: 2, Checkpoint: []byte(`{"a":1}`), CheckpointToken: 3, Candidates: []lease.Candidate{{ID: "w", Holder: "x", Since: now, Until: now}}}
+	with, got, err := encodeRecord("n", r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +164,7 @@ func TestSuccessionField(t *testing.T) {
 	if !strings.Contains(with.Succession, `"checkpoint":{"a":1}`) {
 		t.Fatalf("encode = %+v; want the succession JSON", with)
 	}
-	without, _, _ := encode("n", &backend.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now})
+	without, _, _ := encodeRecord("n", &lease.Record{Name: "n", Holder: "h", FencingToken: 3, TTL: time.Second, AcquireTime: now, RenewTime: now, ExpireTime: now})
 	if u := changes(without, with); len(u) != 1 || u[0].Path != fieldSuccession || u[0].Value != with.Succession {
 		t.Fatalf("changes adding succession state = %+v, want the one field", u)
 	}
@@ -156,7 +172,7 @@ func TestSuccessionField(t *testing.T) {
 		t.Fatalf("changes clearing succession state = %+v, want the field deleted", u)
 	}
 	r.Checkpoint = []byte(`{"a":`)
-	if _, _, err := encode("n", r); err == nil {
+	if _, _, err := encodeRecord("n", r); err == nil {
 		t.Fatal("encode accepted a checkpoint that is not JSON")
 	}
 }
@@ -170,11 +186,11 @@ func TestLegacyRevocationFields(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	old := leaseDoc{Name: "n", Holder: "h", FencingToken: 3, TTLMs: 1000, AcquireTime: now, RenewTime: now, ExpireTime: now,
 		Transitions: 3, RevokedBy: "op", RevokeReason: "stuck", Succession: `{"priority":2}`}
-	r, err := old.record("n")
+	r, err := lease.DecodeRow(*old.row("n"))
 	if err != nil || r.RevokedBy != "op" || r.RevokeReason != "stuck" || r.Priority != 2 {
 		t.Fatalf("the older document reads back as %+v, %v; want revoked by op, priority 2", r, err)
 	}
-	kept, _, err := encode("n", r) // a write that keeps the revocation
+	kept, _, err := encodeRecord("n", r) // a write that keeps the revocation
 	if err != nil || kept.RevokedBy != "" || kept.RevokeReason != "" || !strings.Contains(kept.Succession, `"revokeReason":"stuck"`) {
 		t.Fatalf("the document written = %+v, %v; want the revocation in the succession field alone", kept, err)
 	}
@@ -184,7 +200,7 @@ func TestLegacyRevocationFields(t *testing.T) {
 	}
 	next := *r // a new holding: not revoked
 	next.RevokedBy, next.RevokeReason, next.Holder, next.FencingToken = "", "", "h2", 4
-	d, got, err := encode("n", &next)
+	d, got, err := encodeRecord("n", &next)
 	if err != nil || got.RevokeReason != "" || got.RevokedBy != "" {
 		t.Fatalf("a new holding over the older document = %+v, %v", got, err)
 	}
@@ -249,7 +265,7 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("List = %v, want ErrUnavailable", err)
 	}
 	called := false
-	decide := func(backend.Snapshot) (*backend.Record, error) { called = true; return nil, nil }
+	decide := func(backend.Snapshot) (*backend.Row, error) { called = true; return nil, nil }
 	loop := backend.NewLoop(s)
 	if _, err := loop.Update(ctx, "n", decide); !errors.Is(err, backend.ErrUnavailable) || called {
 		t.Errorf("Update = %v (decide called: %v), want ErrUnavailable", err, called)

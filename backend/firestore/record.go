@@ -51,18 +51,15 @@ type leaseDoc struct {
 	Succession string `firestore:"succession,omitempty"`
 }
 
-// encode returns the document that stores r under name, and the record as
+// encode returns the document that stores row under name, and the row as
 // it reads back from that document: times at microsecond precision in UTC,
-// nothing shared with r. It refuses a TTL that is not a whole number of
-// milliseconds, which ttlMs cannot hold, and a record that does not encode.
-func encode(name string, r *backend.Record) (leaseDoc, *backend.Record, error) {
+// nothing shared with row. It refuses a TTL that is not a whole number of
+// milliseconds, which ttlMs cannot hold.
+func encode(name string, r *backend.Row) (leaseDoc, *backend.Row, error) {
 	if r.TTL%time.Millisecond != 0 {
 		return leaseDoc{}, nil, fmt.Errorf("backend/firestore: record %q: TTL %v is not a whole number of milliseconds", name, r.TTL)
 	}
-	row, err := backend.EncodeRow(r)
-	if err != nil {
-		return leaseDoc{}, nil, fmt.Errorf("backend/firestore: %w", err)
-	}
+	row := *r
 	row.Name = name
 	row.AcquireTime, row.RenewTime, row.ExpireTime = storedTime(row.AcquireTime), storedTime(row.RenewTime), storedTime(row.ExpireTime)
 	d := leaseDoc{
@@ -71,11 +68,7 @@ func encode(name string, r *backend.Record) (leaseDoc, *backend.Record, error) {
 		Transitions: row.Transitions, Metadata: string(row.Metadata), Principal: row.Principal,
 		RevokedBy: row.Legacy.RevokedBy, RevokeReason: row.Legacy.RevokeReason, Succession: string(row.Value),
 	}
-	rec, err := d.record(name)
-	if err != nil {
-		return leaseDoc{}, nil, err
-	}
-	return d, rec, nil
+	return d, d.row(name), nil
 }
 
 // storedTime is t at Firestore's timestamp precision.
@@ -126,26 +119,29 @@ func decode(ds *gfs.DocumentSnapshot) (leaseDoc, error) {
 	return d, nil
 }
 
-// fromSnapshot decodes an existing lease document into its record.
-func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Record, error) {
+// fromSnapshot decodes an existing lease document into its row.
+func fromSnapshot(ds *gfs.DocumentSnapshot) (*backend.Row, error) {
 	d, err := decode(ds)
 	if err != nil {
 		return nil, err
 	}
-	return d.record(ds.Ref.ID)
+	return d.row(ds.Ref.ID), nil
 }
 
-// record is the record that d stores under the document ID name.
-func (d *leaseDoc) record(name string) (*backend.Record, error) {
-	r, err := backend.DecodeRow(backend.Row{
+// row is the row that d stores under the document ID name, sharing no
+// memory with d; empty metadata or value reads as nil.
+func (d *leaseDoc) row(name string) *backend.Row {
+	r := &backend.Row{
 		Name: name, Holder: d.Holder, FencingToken: d.FencingToken, TTL: time.Duration(d.TTLMs) * time.Millisecond,
 		AcquireTime: d.AcquireTime.UTC(), RenewTime: d.RenewTime.UTC(), ExpireTime: d.ExpireTime.UTC(),
-		Transitions: d.Transitions, Metadata: []byte(d.Metadata), Principal: d.Principal,
-		Value:  []byte(d.Succession),
+		Transitions: d.Transitions, Principal: d.Principal,
 		Legacy: backend.Legacy{RevokedBy: d.RevokedBy, RevokeReason: d.RevokeReason},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("backend/firestore: decode lease document %q: %w", name, err)
 	}
-	return r, nil
+	if d.Metadata != "" {
+		r.Metadata = []byte(d.Metadata)
+	}
+	if d.Succession != "" {
+		r.Value = []byte(d.Succession)
+	}
+	return r
 }

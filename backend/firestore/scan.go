@@ -20,9 +20,9 @@ var _ backend.ExpiryScanner = (*Store)(nil)
 // Firestore's automatic single-field index on expireTime (with the document
 // ID appended, as Firestore appends it to every index), so it needs no
 // composite index, but expireTime must not be exempted from single-field
-// indexing. Cost: one document read per record returned (one for a query
+// indexing. Cost: one document read per row returned (one for a query
 // that matches nothing).
-func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Row, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("backend/firestore: scan expiry: limit %d must be positive", limit)
 	}
@@ -39,7 +39,7 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 	defer cancel()
 	it := q.Documents(call)
 	defer it.Stop()
-	var out []backend.Record
+	var out []backend.Row
 	for {
 		ds, err := it.Next()
 		if errors.Is(err, iterator.Done) {

@@ -121,11 +121,7 @@ func (s *Store) read(ctx context.Context, name string) (backend.Snapshot, *lease
 	if err != nil {
 		return backend.Snapshot{}, nil, time.Time{}, err
 	}
-	rec, err := d.record(ds.Ref.ID)
-	if err != nil {
-		return backend.Snapshot{}, nil, time.Time{}, err
-	}
-	return backend.Snapshot{Record: rec, ServerTime: ds.ReadTime}, &d, ds.UpdateTime, nil
+	return backend.Snapshot{Row: d.row(ds.Ref.ID), ServerTime: ds.ReadTime}, &d, ds.UpdateTime, nil
 }
 
 // missing is the snapshot of a document that does not exist.
@@ -168,7 +164,7 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	return backend.Snapshot{Record: stored, ServerTime: snap.ServerTime}, nil
+	return backend.Snapshot{Row: stored, ServerTime: snap.ServerTime}, nil
 }
 
 // Hints implements backend.Hinter: a read costs much less than a
@@ -179,8 +175,8 @@ func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.
 // updateTime (zero: if it still does not exist). cur is the document as
 // read at updateTime (nil when missing): only the fields that differ from
 // it are sent, and when none does nothing is written (the decision changes
-// nothing it read). It returns the record as stored.
-func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur *leaseDoc, next *backend.Record, updateTime time.Time) (*backend.Record, error) {
+// nothing it read). It returns the row as stored.
+func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cur *leaseDoc, next *backend.Row, updateTime time.Time) (*backend.Row, error) {
 	d, rec, err := encode(name, next)
 	if err != nil {
 		return nil, err
@@ -216,9 +212,9 @@ func (s *Store) write(ctx context.Context, ref *gfs.DocumentRef, name string, cu
 // server time is then that of a Get of a never-written document issued
 // right after the query, a later instant of the server's clock (there is
 // no lease in the page whose view it would decide). Cost: one document
-// read per record returned, or one read for a query that matches nothing
+// read per row returned, or one read for a query that matches nothing
 // plus one for that Get.
-func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	if limit <= 0 {
 		return nil, time.Time{}, fmt.Errorf("backend/firestore: list: limit %d must be positive", limit)
 	}
@@ -237,7 +233,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	it := q.Documents(call)
 	defer it.Stop()
 	var (
-		out []backend.Record
+		out []backend.Row
 		at  time.Time
 	)
 	for {

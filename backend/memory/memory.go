@@ -1,4 +1,4 @@
-// Package memory is the embedded lease backend: records in a map guarded by
+// Package memory is the embedded lease backend: rows in a map guarded by
 // one mutex, and the process's monotonic clock as the server clock.
 //
 // It is the default for a first run and the backend of hermetic tests. It
@@ -6,11 +6,9 @@
 // starts again from nothing, which breaks the "never reused" promise of
 // docs/contract.md §1 across restarts. Use Firestore or Spanner where that matters.
 //
-// It keeps each backend.Record as it is, a copy in and a copy out
-// (backend.Clone), not encoded as the other drivers store it
-// (backend.EncodeRow): nothing it holds outlives the process, so there is
-// no stored form to keep compatible, and it never reads a field by name
-// but the name and the expire time it lists and scans by.
+// It keeps each backend.Row as it is given, a copy in and a copy out
+// (backend.Clone), and never reads a field of it but the name and the
+// expire time it lists and scans by.
 package memory
 
 import (
@@ -28,8 +26,8 @@ type Store struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	recs  map[string]backend.Record
-	names []string // sorted keys of recs, for List
+	rows  map[string]backend.Row
+	names []string // sorted keys of rows, for List
 }
 
 var _ backend.Store = (*Store)(nil)
@@ -43,7 +41,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{recs: map[string]backend.Record{}}
+	s := &Store{rows: map[string]backend.Row{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -75,9 +73,9 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 // snapshot reads name at the current time; s.mu must be held.
 func (s *Store) snapshot(name string) backend.Snapshot {
 	snap := backend.Snapshot{ServerTime: s.now()}
-	if r, ok := s.recs[name]; ok {
+	if r, ok := s.rows[name]; ok {
 		r = backend.Clone(r)
-		snap.Record = &r
+		snap.Row = &r
 	}
 	return snap
 }
@@ -95,20 +93,20 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	if err != nil || next == nil {
 		return snap, err
 	}
-	if _, ok := s.recs[name]; !ok {
+	if _, ok := s.rows[name]; !ok {
 		i, _ := slices.BinarySearch(s.names, name)
 		s.names = slices.Insert(s.names, i, name)
 	}
 	rec := backend.Clone(*next)
 	rec.Name = name
-	s.recs[name] = rec
+	s.rows[name] = rec
 	rec = backend.Clone(rec)
-	snap.Record = &rec
+	snap.Row = &rec
 	return snap, nil
 }
 
 // List implements backend.Store.
-func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, time.Time{}, err
 	}
@@ -119,13 +117,13 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	if found && start == after {
 		i++
 	}
-	var out []backend.Record
+	var out []backend.Row
 	for ; i < len(s.names) && len(out) < limit; i++ {
 		n := s.names[i]
 		if !strings.HasPrefix(n, prefix) {
 			break
 		}
-		out = append(out, backend.Clone(s.recs[n]))
+		out = append(out, backend.Clone(s.rows[n]))
 	}
 	return out, s.now(), nil
 }
@@ -135,23 +133,23 @@ func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
 
 var _ backend.ExpiryScanner = (*Store)(nil)
 
-// ScanExpiry implements backend.ExpiryScanner by scanning every record: the
-// memory backend has no index, and a scan of 100,000 records takes about a
+// ScanExpiry implements backend.ExpiryScanner by scanning every row: the
+// memory backend has no index, and a scan of 100,000 rows takes about a
 // millisecond.
-func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Row, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	var out []backend.Record
-	for _, r := range s.recs {
+	var out []backend.Row
+	for _, r := range s.rows {
 		if r.ExpireTime.After(until) || !cursorLess(after, r) {
 			continue
 		}
 		out = append(out, r)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b backend.Record) int {
+	slices.SortFunc(out, func(a, b backend.Row) int {
 		if c := a.ExpireTime.Compare(b.ExpireTime); c != 0 {
 			return c
 		}
@@ -167,7 +165,7 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 }
 
 // cursorLess reports whether r sorts after c.
-func cursorLess(c backend.Cursor, r backend.Record) bool {
+func cursorLess(c backend.Cursor, r backend.Row) bool {
 	if cmp := c.ExpireTime.Compare(r.ExpireTime); cmp != 0 {
 		return cmp < 0
 	}

@@ -27,27 +27,27 @@ func TestConformanceRealClock(t *testing.T) {
 	}, backendtest.Options{})
 }
 
-// TestSuccessionNotShared: the stored checkpoint and candidates share no
-// memory with the decide that wrote them or with the records read back, so
-// a caller that changes those slices in place changes nothing stored.
-func TestSuccessionNotShared(t *testing.T) {
+// TestRowsNotShared: the stored metadata and value share no memory with
+// the decide that wrote them or with the rows read back, so a caller that
+// changes those slices in place changes nothing stored.
+func TestRowsNotShared(t *testing.T) {
 	s := memory.New()
-	next := &backend.Record{Name: "n", Holder: "h", FencingToken: 1, TTL: time.Second,
-		Checkpoint: []byte(`{"a":1}`), Candidates: []backend.Candidate{{ID: "w", Holder: "x", Priority: 3}}}
-	written, err := s.Try(t.Context(), "n", func(backend.Snapshot) (*backend.Record, error) { return next, nil })
+	next := &backend.Row{Name: "n", Holder: "h", FencingToken: 1, TTL: time.Second,
+		Metadata: []byte(`{"m":1}`), Value: []byte(`{"a":1}`)}
+	written, err := s.Try(t.Context(), "n", func(backend.Snapshot) (*backend.Row, error) { return next, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	next.Checkpoint[2], next.Candidates[0].Priority = 'b', 4
-	written.Record.Checkpoint[2], written.Record.Candidates[0].Holder = 'c', "y"
+	next.Value[2], next.Metadata[2] = 'b', 'b'
+	written.Row.Value[2], written.Row.Metadata[2] = 'c', 'c'
 	got, _ := s.Get(t.Context(), "n")
-	got.Record.Checkpoint[2], got.Record.Candidates[0].ID = 'd', "z"
+	got.Row.Value[2], got.Row.Metadata[2] = 'd', 'd'
 	list, _, _ := s.List(t.Context(), "", "", 10)
-	list[0].Candidates[0].Preempt = true
+	list[0].Value[2], list[0].Metadata[2] = 'e', 'e'
 	scan, _ := s.ScanExpiry(t.Context(), backend.Cursor{}, time.Now().Add(time.Hour), 10)
-	scan[0].Candidates[0].Principal = "p"
+	scan[0].Value[2], scan[0].Metadata[2] = 'f', 'f'
 	got, _ = s.Get(t.Context(), "n")
-	if c := got.Record.Candidates[0]; string(got.Record.Checkpoint) != `{"a":1}` || c != (backend.Candidate{ID: "w", Holder: "x", Priority: 3}) {
-		t.Fatalf("stored succession state changed by its readers and writer: %s %+v", got.Record.Checkpoint, got.Record.Candidates)
+	if string(got.Row.Value) != `{"a":1}` || string(got.Row.Metadata) != `{"m":1}` {
+		t.Fatalf("stored row changed by its readers and writer: %s %s", got.Row.Metadata, got.Row.Value)
 	}
 }

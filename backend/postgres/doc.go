@@ -32,7 +32,8 @@
 // creates both when missing (LEASESVC_POSTGRES_MIGRATE=true); without it
 // start-up checks that the table has every column.
 //
-// A row holds a backend.Row, as backend.EncodeRow splits the record: the
+// A row holds the backend.Row it is given (lease.EncodeRow splits a lease
+// record into one): the
 // columns name, holder, fencing_token, ttl_ms, acquire_time, renew_time,
 // expire_time, transitions, metadata and principal, and in the succession
 // column (text, so that a checkpoint reads back byte for byte; named for

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // olderTable is the table as versions before the succession state
@@ -69,7 +70,7 @@ func TestOpenAddsColumnsToAnOlderTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open after the migration, without migrating: %v", err)
 	}
-	got, err := s.Get(t.Context(), "old")
+	got, err := lease.GetWith(t.Context(), s.Get, "old")
 	if r := got.Record; err != nil || r == nil || r.FencingToken != 3 || string(r.Metadata) != `{"a":1}` || r.Principal != "p" {
 		t.Fatalf("the older row after the migration = %+v, %v; want it unchanged", r, err)
 	}
@@ -77,16 +78,16 @@ func TestOpenAddsColumnsToAnOlderTable(t *testing.T) {
 		t.Fatalf("the older row has succession state %+v", r)
 	}
 	until := got.ServerTime.Add(time.Minute).Truncate(time.Microsecond)
-	_, err = backend.NewLoop(s).Update(t.Context(), "old", func(cur backend.Snapshot) (*backend.Record, error) {
+	_, err = lease.UpdateWith(t.Context(), backend.NewLoop(s).Update, "old", func(cur lease.Snapshot) (*lease.Record, error) {
 		next := *cur.Record
 		next.Priority, next.Checkpoint, next.CheckpointToken = 5, []byte(`{"at":7}`), 3
-		next.Candidates = []backend.Candidate{{ID: "w", Holder: "x", Since: cur.ServerTime, Until: until}}
+		next.Candidates = []lease.Candidate{{ID: "w", Holder: "x", Since: cur.ServerTime, Until: until}}
 		return &next, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Get(t.Context(), "old")
+	got, err = lease.GetWith(t.Context(), s.Get, "old")
 	if r := got.Record; err != nil || r.Priority != 5 || string(r.Checkpoint) != `{"at":7}` || len(r.Candidates) != 1 || !r.Candidates[0].Until.Equal(until) {
 		t.Fatalf("succession state in the migrated table read back as %+v, %v", r, err)
 	}

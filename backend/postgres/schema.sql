@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS leasesvc_leases (
 -- of older versions: the revocation is now in the succession column.
 -- Columns added since the table's first version, for a table created by
 -- an older one: succession, the encoded value of every field of a lease
--- that is not a column of its own (backend.EncodeRow: revocation,
+-- that is not a column of its own (lease.EncodeRow: revocation,
 -- succession state of docs/contract.md §8, checkpoint, reservation,
 -- deletion, session), one JSON object (text, not jsonb, so that a
 -- checkpoint reads back byte for byte).

@@ -72,22 +72,22 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// query runs a query of records and then, in a later statement of the same
+// query runs a query of rows and then, in a later statement of the same
 // round trip, clock_timestamp(): a time after the query's snapshot (and
 // after its row locks, if any), the time of a decision on what it read.
-func query(ctx context.Context, q batcher, what, where string, args ...any) ([]backend.Record, time.Time, error) {
+func query(ctx context.Context, q batcher, what, where string, args ...any) ([]backend.Row, time.Time, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT "+columns+" FROM "+table+" WHERE "+where, args...)
 	b.Queue("SELECT clock_timestamp()")
 	res := q.SendBatch(ctx, b)
 	defer res.Close()
-	var out []backend.Record
+	var out []backend.Row
 	var now time.Time
 	rows, err := res.Query()
 	for err == nil && rows.Next() {
-		var r *backend.Record
-		if r, err = scanRecord(rows); err == nil {
-			out = append(out, *r)
+		var r backend.Row
+		if r, err = scanRow(rows); err == nil {
+			out = append(out, r)
 		}
 	}
 	if err == nil {
@@ -108,10 +108,10 @@ func read(ctx context.Context, q batcher, name string, lock bool) (backend.Snaps
 	if lock {
 		where = "name = $1 FOR UPDATE"
 	}
-	recs, now, err := query(ctx, q, "read "+name, where, name)
+	rows, now, err := query(ctx, q, "read "+name, where, name)
 	snap := backend.Snapshot{ServerTime: now}
-	if len(recs) > 0 {
-		snap.Record = &recs[0]
+	if len(rows) > 0 {
+		snap.Row = &rows[0]
 	}
 	return snap, err
 }
@@ -156,9 +156,9 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	return w.snapshot(), nil
 }
 
-// write is one record queued for writing, with what checks its outcome.
+// write is one row queued for writing, with what checks its outcome.
 type write struct {
-	rec    backend.Record
+	row    backend.Row
 	at     time.Time
 	notify bool // an ended-holding notification follows the write
 }
@@ -167,27 +167,26 @@ type write struct {
 // insert of a row that was missing at the read, or an update of the locked
 // row (a row created since the read is a conflict: no row affected), and,
 // when the write ends a holding, the wake-up sent at commit.
-func queueWrite(b *pgx.Batch, name string, snap backend.Snapshot, next *backend.Record) (*write, error) {
-	row, err := backend.EncodeRow(next)
+func queueWrite(b *pgx.Batch, name string, snap backend.Snapshot, next *backend.Row) (*write, error) {
 	if next.TTL%time.Millisecond != 0 {
-		err = fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, next.TTL)
+		return nil, fmt.Errorf("postgres: record %q: TTL %v is not a whole number of milliseconds", name, next.TTL)
 	}
-	if err != nil {
-		return nil, err
-	}
+	row := backend.Clone(*next) // as it reads back
 	row.Name = name
 	for _, t := range []*time.Time{&row.AcquireTime, &row.RenewTime, &row.ExpireTime} {
 		*t = t.Truncate(time.Microsecond).UTC()
 	}
-	rec, err := backend.DecodeRow(row) // as it reads back
-	if err != nil {
-		return nil, err
+	if len(row.Metadata) == 0 {
+		row.Metadata = nil
+	}
+	if len(row.Value) == 0 {
+		row.Value = nil
 	}
 	b.Queue("INSERT INTO "+table+" ("+columns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (name) DO UPDATE SET ("+
 		columns+") = ROW(EXCLUDED.*) WHERE $14", name, row.Holder, row.FencingToken, row.TTL.Milliseconds(), row.AcquireTime, row.RenewTime,
-		row.ExpireTime, row.Transitions, string(row.Metadata), row.Principal, row.Legacy.RevokedBy, row.Legacy.RevokeReason, string(row.Value), snap.Record != nil)
-	w := &write{rec: *rec, at: snap.ServerTime}
-	if !row.ExpireTime.After(snap.ServerTime) && snap.Record != nil && snap.Record.ExpireTime.After(snap.ServerTime) {
+		row.ExpireTime, row.Transitions, string(row.Metadata), row.Principal, row.Legacy.RevokedBy, row.Legacy.RevokeReason, string(row.Value), snap.Row != nil)
+	w := &write{row: row, at: snap.ServerTime}
+	if !row.ExpireTime.After(snap.ServerTime) && snap.Row != nil && snap.Row.ExpireTime.After(snap.ServerTime) {
 		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
 		w.notify = true
 	}
@@ -205,7 +204,7 @@ func (w *write) check(res pgx.BatchResults) (lost, err error) {
 		err = errors.Join(err, nerr)
 	}
 	if err == nil && tag.RowsAffected() != 1 {
-		lost = backend.Conflict("inserted", fmt.Errorf("postgres: write %q: another transaction created the row", w.rec.Name))
+		lost = backend.Conflict("inserted", fmt.Errorf("postgres: write %q: another transaction created the row", w.row.Name))
 	}
 	return lost, err
 }
@@ -215,7 +214,7 @@ func (w *write) check(res pgx.BatchResults) (lost, err error) {
 // so that two batches wait for each other rather than deadlock), takes the
 // clock after the locks, runs each attempt's decide on its own row, and
 // sends the writes in one round trip before one commit. An attempt whose
-// decide fails, whose record cannot be written, or whose insert finds a
+// decide fails, whose row cannot be written, or whose insert finds a
 // row created since the read (a conflict, which Loop retries) gets that as
 // its Result and writes nothing; the others are unaffected. err is the
 // transaction's failure as a whole: nothing was written.
@@ -230,19 +229,19 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) ([]bac
 		return nil, classify(ctx, "begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	recs, now, err := query(ctx, tx, what, "name = ANY($1) ORDER BY name FOR UPDATE", names)
+	rows, now, err := query(ctx, tx, what, "name = ANY($1) ORDER BY name FOR UPDATE", names)
 	if err != nil {
 		return nil, err
 	}
-	byName := make(map[string]*backend.Record, len(recs))
-	for i := range recs {
-		byName[recs[i].Name] = &recs[i]
+	byName := make(map[string]*backend.Row, len(rows))
+	for i := range rows {
+		byName[rows[i].Name] = &rows[i]
 	}
 	results := make([]backend.Result, len(attempts))
 	writes := make([]*write, len(attempts))
 	b := &pgx.Batch{}
 	for i, a := range attempts {
-		snap := backend.Snapshot{Record: byName[a.Name], ServerTime: now}
+		snap := backend.Snapshot{Row: byName[a.Name], ServerTime: now}
 		next, err := a.Decide(snap)
 		if err != nil || next == nil {
 			results[i] = backend.Result{Snapshot: snap, Err: err}
@@ -279,25 +278,22 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) ([]bac
 
 // snapshot returns the snapshot the write produced.
 func (w *write) snapshot() backend.Snapshot {
-	rec := w.rec
-	if len(rec.Metadata) == 0 {
-		rec.Metadata = nil
-	}
-	return backend.Snapshot{Record: &rec, ServerTime: w.at}
+	row := w.row
+	return backend.Snapshot{Row: &row, ServerTime: w.at}
 }
 
 // List implements backend.Store with one query on the primary key, ordered
 // by name in the "C" collation (byte order).
-func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	return query(ctx, s.pool, "list", "name >= $1 AND name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3 FOR SHARE", prefix, after, limit)
 }
 
 // ScanExpiry implements backend.ExpiryScanner on the (expire_time, name)
 // index.
-func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
-	recs, _, err := query(ctx, s.pool, "scan expiry", "(expire_time, name) > ($1, $2) AND expire_time <= $3 ORDER BY expire_time, name LIMIT $4",
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Row, error) {
+	rows, _, err := query(ctx, s.pool, "scan expiry", "(expire_time, name) > ($1, $2) AND expire_time <= $3 ORDER BY expire_time, name LIMIT $4",
 		after.ExpireTime, after.Name, until, limit)
-	return recs, err
+	return rows, err
 }
 
 // Ping implements backend.Store: a round trip on a connection of the pool.
@@ -330,20 +326,26 @@ func (s *Store) Listen(ctx context.Context, got func(payload string)) error {
 	return ctx.Err()
 }
 
-// scanRecord reads one row of columns: the columns of a backend.Row, with
+// scanRow reads one row of columns: the columns of a backend.Row, with
 // revoked_by and revoke_reason its Legacy columns and succession its Value.
-func scanRecord(row pgx.Row) (*backend.Record, error) {
+// Empty metadata or value reads as nil.
+func scanRow(row pgx.Row) (backend.Row, error) {
 	var r backend.Row
 	var ms int64
 	var md, value string
 	if err := row.Scan(&r.Name, &r.Holder, &r.FencingToken, &ms, &r.AcquireTime, &r.RenewTime, &r.ExpireTime,
 		&r.Transitions, &md, &r.Principal, &r.Legacy.RevokedBy, &r.Legacy.RevokeReason, &value); err != nil {
-		return nil, err
+		return backend.Row{}, err
 	}
 	r.TTL = time.Duration(ms) * time.Millisecond
 	r.AcquireTime, r.RenewTime, r.ExpireTime = r.AcquireTime.UTC(), r.RenewTime.UTC(), r.ExpireTime.UTC()
-	r.Metadata, r.Value = []byte(md), []byte(value)
-	return backend.DecodeRow(r)
+	if md != "" {
+		r.Metadata = []byte(md)
+	}
+	if value != "" {
+		r.Value = []byte(value)
+	}
+	return r, nil
 }
 
 // classify maps a pgx error to the backend's: ctx's own error once ctx is

@@ -32,17 +32,17 @@ var batchColumns = append(slices.Clone(recordColumnList), "UpdateTime")
 // readRows reads the rows of names by primary key (a point read of each
 // key, which inside the read-write transaction locks every key named,
 // present or not; absent rows are simply not returned), then
-// CURRENT_TIMESTAMP() in the same transaction. It returns the records by
+// CURRENT_TIMESTAMP() in the same transaction. It returns the rows by
 // name, that time, and the rows' commit timestamps by name. (One SQL
 // statement with Name IN UNNEST(@names), as a lone attempt reads its row,
 // is a scan of the whole table on the emulator: 140 ms for a batch of 58
 // in a table of a few thousand rows, where the point reads take 1 ms.)
-func readRows(ctx context.Context, tx *spanner.ReadWriteTransaction, names []string) (map[string]*backend.Record, time.Time, map[string]time.Time, error) {
+func readRows(ctx context.Context, tx *spanner.ReadWriteTransaction, names []string) (map[string]*backend.Row, time.Time, map[string]time.Time, error) {
 	keys := make([]spanner.Key, len(names))
 	for i, n := range names {
 		keys[i] = spanner.Key{n}
 	}
-	recs := make(map[string]*backend.Record, len(names))
+	recs := make(map[string]*backend.Row, len(names))
 	updated := make(map[string]time.Time, len(names))
 	err := tx.Read(ctx, Table, spanner.KeySetFromKeys(keys...), batchColumns).Do(func(row *spanner.Row) error {
 		var r leaseRow
@@ -53,11 +53,7 @@ func readRows(ctx context.Context, tx *spanner.ReadWriteTransaction, names []str
 		if err := row.ColumnByName("UpdateTime", &u); err != nil {
 			return fmt.Errorf("decode a lease row's UpdateTime: %w", err)
 		}
-		rec, err := r.record()
-		if err != nil {
-			return err
-		}
-		recs[r.Name], updated[r.Name] = rec, u
+		recs[r.Name], updated[r.Name] = r.row(), u
 		return nil
 	})
 	if err != nil {
@@ -109,7 +105,7 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) (resul
 			if u, ok := updated[a.Name]; ok && u.After(at) {
 				at = u
 			}
-			snap := backend.Snapshot{Record: recs[a.Name], ServerTime: at}
+			snap := backend.Snapshot{Row: recs[a.Name], ServerTime: at}
 			next, err := a.Decide(snap)
 			switch {
 			case err != nil:
@@ -125,7 +121,7 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) (resul
 				continue
 			}
 			ms = append(ms, m)
-			snap.Record = written
+			snap.Row = written
 			results[i] = backend.Result{Snapshot: snap}
 		}
 		if len(ms) == 0 {

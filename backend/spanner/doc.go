@@ -64,7 +64,8 @@
 //
 // # Row
 //
-// A row holds a backend.Row, as backend.EncodeRow splits the record: the
+// A row holds the backend.Row it is given (lease.EncodeRow splits a lease
+// record into one): the
 // columns Name, Holder, FencingToken, TtlMs, AcquireTime, RenewTime,
 // ExpireTime (the LeasesByExpireTime index serves the sweeper), Transitions,
 // Metadata and Principal, and in Succession (named for its first content)

@@ -26,9 +26,9 @@ ORDER BY ExpireTime, Name
 LIMIT @limit`
 
 // ScanExpiry implements backend.ExpiryScanner with a strong single read of
-// the index on ExpireTime: its cost is proportional to the records in the
+// the index on ExpireTime: its cost is proportional to the rows in the
 // window, not to the number of leases.
-func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Record, error) {
+func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time.Time, limit int) ([]backend.Row, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -38,21 +38,17 @@ func (s *Store) ScanExpiry(ctx context.Context, after backend.Cursor, until time
 	stmt := spanner.Statement{SQL: scanExpirySQL, Params: map[string]any{
 		"afterTime": after.ExpireTime, "afterName": after.Name, "until": until, "limit": int64(limit),
 	}}
-	var recs []backend.Record
+	var rows []backend.Row
 	err := s.client.Single().Query(ctx, stmt).Do(func(row *spanner.Row) error {
 		var r leaseRow
 		if err := row.ToStruct(&r); err != nil {
 			return fmt.Errorf("decode a lease row: %w", err)
 		}
-		rec, err := r.record()
-		if err != nil {
-			return err
-		}
-		recs = append(recs, *rec)
+		rows = append(rows, *r.row())
 		return nil
 	})
 	if err != nil {
 		return nil, classify("scan expiry", err)
 	}
-	return recs, nil
+	return rows, nil
 }

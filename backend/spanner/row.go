@@ -49,9 +49,9 @@ type leaseRow struct {
 	Succession spanner.NullString
 }
 
-// record converts a row to the record it stores.
-func (r *leaseRow) record() (*backend.Record, error) {
-	rec, err := backend.DecodeRow(backend.Row{
+// row converts a row of columns to the backend.Row it stores.
+func (r *leaseRow) row() *backend.Row {
+	row := &backend.Row{
 		Name:         r.Name,
 		Holder:       r.Holder,
 		FencingToken: r.FencingToken,
@@ -60,20 +60,21 @@ func (r *leaseRow) record() (*backend.Record, error) {
 		RenewTime:    r.RenewTime,
 		ExpireTime:   r.ExpireTime,
 		Transitions:  r.Transitions,
-		Metadata:     []byte(r.Metadata.StringVal), // "" when NULL
 		Principal:    r.Principal.StringVal,
-		Value:        []byte(r.Succession.StringVal),
 		Legacy:       backend.Legacy{RevokedBy: r.RevokedBy.StringVal, RevokeReason: r.RevokeReason.StringVal},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("decode the lease row: %w", err)
 	}
-	return rec, nil
+	if r.Metadata.StringVal != "" { // "" when NULL
+		row.Metadata = []byte(r.Metadata.StringVal)
+	}
+	if r.Succession.StringVal != "" {
+		row.Value = []byte(r.Succession.StringVal)
+	}
+	return row
 }
 
 // readForUpdate reads the row under name in tx as a batch of one does
 // (readRows): a point read of the key, which locks it whether the row
-// exists or not, then CURRENT_TIMESTAMP(). It returns the record (nil when
+// exists or not, then CURRENT_TIMESTAMP(). It returns the row (nil when
 // absent) and the decision time: CURRENT_TIMESTAMP(), or the row's commit
 // timestamp (UpdateTime) when that is later, because CURRENT_TIMESTAMP()
 // can precede that commit (measured on the emulator: by up to 11 ms), and a
@@ -82,7 +83,7 @@ func (r *leaseRow) record() (*backend.Record, error) {
 // is a scan of the whole table on the emulator: 45 ms at 2,000 rows, 120 ms
 // at 6,000, where the key read and the clock take 6–9 ms;
 // docs/spanner.md#per-operation-cost.)
-func readForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (*backend.Record, time.Time, error) {
+func readForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (*backend.Row, time.Time, error) {
 	recs, now, updated, err := readRows(ctx, tx, []string{name})
 	if err != nil {
 		return nil, time.Time{}, err
@@ -94,7 +95,7 @@ func readForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name s
 }
 
 // readKey reads the row under name by key in ro (nil when absent).
-func readKey(ctx context.Context, ro *spanner.ReadOnlyTransaction, name string) (*backend.Record, error) {
+func readKey(ctx context.Context, ro *spanner.ReadOnlyTransaction, name string) (*backend.Row, error) {
 	row, err := ro.ReadRow(ctx, Table, spanner.Key{name}, recordColumnList)
 	if spanner.ErrCode(err) == codes.NotFound {
 		return nil, nil
@@ -106,31 +107,31 @@ func readKey(ctx context.Context, ro *spanner.ReadOnlyTransaction, name string) 
 	if err := row.ToStructLenient(&r); err != nil {
 		return nil, fmt.Errorf("decode the lease row: %w", err)
 	}
-	return r.record()
+	return r.row(), nil
 }
 
 // recordColumnList is recordColumns, one column an element.
 var recordColumnList = strings.Split(recordColumns, ", ")
 
 // writeMutation returns the mutation that stores next under name, with
-// UpdateTime the commit timestamp, and the record as it will read back.
-func writeMutation(name string, next *backend.Record) (*spanner.Mutation, *backend.Record, error) {
+// UpdateTime the commit timestamp, and the row as it will read back (a
+// copy).
+func writeMutation(name string, next *backend.Row) (*spanner.Mutation, *backend.Row, error) {
 	if next.TTL%time.Millisecond != 0 {
-		return nil, nil, fmt.Errorf("record TTL %v is not a whole number of milliseconds (the TtlMs column)", next.TTL)
+		return nil, nil, fmt.Errorf("row TTL %v is not a whole number of milliseconds (the TtlMs column)", next.TTL)
 	}
 	if !utf8.Valid(next.Metadata) {
-		return nil, nil, errors.New("record metadata is not valid UTF-8 (the Metadata column is a STRING)")
+		return nil, nil, errors.New("row metadata is not valid UTF-8 (the Metadata column is a STRING)")
 	}
-	row, err := backend.EncodeRow(next)
-	if err != nil {
-		return nil, nil, err
-	}
+	row := backend.Clone(*next)
 	row.Name = name
-	rec, err := backend.DecodeRow(row) // as it reads back, a copy
-	if err != nil {
-		return nil, nil, err
+	if len(row.Metadata) == 0 {
+		row.Metadata = nil
 	}
-	return spanner.InsertOrUpdate(Table, writeColumns, writeValues(row)), rec, nil
+	if len(row.Value) == 0 {
+		row.Value = nil
+	}
+	return spanner.InsertOrUpdate(Table, writeColumns, writeValues(row)), &row, nil
 }
 
 // writeValues are the values of writeColumns that store row.
@@ -184,17 +185,17 @@ func prefixEnd(prefix string) (string, bool) {
 	return "", false
 }
 
-// ReadForUpdate reads the record under name and the decision time in tx,
+// ReadForUpdate reads the row under name and the decision time in tx,
 // as Try does: for tools that measure the backend's own work without the
 // service (leasebench's direct path), so that they read what the Store
 // reads.
-func ReadForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (*backend.Record, time.Time, error) {
+func ReadForUpdate(ctx context.Context, tx *spanner.ReadWriteTransaction, name string) (*backend.Row, time.Time, error) {
 	return readForUpdate(ctx, tx, name)
 }
 
-// Mutation is the write of rec under name as Try buffers it (see
+// Mutation is the write of row under name as Try buffers it (see
 // ReadForUpdate).
-func Mutation(name string, rec *backend.Record) (*spanner.Mutation, error) {
-	m, _, err := writeMutation(name, rec)
+func Mutation(name string, row *backend.Row) (*spanner.Mutation, error) {
+	m, _, err := writeMutation(name, row)
 	return m, err
 }

@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 func TestPrefixEnd(t *testing.T) {
@@ -52,45 +53,38 @@ func TestListSQL(t *testing.T) {
 
 func TestWriteMutation(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
-	next := &backend.Record{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
+	next := &backend.Row{Name: "ignored", Holder: "h", FencingToken: 3, TTL: 1500 * time.Millisecond,
 		AcquireTime: now, RenewTime: now, ExpireTime: now.Add(1500 * time.Millisecond), Transitions: 2, Metadata: []byte(`{"b":1,"a":2}`)}
-	m, rec, err := writeMutation("lease", next)
+	m, row, err := writeMutation("lease", next)
 	if err != nil || m == nil {
 		t.Fatalf("writeMutation = %v, %v", m, err)
 	}
-	if rec.Name != "lease" || string(rec.Metadata) != `{"b":1,"a":2}` || next.Name != "ignored" {
-		t.Fatalf("written record %+v (input %+v)", rec, next)
+	if row.Name != "lease" || string(row.Metadata) != `{"b":1,"a":2}` || next.Name != "ignored" {
+		t.Fatalf("written row %+v (input %+v)", row, next)
 	}
-	rec.Metadata[0] = 'x'
+	row.Metadata[0] = 'x'
 	if next.Metadata[0] != '{' {
-		t.Fatal("written record shares metadata with decide's record")
+		t.Fatal("written row shares metadata with decide's row")
 	}
 	empty := *next
-	empty.Metadata = []byte{}
-	if _, rec, _ := writeMutation("lease", &empty); rec.Metadata != nil {
-		t.Fatalf("empty metadata reads back as %q, want nil (NULL)", rec.Metadata)
+	empty.Metadata, empty.Value = []byte{}, []byte{}
+	if _, row, _ := writeMutation("lease", &empty); row.Metadata != nil || row.Value != nil {
+		t.Fatalf("empty metadata and value read back as %q, %q, want nil (NULL)", row.Metadata, row.Value)
 	}
-	if m, rec, _ := writeMutation("lease", next); rec.Candidates != nil || rec.Checkpoint != nil || !strings.Contains(fmt.Sprint(m), "Succession") {
-		t.Fatalf("a record without succession state writes %v, reads back as %+v", m, rec)
+	if m, row, _ := writeMutation("lease", next); row.Value != nil || !strings.Contains(fmt.Sprint(m), "Succession") {
+		t.Fatalf("a row without a value writes %v, reads back as %+v", m, row)
 	}
-	succ := *next
-	succ.Priority, succ.Checkpoint, succ.CheckpointToken = 4, []byte(`{"b":1}`), 2
-	succ.Candidates = []backend.Candidate{{ID: "w", Holder: "x", Since: now, Until: now.Add(time.Second)}}
-	succ.ReservedFor, succ.ReservedUntil = "x", now.In(time.FixedZone("y", 3600))
-	_, rec, err = writeMutation("lease", &succ)
-	if err != nil || rec.Priority != 4 || string(rec.Checkpoint) != `{"b":1}` || len(rec.Candidates) != 1 || rec.ReservedUntil.Location() != time.UTC || !rec.ReservedUntil.Equal(now) {
-		t.Fatalf("writeMutation of succession state = %+v, %v", rec, err)
+	valued := *next
+	valued.Value = []byte(`{"priority":4}`)
+	_, row, err = writeMutation("lease", &valued)
+	if err != nil || string(row.Value) != `{"priority":4}` {
+		t.Fatalf("writeMutation of a value = %+v, %v", row, err)
 	}
-	rec.Checkpoint[1], rec.Candidates[0].ID = 'X', "z"
-	if string(succ.Checkpoint) != `{"b":1}` || succ.Candidates[0].ID != "w" {
-		t.Fatal("written record shares the checkpoint or candidates with decide's record")
+	row.Value[1] = 'X'
+	if string(valued.Value) != `{"priority":4}` {
+		t.Fatal("written row shares the value with decide's row")
 	}
 	bad := *next
-	bad.Checkpoint = []byte(`{"b":`)
-	if _, _, err := writeMutation("lease", &bad); err == nil {
-		t.Fatal("writeMutation accepted a checkpoint that is not JSON")
-	}
-	bad = *next
 	bad.TTL = 1500 * time.Microsecond
 	if _, _, err := writeMutation("lease", &bad); err == nil {
 		t.Fatal("writeMutation accepted a TTL the TtlMs column cannot hold")
@@ -112,17 +106,17 @@ func TestLegacyRevocationColumns(t *testing.T) {
 	str := func(s string) spanner.NullString { return spanner.NullString{StringVal: s, Valid: true} }
 	old := leaseRow{Name: "n", Holder: "h", FencingToken: 3, TtlMs: 1000, AcquireTime: now, RenewTime: now, ExpireTime: now,
 		Transitions: 3, Principal: str("p"), RevokedBy: str("op"), RevokeReason: str("stuck"), Succession: str(`{"priority":2}`)}
-	rec, err := old.record()
+	rec, err := lease.DecodeRow(*old.row())
 	if err != nil || rec.RevokedBy != "op" || rec.RevokeReason != "stuck" || rec.Priority != 2 || rec.Principal != "p" {
 		t.Fatalf("the older row reads back as %+v, %v; want revoked by op, priority 2", rec, err)
 	}
-	_, written, err := writeMutation("n", rec)
-	if err != nil || written.RevokeReason != "stuck" || written.RevokedBy != "op" {
-		t.Fatalf("writeMutation of the revoked record = %+v, %v", written, err)
-	}
-	row, err := backend.EncodeRow(rec)
+	row, err := lease.EncodeRow(rec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, written, err := writeMutation("n", &row)
+	if back, derr := lease.DecodeRow(*written); err != nil || derr != nil || back.RevokeReason != "stuck" || back.RevokedBy != "op" {
+		t.Fatalf("writeMutation of the revoked record = %+v, %v, %v", back, err, derr)
 	}
 	cols := map[string]any{}
 	for i, v := range writeValues(row) {

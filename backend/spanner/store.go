@@ -159,7 +159,7 @@ func (s *Store) strongRead(ctx context.Context, name string) (backend.Snapshot, 
 	if err != nil {
 		return backend.Snapshot{}, fmt.Errorf("read timestamp: %w", err)
 	}
-	return backend.Snapshot{Record: rec, ServerTime: at}, nil
+	return backend.Snapshot{Row: rec, ServerTime: at}, nil
 }
 
 // Try implements backend.Store with one read-write transaction: it reads
@@ -196,7 +196,7 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 		if err != nil {
 			return err
 		}
-		snap = backend.Snapshot{Record: rec, ServerTime: now}
+		snap = backend.Snapshot{Row: rec, ServerTime: now}
 		next, err := decide(snap)
 		if err != nil {
 			decideErr = err
@@ -212,7 +212,7 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 		if err := tx.BufferWrite([]*spanner.Mutation{m}); err != nil {
 			return err
 		}
-		snap.Record = written
+		snap.Row = written
 		return nil
 	}, s.txOptions())
 	if decideErr != nil && err != nil {
@@ -233,7 +233,7 @@ func (s *Store) txOptions() spanner.TransactionOptions {
 
 // List implements backend.Store with a strong single read that scans the
 // primary key range of prefix; the server time is the read's timestamp.
-func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Record, time.Time, error) {
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, time.Time{}, err
 	}
@@ -242,17 +242,13 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	}
 	ro := s.client.Single()
 	defer ro.Close()
-	var recs []backend.Record
+	var rows []backend.Row
 	err := ro.Query(ctx, listSQL(prefix, after, limit)).Do(func(row *spanner.Row) error {
 		var r leaseRow
 		if err := row.ToStruct(&r); err != nil {
 			return fmt.Errorf("decode a lease row: %w", err)
 		}
-		rec, err := r.record()
-		if err != nil {
-			return err
-		}
-		recs = append(recs, *rec)
+		rows = append(rows, *r.row())
 		return nil
 	})
 	var at time.Time
@@ -262,7 +258,7 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]ba
 	if err != nil {
 		return nil, time.Time{}, classify(fmt.Sprintf("list %q", prefix), err)
 	}
-	return recs, at, nil
+	return rows, at, nil
 }
 
 // Ping implements backend.Store: SELECT 1 in a single-use read.

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/leasesvc/leasesvc/backend"
 	spannerstore "github.com/leasesvc/leasesvc/backend/spanner"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // direct does a lease operation's backend work directly, without the
@@ -149,18 +149,29 @@ type spannerDirect struct {
 }
 
 // update runs one read-write transaction: decide gets the time and the
-// record (nil when absent) and returns the record to write.
-func (d *spannerDirect) update(ctx context.Context, name string, decide func(now time.Time, cur *backend.Record) (*backend.Record, error)) error {
+// record (nil when absent) and returns the record to write. The record
+// goes through package lease's codec, as the service's does.
+func (d *spannerDirect) update(ctx context.Context, name string, decide func(now time.Time, cur *lease.Record) (*lease.Record, error)) error {
 	_, err := d.c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
-		cur, now, err := spannerstore.ReadForUpdate(ctx, tx, name)
+		row, now, err := spannerstore.ReadForUpdate(ctx, tx, name)
 		if err != nil {
 			return err
+		}
+		var cur *lease.Record
+		if row != nil {
+			if cur, err = lease.DecodeRow(*row); err != nil {
+				return err
+			}
 		}
 		next, err := decide(now.Truncate(time.Microsecond), cur)
 		if err != nil {
 			return err
 		}
-		m, err := spannerstore.Mutation(name, next)
+		nextRow, err := lease.EncodeRow(next)
+		if err != nil {
+			return err
+		}
+		m, err := spannerstore.Mutation(name, &nextRow)
 		if err != nil {
 			return err
 		}
@@ -173,18 +184,18 @@ func (d *spannerDirect) update(ctx context.Context, name string, decide func(now
 }
 
 func (d *spannerDirect) acquire(ctx context.Context, name, holder string, ttl time.Duration) (int64, error) {
-	err := d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
+	err := d.update(ctx, name, func(now time.Time, cur *lease.Record) (*lease.Record, error) {
 		if cur != nil {
 			return nil, fmt.Errorf("acquire: want a new lease, found one")
 		}
-		return &backend.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
+		return &lease.Record{Name: name, Holder: holder, FencingToken: 1, TTL: ttl,
 			AcquireTime: now, RenewTime: now, ExpireTime: now.Add(ttl), Transitions: 1}, nil
 	})
 	return 1, err
 }
 
 // live is the check of renew and release: holder holds it with token.
-func live(now time.Time, cur *backend.Record, holder string, token int64) error {
+func live(now time.Time, cur *lease.Record, holder string, token int64) error {
 	if cur == nil || cur.Holder != holder || cur.FencingToken != token || !now.Before(cur.ExpireTime) {
 		return errDirectLost
 	}
@@ -192,7 +203,7 @@ func live(now time.Time, cur *backend.Record, holder string, token int64) error 
 }
 
 func (d *spannerDirect) renew(ctx context.Context, name, holder string, token int64) error {
-	return d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
+	return d.update(ctx, name, func(now time.Time, cur *lease.Record) (*lease.Record, error) {
 		if err := live(now, cur, holder, token); err != nil {
 			return nil, err
 		}
@@ -203,7 +214,7 @@ func (d *spannerDirect) renew(ctx context.Context, name, holder string, token in
 }
 
 func (d *spannerDirect) release(ctx context.Context, name, holder string, token int64) error {
-	return d.update(ctx, name, func(now time.Time, cur *backend.Record) (*backend.Record, error) {
+	return d.update(ctx, name, func(now time.Time, cur *lease.Record) (*lease.Record, error) {
 		if err := live(now, cur, holder, token); err != nil {
 			return nil, err
 		}

@@ -26,10 +26,10 @@ type countingStore struct {
 }
 
 // Try implements backend.Store, counting a write when decide's last answer
-// was a record and the attempt stored it.
+// was a row and the attempt stored it.
 func (s *countingStore) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
 	wrote := false
-	snap, err := s.Store.Try(ctx, name, func(cur backend.Snapshot) (*backend.Record, error) {
+	snap, err := s.Store.Try(ctx, name, func(cur backend.Snapshot) (*backend.Row, error) {
 		r, err := decide(cur)
 		wrote = r != nil && err == nil
 		return r, err

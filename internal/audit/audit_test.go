@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -35,7 +34,7 @@ func line(t *testing.T, write func(a *audit.Log)) map[string]any {
 
 func TestChangeNamesWhoActed(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
-	l := lease.Lease{Record: backend.Record{Name: "team-a.s", Holder: "w1", FencingToken: 7, Principal: "agent@example.com", ExpireTime: at}, ServerTime: at}
+	l := lease.Lease{Record: lease.Record{Name: "team-a.s", Holder: "w1", FencingToken: 7, Principal: "agent@example.com", ExpireTime: at}, ServerTime: at}
 	cases := []struct {
 		ev   lease.Event
 		want map[string]any
@@ -88,7 +87,7 @@ func TestLinesAreCapped(t *testing.T) {
 	var buf bytes.Buffer
 	a := audit.New(slog.New(slog.NewJSONHandler(&buf, nil)))
 	a.Refused(t.Context(), "acquire", "unauthenticated", huge, huge, huge)
-	a.Change(t.Context(), lease.Event{Type: lease.EventRevoked, Lease: lease.Lease{Record: backend.Record{Name: huge, Holder: huge, Principal: huge}}, Reason: huge, Operator: huge})
+	a.Change(t.Context(), lease.Event{Type: lease.EventRevoked, Lease: lease.Lease{Record: lease.Record{Name: huge, Holder: huge, Principal: huge}}, Reason: huge, Operator: huge})
 	for i, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if len(l) > 16<<10 {
 			t.Errorf("line %d has %d bytes, want ≤ 16 KB", i, len(l))

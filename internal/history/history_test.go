@@ -12,7 +12,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -133,7 +132,7 @@ func TestValidHistories(t *testing.T) {
 func mk(holder string, token int64, ttlMs, acquire, renew, expire, server int) *lease.Lease {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
-	return &lease.Lease{Record: backend.Record{Name: "x", Holder: holder, FencingToken: token, TTL: time.Duration(ttlMs) * time.Millisecond, AcquireTime: at(acquire), RenewTime: at(renew), ExpireTime: at(expire), Transitions: token}, ServerTime: at(server)}
+	return &lease.Lease{Record: lease.Record{Name: "x", Holder: holder, FencingToken: token, TTL: time.Duration(ttlMs) * time.Millisecond, AcquireTime: at(acquire), RenewTime: at(renew), ExpireTime: at(expire), Transitions: token}, ServerTime: at(server)}
 }
 
 // seq builds entries that follow one another in real time.

@@ -4,12 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
 func ev(name string, token int64, typ lease.EventType) lease.Event {
-	return lease.Event{Type: typ, Lease: lease.Lease{Record: backend.Record{Name: name, FencingToken: token}}, Previous: lease.Lease{Record: backend.Record{Name: name, Metadata: []byte(`{"big":true}`)}}}
+	return lease.Event{Type: typ, Lease: lease.Lease{Record: lease.Record{Name: name, FencingToken: token}}, Previous: lease.Lease{Record: lease.Record{Name: name, Metadata: []byte(`{"big":true}`)}}}
 }
 
 func ids(evs []lease.Event) []string {

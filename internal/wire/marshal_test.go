@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -14,7 +13,7 @@ import (
 // a Pub/Sub message's) keeps <, > and & as they are, and means what
 // json.Marshal's escaped form means.
 func TestEventsAreNotHTMLEscaped(t *testing.T) {
-	ev := lease.Event{Type: lease.EventAcquired, Lease: lease.Lease{Record: backend.Record{Name: "a", Holder: "h", FencingToken: 1,
+	ev := lease.Event{Type: lease.EventAcquired, Lease: lease.Lease{Record: lease.Record{Name: "a", Holder: "h", FencingToken: 1,
 		Metadata: []byte(`{"html":"<b>&amp;</b>"}`)}}}
 	got, err := MarshalEvent(ev)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -14,7 +13,7 @@ import (
 // it.
 func sessionLease() lease.Lease {
 	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	return lease.ViewAt(&backend.Record{Name: "a", Holder: "h", FencingToken: 3, TTL: 30 * time.Second,
+	return lease.ViewAt(&lease.Record{Name: "a", Holder: "h", FencingToken: 3, TTL: 30 * time.Second,
 		AcquireTime: t0, RenewTime: t0, ExpireTime: t0.Add(30 * time.Second), Transitions: 3,
 		SessionKey: strings.Repeat("ab", 32), SessionEpoch: 7, SessionWindow: 1500 * time.Millisecond}, t0)
 }

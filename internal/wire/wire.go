@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -94,7 +93,7 @@ func FromLease(l lease.Lease) Lease {
 
 // ToLease parses the wire form back into a lease.
 func (w Lease) ToLease() (lease.Lease, error) {
-	l := lease.Lease{Record: backend.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
+	l := lease.Lease{Record: lease.Record{Name: w.Name, Holder: w.Holder, FencingToken: w.FencingToken, TTL: time.Duration(w.TTLMs) * time.Millisecond, Transitions: w.Transitions, Metadata: w.Metadata, Principal: w.Principal, RevokedBy: w.RevokedBy, RevokeReason: w.RevokeReason,
 		Priority: w.Priority, Checkpoint: w.Checkpoint, CheckpointToken: w.CheckpointToken, ReservedFor: w.ReservedFor}}
 	l.Session, l.SessionWindow = w.Session, time.Duration(w.SessionWindowMs)*time.Millisecond
 	if w.ReservedUntil != "" { // the reservation as it was seen, whatever made it

@@ -1,4 +1,4 @@
-package backend_test
+package lease_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasesvc/leasesvc/backend"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // codecBase is the instant the filled records' times derive from: whole
@@ -35,10 +36,10 @@ func fill(t *testing.T, name string, v reflect.Value, n int) {
 		v.SetBool(true)
 	case json.RawMessage:
 		v.Set(reflect.ValueOf(json.RawMessage(`{"field":"` + name + ` <&>","n":[1,2]}`)))
-	case []backend.Candidate:
-		var c backend.Candidate
+	case []lease.Candidate:
+		var c lease.Candidate
 		fillStruct(t, reflect.ValueOf(&c).Elem(), n)
-		v.Set(reflect.ValueOf([]backend.Candidate{c, c}))
+		v.Set(reflect.ValueOf([]lease.Candidate{c, c}))
 	default:
 		t.Fatalf("field %s of type %s: fill does not know the type; teach it (and the codec the field)", name, v.Type())
 	}
@@ -53,13 +54,13 @@ func fillStruct(t *testing.T, v reflect.Value, n int) {
 }
 
 // roundTrip encodes r and decodes what a driver would store.
-func roundTrip(t *testing.T, r *backend.Record) (backend.Row, *backend.Record) {
+func roundTrip(t *testing.T, r *lease.Record) (backend.Row, *lease.Record) {
 	t.Helper()
-	row, err := backend.EncodeRow(r)
+	row, err := lease.EncodeRow(r)
 	if err != nil {
 		t.Fatalf("EncodeRow(%+v): %v", r, err)
 	}
-	got, err := backend.DecodeRow(row)
+	got, err := lease.DecodeRow(row)
 	if err != nil {
 		t.Fatalf("DecodeRow(%+v): %v", row, err)
 	}
@@ -70,17 +71,17 @@ func roundTrip(t *testing.T, r *backend.Record) (backend.Row, *backend.Record) {
 // and each set alone, comes back from EncodeRow and DecodeRow as it was. A
 // field added to Record that the codec does not store fails here.
 func TestCodecRoundTripsEveryField(t *testing.T) {
-	var all backend.Record
+	var all lease.Record
 	fillStruct(t, reflect.ValueOf(&all).Elem(), 0)
 	if _, got := roundTrip(t, &all); !cmp.Equal(&all, got) {
 		t.Fatalf("a record with every field set reads back changed (-written +read):\n%s", cmp.Diff(&all, got))
 	}
 	rowType := reflect.TypeFor[backend.Row]()
-	typ := reflect.TypeFor[backend.Record]()
+	typ := reflect.TypeFor[lease.Record]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		t.Run(f.Name, func(t *testing.T) {
-			var r backend.Record
+			var r lease.Record
 			fill(t, f.Name, reflect.ValueOf(&r).Elem().Field(i), i)
 			row, got := roundTrip(t, &r)
 			if !cmp.Equal(&r, got) {
@@ -106,13 +107,13 @@ func TestCodecRoundTripsEveryField(t *testing.T) {
 // TestCodecEmpty: a record that uses no field of the value stores none, and
 // empty metadata reads back as none.
 func TestCodecEmpty(t *testing.T) {
-	r := &backend.Record{Name: "n", Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: codecBase,
+	r := &lease.Record{Name: "n", Holder: "h", FencingToken: 1, TTL: time.Second, AcquireTime: codecBase,
 		RenewTime: codecBase, ExpireTime: codecBase.Add(time.Second), Metadata: json.RawMessage{}}
 	row, got := roundTrip(t, r)
 	if row.Value != nil || got.Metadata != nil {
 		t.Fatalf("EncodeRow of a plain record: value %q, metadata read back %q; want nil, nil", row.Value, got.Metadata)
 	}
-	if got, err := backend.DecodeRow(backend.Row{Name: "n", Value: []byte{}}); err != nil || got.Candidates != nil || !got.ReservedUntil.IsZero() {
+	if got, err := lease.DecodeRow(backend.Row{Name: "n", Value: []byte{}}); err != nil || got.Candidates != nil || !got.ReservedUntil.IsZero() {
 		t.Fatalf("DecodeRow of an empty value = %+v, %v", got, err)
 	}
 }
@@ -120,8 +121,8 @@ func TestCodecEmpty(t *testing.T) {
 // TestCodecCopies: the row shares no memory with the record written, and
 // the record read shares none with what the driver read.
 func TestCodecCopies(t *testing.T) {
-	r := &backend.Record{Name: "n", Metadata: json.RawMessage(`{"a":1}`), Checkpoint: json.RawMessage(`{"c":1}`),
-		Candidates: []backend.Candidate{{ID: "w"}}}
+	r := &lease.Record{Name: "n", Metadata: json.RawMessage(`{"a":1}`), Checkpoint: json.RawMessage(`{"c":1}`),
+		Candidates: []lease.Candidate{{ID: "w"}}}
 	row, got := roundTrip(t, r)
 	row.Metadata[1] = 'X'
 	got.Checkpoint[1], got.Candidates[0].ID = 'X', "z"
@@ -135,22 +136,22 @@ func TestCodecCopies(t *testing.T) {
 // and what is written now is this object, byte for byte.
 func TestCodecValueFormat(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.FixedZone("x", 3600))
-	r := &backend.Record{Name: "n", RevokedBy: "op", RevokeReason: "stuck <&>", Priority: 4,
+	r := &lease.Record{Name: "n", RevokedBy: "op", RevokeReason: "stuck <&>", Priority: 4,
 		Checkpoint: json.RawMessage(`{"b":"<&>"}`), CheckpointToken: 2,
-		Candidates:  []backend.Candidate{{ID: "w", Holder: "x", Priority: 1, Since: codecBase, Until: codecBase}},
+		Candidates:  []lease.Candidate{{ID: "w", Holder: "x", Priority: 1, Since: codecBase, Until: codecBase}},
 		ReservedFor: "x", ReservedPrincipal: "p", ReservedUntil: at, DeleteTime: at,
 		SessionKey: "k", SessionEpoch: 3, SessionWindow: 1250 * time.Millisecond}
 	const want = `{"revokedBy":"op","revokeReason":"stuck <&>","priority":4,"checkpoint":{"b":"<&>"},"checkpointToken":2,` +
 		`"candidates":[{"id":"w","holder":"x","priority":1,"since":"2026-01-02T03:04:05.000006Z","until":"2026-01-02T03:04:05.000006Z"}],` +
 		`"reservedFor":"x","reservedPrincipal":"p","reservedUntil":"2026-01-02T02:04:05.000006Z","deleteTime":"2026-01-02T02:04:05.000006Z",` +
 		`"sessionKey":"k","sessionEpoch":3,"sessionWindowMs":1250}`
-	row, err := backend.EncodeRow(r)
+	row, err := lease.EncodeRow(r)
 	if err != nil || string(row.Value) != want {
 		t.Fatalf("EncodeRow value =\n%s, %v; want\n%s", row.Value, err, want)
 	}
 	// As the version before revocation joined the value wrote it.
 	older := `{"priority":4,"checkpoint":{"b":1},"reservedFor":"x","reservedUntil":"2026-01-02T02:04:05.000006Z","sessionWindowMs":1250}`
-	got, err := backend.DecodeRow(backend.Row{Name: "n", Value: []byte(older)})
+	got, err := lease.DecodeRow(backend.Row{Name: "n", Value: []byte(older)})
 	if err != nil || got.Priority != 4 || string(got.Checkpoint) != `{"b":1}` || got.ReservedFor != "x" ||
 		!got.ReservedUntil.Equal(at) || got.ReservedUntil.Location() != time.UTC || got.SessionWindow != 1250*time.Millisecond || got.RevokeReason != "" {
 		t.Fatalf("DecodeRow of an older value = %+v, %v", got, err)
@@ -162,11 +163,11 @@ func TestCodecValueFormat(t *testing.T) {
 // wins where it holds the field; and EncodeRow clears the old columns.
 func TestCodecLegacyColumns(t *testing.T) {
 	legacy := backend.Legacy{RevokedBy: "op", RevokeReason: "stuck"}
-	got, err := backend.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"priority":2}`), Legacy: legacy})
+	got, err := lease.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"priority":2}`), Legacy: legacy})
 	if err != nil || got.RevokedBy != "op" || got.RevokeReason != "stuck" || got.Priority != 2 {
 		t.Fatalf("DecodeRow of a row with legacy columns = %+v, %v; want the revocation and the priority", got, err)
 	}
-	got, err = backend.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"revokedBy":"new","revokeReason":"newer"}`), Legacy: legacy})
+	got, err = lease.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"revokedBy":"new","revokeReason":"newer"}`), Legacy: legacy})
 	if err != nil || got.RevokedBy != "new" || got.RevokeReason != "newer" {
 		t.Fatalf("DecodeRow with both = %+v, %v; want the value's revocation", got, err)
 	}
@@ -177,15 +178,15 @@ func TestCodecLegacyColumns(t *testing.T) {
 		f := lt.Field(i)
 		var l backend.Legacy
 		fill(t, f.Name, reflect.ValueOf(&l).Elem().Field(i), i)
-		got, err := backend.DecodeRow(backend.Row{Name: "n", Legacy: l})
-		rf, ok := reflect.TypeFor[backend.Record]().FieldByName(f.Name)
+		got, err := lease.DecodeRow(backend.Row{Name: "n", Legacy: l})
+		rf, ok := reflect.TypeFor[lease.Record]().FieldByName(f.Name)
 		if err != nil || !ok || rf.Type != f.Type || !reflect.DeepEqual(reflect.ValueOf(*got).FieldByName(f.Name).Interface(), reflect.ValueOf(l).Field(i).Interface()) {
 			t.Fatalf("legacy column %s does not read back as Record.%s: %+v, %v", f.Name, f.Name, got, err)
 		}
 	}
-	var all backend.Record
+	var all lease.Record
 	fillStruct(t, reflect.ValueOf(&all).Elem(), 0)
-	if row, err := backend.EncodeRow(&all); err != nil || row.Legacy != (backend.Legacy{}) {
+	if row, err := lease.EncodeRow(&all); err != nil || row.Legacy != (backend.Legacy{}) {
 		t.Fatalf("EncodeRow wrote legacy columns %+v, %v; want them cleared", row.Legacy, err)
 	}
 }
@@ -193,34 +194,10 @@ func TestCodecLegacyColumns(t *testing.T) {
 // TestCodecErrors: a checkpoint or a value that is not JSON is an error
 // that names the lease.
 func TestCodecErrors(t *testing.T) {
-	if _, err := backend.EncodeRow(&backend.Record{Name: "n", Checkpoint: json.RawMessage(`{"b":`)}); err == nil || !strings.Contains(err.Error(), `"n"`) {
+	if _, err := lease.EncodeRow(&lease.Record{Name: "n", Checkpoint: json.RawMessage(`{"b":`)}); err == nil || !strings.Contains(err.Error(), `"n"`) {
 		t.Fatalf("EncodeRow of a checkpoint that is not JSON = %v", err)
 	}
-	if _, err := backend.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"priority":`)}); err == nil || !strings.Contains(err.Error(), `"n"`) {
+	if _, err := lease.DecodeRow(backend.Row{Name: "n", Value: []byte(`{"priority":`)}); err == nil || !strings.Contains(err.Error(), `"n"`) {
 		t.Fatalf("DecodeRow of a value that is not JSON = %v", err)
-	}
-}
-
-// TestClone: a clone shares no memory with the record: every field that
-// refers to memory (a slice, map or pointer) is copied. A new such field
-// that Clone does not copy fails here.
-func TestClone(t *testing.T) {
-	var r backend.Record
-	fillStruct(t, reflect.ValueOf(&r).Elem(), 0)
-	c := backend.Clone(r)
-	if !cmp.Equal(r, c) {
-		t.Fatalf("Clone changed the record:\n%s", cmp.Diff(r, c))
-	}
-	rv, cv := reflect.ValueOf(r), reflect.ValueOf(c)
-	for i := range rv.NumField() {
-		switch rv.Field(i).Kind() {
-		case reflect.Slice, reflect.Map, reflect.Pointer:
-			if rv.Field(i).UnsafePointer() == cv.Field(i).UnsafePointer() {
-				t.Errorf("Clone shares %s with the record", rv.Type().Field(i).Name)
-			}
-		}
-	}
-	if z := backend.Clone(backend.Record{}); z.Metadata != nil || z.Checkpoint != nil || z.Candidates != nil {
-		t.Fatalf("Clone of an empty record = %+v, want nil slices", z)
 	}
 }
