@@ -55,7 +55,15 @@ func TestClaimNextExactlyOnce(t *testing.T) {
 				}
 				if !c.Claimed {
 					if c.HeldByOthers > 0 {
-						time.Sleep(20 * time.Millisecond) // the others' tasks may come back
+						// The others' tasks may come back; a worker that
+						// failed keeps its task held (its session renews
+						// it), so give up after a while rather than spin
+						// until the test binary's timeout.
+						if time.Since(start) > 3*time.Minute {
+							errs <- fmt.Errorf("%s: %d tasks still held by others after 3 min: %+v", s.holder, c.HeldByOthers, c)
+							return
+						}
+						time.Sleep(20 * time.Millisecond)
 						continue
 					}
 					if c.Done != tasks {
