@@ -66,9 +66,9 @@ func (c *contender) loop(ctx context.Context) {
 		case history.OK:
 			c.hold(ctx, e.Lease)
 		case history.Maybe:
-			c.pause(ctx, cfg.pollMin)
+			pause(ctx, cfg.pollMin)
 		default:
-			c.pause(ctx, cfg.pollMin+time.Duration(c.rng.Int64N(int64(cfg.pollMax-cfg.pollMin))))
+			pause(ctx, cfg.pollMin+time.Duration(c.rng.Int64N(int64(cfg.pollMax-cfg.pollMin))))
 		}
 	}
 }
@@ -79,7 +79,7 @@ func (c *contender) loop(ctx context.Context) {
 func (c *contender) observe(ctx context.Context) {
 	for ctx.Err() == nil {
 		c.get()
-		c.pause(ctx, 20*time.Millisecond+time.Duration(c.rng.Int64N(int64(40*time.Millisecond))))
+		pause(ctx, 20*time.Millisecond+time.Duration(c.rng.Int64N(int64(40*time.Millisecond))))
 	}
 }
 
@@ -100,7 +100,7 @@ func (c *contender) hold(ctx context.Context, l *lease.Lease) {
 		if yieldTo != "" {
 			break
 		}
-		if !c.pause(ctx, ttl/3-ttl/12+time.Duration(c.rng.Int64N(int64(ttl/6)))) {
+		if !pause(ctx, ttl/3-ttl/12+time.Duration(c.rng.Int64N(int64(ttl/6)))) {
 			return
 		}
 		var newTTL time.Duration
@@ -140,7 +140,7 @@ func (c *contender) hold(ctx context.Context, l *lease.Lease) {
 			}
 		}
 	default:
-		c.pause(ctx, time.Duration(c.rng.Int64N(int64(ttl*3/2)))) // abandon: it expires, or our next acquire extends it
+		pause(ctx, time.Duration(c.rng.Int64N(int64(ttl*3/2)))) // abandon: it expires, or our next acquire extends it
 	}
 }
 
@@ -150,8 +150,9 @@ func (c *contender) checkpoint(token int64) []byte {
 	return fmt.Appendf(nil, `{"token":%d,"n":%d,"by":%q}`, token, c.n, c.holder)
 }
 
-// pause sleeps d; false when ctx ended first.
-func (c *contender) pause(ctx context.Context, d time.Duration) bool {
+// pause sleeps d; false when ctx ended first. Both kinds of contender
+// wait with it.
+func pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

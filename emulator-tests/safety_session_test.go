@@ -56,18 +56,7 @@ func (c *sessionContender) frontURLs() []string {
 func (c *sessionContender) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		c.session(ctx)
-		c.pause(ctx, c.run.cfg.pollMin+time.Duration(c.rng.Int64N(int64(c.run.cfg.pollMax-c.run.cfg.pollMin))))
-	}
-}
-
-func (c *sessionContender) pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		pause(ctx, c.run.cfg.pollMin+time.Duration(c.rng.Int64N(int64(c.run.cfg.pollMax-c.run.cfg.pollMin))))
 	}
 }
 
@@ -154,7 +143,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 	// (the checks allow that of a session holder).
 	left := func() { term(ledUntil()) }
 	for range c.rng.IntN(5) {
-		if !c.pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) || yield.Load() {
+		if !pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) || yield.Load() {
 			break
 		}
 		if until, lost := a.Dropped(c.name); lost {
@@ -204,7 +193,7 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 		c.run.stats.add("session agent frozen")
 		a.Freeze()
 		left()
-		c.pause(ctx, 2*window)
+		pause(ctx, 2*window)
 		a.Kill()
 	}
 }

@@ -21,3 +21,34 @@ func closeAgents(ctx context.Context, agents []*rawsession.Agent, width int) {
 		return nil
 	})
 }
+
+// watchLapses checks, every interval from now until the returned stop is
+// called, which agents do not lead (their deadline passed); stop returns
+// how many did at some check.
+func watchLapses(ctx context.Context, agents []*rawsession.Agent, every time.Duration) (stop func() int) {
+	ctx, cancel := context.WithCancel(ctx)
+	lapsed := map[int]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i, a := range agents {
+				if !a.Leads() {
+					lapsed[i] = true
+				}
+			}
+		}
+	}()
+	return func() int {
+		cancel()
+		<-done
+		return len(lapsed)
+	}
+}

@@ -100,7 +100,6 @@ func failoverRun(ctx context.Context, b *bench, run int, sig syscall.Signal) (fa
 		killedAt time.Time
 		resumed  = map[int]time.Time{}
 		allIn    = make(chan struct{})
-		lapsed   = map[int]bool{}
 	)
 	err = parallel(ctx, n, b.cfg.concurrency, func(i int) error {
 		ag := &rawsession.Agent{URLs: []string{a.url, bi.url}, Window: time.Second,
@@ -139,26 +138,9 @@ func failoverRun(ctx context.Context, b *bench, run int, sig syscall.Signal) (fa
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // every agent has had acks
-	mctx, stopMonitor := context.WithCancel(ctx)
-	defer stopMonitor()
-	go func() { // which agents' deadlines pass during the failover
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-mctx.Done():
-				return
-			case <-t.C:
-			}
-			for i, ag := range agents {
-				if !ag.Leads() {
-					mu.Lock()
-					lapsed[i] = true
-					mu.Unlock()
-				}
-			}
-		}
-	}()
+	// Which agents' deadlines pass during the failover.
+	stopWatch := watchLapses(ctx, agents, 50*time.Millisecond)
+	defer stopWatch()
 	mu.Lock()
 	killedAt = time.Now()
 	mu.Unlock()
@@ -174,12 +156,11 @@ func failoverRun(ctx context.Context, b *bench, run int, sig syscall.Signal) (fa
 		return out, ctx.Err()
 	}
 	time.Sleep(time.Second) // every agent leads again
-	stopMonitor()
+	out.lapsed = stopWatch()
 	mu.Lock()
 	for _, at := range resumed {
 		out.resume = append(out.resume, at.Sub(killedAt))
 	}
-	out.lapsed = len(lapsed)
 	mu.Unlock()
 	// Does every lease keep its holder and token, read on B?
 	names := make([]string, 0, len(want))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -71,28 +70,10 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the sessions: %w", err)
 	}
-	// Count lapses from here: an agent whose deadline passes would stop leading.
-	var lapsed sync.Map
-	mctx, stopMonitor := context.WithCancel(ctx)
-	defer stopMonitor()
-	go func() {
-		t := time.NewTicker(b.cfg.scaleWindow / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-mctx.Done():
-				return
-			case <-t.C:
-			}
-			for i, a := range agents {
-				if !a.Leads() {
-					lapsed.Store(i, true)
-				}
-			}
-		}
-	}()
 	time.Sleep(b.cfg.scaleWindow) // every agent has had acks
-	lapsed.Clear()
+	// Count lapses from here: an agent whose deadline passes would stop leading.
+	stopWatch := watchLapses(ctx, agents, b.cfg.scaleWindow/4)
+	defer stopWatch()
 	rss1, err := svcproc.RSS(in.pid())
 	if err != nil {
 		return nil, err
@@ -115,9 +96,7 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	}
 	elapsed := time.Since(start)
 	beats := heartbeats(agents) - beats0
-	stopMonitor()
-	nLapsed, ended := 0, 0
-	lapsed.Range(func(any, any) bool { nLapsed++; return true })
+	nLapsed, ended := stopWatch(), 0
 	for _, a := range agents {
 		if a.Ended() {
 			ended++
