@@ -41,6 +41,8 @@ type problem struct {
 	retryAfter int // seconds; 0 sends no Retry-After
 	// reservedFor and reservedUntil are set on lease_reserved.
 	reservedFor, reservedUntil string
+	// epoch is the session's epoch, on session_conflict.
+	epoch int64
 }
 
 // problemJSON is the wire form of a problem.
@@ -56,6 +58,8 @@ type problemJSON struct {
 	// ReservedFor and ReservedUntil are members of lease_reserved.
 	ReservedFor   string `json:"reservedFor,omitempty"`
 	ReservedUntil string `json:"reservedUntil,omitempty"`
+	// Epoch is the session's epoch, a member of session_conflict.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // fieldErrorJSON names one bad request field.
@@ -130,7 +134,7 @@ func (a *api) errorProblem(r *http.Request, err error) problem {
 			retryAfter: int(math.Ceil(l.Remaining().Seconds()))}
 	case errors.Is(err, lease.ErrSessionHeld):
 		return problem{status: http.StatusConflict, code: codeSessionHeld, title: "held through a session",
-			detail: "the holding is held through a session (docs/contract.md §14): only its session renews it; a release by its holder with its token ends it"}
+			detail: "the holding is held through a session (docs/contract.md §14): only its session renews, releases or transfers it"}
 	case errors.Is(err, lease.ErrLost):
 		return problem{status: http.StatusConflict, code: codeLeaseLost,
 			detail: "no live holding with this holder and fencing token: stop acting as leader"}

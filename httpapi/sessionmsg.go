@@ -79,9 +79,9 @@ func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
 			c.answerError(id, *b.problem())
 			return true
 		}
-		if s.Heartbeat() {
-			c.send(map[string]any{"type": "ack", "re": id})
-		}
+		// The ack is queued under the session's lock, after any lost push
+		// queued before it (docs/contract.md §14, S2).
+		s.Heartbeat(func() { c.send(map[string]any{"type": "ack", "re": id}) })
 		return true
 	case "close":
 		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
@@ -120,7 +120,12 @@ func (c *sessionConn) refuseStart(r *http.Request, id int64, err error) bool {
 	case errors.Is(err, session.ErrNotFound):
 		p = problem{status: http.StatusNotFound, code: codeSessionNotFound, detail: "no live session with this id for this caller"}
 	case errors.Is(err, session.ErrConflict):
-		p = problem{status: http.StatusConflict, code: codeSessionConflict, detail: "another resume of this session won; the session lives there"}
+		p = problem{status: http.StatusConflict, code: codeSessionConflict,
+			detail: "the session is at this epoch or a later one already: a later resume owns it; resume again with a higher epoch"}
+		var ce *session.ConflictError
+		if errors.As(err, &ce) {
+			p.epoch = ce.Epoch
+		}
 	case errors.Is(err, session.ErrShuttingDown):
 		p = shuttingDown()
 	default:
@@ -173,8 +178,15 @@ func (c *sessionConn) attach(s *session.Session) {
 func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	sid := b.str("sessionId", true)
 	w, _ := window(b)
+	epoch, hasEpoch := b.integer("epoch", false)
 	claims := c.claims(b)
-	b.only("type", "id", "sessionId", "windowMs", "leases")
+	b.only("type", "id", "sessionId", "epoch", "windowMs", "leases")
+	switch {
+	case c.v1:
+		b.fail("epoch", "required: resumes are ordered by the agent; speak %s (docs/contract.md §14)", SessionSubprotocol)
+	case b.fields["epoch"] == nil, hasEpoch && epoch < 1:
+		b.fail("epoch", "required: a positive integer, one more than every epoch the agent has seen or proposed for the session")
+	}
 	if len(b.bad) > 0 {
 		c.answerError(id, *b.problem())
 		c.shut(websocket.StatusPolicyViolation, "invalid resume")
@@ -182,7 +194,7 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
 	defer cancel()
-	s, leases, lost, err := c.a.cfg.Sessions.Resume(ctx, c.caller, c.principal, sid, w, claims, c)
+	s, leases, lost, err := c.a.cfg.Sessions.Resume(ctx, c.caller, c.principal, sid, epoch, w, claims, c)
 	if err != nil {
 		return c.refuseStart(r, id, err)
 	}
@@ -335,7 +347,9 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 			return true
 		}
 	}
+	c.beginOp()
 	go func() {
+		defer c.endOp()
 		defer func() { <-c.inflight }()
 		if release != nil {
 			defer release()
@@ -370,7 +384,8 @@ func (c *sessionConn) opProblem(r *http.Request, err error) problem {
 		return problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
 			detail: "too many " + limit.What + " (at most " + strconv.Itoa(limit.Max) + ")"}
 	case errors.Is(err, session.ErrClosed):
-		return problem{status: http.StatusConflict, code: codeLeaseLost, detail: "the session has ended: stop acting as leader"}
+		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
+			detail: "the session ended on this socket (moved, expired or closed): resume, and retry through the resumed session"}
 	}
 	return c.a.errorProblem(r, err)
 }

@@ -18,8 +18,14 @@ import (
 // SessionsPath is the WebSocket route of sessions (docs/contract.md §14).
 const SessionsPath = "/v1/sessions:connect"
 
-// SessionSubprotocol is the WebSocket subprotocol a client must offer.
-const SessionSubprotocol = "leasesvc.session.v1"
+// SessionSubprotocol is the WebSocket subprotocol of sessions
+// (docs/contract.md §14): resumes propose their epoch.
+const SessionSubprotocol = "leasesvc.session.v2"
+
+// SessionSubprotocolV1 is the subprotocol of clients whose resumes propose
+// no epoch: still accepted, but its resume is refused (docs/contract.md
+// §14 Old clients).
+const SessionSubprotocolV1 = "leasesvc.session.v1"
 
 // Problem codes of sessions.
 const (
@@ -48,13 +54,18 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 			detail: "a WebSocket upgrade (RFC 6455) is required on this route"})
 		return
 	}
-	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", SessionSubprotocol) {
+	v2 := headerHasToken(r.Header, "Sec-WebSocket-Protocol", SessionSubprotocol)
+	if !v2 && !headerHasToken(r.Header, "Sec-WebSocket-Protocol", SessionSubprotocolV1) {
 		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument,
 			detail: "the WebSocket subprotocol " + SessionSubprotocol + " is required (Sec-WebSocket-Protocol)"})
 		return
 	}
+	proto := SessionSubprotocol
+	if !v2 {
+		proto = SessionSubprotocolV1
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols: []string{SessionSubprotocol},
+		Subprotocols: []string{proto},
 		// guardSources has checked Origin and Host as for every route.
 		InsecureSkipVerify: true,
 	})
@@ -69,7 +80,7 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(time.Time{})
 	cfg := a.cfg.Sessions.Config()
 	ws.SetReadLimit(cfg.MaxMessage)
-	c := &sessionConn{a: a, ws: ws, principal: principalOf(r), caller: a.callerKey(r),
+	c := &sessionConn{a: a, ws: ws, principal: principalOf(r), caller: a.callerKey(r), v1: !v2,
 		out: make(chan []byte, sessionOutBuffer), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
 		inflight: make(chan struct{}, cfg.MaxLeases)}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
@@ -95,6 +106,7 @@ type sessionConn struct {
 	ws        *websocket.Conn
 	principal string
 	caller    string
+	v1        bool            // leasesvc.session.v1: resumes are refused
 	ctx       context.Context // done when the socket ends
 	cancel    context.CancelFunc
 	out       chan []byte
@@ -108,13 +120,48 @@ type sessionConn struct {
 	// closeCode and closeReason close the socket once the queue is sent.
 	closeCode   websocket.StatusCode
 	closeReason string
+	// ops counts lease operations not yet answered; ended holds the close
+	// of a session that ended while some were, until they are answered
+	// (503: resume and retry, docs/contract.md §14).
+	ops   int
+	ended *session.Push
+}
+
+// beginOp counts a lease operation under way.
+func (c *sessionConn) beginOp() {
+	c.mu.Lock()
+	c.ops++
+	c.mu.Unlock()
+}
+
+// endOp uncounts an answered lease operation; the last one answered after
+// the session ended closes the socket.
+func (c *sessionConn) endOp() {
+	c.mu.Lock()
+	c.ops--
+	p := c.ended
+	if c.ops > 0 {
+		p = nil
+	}
+	c.mu.Unlock()
+	if p != nil {
+		c.shut(websocket.StatusNormalClosure, p.Reason)
+	}
 }
 
 // Push queues what the session tells the agent unasked (session.Conn).
 func (c *sessionConn) Push(p session.Push) {
 	switch p.Type {
 	case session.PushEnded:
-		c.shut(websocket.StatusNormalClosure, p.Reason)
+		c.mu.Lock()
+		wait := c.ops > 0
+		if wait {
+			c.ended = &p // the answers under way go out first
+		}
+		c.mu.Unlock()
+		if !wait {
+			c.shut(websocket.StatusNormalClosure, p.Reason)
+		}
 		return
 	case session.PushMove:
 		c.send(map[string]any{"type": "move", "reason": p.Reason})
@@ -178,7 +225,7 @@ func (c *sessionConn) fatal(code websocket.StatusCode, p problem) {
 // problemBody is the problem member of an error message.
 func problemBody(p problem) problemJSON {
 	body := problemJSON{Type: ProblemTypeBase + p.code, Title: cmp.Or(p.title, http.StatusText(p.status)), Status: p.status, Code: p.code, Detail: p.detail,
-		ReservedFor: p.reservedFor, ReservedUntil: p.reservedUntil}
+		ReservedFor: p.reservedFor, ReservedUntil: p.reservedUntil, Epoch: p.epoch}
 	for _, v := range p.violations {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
 	}

@@ -93,7 +93,13 @@ type wsClient struct {
 // dial opens a session socket as principal ("" sends no credentials).
 func dial(t *testing.T, url, principal string) *wsClient {
 	t.Helper()
-	opts := &websocket.DialOptions{Subprotocols: []string{httpapi.SessionSubprotocol}, HTTPHeader: http.Header{}}
+	return dialProto(t, url, principal, httpapi.SessionSubprotocol)
+}
+
+// dialProto is dial offering the subprotocols protos.
+func dialProto(t *testing.T, url, principal string, protos ...string) *wsClient {
+	t.Helper()
+	opts := &websocket.DialOptions{Subprotocols: protos, HTTPHeader: http.Header{}}
 	if principal != "" {
 		opts.HTTPHeader.Set("Authorization", "Bearer "+principal)
 	}
@@ -316,7 +322,7 @@ func TestSessionDeathReleases(t *testing.T) {
 		}
 	}
 	w2 := dial(t, in.srv.URL, "")
-	w2.send("resume", map[string]any{"sessionId": op["sessionId"]})
+	w2.send("resume", map[string]any{"sessionId": op["sessionId"], "epoch": 2})
 	if m := w2.expect("error"); problemCode(m) != "session_not_found" {
 		t.Fatalf("resume of a dead session: %v", m)
 	}
@@ -363,7 +369,7 @@ func TestSessionResumeElsewhere(t *testing.T) {
 	wa.send("acquire", map[string]any{"name": "a", "holder": "h"})
 	tok := wa.expect("result")["lease"].(map[string]any)["fencingToken"]
 	wb := dial(t, b.srv.URL, "")
-	wb.send("resume", map[string]any{"sessionId": op["sessionId"],
+	wb.send("resume", map[string]any{"sessionId": op["sessionId"], "epoch": 2,
 		"leases": []any{map[string]any{"name": "a", "holder": "h", "fencingToken": tok}, map[string]any{"name": "gone", "holder": "h", "fencingToken": 3}}})
 	res := wb.expect("resumed")
 	if res["epoch"] != 2.0 || len(res["leases"].([]any)) != 1 || len(res["lost"].([]any)) != 1 {
@@ -428,11 +434,14 @@ func TestSessionStartRefusals(t *testing.T) {
 	}{
 		{"window too short", "bob", "open", map[string]any{"windowMs": 199}, "invalid_argument"},
 		{"window too long", "bob", "open", map[string]any{"windowMs": 60001}, "invalid_argument"},
-		{"unknown id", "bob", "resume", map[string]any{"sessionId": strings.Repeat("A", 43)}, "session_not_found"},
-		{"malformed id", "bob", "resume", map[string]any{"sessionId": "x"}, "session_not_found"},
-		{"another principal's session", "bob", "resume", map[string]any{"sessionId": op["sessionId"]}, "session_not_found"},
+		{"unknown id", "bob", "resume", map[string]any{"sessionId": strings.Repeat("A", 43), "epoch": 2}, "session_not_found"},
+		{"malformed id", "bob", "resume", map[string]any{"sessionId": "x", "epoch": 2}, "session_not_found"},
+		{"another principal's session", "bob", "resume", map[string]any{"sessionId": op["sessionId"], "epoch": 2}, "session_not_found"},
+		{"no epoch", "alice", "resume", map[string]any{"sessionId": op["sessionId"]}, "invalid_argument"},
+		{"epoch 0", "alice", "resume", map[string]any{"sessionId": op["sessionId"], "epoch": 0}, "invalid_argument"},
+		{"epoch not above the session's", "alice", "resume", map[string]any{"sessionId": op["sessionId"], "epoch": 1}, "session_conflict"},
 		{"sessions per caller", "alice", "open", nil, "resource_exhausted"},
-		{"bad lease claim", "alice", "resume", map[string]any{"sessionId": op["sessionId"], "leases": []any{map[string]any{"name": "a"}}}, "invalid_argument"},
+		{"bad lease claim", "alice", "resume", map[string]any{"sessionId": op["sessionId"], "epoch": 2, "leases": []any{map[string]any{"name": "a"}}}, "invalid_argument"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := dial(t, in.srv.URL, tc.principal)
@@ -480,9 +489,10 @@ func TestSessionUpgradeRefusals(t *testing.T) {
 	}
 }
 
-// TestSessionLeaseRules: the lease limit per session, REST renew of a
-// session-held holding (409 session_held), a REST release by its holder
-// (the session is told: lost, released) and a revoke (revoked).
+// TestSessionLeaseRules: the lease limit per session, REST renew, release
+// and transfer of a session-held holding (409 session_held: only its
+// session ends it, docs/contract.md §3, §14), a release through the
+// session, and a revoke (revoked).
 func TestSessionLeaseRules(t *testing.T) {
 	in := newSessionInstance(t, memory.New(), session.Config{MaxLeases: 2}, httpapi.Config{})
 	w := dial(t, in.srv.URL, "")
@@ -514,11 +524,16 @@ func TestSessionLeaseRules(t *testing.T) {
 	if resp, m := post("/v1/leases/a:acquire", `{"holder":"h","ttlMs":5000}`); resp.StatusCode != 409 || m["code"] != "session_held" {
 		t.Fatalf("REST repeat acquire of a session lease: %d %v", resp.StatusCode, m)
 	}
-	if resp, m := post("/v1/leases/a:release", `{"holder":"h","fencingToken":1}`); resp.StatusCode != 200 {
-		t.Fatalf("REST release of a session lease: %d %v", resp.StatusCode, m)
+	if resp, m := post("/v1/leases/a:release", `{"holder":"h","fencingToken":1}`); resp.StatusCode != 409 || m["code"] != "session_held" {
+		t.Fatalf("REST release of a session lease: %d %v; want 409 session_held", resp.StatusCode, m)
 	}
-	if m := w.expect("lost"); m["name"] != "a" || m["fencingToken"] != toks[0] || m["reason"] != "released" {
-		t.Fatalf("after the REST release: %v", m)
+	if resp, m := post("/v1/leases/a:transfer", `{"holder":"h","fencingToken":1,"to":"x"}`); resp.StatusCode != 409 || m["code"] != "session_held" {
+		t.Fatalf("REST transfer of a session lease: %d %v; want 409 session_held", resp.StatusCode, m)
+	}
+	w.ackedHeartbeat() // the session holds both still
+	w.send("release", map[string]any{"name": "a", "holder": "h", "fencingToken": toks[0]})
+	if m := w.expect("result"); m["lease"].(map[string]any)["held"] != false {
+		t.Fatalf("release through the session: %v", m)
 	}
 	if resp, m := post("/v1/leases/b:revoke", `{"reason":"stuck"}`); resp.StatusCode != 200 {
 		t.Fatalf("revoke: %d %v", resp.StatusCode, m)

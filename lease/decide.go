@@ -47,7 +47,7 @@ func decideAcquire(stored *Record, in acquireInput, now time.Time) (*Record, err
 		case req.Session == nil || cur.SessionKey != req.Session.Key:
 			return nil, ErrSessionHeld // only its session renews it
 		case cur.SessionEpoch > req.Session.Epoch:
-			return nil, ErrLost // the session moved on to a later epoch
+			return nil, &LostError{Reason: LostMoved, Epoch: cur.SessionEpoch} // the session moved on to a later epoch
 		}
 		// At the session's epoch, or at an earlier one of the same session
 		// (an acquire whose answer was lost with a dropped socket, not
@@ -126,9 +126,11 @@ func decideAcquire(stored *Record, in acquireInput, now time.Time) (*Record, err
 func decideRenew(stored *Record, req RenewRequest, md, cp []byte, now time.Time) (*Record, error) {
 	// 1. Only the live holding of that holder, token and principal renews;
 	// anything else is lease_lost, and an expired holding is never revived.
+	// The refusal says why (LostError), so a session needs no read to
+	// tell its agent (§14).
 	cur := stored
 	if !holds(cur, req.Holder, req.Principal, req.FencingToken) || !now.Before(cur.ExpireTime) {
-		return nil, ErrLost
+		return nil, lostFor(stored, req.FencingToken, req.Session, false, now)
 	}
 
 	// 2. Through a session, the record must be held through it at its
@@ -136,7 +138,7 @@ func decideRenew(stored *Record, req RenewRequest, md, cp []byte, now time.Time)
 	// renew (§3 session-held holdings).
 	switch {
 	case req.Session != nil && !sameSession(cur, req.Session):
-		return nil, ErrLost
+		return nil, lostFor(stored, req.FencingToken, req.Session, false, now)
 	case req.Session == nil && sessionHeld(cur):
 		return nil, ErrSessionHeld
 	}
@@ -190,15 +192,20 @@ func decideEnd(stored *Record, e endRequest, now time.Time) (next *Record, ended
 	// not, ends; a revoked holding is lost, not released.
 	cur := stored
 	if !holds(cur, e.holder, e.principal, e.token) || cur.RevokeReason != "" {
-		return nil, false, ErrLost
+		return nil, false, lostFor(stored, e.token, e.session, false, now)
 	}
 
 	// 2. Through a session, the record must be held through it at its
 	// epoch, or have ended by a release that cleared its session (a
 	// repeated release, which changes nothing, succeeds as a plain one
-	// does). A plain end ends a session-held holding too (§3).
-	if e.session != nil && !sameSession(cur, e.session) && (sessionHeld(cur) || now.Before(cur.ExpireTime)) {
-		return nil, false, ErrLost
+	// does). A plain end of a live session-held holding is session_held:
+	// only its session ends it, so that the session's lost push comes
+	// before any ack that no longer covers it (§3, §14).
+	switch {
+	case e.session != nil && !sameSession(cur, e.session) && (sessionHeld(cur) || now.Before(cur.ExpireTime)):
+		return nil, false, lostFor(stored, e.token, e.session, false, now)
+	case e.session == nil && sessionHeld(cur) && now.Before(cur.ExpireTime):
+		return nil, false, ErrSessionHeld
 	}
 
 	// 3. The checkpoint is this holding's to write, live or not, while
@@ -302,7 +309,7 @@ func decideTakeOver(stored *Record, req TakeOverRequest, now time.Time) (*Record
 	// epoch only the first wins.
 	cur := existing(stored)
 	if !holds(cur, req.Holder, req.Principal, req.FencingToken) || cur.SessionKey != req.Session.Key || cur.SessionEpoch >= req.Session.Epoch {
-		return nil, ErrLost
+		return nil, lostFor(stored, req.FencingToken, &req.Session, true, now)
 	}
 
 	// 2. A holding that ended (ran out, or ExpireSession) restarts with
@@ -311,10 +318,10 @@ func decideTakeOver(stored *Record, req TakeOverRequest, now time.Time) (*Record
 	next := *cur
 	if !now.Before(cur.ExpireTime) {
 		if cur.RevokeReason != "" {
-			return nil, ErrLost
+			return nil, &LostError{Reason: LostRevoked, RevokedBy: cur.RevokedBy, RevokeReason: cur.RevokeReason}
 		}
 		if who, principal, _ := reservation(cur, now); who != "" && (who != req.Holder || principal != req.Principal) {
-			return nil, ErrLost
+			return nil, &LostError{Reason: LostReleased}
 		}
 		next.ReservedFor, next.ReservedPrincipal, next.ReservedUntil = "", "", time.Time{}
 	}

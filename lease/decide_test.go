@@ -581,10 +581,12 @@ func TestDecideEnd(t *testing.T) {
 			decide: end(nil, transfer, t0), err: ErrLost},
 
 		// §3 session-held holdings (§14).
-		{contract: "§3 Session-held holdings: a release by its holder with its token still ends it, and clears its session",
-			decide: end(holding(through(key1, 1)), release, t0), write: true, ended: true, check: all(expiresAt(t0), session("", 0))},
+		{contract: "§3 Session-held holdings: a release of a live one that does not come through its session is session_held",
+			decide: end(holding(through(key1, 1)), release, t0), err: ErrSessionHeld},
 		{contract: "§3 Session-held holdings: … and a transfer",
-			decide: end(holding(through(key1, 1)), transfer, t0), write: true, ended: true, check: all(session("", 0), reservedFor(0, "b", t0.Add(3*time.Second)))},
+			decide: end(holding(through(key1, 1)), transfer, t0), err: ErrSessionHeld},
+		{contract: "§3 Session-held holdings: a plain release of one that already ended (its session died) succeeds and changes nothing",
+			decide: end(holding(through(key1, 1), ranOut), release, t0)},
 		{contract: "§14: a release through the session at its epoch ends it",
 			decide: end(holding(through(key1, 1)), as(release, func(e *endRequest) { e.session = ref(key1, 1) }), t0), write: true, ended: true, check: session("", 0)},
 		{contract: "§14: a release through the session at another epoch is lease_lost",

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -65,6 +66,18 @@ var (
 	// ErrShuttingDown: the instance is shutting down and opens nothing.
 	ErrShuttingDown = errors.New("session: the instance is shutting down")
 )
+
+// ConflictError is a resume refused because the session is already at
+// Epoch, the proposed epoch or above (409 session_conflict): a later
+// resume of the agent owns it. errors.Is(err, ErrConflict) is true.
+type ConflictError struct{ Epoch int64 }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("session: the session is at epoch %d already: a later resume owns it", e.Epoch)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // LimitError is a refusal for a limit of docs/contract.md §14 (429
 // resource_exhausted).

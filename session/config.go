@@ -65,6 +65,8 @@ type Config struct {
 	Audit *audit.Log
 	// Observer counts sessions for metrics; nil counts nothing.
 	Observer Observer
+	// Clock is the time the sessions read. Default the process's clock.
+	Clock Clock
 }
 
 // Observer receives what the session metrics count (telemetry).
@@ -104,6 +106,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
 	switch {
 	case c.LeaseTTL < time.Second:
 		return c, fmt.Errorf("session: Config.LeaseTTL %v must be at least 1s", c.LeaseTTL)
@@ -119,3 +124,12 @@ func (c Config) withDefaults() (Config, error) {
 
 // TTL is the backend TTL of a session of window w: max(LeaseTTL, 3 × w).
 func (c Config) TTL(w time.Duration) time.Duration { return max(c.LeaseTTL, 3*w) }
+
+// recordTTLs is how many session lease TTLs the session record is written
+// for: it only orders epochs (docs/contract.md §14 Long TTL), so it is
+// renewed every third of that, in the round of the leases.
+const recordTTLs = 10
+
+// RecordTTL is the backend TTL of the record of a session of window w:
+// recordTTLs × TTL(w) (300 s at the defaults).
+func (c Config) RecordTTL(w time.Duration) time.Duration { return recordTTLs * c.TTL(w) }

@@ -22,7 +22,7 @@ func heartbeatOnEnd(t *testing.T, kind endKind) <-chan bool {
 	f := func(s *Session, k endKind) {
 		if k == kind {
 			select {
-			case acked <- s.Heartbeat():
+			case acked <- s.Heartbeat(func() {}):
 			default:
 			}
 		}
@@ -81,9 +81,9 @@ func TestNoAckOnceDeathDecided(t *testing.T) {
 	}
 }
 
-// TestNoAckOnceMoved: once a renewal's compare-and-set on the epoch failed
-// (the session was resumed elsewhere), no heartbeat is acked
-// (docs/contract.md §14 window and heartbeats (a)).
+// TestNoAckOnceMoved: once a lease's renewal found the session at a higher
+// epoch (resumed elsewhere), no heartbeat is acked (docs/contract.md §14,
+// S4).
 func TestNoAckOnceMoved(t *testing.T) {
 	acked := heartbeatOnEnd(t, endMoved)
 	m := leaseManager(t)
@@ -92,12 +92,16 @@ func TestNoAckOnceMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, _, _, err := b.Resume(t.Context(), "c", "", id, 0, nil, nopConn{})
+	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, []Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, nopConn{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close(context.Background())
-	s.Kick() // the record's renewal fails its compare-and-set
+	s.Kick() // the lease's renewal finds the session at epoch 2
 	if waitAck(t, acked) {
 		t.Fatal("a heartbeat was acked after the session's epoch compare-and-set failed")
 	}

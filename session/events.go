@@ -77,9 +77,9 @@ func (s *Session) onEvent(ev lease.Event) {
 		p.Reason = LostExpired
 	}
 	delete(s.leases, h.name)
+	s.pushLocked(p) // before any later ack (docs/contract.md §14, S2)
 	s.mu.Unlock()
 	s.r.untrack(h.name, s)
-	s.push(p)
 }
 
 // stale reports whether ev, an end of h's token, was decided no later than

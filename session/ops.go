@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -35,13 +34,13 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 	req.Principal, req.TTL = s.principal, s.ttl
 	ctx, cancel := s.withSession(ctx)
 	defer cancel()
-	sent := time.Now()
+	sent := s.clock.Now()
 	l, err := s.r.b.Acquire(ctx, ref, req)
 	s.mu.Lock()
 	s.pending--
 	if err != nil {
 		s.mu.Unlock()
-		if s.ctx.Err() != nil {
+		if s.movedOn(err) || s.ctx.Err() != nil {
 			return lease.Lease{}, ErrClosed
 		}
 		return lease.Lease{}, err
@@ -58,7 +57,7 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
 	s.mu.Unlock()
 	s.r.track(l.Name, s)
-	if time.Since(sent) > s.ttl/10 {
+	if since(s.clock, sent) > s.ttl/10 {
 		// A waiting acquire wrote long after it was sent: its safe
 		// deadline counts from the send, so renew now, before it holds
 		// the session's acks back.
@@ -91,8 +90,11 @@ func (s *Session) Renew(ctx context.Context, req lease.RenewRequest) (lease.Leas
 	ref := s.ref()
 	s.mu.Unlock()
 	req.Principal, req.TTL = s.principal, s.ttl
-	sent := time.Now()
+	sent := s.clock.Now()
 	l, err := s.r.b.Renew(ctx, ref, req)
+	if s.movedOn(err) {
+		return lease.Lease{}, ErrClosed
+	}
 	s.mu.Lock()
 	h := s.leases[req.Name]
 	if h != nil && h.token == req.FencingToken && !h.ending {
@@ -123,6 +125,9 @@ func (s *Session) finish(ctx context.Context, name, holder string, token int64, 
 	ref := s.ref()
 	s.mu.Unlock()
 	l, err := write(ref)
+	if s.movedOn(err) {
+		return lease.Lease{}, ErrClosed
+	}
 	s.mu.Lock()
 	if err != nil && !errors.Is(err, lease.ErrLost) {
 		h.ending = false
@@ -158,4 +163,18 @@ func (s *Session) Leases() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.leases)
+}
+
+// movedOn reports whether err is a write through the session that found
+// it at a higher epoch, and then ends the session here as moved
+// (docs/contract.md §14, S4): no ack after, nothing more written.
+func (s *Session) movedOn(err error) bool {
+	var le *lease.LostError
+	if !errors.As(err, &le) || le.Reason != lease.LostMoved {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
+	defer cancel()
+	_ = s.end(ctx, endMoved)
+	return true
 }

@@ -1,5 +1,7 @@
 package session
 
+import "github.com/leasesvc/leasesvc/lease"
+
 // PushType names what the instance tells an agent unasked.
 type PushType string
 
@@ -21,11 +23,11 @@ const (
 
 // Reasons of PushLost.
 const (
-	LostReleased = "released"
-	LostRevoked  = "revoked"
-	LostTaken    = "taken"
-	LostExpired  = "expired"
-	LostDeleted  = "deleted"
+	LostReleased = lease.LostReleased
+	LostRevoked  = lease.LostRevoked
+	LostTaken    = lease.LostTaken
+	LostExpired  = lease.LostExpired
+	LostDeleted  = lease.LostDeleted
 )
 
 // Reasons of PushMove.

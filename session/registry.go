@@ -138,19 +138,30 @@ func (r *Registry) giveBack(caller string) {
 // newSession makes a live session; its loops start in register.
 func (r *Registry) newSession(key, principal, caller string, window time.Duration, epoch int64) *Session {
 	s := &Session{r: r, key: key, principal: principal, caller: caller, window: window, ttl: r.cfg.TTL(window),
-		stop: make(chan struct{}), kick: make(chan struct{}, 1), epoch: epoch, leases: map[string]*held{}, lastRecv: time.Now()}
+		recordTTL: r.cfg.RecordTTL(window), clock: r.cfg.Clock,
+		stop: make(chan struct{}), kick: make(chan struct{}, 1), epoch: epoch, leases: map[string]*held{}, lastRecv: r.cfg.Clock.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
 // register makes s the session of its key on this instance, ends a session
 // of the same key it replaces (resumed here: that one moved) and starts
-// s's death timer and renewals.
-func (r *Registry) register(s *Session, c Conn) {
+// s's death timer and renewals. A session of the key at a higher epoch
+// already here wins (docs/contract.md §14, S1): s is not registered and
+// register returns a *ConflictError.
+func (r *Registry) register(s *Session, c Conn) error {
+	r.mu.Lock()
+	if old := r.byKey[s.key]; old != nil {
+		if e := old.Epoch(); e > s.epoch {
+			r.mu.Unlock()
+			return &ConflictError{Epoch: e}
+		}
+	}
+	r.mu.Unlock()
 	s.mu.Lock()
 	s.conn = c
-	s.lastRecv = time.Now()
-	s.death = time.AfterFunc(s.window, s.watchDeath)
+	s.lastRecv = s.clock.Now() // the resume that made it owner counts as a message (S3)
+	s.death = s.clock.AfterFunc(s.window, s.watchDeath)
 	names := make([]string, 0, len(s.leases))
 	for n := range s.leases {
 		names = append(names, n)
@@ -158,6 +169,13 @@ func (r *Registry) register(s *Session, c Conn) {
 	s.mu.Unlock()
 	r.mu.Lock()
 	old := r.byKey[s.key]
+	if old != nil && old.Epoch() > s.epoch {
+		r.mu.Unlock()
+		s.mu.Lock()
+		s.death.Stop()
+		s.mu.Unlock()
+		return &ConflictError{Epoch: old.Epoch()}
+	}
 	r.byKey[s.key] = s
 	for _, n := range names {
 		r.trackLocked(n, s)
@@ -168,6 +186,7 @@ func (r *Registry) register(s *Session, c Conn) {
 	}
 	r.observe(func(o Observer) { o.SessionsOpen(1) })
 	go s.renewLoop()
+	return nil
 }
 
 // unregister forgets s (ended) and the leases hs it held.
@@ -226,24 +245,27 @@ func (r *Registry) Open(ctx context.Context, caller, principal string, window ti
 	key := Key(id)
 	s := r.newSession(key, principal, caller, window, 1)
 	md, _ := json.Marshal(map[string]int64{"windowMs": window.Milliseconds()})
-	sent := time.Now()
-	l, err := r.b.Acquire(ctx, s.ref(), lease.AcquireRequest{Name: RecordName(key), Holder: recordHolder, Principal: principal, TTL: s.ttl, Metadata: md})
+	sent := s.clock.Now()
+	l, err := r.b.Acquire(ctx, s.ref(), lease.AcquireRequest{Name: RecordName(key), Holder: recordHolder, Principal: principal, TTL: s.recordTTL, Metadata: md})
 	if err != nil {
 		r.unreserve(caller)
 		return nil, "", fmt.Errorf("session: writing the session record: %w", err)
 	}
 	s.record = held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
-	r.register(s, c)
+	_ = r.register(s, c) // a new key: nothing here to conflict with
 	r.cfg.Audit.Session(ctx, "session_open", "ok", principal, s.ShortKey(), "")
 	return s, id, nil
 }
 
-// Resume takes the session id over on this instance for principal: first
-// the session record, with the epoch one past the stored one (of two
-// racing resumes one wins, the other gets ErrConflict), then each claimed
-// lease. It returns the leases taken over and those that were lost. window
-// 0 keeps the session's.
-func (r *Registry) Resume(ctx context.Context, caller, principal, id string, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
+// Resume takes the session id over on this instance for principal at
+// exactly epoch, the epoch the agent proposes (docs/contract.md §14, A1 and
+// S1): first the session record, whose stored epoch must be lower, then
+// each claimed lease, likewise. A record or a claimed lease found at epoch
+// or above means a later resume of the agent owns the session: a
+// *ConflictError (ErrConflict), and nothing is registered. It returns the
+// leases taken over and those that were lost, with the reasons the failed
+// takeovers found. window 0 keeps the session's.
+func (r *Registry) Resume(ctx context.Context, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
 	fail := func(err error) (*Session, []lease.Lease, []Lost, error) {
 		r.refused(ctx, "session_resume", principal, "", err)
 		return nil, nil, nil, err
@@ -271,6 +293,9 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 	if rec.Key != key || l.Holder != recordHolder || l.Principal != principal || l.Revoked() || l.Released() {
 		return fail(ErrNotFound)
 	}
+	if epoch <= rec.Epoch {
+		return fail(&ConflictError{Epoch: rec.Epoch})
+	}
 	if window == 0 {
 		window = rec.Window
 		if CheckWindow(window) != nil {
@@ -280,14 +305,18 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 	if err := r.reserve(caller, key); err != nil {
 		return fail(err)
 	}
-	s := r.newSession(key, principal, caller, window, rec.Epoch+1)
+	s := r.newSession(key, principal, caller, window, epoch)
 	ref := s.ref()
-	sent := time.Now()
-	got, err := r.b.TakeOver(ctx, ref, TakeOver{Name: l.Name, Holder: recordHolder, Principal: principal, FencingToken: l.FencingToken, TTL: s.ttl})
+	sent := s.clock.Now()
+	got, err := r.b.TakeOver(ctx, ref, TakeOver{Name: l.Name, Holder: recordHolder, Principal: principal, FencingToken: l.FencingToken, TTL: s.recordTTL})
 	if err != nil {
 		r.unreserve(caller)
-		if errors.Is(err, lease.ErrLost) {
-			return fail(ErrConflict)
+		var le *lease.LostError
+		switch {
+		case errors.As(err, &le) && le.Reason == lease.LostMoved:
+			return fail(&ConflictError{Epoch: le.Epoch})
+		case errors.Is(err, lease.ErrLost):
+			return fail(ErrNotFound) // released, revoked or taken since the read
 		}
 		return nil, nil, nil, fmt.Errorf("session: taking the session record over: %w", err)
 	}
@@ -298,8 +327,8 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 		// takeover wrote it), so a failure here only leaves the metadata
 		// stale.
 		md, _ := json.Marshal(map[string]int64{"windowMs": window.Milliseconds()})
-		sent := time.Now()
-		if _, err := r.b.Renew(ctx, ref, lease.RenewRequest{Name: got.Name, Holder: got.Holder, FencingToken: got.FencingToken, TTL: s.ttl, Principal: principal, Metadata: md}); err == nil {
+		sent := s.clock.Now()
+		if _, err := r.b.Renew(ctx, ref, lease.RenewRequest{Name: got.Name, Holder: got.Holder, FencingToken: got.FencingToken, TTL: s.recordTTL, Principal: principal, Metadata: md}); err == nil {
 			s.record.sent = sent
 		} else {
 			r.cfg.Logger.Warn("session: resume could not write the session record's window", "session", s.ShortKey(), "err", err)
@@ -307,7 +336,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 	}
 	taken := make([]lease.Lease, len(claims))
 	errs := make([]error, len(claims))
-	sent = time.Now()
+	sent = s.clock.Now()
 	r.fanOutIdx(len(claims), func(i int) {
 		cl := claims[i]
 		taken[i], errs[i] = r.b.TakeOver(ctx, ref, TakeOver{Name: cl.Name, Holder: cl.Holder, Principal: principal, FencingToken: cl.FencingToken, TTL: s.ttl})
@@ -315,46 +344,31 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, win
 	var leases []lease.Lease
 	var lost []Lost
 	for i, cl := range claims {
-		if errs[i] != nil {
-			reason := LostExpired
-			if errors.Is(errs[i], lease.ErrLost) {
-				reason, _ = r.lostReason(ctx, cl.Name, cl.FencingToken)
-			} else {
+		var le *lease.LostError
+		switch {
+		case errs[i] == nil:
+			leases = append(leases, taken[i])
+			s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent, since: taken[i].RenewTime}
+		case errors.As(errs[i], &le) && le.Reason == lease.LostMoved:
+			// A later resume took this lease: it owns the session.
+			r.unreserve(caller)
+			return fail(&ConflictError{Epoch: le.Epoch})
+		case le != nil:
+			lost = append(lost, Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: le.Reason})
+		default:
+			if !errors.Is(errs[i], lease.ErrLost) {
 				r.cfg.Logger.Warn("session: resume could not take a lease over", "session", s.ShortKey(), "lease", cl.Name, "err", errs[i])
 			}
-			lost = append(lost, Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: reason})
-			continue
+			lost = append(lost, Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: LostExpired})
 		}
-		leases = append(leases, taken[i])
-		s.leases[cl.Name] = &held{name: cl.Name, holder: cl.Holder, token: taken[i].FencingToken, sent: sent, since: taken[i].RenewTime}
 	}
-	r.register(s, c)
+	if err := r.register(s, c); err != nil {
+		r.unreserve(caller)
+		return fail(err)
+	}
 	r.observe(func(o Observer) { o.Resume() })
 	r.cfg.Audit.Session(ctx, "session_resume", "ok", principal, s.ShortKey(), "")
 	return s, leases, lost, nil
-}
-
-// lostReason reads a lease that a session lost and says how it ended.
-func (r *Registry) lostReason(ctx context.Context, name string, token int64) (string, lease.Lease) {
-	rec, err := r.b.Get(ctx, name)
-	switch {
-	case errors.Is(err, lease.ErrNotFound):
-		return LostDeleted, lease.Lease{}
-	case err != nil:
-		return LostExpired, lease.Lease{}
-	}
-	l := rec.Lease
-	switch {
-	case l.FencingToken != token:
-		return LostTaken, l
-	case l.Held():
-		return LostTaken, l // held again by the same token, but through another session or epoch
-	case l.Revoked():
-		return LostRevoked, l
-	case l.Released():
-		return LostReleased, l
-	}
-	return LostExpired, l
 }
 
 // refused writes the audit line of a refused open or resume.

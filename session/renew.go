@@ -12,23 +12,28 @@ import (
 // unavailable) is tried again.
 const retryAfterFailure = time.Second
 
-// renewLoop renews the session's record and leases every TTL/3 until the
-// session ends.
+// renewLoop renews the session's leases every TTL/3, and its record when
+// a third of the record's TTL has passed, until the session ends.
 func (s *Session) renewLoop() {
 	every := s.ttl / 3
-	t := time.NewTimer(every)
+	tick := make(chan struct{}, 1)
+	t := s.clock.AfterFunc(every, func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	})
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-tick:
 		case <-s.kick:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
+			t.Stop()
+			select {
+			case <-tick:
+			default:
 			}
 		}
 		next := every
@@ -48,50 +53,80 @@ func (s *Session) Kick() {
 	}
 }
 
-// renewAll renews every lease of the session and its record at once (the
-// backend batches concurrent writes). It reports whether every write got an
-// answer; a lost lease is pushed and leaves the session, a lost record
-// means the session moved and ends here.
-func (s *Session) renewAll() bool {
-	s.mu.Lock()
+// round is what one renewal round writes.
+type round struct {
+	ref        Ref
+	hs         []held // hs[0] is the record when withRecord
+	withRecord bool
+}
+
+// takeRound returns the writes of a round, or false when the session is
+// not live; s.mu held.
+func (s *Session) takeRoundLocked() (round, bool) {
 	if s.state != live {
-		s.mu.Unlock()
-		return true
+		return round{}, false
 	}
-	ref := s.ref()
-	hs := []held{s.record}
+	rd := round{ref: s.ref()}
+	if due := s.record.sent.Add(s.recordTTL / 3); !due.After(s.clock.Now()) {
+		rd.withRecord = true
+		rd.hs = append(rd.hs, s.record)
+	}
 	for _, h := range s.leases {
 		if !h.ending {
-			hs = append(hs, *h)
+			rd.hs = append(rd.hs, *h)
 		}
 	}
+	return rd, true
+}
+
+// renewAll renews every lease of the session, and its record when due, at
+// once (the backend batches concurrent writes). It reports whether every
+// write got an answer. A lost lease leaves the session and its lost push
+// is queued under the session's lock (docs/contract.md §14, S2), with the
+// reason the failed write found. A write that finds the session at a
+// higher epoch ends it here as moved (S4); a record that ran out ends it
+// as an expiry, a window after the last ack (Death).
+func (s *Session) renewAll() bool {
+	s.mu.Lock()
+	rd, ok := s.takeRoundLocked()
 	s.mu.Unlock()
+	if !ok {
+		return true
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.ttl/3)
 	defer cancel()
-	ok := true
-	moved := false
-	var lost []held
-	var yields []Push
-	results := make([]error, len(hs))
-	sent := time.Now()
-	views := make([]lease.Lease, len(hs))
-	s.r.fanOutIdx(len(hs), func(i int) {
-		h := hs[i]
-		views[i], results[i] = s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: h.name, Holder: h.holder, FencingToken: h.token, TTL: s.ttl, Principal: s.principal})
+	results := make([]error, len(rd.hs))
+	views := make([]lease.Lease, len(rd.hs))
+	sent := s.clock.Now()
+	s.r.fanOutIdx(len(rd.hs), func(i int) {
+		h, ttl := rd.hs[i], s.ttl
+		if rd.withRecord && i == 0 {
+			ttl = s.recordTTL
+		}
+		views[i], results[i] = s.r.b.Renew(ctx, rd.ref, lease.RenewRequest{Name: h.name, Holder: h.holder, FencingToken: h.token, TTL: ttl, Principal: s.principal})
 	})
 	s.mu.Lock()
-	if s.state != live || s.epoch != ref.Epoch {
+	if s.state != live || s.epoch != rd.ref.Epoch {
 		s.mu.Unlock()
 		return true
 	}
+	ok = true
+	var moved, lapsed bool
+	var lost []string
+	var yields []Push
 	for i, err := range results {
-		h := hs[i]
-		if i == 0 {
+		h := rd.hs[i]
+		var le *lease.LostError
+		if errors.As(err, &le) && le.Reason == lease.LostMoved {
+			moved = true
+			continue
+		}
+		if rd.withRecord && i == 0 {
 			switch {
 			case err == nil:
 				s.record.sent = sent
 			case errors.Is(err, lease.ErrLost):
-				moved = true
+				lapsed = true
 			default:
 				ok = false
 			}
@@ -110,36 +145,50 @@ func (s *Session) renewAll() bool {
 			}
 		case errors.Is(err, lease.ErrLost):
 			delete(s.leases, h.name)
-			lost = append(lost, h)
+			lost = append(lost, h.name)
+			s.pushLocked(lostPush(h, le))
 		default:
 			ok = false
 		}
 	}
-	if moved {
-		// The session moved: mark it ended before the lock goes, so that
-		// no heartbeat is acked after the compare-and-set failed.
+	if moved || lapsed {
+		// Mark it ended before the lock goes, so that no heartbeat is
+		// acked after the compare-and-set failed.
+		kind := endMoved
+		if !moved {
+			kind = endLapsed
+		}
 		e := s.beginEndLocked()
 		s.mu.Unlock()
-		_ = s.finishEnd(context.Background(), endMoved, e)
+		for _, n := range lost {
+			s.r.untrack(n, s)
+		}
+		ectx, cancel := context.WithTimeout(context.Background(), s.window+s.ttl)
+		defer cancel()
+		_ = s.finishEnd(ectx, kind, e)
 		return true
 	}
-	s.mu.Unlock()
 	for _, p := range yields {
-		s.push(p)
+		s.pushLocked(p)
 	}
-	readCtx, cancelRead := context.WithTimeout(context.Background(), s.ttl/3)
-	defer cancelRead()
-	for _, h := range lost {
-		s.r.untrack(h.name, s)
-		reason, l := s.r.lostReason(readCtx, h.name, h.token)
-		if reason == LostRevoked {
-			s.push(Push{Type: PushRevoked, Name: h.name, FencingToken: h.token, Reason: l.RevokeReason, Operator: l.RevokedBy})
-			continue
-		}
-		s.push(Push{Type: PushLost, Name: h.name, FencingToken: h.token, Reason: reason})
+	s.mu.Unlock()
+	for _, n := range lost {
+		s.r.untrack(n, s)
 	}
 	if !ok && ctx.Err() == nil && s.ctx.Err() != nil {
 		return true
 	}
 	return ok
+}
+
+// lostPush is the push telling the agent that h was lost, with the reason
+// the failed write found (le nil: it ran out).
+func lostPush(h held, le *lease.LostError) Push {
+	if le == nil {
+		return Push{Type: PushLost, Name: h.name, FencingToken: h.token, Reason: LostExpired}
+	}
+	if le.Reason == lease.LostRevoked {
+		return Push{Type: PushRevoked, Name: h.name, FencingToken: h.token, Reason: le.RevokeReason, Operator: le.RevokedBy}
+	}
+	return Push{Type: PushLost, Name: h.name, FencingToken: h.token, Reason: le.Reason}
 }

@@ -55,6 +55,7 @@ const (
 	endExpired                 // no message for a window: release everything, session_expired
 	endMoved                   // resumed elsewhere: touch nothing
 	endShutdown                // the instance stops and the agent neither moved nor heartbeat
+	endLapsed                  // the session record ran out: a window after the last ack, as endExpired
 )
 
 // Session is one session owned by this instance. Its methods are safe for
@@ -66,6 +67,8 @@ type Session struct {
 	caller    string
 	window    time.Duration
 	ttl       time.Duration
+	recordTTL time.Duration
+	clock     Clock
 	ctx       context.Context // done when the session ends: in-flight acquires stop
 	cancel    context.CancelFunc
 	stop      chan struct{} // closed when the session ends: the renew loop stops
@@ -79,7 +82,7 @@ type Session struct {
 	lastRecv time.Time
 	conn     Conn
 	state    state
-	death    *time.Timer
+	death    Timer
 }
 
 // Epoch is the session's ownership epoch on this instance.
@@ -106,31 +109,32 @@ func (s *Session) ref() Ref { return Ref{Key: s.key, Epoch: s.epoch, Window: s.w
 // from the last one.
 func (s *Session) Touch() {
 	s.mu.Lock()
-	s.lastRecv = time.Now()
+	s.lastRecv = s.clock.Now()
 	s.mu.Unlock()
 }
 
-// Heartbeat records a heartbeat and reports whether to ack it: only while
-// the session is live here and every lease of it, the session record
-// included, is safe on the backend for at least one window beyond now.
-func (s *Session) Heartbeat() bool {
-	now := time.Now()
+// Heartbeat records a heartbeat and acks it, calling ack under the
+// session's lock, only while the session is live here and every lease of
+// it is safe on the backend for at least one window beyond now
+// (docs/contract.md §14, S2). A lease leaves the session, and its lost
+// push is queued, under the same lock: an ack queued after the loss comes
+// after the push on the socket. It reports whether it acked.
+func (s *Session) Heartbeat(ack func()) bool {
 	s.r.observe(func(o Observer) { o.Heartbeat() })
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.clock.Now()
 	s.lastRecv = now
 	if s.state != live {
 		return false
 	}
 	need := now.Add(s.window)
-	if s.record.safeUntil(s.ttl).Before(need) {
-		return false
-	}
 	for _, h := range s.leases {
 		if h.safeUntil(s.ttl).Before(need) {
 			return false
 		}
 	}
+	ack()
 	return true
 }
 
@@ -155,10 +159,15 @@ func (s *Session) Detach(c Conn) {
 // push sends p to the session's socket, if one is attached.
 func (s *Session) push(p Push) {
 	s.mu.Lock()
-	c := s.conn
-	s.mu.Unlock()
-	if c != nil {
-		c.Push(p)
+	defer s.mu.Unlock()
+	s.pushLocked(p)
+}
+
+// pushLocked queues p on the session's socket, if one is attached; s.mu
+// held, so that it is ordered with the acks (Heartbeat).
+func (s *Session) pushLocked(p Push) {
+	if s.conn != nil {
+		s.conn.Push(p)
 	}
 }
 
@@ -180,7 +189,7 @@ func (s *Session) endIfIdle(ctx context.Context, kind endKind) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	if idle := time.Since(s.lastRecv); idle < s.window {
+	if idle := since(s.clock, s.lastRecv); idle < s.window {
 		s.death.Reset(s.window - idle)
 		s.mu.Unlock()
 		return nil
@@ -249,6 +258,18 @@ func (s *Session) finishEnd(ctx context.Context, kind endKind, e ending) error {
 	switch kind {
 	case endMoved:
 		return moved()
+	case endLapsed:
+		// The record ran out (docs/contract.md §14 Death): acks stopped
+		// when the end began; every heartbeat acked was received before,
+		// so a window from now the agent has stopped.
+		if conn != nil {
+			conn.Push(Push{Type: PushEnded, Reason: "the session record ran out"})
+			conn = nil
+		}
+		if !s.sleep(ctx, s.window) {
+			return ctx.Err()
+		}
+		fallthrough
 	case endExpired, endShutdown:
 		// One read spares a write per lease when the session moved on.
 		if r, err := s.r.b.Get(ctx, rec.name); err == nil && (r.Key != ref.Key || r.Epoch != ref.Epoch) {
@@ -289,4 +310,17 @@ func (s *Session) finishEnd(ctx context.Context, kind endKind, e ending) error {
 		}
 	}
 	return nil
+}
+
+// sleep waits d on the session's clock, or until ctx is done (false).
+func (s *Session) sleep(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	t := s.clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -108,7 +108,7 @@ func TestRacingResumes(t *testing.T) {
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, _, _, err := other.Resume(t.Context(), "c", "", id, 0, nil, newPushes())
+			_, _, _, err := other.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes())
 			errs <- err
 		}()
 	}
@@ -137,11 +137,11 @@ func TestAckNeedsSafeLeases(t *testing.T) {
 	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
-	if !s.Heartbeat() {
+	if !s.Heartbeat(func() {}) {
 		t.Fatal("no ack right after the acquire")
 	}
 	g.failRenew.Store(true)
-	for s.Heartbeat() {
+	for s.Heartbeat(func() {}) {
 		// TTL 1s: the acquire's send time + 0.9s must stay a window (0.2s)
 		// ahead, so acks stop within 0.7s of the last write.
 		if time.Since(start) > 700*time.Millisecond {
@@ -152,7 +152,7 @@ func TestAckNeedsSafeLeases(t *testing.T) {
 	g.failRenew.Store(false)
 	s.Kick()
 	deadline := time.Now().Add(10 * time.Second)
-	for !s.Heartbeat() {
+	for !s.Heartbeat(func() {}) {
 		if time.Now().After(deadline) {
 			t.Fatal("no ack after renewals came back")
 		}
@@ -188,7 +188,7 @@ func TestShutdownMoves(t *testing.T) {
 		t.Fatalf("open while shutting down: %v", err)
 	}
 	next := newRegistry(t, session.Manager{M: manager(t, store)}, session.Config{})
-	ns, taken, lost, err := next.Resume(t.Context(), "c2", "", id, 0, []session.Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, newPushes())
+	ns, taken, lost, err := next.Resume(t.Context(), "c2", "", id, 2, 0, []session.Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, newPushes())
 	if err != nil || len(taken) != 1 || len(lost) != 0 {
 		t.Fatalf("resume: %v %v %v", taken, lost, err)
 	}
@@ -203,7 +203,7 @@ func TestShutdownMoves(t *testing.T) {
 			}
 			return
 		default:
-			if !ns.Heartbeat() {
+			if !ns.Heartbeat(func() {}) {
 				t.Fatal("the resumed session is not acked")
 			}
 			time.Sleep(50 * time.Millisecond) // the agent's heartbeat interval
@@ -292,7 +292,7 @@ func TestLateEndOfRestartedHolding(t *testing.T) {
 	h := hub.New()
 	next := newRegistry(t, session.Manager{M: m}, session.Config{Events: h})
 	p := newPushes()
-	ns, taken, lost, err := next.Resume(t.Context(), "c", "", id, 0, []session.Claim{
+	ns, taken, lost, err := next.Resume(t.Context(), "c", "", id, 2, 0, []session.Claim{
 		{Name: "a", Holder: "h", FencingToken: a.FencingToken}, {Name: "b", Holder: "h", FencingToken: b.FencingToken}}, p)
 	if err != nil || len(taken) != 2 || len(lost) != 0 {
 		t.Fatalf("resume: %v %v %v", taken, lost, err)
@@ -321,7 +321,7 @@ func TestResumeWritesWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2*time.Second, nil, newPushes())
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 2*time.Second, nil, newPushes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestResumeHereAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 0, nil, newPushes())
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes())
 	if err != nil {
 		t.Fatalf("resume here at the caller's limit: %v", err)
 	}

@@ -6,9 +6,18 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
+)
+
+// The silent-socket rule of docs/contract.md §14 (A3): a socket on which
+// nothing arrived for SilentWindows windows, and at least SilentMin, while
+// heartbeats went out is dropped, and the agent resumes elsewhere.
+const (
+	SilentWindows = 4
+	SilentMin     = 5 * time.Second
 )
 
 // Agent is the usual loop of an agent on a session: it opens the session
@@ -27,6 +36,8 @@ type Agent struct {
 	Margin float64
 	// Header is sent with every upgrade request (Authorization).
 	Header http.Header
+	// HTTPClient dials the sockets (nil: http.DefaultClient).
+	HTTPClient *http.Client
 	// OnPush, if set, gets every pushed message (lost, revoked, yield, move).
 	OnPush func(Message)
 	// OnResume, if set, gets every resumed message and the URL it came from.
@@ -43,7 +54,10 @@ type Agent struct {
 	url    int // index in URLs of conn's instance
 	id     string
 	window time.Duration
-	held   map[string]Held
+	// epoch is the highest epoch seen (opened, resumed) or proposed: the
+	// next resume proposes epoch + 1 (docs/contract.md §14, A1).
+	epoch int64
+	held  map[string]Held
 	// retired are the sockets a resume began after: their acks count no
 	// more, and no heartbeat goes on them.
 	retired map[*Conn]bool
@@ -62,7 +76,7 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 	if a.Margin == 0 {
 		a.Margin = 0.1
 	}
-	c, err := Dial(ctx, a.URLs[0], a.Header, a.push)
+	c, err := a.dial(ctx, a.URLs[0])
 	if err != nil {
 		return Message{}, err
 	}
@@ -72,7 +86,7 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 		return m, fmt.Errorf("open: %w", err)
 	}
 	a.mu.Lock()
-	a.conn, a.id, a.window = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond
+	a.conn, a.id, a.window, a.epoch = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond, m.Epoch
 	a.held, a.dropped, a.retired = map[string]Held{}, map[string]time.Time{}, map[*Conn]bool{}
 	a.traceLocked("opened on %s, window %v", c.URL, a.window)
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
@@ -81,9 +95,27 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 	return m, nil
 }
 
-// push handles a pushed message: a move is followed at once; the rest go
-// to OnPush (a lost or revoked holding is forgotten first).
-func (a *Agent) push(m Message) {
+// dial connects to url; the socket's pushes go to push with the socket.
+func (a *Agent) dial(ctx context.Context, url string) (*Conn, error) {
+	var self atomic.Pointer[Conn]
+	c, err := DialWith(ctx, a.HTTPClient, url, a.Header, func(m Message) { a.push(self.Load(), m) })
+	if err == nil {
+		self.Store(c)
+	}
+	return c, err
+}
+
+// push handles a message c pushed: a move is followed at once; the rest
+// go to OnPush (a lost or revoked holding is forgotten first). A retired
+// socket's pushes are ignored (docs/contract.md §14, A2): the resume that
+// retired it says what is still held.
+func (a *Agent) push(c *Conn, m Message) {
+	a.mu.Lock()
+	retired := c == nil || a.retired[c] || a.conn != c
+	a.mu.Unlock()
+	if retired {
+		return
+	}
 	switch m.Type {
 	case "move":
 		go a.move()
@@ -158,6 +190,15 @@ func (a *Agent) loop() {
 		if retired { // a resume is under way: no heartbeat on the old socket
 			continue
 		}
+		if s := c.Silent(); s > max(SilentWindows*a.window, SilentMin) {
+			// A paused instance or a half-open connection: resume
+			// elsewhere (docs/contract.md §14, A3).
+			a.mu.Lock()
+			a.traceLocked("nothing on %s for %v: dropped", c.URL, s)
+			a.mu.Unlock()
+			c.Drop()
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.window)
 		if c.Heartbeat(ctx) == nil {
 			a.mu.Lock()
@@ -213,7 +254,7 @@ func (a *Agent) resume(old *Conn) bool {
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, a.URLs[next], a.Header, a.push)
+	c, err := a.dial(ctx, a.URLs[next])
 	if err != nil {
 		a.setErr(err)
 		a.mu.Lock()
@@ -230,14 +271,16 @@ func (a *Agent) resume(old *Conn) bool {
 	}
 	a.noteAckLocked(old)
 	a.retired[old] = true
-	a.traceLocked("resume from %s to %s with %v; %s retired", old.URL, c.URL, a.held, old.URL)
+	a.epoch++
+	epoch := a.epoch
+	a.traceLocked("resume from %s to %s at epoch %d with %v; %s retired", old.URL, c.URL, epoch, a.held, old.URL)
 	held := make([]Held, 0, len(a.held))
 	for _, h := range a.held {
 		held = append(held, h)
 	}
 	id := a.id
 	a.mu.Unlock()
-	m, err := c.Resume(ctx, id, held)
+	m, err := c.Resume(ctx, id, epoch, held)
 	if err != nil {
 		c.Drop()
 		old.Drop()
@@ -258,7 +301,8 @@ func (a *Agent) resume(old *Conn) bool {
 		return false
 	}
 	a.mu.Lock()
-	a.traceLocked("resumed on %s: leases %v, lost %v", c.URL, m.Leases, m.Lost)
+	a.traceLocked("resumed on %s at epoch %d: leases %v, lost %v", c.URL, m.Epoch, m.Leases, m.Lost)
+	a.epoch = max(a.epoch, m.Epoch)
 	for _, l := range m.Lost {
 		a.dropLocked(l.Name, l.FencingToken)
 	}

@@ -1,6 +1,6 @@
 // Package rawsession is a minimal client of the session protocol of
 // docs/contract.md §14 (GET /v1/sessions:connect, subprotocol
-// leasesvc.session.v1, one JSON text message per frame), written from the
+// leasesvc.session.v2, one JSON text message per frame), written from the
 // wire description alone so that the benchmarks (cmd/leasebench) and the
 // safety runs (emulator-tests) measure the service, not the Go SDK's
 // session. It does what an agent needs and no more: open or resume,
@@ -26,7 +26,7 @@ import (
 )
 
 // Subprotocol is the WebSocket subprotocol of the session route.
-const Subprotocol = "leasesvc.session.v1"
+const Subprotocol = "leasesvc.session.v2"
 
 // Message is any message of the protocol, either direction; the fields
 // that a type does not use are zero.
@@ -110,6 +110,7 @@ type Conn struct {
 	pending map[int64]chan Message
 	beats   map[int64]time.Time // heartbeats sent and not yet acked: id → send time
 	acked   time.Time           // send time of the latest acked heartbeat
+	lastRx  time.Time           // when the latest message arrived (or the socket opened)
 	err     error               // why the socket ended, once done is closed
 	onPush  func(Message)
 	done    chan struct{}
@@ -120,8 +121,14 @@ type Conn struct {
 // set, gets every message that answers no request (lost, revoked, yield,
 // move, a socket-level error), on the reading goroutine.
 func Dial(ctx context.Context, base string, header http.Header, onPush func(Message)) (*Conn, error) {
+	return DialWith(ctx, nil, base, header, onPush)
+}
+
+// DialWith is Dial through client (nil: http.DefaultClient), for a
+// transport of the caller's (the simulation's in-memory network).
+func DialWith(ctx context.Context, client *http.Client, base string, header http.Header, onPush func(Message)) (*Conn, error) {
 	u := strings.Replace(strings.TrimSuffix(base, "/"), "http", "ws", 1) + "/v1/sessions:connect"
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPHeader: header})
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{Subprotocol}, HTTPHeader: header, HTTPClient: client})
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("session: connect %s: %d: %w", u, resp.StatusCode, err)
@@ -129,7 +136,7 @@ func Dial(ctx context.Context, base string, header http.Header, onPush func(Mess
 		return nil, fmt.Errorf("session: connect %s: %w", u, err)
 	}
 	ws.SetReadLimit(16 << 20)
-	c := &Conn{URL: base, ws: ws, pending: map[int64]chan Message{}, beats: map[int64]time.Time{}, onPush: onPush, done: make(chan struct{})}
+	c := &Conn{URL: base, ws: ws, pending: map[int64]chan Message{}, beats: map[int64]time.Time{}, onPush: onPush, done: make(chan struct{}), lastRx: time.Now()}
 	go c.read()
 	return c, nil
 }
@@ -163,6 +170,7 @@ func (c *Conn) read() {
 
 func (c *Conn) deliver(m Message) {
 	c.mu.Lock()
+	c.lastRx = time.Now()
 	if m.Type == "ack" {
 		if sent, ok := c.beats[m.Re]; ok {
 			if sent.After(c.acked) {
@@ -268,13 +276,22 @@ func (c *Conn) Acked() time.Time {
 	return c.acked
 }
 
+// Silent returns how long nothing has arrived on the socket.
+func (c *Conn) Silent() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.lastRx)
+}
+
 // Open sends open with the window (0: the service's default).
 func (c *Conn) Open(ctx context.Context, window time.Duration) (Message, error) {
 	return c.Request(ctx, Message{Type: "open", WindowMs: window.Milliseconds()})
 }
 
-// Resume sends resume of the session id with the holdings held.
-func (c *Conn) Resume(ctx context.Context, id string, held []Held) (Message, error) {
+// Resume sends resume of the session id, proposing epoch (one more than
+// every epoch the agent has seen or proposed, docs/contract.md §14 A1),
+// with the holdings held.
+func (c *Conn) Resume(ctx context.Context, id string, epoch int64, held []Held) (Message, error) {
 	raw, err := json.Marshal(held)
 	if err != nil {
 		return Message{}, fmt.Errorf("session: encode holdings: %w", err)
@@ -282,7 +299,7 @@ func (c *Conn) Resume(ctx context.Context, id string, held []Held) (Message, err
 	if held == nil {
 		raw = []byte("[]")
 	}
-	return c.Request(ctx, Message{Type: "resume", SessionID: id, Leases: raw})
+	return c.Request(ctx, Message{Type: "resume", SessionID: id, Epoch: epoch, Leases: raw})
 }
 
 // Close sends close, waits for closed (or ctx) and closes the socket.
