@@ -257,9 +257,9 @@ class SessionsUnsupportedError(LeaseError):
 
 class SessionHeldError(LeaseError):
     """The holding is held through a session (docs/contract.md §14): a
-    REST renew of it, a REST acquire by its holder, or an acquire by its
-    holder through another session is refused. Only its session renews it;
-    a release by its holder with its token ends it."""
+    REST renew, release or transfer of it, a REST acquire by its holder,
+    or an acquire by its holder through another session is refused: only
+    its session renews or ends it (an operator's revoke still ends it)."""
 
     default_code = "session_held"
 

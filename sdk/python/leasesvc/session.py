@@ -16,16 +16,24 @@ dropped socket is reconnected and the session resumed with the leases and
 tokens it holds (on any instance); a ``move`` opens the new socket and
 resumes on it before the old one is closed (make before break).
 
-Resumes race with what the replaced socket still delivers: the old
-instance answers and acks until its next renewal fails. The session counts
-the resumes begun and stamps each socket with the count when it became
-current. An acquire answered on a socket a resume began after was not
-claimed by that resume: the holding stays in the table (a later resume
-lists it) and is acquired again through the current socket before the
-caller gets it. From the moment a resume is sent, the older socket gets no
-heartbeat and its acks count only for heartbeats sent before. A resume that
-fails after it was sent leaves its outcome unknown: the older socket is
-abandoned and the session resumes again.
+Every owner in order (§14, A1–A3). Each resume proposes an epoch one
+higher than every epoch the session has seen (in ``opened``, ``resumed``
+and a ``409 session_conflict``) or proposed, recorded before it is sent;
+the snapshot of the leases, the proposal and the send happen in one
+critical section, so resumes carry increasing epochs in the order they
+went out. The socket of the latest open or resume sent is current: the
+moment a resume goes out, the older socket is retired. Nothing more is
+sent on it, its acks count only for heartbeats sent before, and its
+pushes and its own ``resumed`` are ignored (a resume answered after a
+later one went out is dropped, closed without ``close``). An acquire
+answered on a retired socket was not claimed by the resume that retired
+it: the holding stays in the table (a later resume lists it) and is
+acquired again through the current socket before the caller gets it. A
+release or transfer answered ``503`` or cut off by its socket's end goes
+again through the resumed session, unless the resume reported the holding
+lost. A resume that fails after it was sent leaves its outcome unknown:
+the older socket is abandoned and the session resumes again (a
+``session_conflict`` resumes again above the epoch it names).
 """
 
 from __future__ import annotations
@@ -38,9 +46,11 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _websocket
+from ._session_wire import (UNSUPPORTED_STATUSES, SUBPROTOCOL, Call, Conn, Hello, Resend,  # noqa: F401 (re-exported)
+                            dial, losses, ms, problem, read_answer)
 from .backoff import Backoff
-from .errors import (InternalError, InvalidArgumentError, LeaseError, LeaseLostError, NotFoundError,
-                     RateLimitedError, SessionsUnsupportedError, UnavailableError)
+from .errors import (InternalError, LeaseError, LeaseLostError, NotFoundError, RateLimitedError,
+                     SessionsUnsupportedError, UnavailableError)
 from .lease import Lease
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,8 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Session", "SUBPROTOCOL", "DEFAULT_WINDOW", "MIN_WINDOW", "MAX_WINDOW"]
 
-#: The WebSocket subprotocol of sessions.
-SUBPROTOCOL = "leasesvc.session.v1"
 #: The route of sessions.
 ROUTE = "/v1/sessions:connect"
 #: The heartbeat window, seconds: the default and its bounds.
@@ -61,8 +69,6 @@ MAX_WINDOW = 60.0
 #: half-open connection) and replaced: the session resumes on a new one.
 SILENT_WINDOWS = 4
 SILENT_MIN = 5.0
-#: The statuses of an upgrade that mean "no sessions here".
-UNSUPPORTED_STATUSES = (404, 405, 501)
 
 #: A push handler: ``f(kind, message)``, kind one of "deadline" (message
 #: ``{"deadline": float}``), "lost", "revoked", "yield" (the push as sent).
@@ -76,44 +82,6 @@ class SessionLimitError(RateLimitedError):
     Elector then holds with plain renewals, and asks for a session again on
     its next campaign. (A 429 before the upgrade is the caller's rate
     limit, a plain :class:`~leasesvc.RateLimitedError`.)"""
-
-
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
-
-
-class _Call:
-    """One request awaiting its answer (its state guarded by the session's
-    lock)."""
-
-    __slots__ = ("op", "name", "holder", "done", "answer", "err", "abandoned", "vouched")
-
-    def __init__(self, op: str, name: str, holder: str) -> None:
-        self.op, self.name, self.holder = op, name, holder
-        self.done = threading.Event()
-        self.answer: Optional[Dict[str, Any]] = None
-        self.err: Optional[LeaseError] = None
-        self.abandoned = False  # the caller stopped waiting
-        # an acquire's holding was answered on the socket of the latest
-        # resume begun, so that socket's acks vouch for it
-        self.vouched = True
-
-
-class _Conn:
-    """One socket of the session and the requests sent on it."""
-
-    def __init__(self, ws: _websocket.WebSocket, gen: int) -> None:
-        self.ws = ws
-        #: the session's count of resumes begun when this socket became
-        #: current (right after its own resume's snapshot, or at open)
-        self.gen = gen
-        self.pending: Dict[int, _Call] = {}
-        self.moved = False  # replaced by a newer socket: its end is no drop
-        self.last_rx = time.monotonic()  # when a message last arrived on it
-        #: the session clock's time a resume was first sent on a newer
-        #: socket: no heartbeat goes out on this one after it, and its acks
-        #: count only for heartbeats sent before it
-        self.superseded: Optional[float] = None
 
 
 class Session:
@@ -157,12 +125,13 @@ class Session:
         self._url = urllib.parse.urlunsplit((scheme, u.netloc, u.path.rstrip("/") + ROUTE, "", ""))
         self._mu = threading.Lock()
         self._cond = threading.Condition(self._mu)
-        self._send_mu = threading.Lock()  # ids are sent in increasing order
+        self._send_mu = threading.Lock()  # ids (and open/resume stamps) go out in increasing order
         self._seq = 0
         self._sid = ""  # the session id: a bearer secret, never logged
-        self._epoch = 0
-        self._conn: Optional[_Conn] = None
-        self._gen = 0  # resumes begun: +1 at each resume's snapshot of the leases
+        self._epoch = 0  # the epoch of the current socket's open or resume
+        self._top = 0  # the highest epoch of this session seen or proposed (A1)
+        self._conn: Optional[Conn] = None  # the installed socket (retired while a later resume is out)
+        self._gen = 0  # opens and resumes sent: the stamp of the latest (Conn.gen)
         self._hb: Dict[int, float] = {}  # heartbeat id → its send time
         self._deadline: Optional[float] = None
         self._acks = 0
@@ -171,7 +140,7 @@ class Session:
         self._seq_w = 0
         self._closing = False
         self._done = threading.Event()  # close() finished
-        self._reconnecting = False
+        self._reconnecting = False  # a reconnect thread runs
         self._moving = False
         #: How many times the session was resumed on a new socket (after a
         #: drop or a move), and how many times it had to start anew.
@@ -201,7 +170,9 @@ class Session:
 
     @property
     def epoch(self) -> int:
-        """The session's ownership epoch: 1 when opened, +1 per resume."""
+        """The session's ownership epoch on the current socket: 1 when
+        opened, then the epoch each resume proposed (one past every epoch
+        seen or proposed before it)."""
         return self._epoch
 
     def held(self) -> Dict[str, Tuple[str, int]]:
@@ -209,7 +180,6 @@ class Session:
         (holder, fencing token)."""
         with self._mu:
             return dict(self._held)
-
     # --- operations -----------------------------------------------------
 
     def acquire(self, name: str, holder: str, *, metadata: Optional[Dict[str, Any]] = None, wait: float = 0.0,
@@ -239,9 +209,12 @@ class Session:
     def release(self, name: str, holder: str, fencing_token: int, *,
                 checkpoint: Optional[Dict[str, Any]] = None) -> Lease:
         """End the session-held holding now, as :meth:`leasesvc.Client.release`.
+        Cut off by its socket's session (answered 503, or the socket dropped
+        first), it goes again through the resumed session (§14, step 6).
 
         Raises:
-            LeaseLostError: anything else.
+            LeaseLostError: anything else, or the resume reported it lost.
+            UnavailableError: not done within the client's request timeout.
         """
         return Lease.from_json(self._release(name, holder, fencing_token, checkpoint=checkpoint))
 
@@ -254,7 +227,7 @@ class Session:
         if checkpoint is not None:
             body["checkpoint"] = checkpoint
         if reserve is not None:
-            body["reserveMs"] = max(1, _ms(reserve))
+            body["reserveMs"] = max(1, ms(reserve))
         if to_principal is not None:
             body["toPrincipal"] = to_principal
         return Lease.from_json(self._transfer(body))
@@ -266,7 +239,7 @@ class Session:
         if metadata is not None:
             body["metadata"] = metadata
         if wait > 0:
-            body["waitMs"] = _ms(wait)
+            body["waitMs"] = ms(wait)
         if priority is not None or preempt:
             body["priority"] = priority or 0
         if preempt:
@@ -298,22 +271,55 @@ class Session:
                  cancel: Optional["_Cancel"] = None) -> Dict[str, Any]:
         """Send one request on the current socket and return the answer's
         lease JSON; keep the session's list of held leases up to date. An
-        acquire answered on a socket that a resume replaced is acquired
-        again through the current socket (:meth:`_vouch`)."""
+        acquire answered on a retired socket is acquired again through the
+        current one (:meth:`_vouch`); a release or transfer cut off by its
+        session's end goes again through the resumed one (:meth:`_end`)."""
         t = (timeout or self._c.request_timeout) + extra
         end = time.monotonic() + t
+        if op in ("release", "transfer"):
+            return self._end(op, body, end)
         lease, vouched = self._exchange(op, body, t, min(t, self._c.request_timeout), cancel)
         if vouched:
             return lease
         return self._vouch(body, lease, end, cancel)
 
+    def _end(self, op: str, body: Dict[str, Any], end: float) -> Dict[str, Any]:
+        """A release or transfer (docs/contract.md §14, step 6). Answered
+        ``503 unavailable`` (the session ended on its socket while it was
+        under way) or not answered before its socket closed, it leaves the
+        holding in the table, so the next resume claims it; once the session
+        is resumed on a newer socket it goes again through that one, unless
+        the resume reported the holding lost. ``end``
+        (:func:`time.monotonic`) bounds it all.
+
+        Raises:
+            LeaseLostError: as the Client's, or the resume reported the
+                holding lost before the request went through.
+            UnavailableError: no resumed session before ``end``.
+        """
+        name, token = str(body.get("name", "")), int(body.get("fencingToken") or 0)
+        while True:
+            left = max(0.0, end - time.monotonic())
+            try:
+                return self._exchange(op, body, left, left, None, resend=True)[0]
+            except Resend as r:
+                self._log.warning("leasesvc session: the %s of %s (fencing token %d) ended with its socket's "
+                                  "session (%s); sending it again once the session is resumed", op, name, token,
+                                  r.err.detail)
+                if self._current(end - time.monotonic(), after=r.gen) is None:
+                    raise UnavailableError(f"{r.err.detail}; the session was not resumed in time, the holding stays "
+                                           "in the session")._named(op, name) from r.err
+                if not self._holds(name, token):
+                    raise LeaseLostError("the session's resume reported the holding lost before the "
+                                         f"{op} went through")._named(op, name) from r.err
+
     def _vouch(self, body: Dict[str, Any], lease: Dict[str, Any], end: float,
                cancel: Optional["_Cancel"]) -> Dict[str, Any]:
-        """The acquire of ``body`` was answered with ``lease`` on a socket a
-        resume began after, so that resume did not claim the holding and the
-        acks of its socket do not vouch for it. The holding stays in the
-        table (a later resume lists it); acquire it again, without waiting,
-        through the socket of the latest resume (the service answers the same
+        """The acquire of ``body`` was answered with ``lease`` on a retired
+        socket, so the resume that retired it did not claim the holding and
+        the acks of the current socket do not vouch for it. The holding stays
+        in the table (a later resume lists it); acquire it again, without
+        waiting, through the current socket (the service answers the same
         holder through the same session with the same token, moved to the
         new epoch: docs/contract.md §14, Resume) until an answer is vouched
         for or ``end`` (:func:`time.monotonic`) passes; then, or on an error,
@@ -322,8 +328,8 @@ class Session:
         again = {k: v for k, v in body.items() if k != "waitMs"}
         while True:
             token = int(lease.get("fencingToken") or 0)
-            self._log.info("leasesvc session: lease %s (fencing token %d) was answered on a socket a resume "
-                           "replaced; acquiring it again through the current one", name, token)
+            self._log.info("leasesvc session: lease %s (fencing token %d) was answered on a retired socket; "
+                           "acquiring it again through the current one", name, token)
             try:
                 left = end - time.monotonic()
                 if cancel is not None and cancel.cancelled:
@@ -331,7 +337,7 @@ class Session:
                 if left <= 0:
                     raise UnavailableError("no answer through the session's current socket in time")._named(
                         "acquire", name)
-                lease, vouched = self._exchange("acquire", again, left, left, cancel, fresh=True)
+                lease, vouched = self._exchange("acquire", again, left, left, cancel)
             except LeaseError:
                 self._release_unvouched(name, holder, token)
                 raise
@@ -344,43 +350,51 @@ class Session:
         try:
             self._release(name, holder, token)
         except LeaseError as e:
-            self._log.warning("leasesvc session: could not release %s (fencing token %d), acquired on a socket "
-                              "a resume replaced: %s", name, token, e)
+            self._log.warning("leasesvc session: could not release %s (fencing token %d), acquired on a retired "
+                              "socket: %s", name, token, e)
             self._forget(name, token)
 
     def _exchange(self, op: str, body: Dict[str, Any], t: float, wait: float, cancel: Optional["_Cancel"],
-                  fresh: bool = False) -> Tuple[Dict[str, Any], bool]:
+                  resend: bool = False) -> Tuple[Dict[str, Any], bool]:
         """Send one request on the current socket (waiting up to ``wait``
-        seconds for one; with ``fresh``, for the socket of the latest
-        resume), wait up to ``t`` seconds for its answer, and return the
-        answer's lease JSON and whether an acquire's holding was vouched for
-        (always True for the other operations)."""
+        seconds for one), wait up to ``t`` seconds for its answer, and return
+        the answer's lease JSON and whether an acquire's holding was vouched
+        for (always True for the other operations). With ``resend``, an
+        answer ``503 unavailable`` or the socket's end before the answer
+        raises :class:`Resend`."""
         name, holder = str(body.get("name", "")), str(body.get("holder", ""))
-        conn = self._current(wait, fresh)
+        conn = self._current(wait)
         if conn is None:
             err = UnavailableError("the session is closed" if self._closing else
                                    "the session's socket is reconnecting")
             raise err._named(op, name)
-        call = _Call(op, name, holder)
+        call = Call(op, name, holder, int(body.get("fencingToken") or 0))
         try:
             self._send(conn, dict(body, type=op), call)
         except _websocket.ConnectionClosedError as e:
             with self._mu:
                 conn.pending = {k: v for k, v in conn.pending.items() if v is not call}
-            raise UnavailableError(f"the session's socket closed: {e}", cause=e)._named(op, name) from e
+            err = UnavailableError(f"the session's socket closed: {e}", cause=e)._named(op, name)
+            if resend:
+                raise Resend(conn.gen, err) from e
+            raise err from e
         if cancel is not None:
             cancel.on_cancel(lambda: self._abandon(call, UnavailableError("cancelled")))
         if not call.done.wait(t):
             self._abandon(call, UnavailableError(f"no answer within {t:g} s"))
         with self._mu:
-            err, msg = call.err, call.answer
+            err, msg, dropped = call.err, call.answer, call.dropped
         if err is not None:
+            if resend and dropped:
+                raise Resend(conn.gen, err._named(op, name))
             raise err._named(op, name)
         assert msg is not None
         if msg.get("type") == "error":
-            e = _problem(msg.get("problem"))
+            e = problem(msg.get("problem"))
             if isinstance(e, LeaseLostError):
                 self._forget(name, int(body.get("fencingToken") or 0))
+            if resend and e.status == 503 and e.code == "unavailable":
+                raise Resend(conn.gen, e._named(op, name))
             raise e._named(op, name)
         lease = msg.get("lease")
         if msg.get("type") != "result" or not isinstance(lease, dict):
@@ -389,7 +403,7 @@ class Session:
         with self._mu:
             return lease, call.vouched
 
-    def _abandon(self, call: _Call, err: LeaseError) -> None:
+    def _abandon(self, call: Call, err: LeaseError) -> None:
         """The caller stops waiting for ``call``; a late answer to an
         abandoned acquire is released."""
         with self._mu:
@@ -420,23 +434,25 @@ class Session:
             if h is not None and (token == 0 or h[1] == token):
                 del self._held[name]
 
-    def _current(self, timeout: float, fresh: bool = False) -> Optional[_Conn]:
-        """The socket to send on, waiting up to ``timeout`` while one is
-        being reconnected (with ``fresh``, also while the current one is
-        older than the latest resume begun); None when closed or still
-        reconnecting."""
+    def _current(self, timeout: float, after: int = 0) -> Optional[Conn]:
+        """The current socket (that of the latest open or resume sent, once
+        answered) to send on, waiting up to ``timeout`` while there is none
+        (with ``after``, none stamped later than it); None when closed or
+        still none."""
         end = time.monotonic() + timeout
         with self._mu:
-            while not self._closing and (self._conn is None or (fresh and self._conn.gen != self._gen)):
+            while True:
+                c = self._conn
+                if self._closing:
+                    return None
+                if c is not None and c.gen == self._gen and c.gen > after:
+                    return c
                 left = end - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
-            if self._closing or self._conn is None or (fresh and self._conn.gen != self._gen):
-                return None
-            return self._conn
 
-    def _send(self, conn: _Conn, msg: Dict[str, Any], call: Optional[_Call] = None, heartbeat: bool = False) -> int:
+    def _send(self, conn: Conn, msg: Dict[str, Any], call: Optional[Call] = None, heartbeat: bool = False) -> int:
         """Give ``msg`` the next id and send it (ids go out in increasing
         order); register ``call`` for its answer. A heartbeat is not sent
         (0) on a socket a resume on a newer one was sent after."""
@@ -458,10 +474,10 @@ class Session:
 
     def _heartbeat(self) -> bool:
         """Send one heartbeat on the current socket; False when there is
-        none."""
+        none (A2: never on a retired one)."""
         with self._mu:
             conn = self._conn
-            if conn is None or self._closing:
+            if conn is None or conn.gen != self._gen or self._closing:
                 return False
             # heartbeats older than a window cannot move the deadline any more
             old = self._clock() - 2 * self.window
@@ -473,17 +489,18 @@ class Session:
             return False  # its reader reconnects
 
     def _beat(self) -> None:
-        """The heartbeat thread; it also replaces a socket gone silent."""
+        """The heartbeat thread; it also replaces a socket gone silent (A3)."""
         while True:
             with self._mu:
                 if self._closing:
                     return
                 interval = self.heartbeat_interval
                 conn = self._conn
+                # (a retired socket gets no heartbeats, so it falls silent:
+                # the answer or failure of the resume that retired it decides)
+                current = conn is not None and conn.gen == self._gen
                 silent = max(SILENT_WINDOWS * self.window, SILENT_MIN)
-            # (a socket a resume was sent after gets no heartbeats, so it falls
-            # silent: that resume's answer or failure decides its fate)
-            if conn is not None and conn.superseded is None and time.monotonic() - conn.last_rx > silent:
+            if conn is not None and current and time.monotonic() - conn.last_rx > silent:
                 self._log.warning("leasesvc session: nothing arrived for %gs; replacing the socket", silent)
                 threading.Thread(target=conn.ws.close, args=(_websocket.CLOSE_GOING_AWAY, "silent", 0.5),
                                  daemon=True).start()
@@ -492,7 +509,7 @@ class Session:
             with self._mu:
                 self._cond.wait_for(lambda: self._closing, timeout=interval)
 
-    def _on_ack(self, conn: _Conn, re_: Any) -> None:
+    def _on_ack(self, conn: Conn, re_: Any) -> None:
         """An ack on ``conn``: the deadline moves to the heartbeat's send
         time + window × (1 − drift margin), unless the heartbeat went out
         after a resume was sent on a newer socket (the old instance acks
@@ -548,13 +565,18 @@ class Session:
             h = self._held.get(name)
             return h is not None and h[1] == token
 
-    def _push(self, kind: str, msg: Dict[str, Any]) -> None:
-        """A ``lost``, ``revoked`` or ``yield`` push: to the watchers of that
-        lease."""
+    def _push(self, kind: str, msg: Dict[str, Any], conn: Optional[Conn] = None) -> None:
+        """A ``lost``, ``revoked`` or ``yield`` push (that arrived on
+        ``conn``): to the watchers of that lease. One that arrived on a
+        retired socket is ignored (A2: the resume that retired it says what
+        is still held)."""
         name = str(msg.get("name", ""))
         token = msg.get("fencingToken")
         token = int(token) if isinstance(token, int) else 0
         with self._mu:
+            if conn is not None and (conn.moved or conn.gen != self._gen):
+                self._log.debug("leasesvc session: ignored a %s push about %s from a retired socket", kind, name)
+                return
             if kind in ("lost", "revoked"):
                 h = self._held.get(name)
                 if h is not None and (token == 0 or h[1] == token):
@@ -585,150 +607,156 @@ class Session:
 
     def _dial(self) -> _websocket.WebSocket:
         """Open a socket (the upgrade, authenticated like every request)."""
-        try:
-            return _websocket.connect(self._url, subprotocols=[SUBPROTOCOL], headers=self._c._headers(False),
-                                      timeout=self._c.request_timeout)
-        except _websocket.HandshakeError as e:
-            if e.status in UNSUPPORTED_STATUSES:
-                raise SessionsUnsupportedError(f"the service answered the session upgrade with {e.status}",
-                                               status=e.status)._named("session", "") from e
-            if e.status == 0:
-                raise UnavailableError(str(e), cause=e)._named("session", "") from e
-            from .client import problem_error
+        return dial(self._url, self._c._headers(False), self._c.request_timeout)
 
-            raise problem_error(e.status, e.header("Retry-After"), e.body)._named("session", "") from e
-        except ValueError as e:
-            raise InvalidArgumentError(str(e))._named("session", "") from e
-
-    def _hello(self, ws: _websocket.WebSocket, msg: Dict[str, Any], want: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
-        """Send ``open`` or ``resume`` on a new socket and read its answer
-        (and whatever came before it); close the socket on a refusal."""
+    def _hello(self, ws: _websocket.WebSocket, build: Callable[[], Optional[Dict[str, Any]]]) -> Optional[Hello]:
+        """Send on the new socket ``ws`` the ``open`` or ``resume`` that
+        ``build()`` makes under the lock (None: none now, and ``ws`` is
+        closed), and read its answer. From the send on, ``ws`` is the latest
+        socket and the one it replaces is retired (A2): stamping, building
+        (a resume's snapshot and epoch, A1) and sending happen in one
+        critical section, in the order of the stamps. A refusal (``ws``
+        closed) is the hello's ``err``; a ``409 session_conflict`` names an
+        epoch the session has seen."""
         with self._send_mu:
             with self._mu:
+                msg = build()
+                if msg is None:
+                    ws.close()
+                    return None
                 self._seq += 1
-                i = self._seq
+                msg["id"] = self._seq
+                self._gen += 1
+                h = Hello(self._gen, msg)
                 old = self._conn
-                if msg["type"] == "resume" and old is not None and old.superseded is None:
+                if old is not None and old.superseded is None:
                     old.superseded = self._clock()  # from now on it gets no heartbeat
-            msg["id"] = i
             try:
                 ws.send(json.dumps(msg, separators=(",", ":")))
             except _websocket.ConnectionClosedError as e:
-                raise UnavailableError(f"session {msg['type']}: {e}", cause=e)._named("session", "") from e
-        end = time.monotonic() + self._c.request_timeout
-        early: List[Dict[str, Any]] = []
+                h.err = UnavailableError(f"session {msg['type']}: {e}", cause=e)._named("session", "")
+                ws.close()
+                return h
+        want = "opened" if msg["type"] == "open" else "resumed"
         try:
-            while True:
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise UnavailableError(f"no answer to {msg['type']} within {self._c.request_timeout:g} s")
-                try:
-                    ans = json.loads(ws.recv(left))
-                except _websocket.ReceiveTimeoutError:
-                    continue
-                except ValueError as e:
-                    raise InternalError(f"session {msg['type']}: the answer is not JSON: {e}") from e
-                if not isinstance(ans, dict):
-                    continue
-                if ans.get("re") == i:
-                    if ans.get("type") == "error":
-                        raise _problem(ans.get("problem"))
-                    if ans.get("type") != want:
-                        raise InternalError(f"session {msg['type']}: answered {ans.get('type')!r}")
-                    return ans, early
-                early.append(ans)
-        except _websocket.ConnectionClosedError as e:
-            ws.close()
-            raise UnavailableError(f"session {msg['type']}: {e}", cause=e)._named("session", "") from e
+            h.ans, h.early = read_answer(ws, msg["id"], str(msg["type"]), self._c.request_timeout)
+            if h.ans.get("type") == "error":
+                p = h.ans.get("problem")
+                seen = p.get("epoch") if isinstance(p, dict) and p.get("code") == "session_conflict" else None
+                if isinstance(seen, int):
+                    with self._mu:
+                        self._top = max(self._top, seen)
+                raise problem(p)
+            if h.ans.get("type") != want:
+                raise InternalError(f"session {msg['type']}: answered {h.ans.get('type')!r}")
         except LeaseError as e:
             ws.close()
-            raise e._named("session", "")
+            h.err = e._named("session", "")
+        return h
 
     def _adopt(self, ans: Dict[str, Any]) -> None:
-        """Take the window, heartbeat interval and TTL the service granted."""
+        """(Under the lock.) Take the session id, epoch, window, heartbeat
+        interval and TTL the service granted."""
+        sid = ans.get("sessionId")
+        if isinstance(sid, str) and sid and sid != self._sid:
+            self._sid, self._top = sid, 0  # a new session: its epochs start anew
+        epoch = int(ans.get("epoch") or 0)
+        if epoch > 0:
+            self._epoch, self._top = epoch, max(self._top, epoch)
+        if int(ans.get("windowMs") or 0) > 0:
+            self.window = int(ans["windowMs"]) / 1000
+        hb = int(ans.get("heartbeatMs") or 0)
+        self.heartbeat_interval = hb / 1000 if hb > 0 else self.window / 4
+        self.lease_ttl = int(ans.get("leaseTtlMs") or 0) / 1000
+
+    def _greet(self, ws: _websocket.WebSocket, replacing: Optional[Conn],
+               reconnector: bool = False) -> Tuple[str, Optional[LeaseError]]:
+        """Resume the session (open it, when it has no id) on the new socket
+        ``ws`` in place of ``replacing`` (None: no socket is installed), and
+        make ``ws`` current unless a later open or resume went out meanwhile:
+        a late ``resumed`` is then ignored and ``ws`` closed (A2). Returns
+        "current"; "unsent" (``replacing`` is no longer the installed socket,
+        or the session closed); "stale" (with its error, if any: a later one
+        went out, or the session closed); or "failed" and the error."""
+        sent: Dict[str, Tuple[str, int]] = {}
+
+        def build() -> Optional[Dict[str, Any]]:  # under the lock
+            if self._closing or self._conn is not replacing or (replacing is not None and replacing.gen != self._gen):
+                return None
+            if not self._sid:
+                return {"type": "open", "windowMs": ms(self.window)}
+            sent.update(self._held)
+            self._top += 1  # A1: above every epoch seen or proposed, recorded before it is sent
+            leases = [{"name": n, "holder": h, "fencingToken": t} for n, (h, t) in sorted(sent.items())]
+            return {"type": "resume", "sessionId": self._sid, "epoch": self._top, "windowMs": ms(self.window),
+                    "leases": leases}
+
+        h = self._hello(ws, build)
+        if h is None:
+            return "unsent", None
+        resume = h.msg["type"] == "resume"
+        lost: List[Dict[str, Any]] = []
         with self._mu:
-            if isinstance(ans.get("sessionId"), str) and ans["sessionId"]:
-                self._sid = ans["sessionId"]
-            self._epoch = int(ans.get("epoch") or self._epoch)
-            if int(ans.get("windowMs") or 0) > 0:
-                self.window = int(ans["windowMs"]) / 1000
-            hb = int(ans.get("heartbeatMs") or 0)
-            self.heartbeat_interval = hb / 1000 if hb > 0 else self.window / 4
-            self.lease_ttl = int(ans.get("leaseTtlMs") or 0) / 1000
+            if self._closing or h.gen != self._gen:
+                stale, conn, old = True, None, None
+            elif h.err is not None:
+                return "failed", h.err
+            else:
+                stale = False
+                if resume:
+                    self.resumes += 1
+                    lost = losses(sent, h.ans)
+                    for m in lost:
+                        if self._held.get(m["name"], ("", 0))[1] == m["fencingToken"]:
+                            del self._held[m["name"]]
+                elif self._epoch:
+                    self.restarts += 1  # opened anew
+                self._adopt(h.ans)
+                old, conn = self._conn, Conn(ws, h.gen)
+                if old is not None:
+                    old.moved = True  # its end is no drop
+                self._conn = conn
+                if reconnector:
+                    self._reconnecting = False  # a drop of this socket reconnects again
+                self._cond.notify_all()
+        if stale or conn is None:
+            ws.close()  # never current: dropped without close
+            if h.err is None and not self._closing:
+                self._log.info("leasesvc session: a %s was answered after a later resume went out; ignored",
+                               h.msg["type"])
+            return "stale", h.err
+        for m in lost:
+            self._push("lost", m)
+        for m in h.early:
+            self._dispatch(conn, m)
+        threading.Thread(target=self._read, args=(conn,), name="leasesvc-session-reader", daemon=True).start()
+        if self._heartbeats:
+            self._heartbeat()
+        if old is not None:
+            old.ws.close()  # make before break
+        return "current", None
 
     def _open(self) -> None:
         """Open the session (the first socket), start its threads, and wait
         up to a window for the first heartbeat's acknowledgement."""
-        ws = self._dial()
-        try:
-            ans, early = self._hello(ws, {"type": "open", "windowMs": _ms(self.window)}, "opened")
-        except RateLimitedError as e:
-            raise SessionLimitError(e.detail, status=e.status, code=e.code, retry_after=e.retry_after,
-                                    op=e.op, name=e.name) from e
-        self._adopt(ans)
-        self._install(ws, early)
+        status, err = self._greet(self._dial(), None)
+        if isinstance(err, RateLimitedError) and err.status == 429:
+            raise SessionLimitError(err.detail, status=err.status, code=err.code, retry_after=err.retry_after,
+                                    op=err.op, name=err.name) from err
+        if err is not None:
+            raise err
+        if status != "current":
+            raise UnavailableError("the session closed while it opened")._named("session", "")
         self._log.info("leasesvc session: opened (window %gs)", self.window)
         if self._heartbeats:
             threading.Thread(target=self._beat, name="leasesvc-session-heartbeat", daemon=True).start()
             self._wait_deadline(float("-inf"), self.window)
 
-    def _resume_on(self, ws: _websocket.WebSocket) -> Tuple[List[Dict[str, Any]], int]:
-        """Resume the session on the new socket ``ws``: the leases it did
-        not keep are lost. Returns what arrived before the answer and the
-        count of resumes begun at this one's snapshot (the stamp of
-        ``ws``)."""
-        with self._mu:
-            sent = dict(self._held)
-            sid = self._sid
-            self._gen += 1  # acquires answered on older sockets from now on are not in this snapshot
-            gen = self._gen
-        leases = [{"name": n, "holder": h, "fencingToken": t} for n, (h, t) in sorted(sent.items())]
-        ans, early = self._hello(ws, {"type": "resume", "sessionId": sid, "windowMs": _ms(self.window),
-                                      "leases": leases}, "resumed")
-        self._adopt(ans)
-        kept: Dict[str, int] = {}
-        for x in ans.get("leases") or []:
-            if isinstance(x, dict) and x.get("held"):
-                kept[str(x.get("name", ""))] = int(x.get("fencingToken") or 0)
-        reasons = {str(x.get("name", "")): x for x in ans.get("lost") or [] if isinstance(x, dict)}
-        for name, (holder, token) in sent.items():
-            if kept.get(name) == token:
-                continue
-            why = reasons.get(name) or {"name": name, "fencingToken": token, "reason": "lost"}
-            self._push("lost", {"type": "lost", "name": name, "fencingToken": token,
-                                "reason": str(why.get("reason", "lost"))})
-        return early, gen
-
-    def _install(self, ws: _websocket.WebSocket, early: List[Dict[str, Any]],
-                 gen: Optional[int] = None) -> Optional[_Conn]:
-        """Make ``ws`` the socket requests and heartbeats go to (ending a
-        reconnect), stamped ``gen`` (its resume's; by default the count of
-        resumes begun now), start its reader, and send a heartbeat at once;
-        None (and ``ws`` closed) when the session closed meanwhile, or when
-        a newer resume began (a move's resume raced a reconnect: the newer
-        one's socket becomes current)."""
-        with self._mu:
-            conn = _Conn(ws, self._gen if gen is None else gen)
-            if self._closing or conn.gen != self._gen:
-                closing = True
-            else:
-                closing = False
-                self._conn = conn
-                self._reconnecting = False  # a drop of this socket reconnects again
-                self._cond.notify_all()
-        if closing:
-            ws.close()
-            return None
-        for msg in early:
-            self._dispatch(conn, msg)
-        threading.Thread(target=self._read, args=(conn,), name="leasesvc-session-reader", daemon=True).start()
-        if self._heartbeats:
-            self._heartbeat()
-        return conn
-
-    def _read(self, conn: _Conn) -> None:
+    def _read(self, conn: Conn) -> None:
         """The reader of one socket; on its end, the requests waiting on it
-        fail and, unless it was replaced or closed, the session reconnects."""
+        fail and, unless it was replaced or closed, the session reconnects
+        (also when a resume that retired it is still unanswered: a later
+        resume goes out)."""
         why: BaseException
         while True:
             try:
@@ -753,19 +781,19 @@ class Session:
             for call in calls:
                 if not call.done.is_set():
                     call.err = UnavailableError(f"the session's socket closed before the answer: {why}")
+                    call.dropped = True
                     call.done.set()
-            current = self._conn is conn
-            if current:
+            installed = self._conn is conn
+            if installed:
                 self._conn = None
-            closing = self._closing
-            start = current and not closing and not conn.moved and not self._reconnecting
+            start = installed and not self._closing and not conn.moved and not self._reconnecting
             if start:
                 self._reconnecting = True
         if start:
             self._log.warning("leasesvc session: the socket dropped (%s); resuming", why)
             threading.Thread(target=self._reconnect, name="leasesvc-session-reconnect", daemon=True).start()
 
-    def _dispatch(self, conn: _Conn, msg: Dict[str, Any]) -> None:
+    def _dispatch(self, conn: Conn, msg: Dict[str, Any]) -> None:
         typ = msg.get("type")
         re_ = msg.get("re")
         if typ == "ack":
@@ -781,33 +809,33 @@ class Session:
                         call.vouched = self._take(conn, call, msg.get("lease"))
                     call.answer = msg
                     call.done.set()
-            if late and call.op == "acquire" and typ == "result":
+            if late and typ == "result" and call.op == "acquire":
                 self._release_late(call, msg.get("lease"))
+            elif late and typ == "result" and call.op in ("release", "transfer"):
+                self._forget(call.name, call.token)  # done after all
         elif typ == "error":
             p = msg.get("problem") if isinstance(msg.get("problem"), dict) else {}
             self._log.warning("leasesvc session: the service refused the socket: %s %s", p.get("code", ""),
                               p.get("detail", ""))
         elif typ in ("lost", "revoked", "yield"):
-            if not conn.moved:  # (the new socket's instance tells what still matters)
-                self._push(str(typ), msg)
+            self._push(str(typ), msg, conn)
         elif typ == "move":
             threading.Thread(target=self._move, args=(conn, str(msg.get("reason", ""))),
                              name="leasesvc-session-move", daemon=True).start()
         else:
             self._log.debug("leasesvc session: ignored a message of type %r", typ)
 
-    def _take(self, conn: _Conn, call: _Call, lease: Any) -> bool:
+    def _take(self, conn: Conn, call: Call, lease: Any) -> bool:
         """(Under the lock.) An acquire answered on ``conn`` with ``lease``:
         put the holding in the table, so that every resume whose snapshot
-        comes later lists it, and tell whether it is vouched for: no resume
-        began since ``conn`` became current, so ``conn`` is the socket of the
-        latest resume (or of the open) and its acks cover the holding."""
+        comes later lists it, and tell whether it is vouched for: ``conn`` is
+        still current (no resume went out since), so its acks cover it."""
         if not isinstance(lease, dict) or not lease.get("held") or str(lease.get("holder", "")) != call.holder:
             return True
         self._held[str(lease.get("name") or call.name)] = (call.holder, int(lease.get("fencingToken") or 0))
         return conn.gen == self._gen
 
-    def _release_late(self, call: _Call, lease: Any) -> None:
+    def _release_late(self, call: Call, lease: Any) -> None:
         """An acquire the caller gave up on succeeded after all: release it."""
         if not isinstance(lease, dict) or not lease.get("held") or str(lease.get("holder", "")) != call.holder:
             return
@@ -827,64 +855,56 @@ class Session:
         return Backoff(initial, max(initial, min(self.window, 5.0)), 2.0)
 
     def _reconnect(self, delay: float = 0.0) -> None:
-        """Resume on a new socket (after ``delay`` seconds) until it works or
-        the session closes; a session the service ended is opened anew (its
-        leases are lost)."""
+        """(The one reconnect thread.) Resume on a new socket (after
+        ``delay`` seconds) until a socket is current or the session closes;
+        a session the service ended is opened anew (its leases are lost), a
+        ``session_conflict`` is resumed again above the epoch it names."""
         n = 0
         backoff = self._backoff()
-        installed = False
-        try:
-            if delay > 0:
-                with self._mu:
-                    self._cond.wait_for(lambda: self._closing, timeout=delay)
-            while not self._closing:
-                with self._mu:
-                    if self._conn is not None:
-                        return  # a move installed a new socket meanwhile
-                ws: Optional[_websocket.WebSocket] = None
-                try:
-                    ws = self._dial()
-                    gen: Optional[int] = None
-                    if self._sid:
-                        early, gen = self._resume_on(ws)
-                        self.resumes += 1
-                        self._log.info("leasesvc session: resumed on a new socket")
+        if delay > 0:
+            with self._mu:
+                self._cond.wait_for(lambda: self._closing, timeout=delay)
+        while True:
+            with self._mu:
+                if self._closing or self._conn is not None:  # closed, or a move installed a socket
+                    self._reconnecting = False
+                    return
+            try:
+                resume = bool(self._sid)
+                status, err = self._greet(self._dial(), None, reconnector=True)
+                if status == "current":
+                    if resume:
+                        self._log.info("leasesvc session: resumed on a new socket (epoch %d)", self._epoch)
                     else:
-                        ans, early = self._hello(ws, {"type": "open", "windowMs": _ms(self.window)}, "opened")
-                        self._adopt(ans)
-                        self.restarts += 1
                         self._log.warning("leasesvc session: opened anew (window %gs)", self.window)
-                    installed = True
-                    if self._install(ws, early, gen) is None and not self._closing:
-                        installed = False  # a move's resume began after this one's: it or a new resume takes over
-                        continue
                     return
-                except SessionsUnsupportedError as e:  # the service no longer offers sessions
-                    self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
-                    threading.Thread(target=self.close, name="leasesvc-session-close", daemon=True).start()
-                    return
-                except NotFoundError as e:  # session_not_found: the service ended it
-                    self._log.warning("leasesvc session: the service ended the session (%s); its leases are lost", e)
-                    with self._mu:
-                        self._sid = ""
-                    self._lose_all("expired")
-                    continue
-                except LeaseError as e:
-                    self._log.warning("leasesvc session: reconnect failed: %s", e)
-                with self._mu:
-                    self._cond.wait_for(lambda: self._closing, timeout=backoff.delay(min(n, 16)))
-                n += 1
-        finally:
-            if not installed:
+                if err is not None:
+                    raise err
+                continue  # not sent, or overtaken: see above
+            except SessionsUnsupportedError as e:  # the service no longer offers sessions
+                self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
                 with self._mu:
                     self._reconnecting = False
+                threading.Thread(target=self.close, name="leasesvc-session-close", daemon=True).start()
+                return
+            except NotFoundError as e:  # session_not_found: the service ended it
+                self._log.warning("leasesvc session: the service ended the session (%s); its leases are lost", e)
+                with self._mu:
+                    self._sid = ""
+                self._lose_all("expired")
+                continue
+            except LeaseError as e:
+                self._log.warning("leasesvc session: reconnect failed: %s", e)
+            with self._mu:
+                self._cond.wait_for(lambda: self._closing, timeout=backoff.delay(min(n, 16)))
+            n += 1
 
-    def _move(self, old: _Conn, reason: str) -> None:
+    def _move(self, old: Conn, reason: str) -> None:
         """The service asks the session to move: resume on a new socket,
         then close the old one (make before break)."""
         with self._mu:
-            if self._conn is not old or self._moving or self._closing:
-                return
+            if self._conn is not old or old.gen != self._gen or self._moving or self._closing:
+                return  # (a retired socket's move is ignored)
             self._moving = True
         self._log.info("leasesvc session: moving to a new socket (%s)", reason or "asked")
         try:
@@ -893,30 +913,20 @@ class Session:
             except LeaseError as e:
                 self._log.warning("leasesvc session: move failed (%s); resuming once the old socket closes", e)
                 return
-            try:
-                early, gen = self._resume_on(ws)
-            except LeaseError as e:
+            status, err = self._greet(ws, old)
+            if status == "failed":
                 # The resume went out: the new instance may own the session
                 # now and count the window from its last message, while the
                 # old one still acks. Nothing more goes on the old socket.
                 self._log.warning("leasesvc session: the resume of a move failed after it was sent (%s); "
-                                  "abandoning the old socket and resuming again", e)
+                                  "abandoning the old socket and resuming again", err)
                 self._abandon_conn(old)
-                return
-            with self._mu:
-                if self._closing:
-                    ws.close()
-                    return
-                old.moved = True
-            if self._install(ws, early, gen) is not None:
-                self.resumes += 1
-            old.ws.close()
         finally:
             with self._mu:
                 self._moving = False
 
-    def _abandon_conn(self, old: _Conn) -> None:
-        """A resume sent while ``old`` was current failed, its outcome
+    def _abandon_conn(self, old: Conn) -> None:
+        """A resume sent while ``old`` was installed failed, its outcome
         unknown: close ``old`` (no heartbeat or request goes on it any more,
         its end is no drop and its pushes no longer count) and resume again
         on a new socket after the reconnect backoff."""
@@ -935,37 +945,29 @@ class Session:
     # --- closing --------------------------------------------------------
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Close the session: send ``close`` (the service releases every
-        lease of the session at once), wait up to ``timeout`` seconds
-        (default: the client's request timeout) for the answer, close the
-        socket and stop the threads. Closing twice is harmless."""
+        """Close the session: send ``close`` on the current socket (the
+        service releases every lease of the session at once), wait up to
+        ``timeout`` seconds (default: the client's request timeout) for the
+        answer, close the socket and stop the threads. With a resume still
+        unanswered no socket is current: the sockets close without ``close``
+        and the service ends the session a window later. Closing twice is
+        harmless."""
         with self._mu:
             if self._closing:
                 return
             self._closing = True
             conn = self._conn
+            current = conn is not None and conn.gen == self._gen
             self._cond.notify_all()
         if conn is not None:
-            call = _Call("close", "", "")
+            call = Call("close", "", "")
             try:
-                self._send(conn, {"type": "close"}, call)
-                call.done.wait(self._c.request_timeout if timeout is None else timeout)
+                if current:
+                    self._send(conn, {"type": "close"}, call)
+                    call.done.wait(self._c.request_timeout if timeout is None else timeout)
             except _websocket.ConnectionClosedError:
                 pass
             conn.ws.close()
         self._lose_all("closed")
         self._done.set()
         self._log.info("leasesvc session: closed")
-
-
-def _problem(p: Any) -> LeaseError:
-    """The typed error of an ``error`` message's problem."""
-    from .client import problem_error
-
-    if not isinstance(p, dict):
-        return InternalError("session: an error without a problem")
-    try:
-        status = int(p.get("status") or 0)
-    except (TypeError, ValueError):
-        status = 0
-    return problem_error(status or 500, None, json.dumps(p).encode())

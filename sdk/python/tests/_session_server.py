@@ -1,9 +1,13 @@
 """Test support: a fake of the service's sessions route (docs/contract.md
 §14) over the byte-level WebSocket server of _ws_support. It keeps leases
 in memory, answers open, resume, heartbeat, acquire, renew, release,
-transfer and close as the service does, and lets a test withhold acks, hold
-acquires and resumes, push lost/revoked/yield/move, drop a socket, and
-refuse the upgrade or a resume."""
+transfer and close as the service does (v2: a resume proposes its epoch and
+takes the session only above the stored one, else 409 session_conflict; a
+socket whose session moved to a later epoch answers lease operations 503
+and acks nothing), and lets a test withhold acks, hold acquires, releases
+and resumes (each held resume answerable on its own), hold back what a
+socket sends, push lost/revoked/yield/move, drop a socket, and refuse the
+upgrade or a resume."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ._ws_support import FakeServer, Handshake, ServerConn, close_payload, server_frame, upgrade_answer
 
 WINDOW_MS = 1000
+V2 = "leasesvc.session.v2"
 
 
 def refusal(status: int, code: str) -> Callable[[Handshake], bytes]:
@@ -55,25 +60,53 @@ def open_refused(status: int, code: str) -> Callable[[Any], None]:
     return answer
 
 
+def _unavailable(i: Any) -> Dict[str, Any]:
+    """The answer to a lease operation that reached a session that ended on
+    its socket (moved to a later epoch): 503, retry through the resumed
+    session."""
+    return {"type": "error", "re": i, "problem": {"type": "about:blank", "title": "unavailable", "status": 503,
+                                                  "code": "unavailable", "detail": "the session moved"}}
+
+
 class Conn:
     """One socket of the fake: what it received, and how to write to it."""
 
-    def __init__(self, sc: ServerConn, index: int) -> None:
+    def __init__(self, sc: ServerConn, index: int, hold_output: bool = False) -> None:
         self.sc = sc
         self.index = index
+        offered = sc.handshake.protocols()
+        self.protocol = offered[0] if offered else ""  # (upgrade_answer chooses the first offered)
         self.sid = ""
+        self.epoch = 0  # the session's epoch this socket's open or resume took
         self.mu = threading.Lock()
         self.received: List[Dict[str, Any]] = []
         self.ended = threading.Event()  # the handler saw the socket end
         self.close_frame: Optional[int] = None  # the client's close code, if it sent one
+        self.go = threading.Event()  # answer this socket's held resume now
+        self.held_out: Optional[List[bytes]] = [] if hold_output else None  # frames held back
 
     def send(self, msg: Dict[str, Any]) -> None:
-        data = server_frame(0x1, json.dumps(msg).encode())
+        self.send_raw(server_frame(0x1, json.dumps(msg).encode()))
+
+    def send_raw(self, data: bytes) -> None:
         with self.mu:
+            if self.held_out is not None:
+                self.held_out.append(data)
+                return
             try:
                 self.sc.send(data)
             except OSError:
                 pass
+
+    def flush(self) -> None:
+        """Send what was held back, and from now on send at once."""
+        with self.mu:
+            held, self.held_out = self.held_out or [], None
+            for data in held:
+                try:
+                    self.sc.send(data)
+                except OSError:
+                    pass
 
     def drop(self) -> None:
         """End the TCP connection without a close frame."""
@@ -97,7 +130,9 @@ class FakeSessionService:
         self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
         self.acquire_problem: Optional[Dict[str, Any]] = None  # answer acquires with this problem
         self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
-        self.hold_resumes = threading.Event()  # while set, resumes are answered only once it clears (or never)
+        self.hold_resumes = threading.Event()  # while set, resumes are answered once it clears or answer_resume()
+        self.hold_releases = threading.Event()  # while set, releases are answered only once it clears
+        self.hold_output = False  # sockets accepted while set hold back what the fake sends (Conn.flush)
         self.conns: List[Conn] = []
         self.sessions: Dict[str, Dict[str, Any]] = {}
         self.leases: Dict[str, Dict[str, Any]] = {}
@@ -141,6 +176,16 @@ class FakeSessionService:
     def push(self, msg: Dict[str, Any], conn: int = -1) -> None:
         self.conn(conn).send(msg)
 
+    def answer_resume(self, conn: int) -> None:
+        """Handle the resume held on socket ``conn`` now (the other held
+        ones stay held)."""
+        self.conn(conn).go.set()
+
+    def epoch(self, sid: str) -> int:
+        """The stored epoch of session ``sid``."""
+        with self.lock:
+            return int(self.sessions[sid]["epoch"])
+
     def lease(self, name: str) -> Dict[str, Any]:
         with self.lock:
             return dict(self.leases[name])
@@ -149,7 +194,7 @@ class FakeSessionService:
 
     def _serve(self, sc: ServerConn) -> None:
         with self.lock:
-            c = Conn(sc, len(self.conns))
+            c = Conn(sc, len(self.conns), self.hold_output)
             self.conns.append(c)
             self.lock.notify_all()
         try:
@@ -191,15 +236,24 @@ class FakeSessionService:
         d.pop("_sid", None)
         return d
 
+    def _moved(self, c: Conn) -> bool:
+        """(Under the lock.) Whether the session of ``c`` moved to a later
+        epoch (or ended): the instance of ``c`` no longer owns it."""
+        s = self.sessions.get(c.sid)
+        return s is None or int(s["epoch"]) > c.epoch
+
     def _handle(self, c: Conn, m: Dict[str, Any]) -> bool:
         """Answer one message; True when the socket is done."""
         typ, i = m.get("type"), m.get("id")
         with self.lock:
-            if typ == "open":
+            if typ in ("acquire", "renew", "release", "transfer", "heartbeat") and self._moved(c):
+                # the session ended on this socket: no ack, and lease operations are retryable
+                ans = None if typ == "heartbeat" else _unavailable(i)
+            elif typ == "open":
                 sid = secrets.token_urlsafe(32)
                 w = self.grant_window_ms or int(m.get("windowMs") or WINDOW_MS)
                 self.sessions[sid] = {"epoch": 1, "windowMs": w}
-                c.sid = sid
+                c.sid, c.epoch = sid, 1
                 ans = {"type": "opened", "re": i, "sessionId": sid, "epoch": 1, "windowMs": w,
                        "heartbeatMs": w // 4, "leaseTtlMs": 30000}
             elif typ == "resume" and self.hold_resumes.is_set():
@@ -212,10 +266,13 @@ class FakeSessionService:
             elif typ == "heartbeat":
                 ans = {"type": "ack", "re": i} if self.acking else None
             elif typ == "acquire" and self.hold_acquires.is_set():
-                threading.Thread(target=self._later, args=(c, m), daemon=True).start()
+                threading.Thread(target=self._later, args=(c, m, self.hold_acquires), daemon=True).start()
                 ans = None
             elif typ == "acquire":
                 ans = self._acquire(c, m)
+            elif typ == "release" and self.hold_releases.is_set():
+                threading.Thread(target=self._later, args=(c, m, self.hold_releases), daemon=True).start()
+                ans = None
             elif typ in ("renew", "release", "transfer"):
                 ans = self._holding(c, m)
             elif typ == "close":
@@ -224,7 +281,7 @@ class FakeSessionService:
                         d["held"] = False
                 self.sessions.pop(c.sid, None)
                 c.send({"type": "closed", "re": i})
-                c.sc.send(server_frame(0x8, close_payload(1000)))
+                c.send_raw(server_frame(0x8, close_payload(1000)))
                 return True
             else:
                 ans = {"type": "error", "problem": {"status": 400, "code": "invalid_argument", "detail": "unknown type"}}
@@ -237,15 +294,26 @@ class FakeSessionService:
         refused (the refusal sent and the socket closed)."""
         i = m.get("id")
         sid = str(m.get("sessionId", ""))
+        epoch = m.get("epoch")
+
+        def refuse(status: int, code: str, **extra: Any) -> None:
+            p = dict({"type": "about:blank", "title": code, "status": status, "code": code, "detail": code}, **extra)
+            c.send({"type": "error", "re": i, "problem": p})
+            c.send_raw(server_frame(0x8, close_payload(1008, code)))
+
+        if c.protocol != V2 or not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+            refuse(400, "invalid_argument", errors=[{"field": "epoch", "detail": "required: resumes are ordered by "
+                                                     "the agent; speak leasesvc.session.v2"}])
+            return None
         if self.refuse_resume or sid not in self.sessions:
-            code = self.refuse_resume or "session_not_found"
-            c.send({"type": "error", "re": i, "problem": {"type": "about:blank", "title": code,
-                                                          "status": 404, "code": code, "detail": code}})
-            c.sc.send(server_frame(0x8, close_payload(1008, code)))
+            refuse(404, self.refuse_resume or "session_not_found")
             return None
         s = self.sessions[sid]
-        s["epoch"] += 1
-        c.sid = sid
+        if s["epoch"] >= epoch:  # S1: only a higher epoch takes the session over
+            refuse(409, "session_conflict", epoch=s["epoch"])
+            return None
+        s["epoch"] = epoch
+        c.sid, c.epoch = sid, epoch
         kept, lost = [], []
         for x in m.get("leases") or []:
             name = x.get("name")
@@ -261,9 +329,9 @@ class FakeSessionService:
                 "heartbeatMs": w // 4, "leaseTtlMs": 30000, "leases": kept, "lost": lost}
 
     def _later_resume(self, c: Conn, m: Dict[str, Any]) -> None:
-        """Answer a held resume once resumes are no longer held; never if
-        its socket ended first."""
-        while self.hold_resumes.is_set() and not c.ended.is_set():
+        """Answer a held resume once resumes are no longer held or the test
+        says so (:meth:`answer_resume`); never if its socket ended first."""
+        while self.hold_resumes.is_set() and not c.go.is_set() and not c.ended.is_set():
             time.sleep(0.01)
         if c.ended.is_set():
             return
@@ -272,15 +340,18 @@ class FakeSessionService:
         if ans is not None:
             c.send(ans)
 
-    def _later(self, c: Conn, m: Dict[str, Any]) -> None:
-        """Answer a held acquire once acquires are no longer held; never if
-        its socket ended first."""
-        while self.hold_acquires.is_set() and not c.ended.is_set():
+    def _later(self, c: Conn, m: Dict[str, Any], hold: threading.Event) -> None:
+        """Answer a held acquire or release once ``hold`` clears (as the
+        socket's instance then would); never if its socket ended first."""
+        while hold.is_set() and not c.ended.is_set():
             time.sleep(0.01)
         if c.ended.is_set():
             return
         with self.lock:
-            ans = self._acquire(c, m)
+            if self._moved(c):
+                ans = _unavailable(m["id"])
+            else:
+                ans = self._acquire(c, m) if m["type"] == "acquire" else self._holding(c, m)
         c.send(ans)
 
     def _acquire(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,7 +1,8 @@
 """Sessions against the real leasesvc binary (docs/contract.md §14): an
 Elector holds through a session, the lease JSON says so, a killed agent's
-lease frees within the window (not the TTL), a REST release or a revoke
-ends the term through the session's push, and close releases at once."""
+lease frees within the window (not the TTL), a REST release is refused
+session_held while a revoke ends the term through the session's push, and
+close releases at once."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ class SessionServiceTest(unittest.TestCase):
         r = s.renew(name, "a", lease.fencing_token, checkpoint={"after": "resume"})
         self.assertEqual(r.checkpoint, {"after": "resume"})
 
-    def test_an_elector_through_a_session_loses_its_term_to_a_rest_release(self) -> None:
+    def test_a_rest_release_of_an_electors_session_held_holding_is_refused(self) -> None:
         name = unique("elect")
         terms: List[leasesvc.Term] = []
         started = threading.Event()
@@ -118,9 +119,11 @@ class SessionServiceTest(unittest.TestCase):
         self.assertTrue(any("holding through a session (window 1s)" in x for x in logs.output), logs.output)
         term = terms[0]
         self.assertTrue(self.c.get(name).session)
-        self.c.release(name, "me", term.token)  # the holder's own REST release ends it
-        self.assertTrue(term.wait(5))
-        self.assertIsInstance(term.cause, leasesvc.LeaseLostError)
+        with self.assertRaises(leasesvc.SessionHeldError):  # only its session ends it (docs/contract.md §3)
+            self.c.release(name, "me", term.token)
+        self.assertEqual((self.c.get(name).held, term.cause), (True, None))
+        e.stop(10)  # the release over the socket ends it
+        self.assertFalse(self.c.get(name).held)
 
     def test_a_revoke_ends_the_term(self) -> None:
         name = unique("revoke")

@@ -33,8 +33,8 @@ class SessionTestCase(unittest.TestCase):
         self.addCleanup(f.close)
         return f
 
-    def session(self, f: FakeSessionService, **kw: Any) -> Session:
-        c = leasesvc.Client(f.url, request_timeout=5)
+    def session(self, f: FakeSessionService, request_timeout: float = 5, **kw: Any) -> Session:
+        c = leasesvc.Client(f.url, request_timeout=request_timeout)
         self.addCleanup(c.close)
         s = c.open_session(**kw)
         self.addCleanup(s.close, 1)
@@ -113,7 +113,7 @@ class DeadlineTest(SessionTestCase):
         ids = [m["id"] for m in f.conn().received]
         self.assertEqual(ids, sorted(set(ids)), "ids are unique and increasing on the socket")
         hs = f.server.handshakes.get(timeout=5)
-        self.assertEqual(hs.protocols(), ["leasesvc.session.v1"])
+        self.assertEqual(hs.protocols(), ["leasesvc.session.v2"])
         self.assertTrue(hs.request_line.startswith("GET /v1/sessions:connect "))
 
     def test_bad_window(self) -> None:
@@ -226,7 +226,7 @@ class ReconnectTest(SessionTestCase):
         i, m = f.next("resume")
         self.assertEqual(i, 1)
         self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
-        self.assertEqual(m["sessionId"], f.conn(0).sid)
+        self.assertEqual((m["sessionId"], m["epoch"]), (f.conn(0).sid, 2))
         self.assertEqual(m["windowMs"], 400)
         f.wait(lambda: f.count("heartbeat", conn=1) >= 2)
         self.assertGreater(s._wait_deadline(first, 5) or 0, first, "acks on the new socket move the deadline")
@@ -256,9 +256,10 @@ class ReconnectTest(SessionTestCase):
             s.acquire("x", "me")
             f.acking = False  # nothing arrives any more: a half-open connection looks the same
             i, m = f.next("resume")
-        self.assertEqual(i, 1)
+        self.assertEqual((i, m["epoch"]), (1, 2))
         self.assertEqual(m["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
         f.wait(lambda: f.conn(0).ended.is_set())
+        f.wait(lambda: s.epoch == 2 and f.count("heartbeat", conn=1) >= 1)
 
     def test_a_service_that_no_longer_offers_sessions_closes_the_session(self) -> None:
         f = self.fake()
@@ -440,7 +441,6 @@ class ResumeRaceTest(SessionTestCase):
         s = self.manual(f, clock)
         s.acquire("x", "me")
         self.beat(f, s)
-        got, ev = self.watch(s, "x", 1)
         old = s._conn
         assert old is not None
         f.hold_resumes.set()
@@ -454,9 +454,7 @@ class ResumeRaceTest(SessionTestCase):
         hb = s._send(old, {"type": "heartbeat"}, heartbeat=True)
         old.superseded = superseded
         f.wait(lambda: f.count("heartbeat", conn=0) == 2)  # acked by the old instance
-        f.push({"type": "yield", "name": "x", "fencingToken": 1, "to": "b"}, conn=0)  # read after that ack
-        self.assertTrue(ev.wait(5))
-        self.assertNotIn(hb, s._hb, "the ack was read")
+        f.wait(lambda: hb not in s._hb)  # the ack was read
         self.assertAlmostEqual(s.deadline() or 0, 100.9, msg="the ack of a heartbeat sent after the resume counted")
 
     def test_a_resume_that_fails_after_it_was_sent_abandons_the_old_socket(self) -> None:
@@ -481,22 +479,200 @@ class ResumeRaceTest(SessionTestCase):
         self.assertLessEqual(s.deadline() or 0, 101.0 + 0.9)
         self.assertEqual(len(f.conns), 3)
 
-    def test_a_move_whose_old_socket_dropped_gives_way_to_the_newer_resume(self) -> None:
-        # R1: the socket of the latest resume begun becomes current; an older
-        # resume answered later is closed, whatever the order of answers.
+
+class OrderedResumeTest(SessionTestCase):
+    """Every owner in order (docs/contract.md §14, A1 and A2): resumes
+    propose increasing epochs in the order sent, the socket of the latest
+    resume sent is the only current one, and what a retired socket still
+    delivers is ignored."""
+
+    def two_resumes(self, f: FakeSessionService, s: Session) -> str:
+        """A move's resume held, then the old socket drops: a second resume
+        goes out (sockets 1 and 2). Returns the session id."""
+        s.acquire("x", "me")
+        sid = f.conn(0).sid
+        f.hold_resumes.set()
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        i1, r1 = f.next("resume")
+        f.conn(0).drop()  # while the move's resume is out
+        i2, r2 = f.next("resume")
+        self.assertEqual([(i1, r1["epoch"]), (i2, r2["epoch"])], [(1, 2), (2, 3)], "epochs increase as sent")
+        return sid
+
+    def assert_leads_on(self, f: FakeSessionService, s: Session, sid: str, conn: int, epoch: int) -> None:
+        """Socket ``conn`` alone is current: heartbeats and requests go to
+        it and its acks move the deadline."""
+        f.wait(lambda: f.count("heartbeat", conn=conn) >= 1)
+        d = s.deadline() or 0
+        self.assertGreater(s._wait_deadline(d, 5) or 0, d, "the current socket's acks lead")
+        self.assertEqual((f.epoch(sid), s.epoch, s.resumes, s.held()), (epoch, epoch, 1, {"x": ("me", 1)}))
+        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1)
+        self.assertEqual(f.count("renew", conn=conn), 1, "requests go to the socket of the latest resume")
+
+    def test_two_resumes_in_flight_only_the_later_ones_socket_is_kept(self) -> None:
+        # Issue 36 finding 1: whichever answer arrives first, the socket of
+        # the latest resume sent is kept; the earlier one's is dropped.
+        for first in (1, 2):
+            with self.subTest(answered_first=first):
+                f = self.fake()
+                s = self.session(f)
+                sid = self.two_resumes(f, s)
+                f.answer_resume(first)
+                if first == 1:  # its instance takes the session (2 > 1) and answers resumed: ignored
+                    f.wait(lambda: f.conn(1).ended.is_set())
+                    self.assertEqual((s.epoch, s.resumes), (1, 0), "the earlier resume's answer was adopted")
+                    f.answer_resume(2)
+                else:  # the later one first; the earlier one then finds epoch 3: 409, ignored
+                    f.wait(lambda: f.count("heartbeat", conn=2) >= 1)
+                    f.answer_resume(1)
+                    f.wait(lambda: f.conn(1).ended.is_set())
+                self.assertEqual(f.conn(1).types(), ["resume"], "nothing else (no heartbeat, no close) went to it")
+                self.assert_leads_on(f, s, sid, 2, 3)
+                self.assertEqual(len(f.conns), 3)
+
+    def test_a_late_resumed_after_the_later_resume_succeeded_is_ignored(self) -> None:
         f = self.fake()
         s = self.session(f)
         s.acquire("x", "me")
+        sid = f.conn(0).sid
+        f.hold_output = True  # the move's socket holds back its answer
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        f.next("resume")
+        f.wait(lambda: f.epoch(sid) == 2)  # its instance took the session; the answer waits
+        f.hold_output = False
+        f.conn(0).drop()
+        _, r = f.next("resume")
+        self.assertEqual(r["epoch"], 3)
+        f.wait(lambda: s.epoch == 3 and f.count("heartbeat", conn=2) >= 1)
+        f.conn(1).flush()  # the earlier resume's resumed (epoch 2) arrives now
+        f.wait(lambda: f.conn(1).ended.is_set())
+        self.assertEqual(f.conn(1).types(), ["resume"], "the late resumed's socket got nothing more, no close")
+        self.assert_leads_on(f, s, sid, 2, 3)
+
+    def test_pushes_from_a_retired_socket_are_ignored(self) -> None:
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        s.acquire("x", "me")
+        s.acquire("y", "me")
+        gx, _ = self.watch(s, "x", 1)
+        gy, _ = self.watch(s, "y", 1)
+        f.acking = False
+        n = f.count("heartbeat")
+        self.assertTrue(s._heartbeat())
+        f.wait(lambda: f.count("heartbeat") > n)
+        hb = f.conn(0).received[-1]["id"]
         f.hold_resumes.set()
         f.push({"type": "move", "reason": "shutdown"}, conn=0)
-        self.assertEqual(f.next("resume")[0], 1)
-        f.conn(0).drop()  # while the move's resume is out: the reconnect resumes too
-        self.assertEqual(f.next("resume")[0], 2)
+        f.next("resume")  # socket 0 is retired from here on
+        for push in ({"type": "lost", "name": "x", "fencingToken": 1, "reason": "taken"},
+                     {"type": "revoked", "name": "y", "fencingToken": 1, "reason": "r", "operator": "ops"},
+                     {"type": "yield", "name": "x", "fencingToken": 1, "to": "b"},
+                     {"type": "move", "reason": "max_age"},
+                     {"type": "ack", "re": hb}):  # the ack, read after the pushes, marks them read
+            f.push(push, conn=0)
+        f.wait(lambda: hb not in s._hb)
+        self.assertEqual((gx, gy), ([], []), "a retired socket's push reached a watcher")
+        self.assertEqual(s.held(), {"x": ("me", 1), "y": ("me", 1)})
         f.hold_resumes.clear()
-        f.wait(lambda: f.conn(1).ended.is_set())
-        self.assertEqual(s.renew("x", "me", 1).fencing_token, 1)
-        self.assertEqual(f.count("renew", conn=2), 1, "requests go to the socket of the newer resume")
-        self.assertEqual(s.held(), {"x": ("me", 1)})
+        f.wait(lambda: f.conn(0).ended.is_set() and s.epoch == 2)
+        self.assertEqual((len(f.conns), s.held()), (2, {"x": ("me", 1), "y": ("me", 1)}))
+
+    def test_every_resume_proposes_an_epoch_above_every_one_seen_or_proposed(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        sid = f.conn(0).sid
+        f.conn(0).drop()
+        self.assertEqual(f.next("resume")[0], 1)
+        f.wait(lambda: s.epoch == 2)
+        f.hold_resumes.set()
+        f.conn(1).drop()
+        self.assertEqual(f.next("resume")[0], 2)
+        f.conn(2).drop()  # that resume is never answered: its epoch was proposed all the same
+        self.assertEqual(f.next("resume")[0], 3)
+        f.hold_resumes.clear()
+        f.wait(lambda: s.epoch == 4)
+        with f.lock:
+            f.sessions[sid]["epoch"] = 9  # the service has seen epoch 9 (say, a resume the agent forgot)
+        f.conn(3).drop()
+        f.wait(lambda: s.epoch == 10)  # 5 was refused 409 session_conflict (epoch 9): resumed again above it
+        epochs = [m["epoch"] for _, m in sorted((c.index, m) for c in f.conns for m in c.received
+                                                if m["type"] == "resume")]
+        self.assertEqual(epochs, [2, 3, 4, 5, 10])
+        self.assertEqual((f.epoch(sid), s.resumes), (10, 3))
+
+
+class EndingAcrossResumesTest(SessionTestCase):
+    """A release cut off by its socket's session (docs/contract.md §14,
+    step 6) stays in the table and goes again through the resumed session."""
+
+    def release_async(self, s: Session) -> Tuple[Dict[str, Any], threading.Event]:
+        got: Dict[str, Any] = {}
+        done = threading.Event()
+
+        def release() -> None:
+            try:
+                got["lease"] = s.release("x", "me", 1)
+            except leasesvc.LeaseError as e:
+                got["err"] = e
+            done.set()
+
+        threading.Thread(target=release, daemon=True).start()
+        return got, done
+
+    def test_a_release_answered_503_is_sent_again_through_the_resumed_session(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        sid = f.conn(0).sid
+        old = s._conn
+        assert old is not None
+        f.hold_releases.set()
+        got, done = self.release_async(s)
+        self.assertEqual(f.next("release")[0], 0)
+        f.hold_output = True  # the move's resume is handled, its answer held back
+        f.push({"type": "move", "reason": "shutdown"}, conn=0)
+        _, r = f.next("resume")
+        self.assertEqual(r["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}], "still in the table")
+        f.wait(lambda: f.epoch(sid) == 2)
+        f.hold_releases.clear()  # socket 0's instance no longer owns the session: 503
+        f.wait(lambda: not old.pending)  # that answer was read
+        self.assertFalse(done.is_set() or f.conn(0).ended.is_set())
+        f.conn(1).flush()
+        i, m = f.next("release")
+        self.assertEqual((i, m["name"], m["holder"], m["fencingToken"]), (1, "x", "me", 1))
+        self.assertTrue(done.wait(10))
+        self.assertNotIn("err", got)
+        self.assertFalse(got["lease"].held)
+        self.assertEqual((s.held(), f.lease("x")["held"]), ({}, False))
+
+    def test_a_release_cut_off_by_a_drop_is_sent_again_after_the_resume(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        f.hold_releases.set()
+        got, done = self.release_async(s)
+        self.assertEqual(f.next("release")[0], 0)
+        f.conn(0).drop()
+        _, r = f.next("resume")
+        self.assertEqual(r["leases"], [{"name": "x", "holder": "me", "fencingToken": 1}])
+        self.assertEqual(f.next("release")[0], 1)
+        f.hold_releases.clear()
+        self.assertTrue(done.wait(10))
+        self.assertFalse(got["lease"].held)
+        self.assertEqual((s.held(), f.lease("x")["held"]), ({}, False))
+
+    def test_a_release_whose_holding_the_resume_reports_lost_is_not_sent_again(self) -> None:
+        f = self.fake()
+        s = self.session(f)
+        s.acquire("x", "me")
+        f.hold_releases.set()
+        got, done = self.release_async(s)
+        f.next("release")
+        f.lost_on_resume = ["x"]
+        f.conn(0).drop()
+        self.assertTrue(done.wait(10))
+        self.assertIsInstance(got.get("err"), leasesvc.LeaseLostError)
+        self.assertEqual((f.count("release"), s.held()), (1, {}))
 
 
 class PushTest(SessionTestCase):

@@ -1,0 +1,165 @@
+"""The socket side of :class:`leasesvc.Session` (docs/contract.md §14):
+dialling, the bookkeeping of one socket and of one request, reading the
+answer to ``open`` or ``resume``, and what a ``resumed`` answer says was
+lost. Nothing here holds the session's lock; :mod:`leasesvc.session`
+decides."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import _websocket
+from .errors import InternalError, InvalidArgumentError, LeaseError, SessionsUnsupportedError, UnavailableError
+
+#: The WebSocket subprotocol of sessions: v2, whose resumes carry the
+#: epoch the agent proposes (docs/contract.md §14, Old clients).
+SUBPROTOCOL = "leasesvc.session.v2"
+#: The statuses of an upgrade that mean "no sessions here".
+UNSUPPORTED_STATUSES = (404, 405, 501)
+
+
+def ms(seconds: float) -> int:
+    """Seconds as whole milliseconds."""
+    return int(round(seconds * 1000))
+
+
+def problem(p: Any) -> LeaseError:
+    """The typed error of an ``error`` message's problem."""
+    from .client import problem_error
+
+    if not isinstance(p, dict):
+        return InternalError("session: an error without a problem")
+    try:
+        status = int(p.get("status") or 0)
+    except (TypeError, ValueError):
+        status = 0
+    return problem_error(status or 500, None, json.dumps(p).encode())
+
+
+class Call:
+    """One request awaiting its answer (its state guarded by the session's
+    lock)."""
+
+    __slots__ = ("op", "name", "holder", "token", "done", "answer", "err", "abandoned", "vouched", "dropped")
+
+    def __init__(self, op: str, name: str, holder: str, token: int = 0) -> None:
+        self.op, self.name, self.holder, self.token = op, name, holder, token
+        self.done = threading.Event()
+        self.answer: Optional[Dict[str, Any]] = None
+        self.err: Optional[LeaseError] = None
+        self.abandoned = False  # the caller stopped waiting
+        # an acquire's holding was answered on the current socket (that of
+        # the latest open or resume sent), so that socket's acks vouch for it
+        self.vouched = True
+        self.dropped = False  # the socket ended before the answer
+
+
+class Conn:
+    """One socket of the session and the requests sent on it."""
+
+    def __init__(self, ws: _websocket.WebSocket, gen: int) -> None:
+        self.ws = ws
+        #: the stamp of this socket's open or resume: the session's count of
+        #: opens and resumes sent when it went out. The socket is current
+        #: while no later one was sent (docs/contract.md §14, A2).
+        self.gen = gen
+        self.pending: Dict[int, Call] = {}
+        self.moved = False  # replaced by a newer socket: its end is no drop
+        self.last_rx = time.monotonic()  # when a message last arrived on it
+        #: the session clock's time a resume was first sent on a newer
+        #: socket: no heartbeat goes out on this one after it, and its acks
+        #: count only for heartbeats sent before it
+        self.superseded: Optional[float] = None
+
+
+class Hello:
+    """One ``open`` or ``resume`` sent on a new socket: its stamp (see
+    :attr:`Conn.gen`), the message, and what came back (the answer and what
+    arrived before it, or the error)."""
+
+    def __init__(self, gen: int, msg: Dict[str, Any]) -> None:
+        self.gen = gen
+        self.msg = msg
+        self.ans: Dict[str, Any] = {}
+        self.early: List[Dict[str, Any]] = []
+        self.err: Optional[LeaseError] = None
+
+
+class Resend(Exception):
+    """(Never leaves the session.) A release or transfer ended with its
+    socket's session, answered ``503 unavailable`` or not answered before the
+    socket closed: the holding stays in the table, and the request goes
+    again once the session is resumed on a newer socket than ``gen``."""
+
+    def __init__(self, gen: int, err: LeaseError) -> None:
+        super().__init__(str(err))
+        self.gen, self.err = gen, err
+
+
+def dial(url: str, headers: Mapping[str, str], timeout: float) -> _websocket.WebSocket:
+    """Open a session socket (the upgrade, authenticated like every
+    request)."""
+    try:
+        return _websocket.connect(url, subprotocols=[SUBPROTOCOL], headers=headers, timeout=timeout)
+    except _websocket.HandshakeError as e:
+        if e.status in UNSUPPORTED_STATUSES:
+            raise SessionsUnsupportedError(f"the service answered the session upgrade with {e.status}",
+                                           status=e.status)._named("session", "") from e
+        if e.status == 0:
+            raise UnavailableError(str(e), cause=e)._named("session", "") from e
+        from .client import problem_error
+
+        raise problem_error(e.status, e.header("Retry-After"), e.body)._named("session", "") from e
+    except ValueError as e:
+        raise InvalidArgumentError(str(e))._named("session", "") from e
+
+
+def read_answer(ws: _websocket.WebSocket, i: int, what: str,
+                timeout: float) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """Read the answer to request ``i`` (an ``open`` or ``resume``, named
+    ``what``) and whatever arrived before it, within ``timeout`` seconds.
+
+    Raises:
+        UnavailableError: the socket closed, or no answer in time.
+        InternalError: an answer that is not JSON.
+    """
+    end = time.monotonic() + timeout
+    early: List[Dict[str, Any]] = []
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise UnavailableError(f"no answer to {what} within {timeout:g} s")
+            try:
+                ans = json.loads(ws.recv(left))
+            except _websocket.ReceiveTimeoutError:
+                continue
+            except ValueError as e:
+                raise InternalError(f"session {what}: the answer is not JSON: {e}") from e
+            if isinstance(ans, dict):
+                if ans.get("re") == i:
+                    return ans, early
+                early.append(ans)
+    except _websocket.ConnectionClosedError as e:
+        raise UnavailableError(f"session {what}: {e}", cause=e) from e
+
+
+def losses(sent: Mapping[str, Tuple[str, int]], ans: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The ``lost`` pushes a ``resumed`` answer stands for: each lease of
+    the resume's list ``sent`` (name → (holder, token)) that it did not
+    keep, with the reason it gives."""
+    kept: Dict[str, int] = {}
+    for x in ans.get("leases") or []:
+        if isinstance(x, dict) and x.get("held"):
+            kept[str(x.get("name", ""))] = int(x.get("fencingToken") or 0)
+    reasons = {str(x.get("name", "")): x for x in ans.get("lost") or [] if isinstance(x, dict)}
+    out = []
+    for name, (_, token) in sorted(sent.items()):
+        if kept.get(name) != token:
+            why = reasons.get(name) or {}
+            out.append({"type": "lost", "name": name, "fencingToken": token,
+                        "reason": str(why.get("reason", "lost"))})
+    return out
