@@ -55,6 +55,7 @@ type config struct {
 	writeSessions    int             // sessionwrites: sessions
 	writeLeases      int             // sessionwrites: leases per session
 	writeDuration    time.Duration   // sessionwrites: how long each arm holds
+	writePlain       bool            // sessionwrites: run the plain-renewal arm too
 	failoverRuns     int             // sessionfailover: runs
 	failoverSessions int             // sessionfailover: sessions on the instance that goes
 	failoverLeases   int             // sessionfailover: leases per session
@@ -122,6 +123,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.writeSessions, "write-sessions", c.writeSessions, "sessionwrites: sessions")
 	fs.IntVar(&c.writeLeases, "write-leases", c.writeLeases, "sessionwrites: leases per session (the plain arm holds as many in all)")
 	fs.DurationVar(&c.writeDuration, "write-duration", c.writeDuration, "sessionwrites: how long each arm holds while its writes are counted")
+	fs.BoolVar(&c.writePlain, "write-plain", true, "sessionwrites: also count the plain-renewal arm (TTL 1 s) of as many leases")
 	fs.IntVar(&c.failoverRuns, "failover-runs", c.failoverRuns, "sessionfailover: runs (SIGKILL and SIGTERM in turn)")
 	fs.IntVar(&c.failoverSessions, "failover-sessions", c.failoverSessions, "sessionfailover: sessions on the instance that goes")
 	fs.IntVar(&c.failoverLeases, "failover-leases", c.failoverLeases, "sessionfailover: leases per session")

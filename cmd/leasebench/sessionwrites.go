@@ -99,6 +99,18 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 		return nil, err
 	}
 	closeAll()
+	perMin := func(n int64, per int, d time.Duration) float64 { return float64(n) / float64(per) / d.Minutes() }
+	sc := "sessionwrites"
+	note := fmt.Sprintf("%s, over %v", how, sElapsed.Round(time.Second))
+	rows := []row{
+		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (lease rows)", Unit: "/min", Service: perMin(sLeases, leases, sElapsed), N: int(sLeases),
+			Note: fmt.Sprintf("%s; %d sessions × %d leases; %d leases lost", note, b.cfg.writeSessions, b.cfg.writeLeases, lost.Load())},
+		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (with the sessions' own records)", Unit: "/min", Service: perMin(sLeases+sRecords, leases, sElapsed), N: int(sLeases + sRecords),
+			Note: fmt.Sprintf("the session records: %.1f writes per session per minute", perMin(sRecords, b.cfg.writeSessions, sElapsed))},
+	}
+	if !b.cfg.writePlain {
+		return rows, nil
+	}
 
 	// Plain renewals at TTL 1 s.
 	ttl := time.Second
@@ -143,17 +155,8 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	perMin := func(n int64, per int, d time.Duration) float64 { return float64(n) / float64(per) / d.Minutes() }
-	sc := "sessionwrites"
-	note := fmt.Sprintf("%s, over %v", how, sElapsed.Round(time.Second))
-	return []row{
-		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (lease rows)", Unit: "/min", Service: perMin(sLeases, leases, sElapsed), N: int(sLeases),
-			Note: fmt.Sprintf("%s; %d sessions × %d leases; %d leases lost", note, b.cfg.writeSessions, b.cfg.writeLeases, lost.Load())},
-		{Scenario: sc, Metric: "writes per held lease per minute, sessions at window 1s (with the sessions' own records)", Unit: "/min", Service: perMin(sLeases+sRecords, leases, sElapsed), N: int(sLeases + sRecords),
-			Note: fmt.Sprintf("the session records: %.1f writes per session per minute", perMin(sRecords, b.cfg.writeSessions, sElapsed))},
-		{Scenario: sc, Metric: "writes per held lease per minute, plain renewals ttl 1s", Unit: "/min", Service: perMin(pLeases, leases, pElapsed), N: int(pLeases),
-			Note: fmt.Sprintf("%d leases renewed every %v for %v; %d renewals failed", leases, (ttl / 3).Round(time.Millisecond), pElapsed.Round(time.Second), fails.Load())},
-	}, nil
+	return append(rows, row{Scenario: sc, Metric: "writes per held lease per minute, plain renewals ttl 1s", Unit: "/min", Service: perMin(pLeases, leases, pElapsed), N: int(pLeases),
+		Note: fmt.Sprintf("%d leases renewed every %v for %v; %d renewals failed", leases, (ttl / 3).Round(time.Millisecond), pElapsed.Round(time.Second), fails.Load())}), nil
 }
 
 // writeCounter counts the rows written to PostgreSQL's leases table by a trigger:
