@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend/memory"
@@ -71,10 +72,12 @@ func TestLateResumeLoses(t *testing.T) {
 // epoch 2 before C takes 3), B's next write finds the session at epoch 3:
 // B stops acking at once and ends the session as moved (S4), touching
 // nothing of C's.
-func TestEarlierOwnerLetsGo(t *testing.T) {
+func TestEarlierOwnerLetsGo(t *testing.T) { synctest.Test(t, earlierOwnerLetsGo) }
+
+func earlierOwnerLetsGo(t *testing.T) {
 	m := manager(t, memory.New())
 	a, b, c := newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{})
-	_, id, l := openHolding(t, a, session.MinWindow, "x")
+	sa, id, l := openHolding(t, a, session.MinWindow, "x")
 	sb, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes())
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +87,11 @@ func TestEarlierOwnerLetsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close(context.Background())
+	defer sa.Close(context.Background())
 	sb.Kick()
-	for b.Len() != 0 {
-		time.Sleep(time.Millisecond) // polling a condition, not a guess
+	synctest.Wait()
+	if b.Len() != 0 {
+		t.Fatal("B still owns the session after its renewal found epoch 3")
 	}
 	if sb.Heartbeat(func() {}) {
 		t.Fatal("B acked after its renewal found the session at epoch 3")
@@ -140,7 +145,9 @@ func (o *order) snapshot() []string {
 // lost, the lost push is queued before any ack decided after the loss,
 // with the reason the failed write found: no backend read stands between
 // (S2). Here the lease was revoked, and reads never answer.
-func TestLostBeforeAck(t *testing.T) {
+func TestLostBeforeAck(t *testing.T) { synctest.Test(t, lostBeforeAck) }
+
+func lostBeforeAck(t *testing.T) {
 	m := manager(t, memory.New())
 	g := &stallGet{Backend: session.Manager{M: m}}
 	r := newRegistry(t, g, session.Config{})
@@ -161,9 +168,11 @@ func TestLostBeforeAck(t *testing.T) {
 	}
 	g.stall.Store(true)
 	s.Kick()
-	for s.Leases() != 1 {
-		time.Sleep(time.Millisecond) // polling a condition, not a guess
+	synctest.Wait()
+	if n := s.Leases(); n != 1 {
+		t.Fatalf("the session holds %d leases after the revoke; want 1", n)
 	}
+	g.stall.Store(false) // let the end of the test read
 	if !s.Heartbeat(o.ack) {
 		t.Fatal("the session stopped acking for its other lease: one loss must not end the rest")
 	}
@@ -194,35 +203,31 @@ func (l lapsedRecord) Renew(ctx context.Context, ref session.Ref, req lease.Rene
 // out is an expiry, not a move: it stops acking at once, and a window
 // later releases its leases (reason session_expired), so that the next
 // holder need not wait a TTL.
-func TestRecordLapseIsExpiry(t *testing.T) {
+func TestRecordLapseIsExpiry(t *testing.T) { synctest.Test(t, recordLapseIsExpiry) }
+
+func recordLapseIsExpiry(t *testing.T) {
 	m := manager(t, memory.New())
 	clock := &offsetClock{}
 	r := newRegistry(t, lapsedRecord{session.Manager{M: m}}, session.Config{Clock: clock})
 	s, _, l := openHolding(t, r, session.MinWindow, "x")
 	clock.off.Store(int64(r.Config().RecordTTL(session.MinWindow) / 3)) // the record's renewal is due
-	ended := time.Now()
 	s.Kick()
-	for r.Len() != 0 {
-		time.Sleep(time.Millisecond) // polling a condition, not a guess
+	synctest.Wait()
+	if r.Len() != 0 {
+		t.Fatal("the session lives on after its record was found run out")
 	}
 	if s.Heartbeat(func() {}) {
 		t.Fatal("acked after the record was found run out")
 	}
-	for {
-		got, err := m.Get(t.Context(), "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !got.Held() {
-			if since := time.Since(ended); since < session.MinWindow {
-				t.Fatalf("released %v after the lapse was found; want a window (%v) at least", since, session.MinWindow)
-			}
-			if got.FencingToken != l.FencingToken || got.SessionKey == "" {
-				t.Fatalf("the lease after the expiry: %+v; want the same token, ended as a session expiry", got)
-			}
-			return
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not a guess
+	time.Sleep(session.MinWindow - time.Millisecond)
+	if got, err := m.Get(t.Context(), "x"); err != nil || !got.Held() {
+		t.Fatalf("the lease %v after the lapse was found: %+v, %v; want held until a window has passed", session.MinWindow-time.Millisecond, got, err)
+	}
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	got, err := m.Get(t.Context(), "x")
+	if err != nil || got.Held() || got.FencingToken != l.FencingToken || got.SessionKey == "" {
+		t.Fatalf("the lease a window after the lapse: %+v, %v; want ended with the same token, as a session expiry", got, err)
 	}
 }
 
