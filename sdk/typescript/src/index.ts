@@ -30,7 +30,7 @@ export {
   UnavailableError,
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
-export { Session, SessionEndedError, SessionsUnsupportedError } from "./session.js";
+export { Session, SessionEndedError, SessionsUnsupportedError, silentMinMs, silentWindows } from "./session.js";
 export type { HoldingWatcher, SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
 export { isNewer, parseEvent } from "./event.js";
 export type { EventType, LeaseEvent } from "./event.js";

@@ -1,100 +1,23 @@
 import { performance } from "node:perf_hooks";
 import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
-import { errorClassOf, InternalError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError, UnavailableError } from "./errors.js";
-import { type Lease, parseLease, parseTime } from "./lease.js";
+import { InternalError, LeaseError, LeaseLostError, RateLimitedError, UnavailableError } from "./errors.js";
+import { type Lease, parseLease } from "./lease.js";
+import {
+  type HoldingWatcher,
+  problemError,
+  type SessionAcquireRequest,
+  type SessionCallOptions,
+  type SessionDeps,
+  SessionEndedError,
+  SessionLimitError,
+  type SessionOptions,
+  type SessionRenewRequest,
+  type SessionTransferRequest,
+} from "./sessiontypes.js";
 import { dial, SessionsUnsupportedError, type Wire } from "./socket.js";
 
-/** Options of a session (Client.openSession). Every field has a default. */
-export interface SessionOptions {
-  /**
-   * The heartbeat window, whole ms within 200 … 60,000 (docs/contract.md
-   * §14): when the service hears no heartbeat for this long it ends every
-   * lease of the session. Heartbeats go every window/4. Default 1,000.
-   */
-  windowMs?: number;
-  /**
-   * The fraction of the window given up to clock-rate differences, 0.01 …
-   * 0.5: the session's deadline is (performance.now() when the last
-   * acknowledged heartbeat was sent) + windowMs × (1 − driftMargin).
-   * Default 0.1.
-   */
-  driftMargin?: number;
-  /** Spaces the reconnections of a dropped socket. Default 50 ms … 1 s, doubling. */
-  reconnectBackoff?: Partial<Backoff>;
-  /** Receives a line when the socket drops, resumes or moves, and when the session ends. Default: none. */
-  logger?: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
-}
-
-/** Asks for a lease through a session: as Client.acquire, without ttlMs (a session lease lives as long as its session). */
-export interface SessionAcquireRequest {
-  holder: string;
-  metadata?: Record<string, unknown>;
-  waitMs?: number;
-  priority?: number;
-  preempt?: boolean;
-}
-
-/** Writes metadata or a checkpoint of a session-held holding (a renew: the session, not the call, keeps it alive). */
-export interface SessionRenewRequest {
-  holder: string;
-  fencingToken: number;
-  metadata?: Record<string, unknown>;
-  checkpoint?: Record<string, unknown>;
-}
-
-/** Hands a session-held holding over (docs/contract.md §8). */
-export interface SessionTransferRequest {
-  holder: string;
-  fencingToken: number;
-  to: string;
-  toPrincipal?: string;
-  checkpoint?: Record<string, unknown>;
-  reserveMs?: number;
-}
-
-/** Options of one session call. */
-export interface SessionCallOptions {
-  /** Aborting it abandons the call (an acquire answered afterwards is released). */
-  signal?: AbortSignal;
-  /** Bounds the call (plus waitMs for an acquire). Default: the Client's requestTimeoutMs. */
-  timeoutMs?: number;
-}
-
-/** The session ended: closed, or the service no longer knows it (it expired while the agent was away). Its leases are gone. */
-export class SessionEndedError extends LeaseError {
-  static override readonly defaultCode: string = "session_ended";
-}
-
-/**
- * The service refused to open a session at its session limit
- * (LEASESVC_MAX_SESSIONS or LEASESVC_MAX_SESSIONS_PER_CALLER: 429
- * resource_exhausted answered to open, docs/contract.md §14). An Elector
- * then holds with plain renewals, and asks for a session again on its
- * next run. (A 429 before the upgrade is the caller's rate limit, a plain
- * RateLimitedError.)
- */
-export class SessionLimitError extends RateLimitedError {}
-
-/** What a holding led through a session hears of it: the Elector's term registers one (Session.watchHolding). */
-export interface HoldingWatcher {
-  /** The holding's fencing token: pushes about other tokens are not for it. */
-  readonly token: number;
-  /** The holding ended: a lost or revoked push (LeaseLostError), or the session ended (SessionEndedError). */
-  lost(err: LeaseError): void;
-  /** A preempting candidate asks the holding to step down (docs/contract.md §8). */
-  yieldTo(to: string): void;
-  /** A heartbeat sent at sentAt was acknowledged: the session's deadline moved to deadline (both performance.now()). */
-  acked(sentAt: number, deadline: number): void;
-}
-
-/** What the Client hands a session. */
-export interface SessionDeps {
-  baseUrl: string;
-  /** The upgrade's headers (credentials, User-Agent), made afresh for each connection. */
-  headers(signal: AbortSignal): Promise<Record<string, string>>;
-  requestTimeoutMs: number;
-  fetch: typeof fetch;
-}
+export type { HoldingWatcher, SessionAcquireRequest, SessionCallOptions, SessionDeps, SessionOptions, SessionRenewRequest, SessionTransferRequest };
+export { problemError, SessionEndedError, SessionLimitError, SessionsUnsupportedError };
 
 /** A request in flight. */
 interface Pending {
@@ -115,7 +38,7 @@ interface Stamp {
   supersededAt: number;
 }
 
-/** What one request needs beyond its message (the acquire uses them). */
+/** What one request needs beyond its message. */
 interface CallHooks {
   /** Added to the call's timeout (an acquire's waitMs). */
   extraMs?: number;
@@ -123,14 +46,27 @@ interface CallHooks {
   onLate?: (msg: Record<string, unknown>) => void;
   /** Gets the answer as it arrives, with the socket it came on, before the call resolves. */
   onAnswer?: (msg: Record<string, unknown>, from: Wire) => void;
-  /** Send only on a socket no resume began after (wait while one is in flight). */
-  current?: boolean;
+  /** Told the socket the request goes on, as it is sent. */
+  onSend?: (wire: Wire) => void;
 }
+
+/** A request's socket closed before its answer: the request may or may not have taken effect. */
+class DroppedError extends UnavailableError {}
 
 type Msg = Record<string, unknown>;
 
 const minWindowMs = 200;
 const maxWindowMs = 60_000;
+
+/**
+ * A socket on which nothing at all arrived for silentWindows windows (and
+ * at least silentMinMs) while heartbeats went out is replaced: it is closed
+ * without close and the session resumes on a new one (docs/contract.md
+ * §14, A3: a paused instance or a half-open connection would otherwise
+ * take the heartbeats until TCP gives up).
+ */
+export const silentWindows = 4;
+export const silentMinMs = 5000;
 
 /**
  * Session is one session (docs/contract.md §14): a WebSocket to the
@@ -153,11 +89,17 @@ const maxWindowMs = 60_000;
  * session to move (its instance shuts down, or the socket is old), it
  * opens a new socket and resumes there before closing the old one. Once
  * a resume is sent no heartbeat goes on an older socket (its instance may
- * have lost the session and still ack); a resume that fails after it was
- * sent closes the old socket too; an acquire answered on a socket that a
- * resume began after is acquired again through the resumed socket before
- * it is returned (that resume did not claim it).
- * close() ends it and releases its leases at once.
+ * have lost the session and still ack), nor any request, and the old
+ * socket's pushes are ignored (the resume says what is still held); a
+ * resume that fails after it was sent closes the old socket too; an
+ * acquire answered on a socket that a resume began after is acquired again
+ * through the resumed socket before it is returned (that resume did not
+ * claim it). Each resume proposes an epoch above every epoch the session
+ * saw or proposed (a 409 session_conflict resumes again higher). A socket
+ * gone silent (silentWindows) is replaced. A release or transfer whose
+ * socket dropped before the answer, or that was answered 503 (the session
+ * ended on that socket), goes again through the resumed socket, which
+ * claimed the holding. close() ends it and releases its leases at once.
  */
 export class Session {
   /** The heartbeat window in ms, as the service granted it. */
@@ -166,7 +108,7 @@ export class Session {
   heartbeatMs = 0;
   /** The TTL the service writes the session's leases with, ms. */
   leaseTtlMs = 0;
-  /** The session's ownership epoch: 1 when opened, + 1 with each resume. */
+  /** The session's ownership epoch, as the latest open or resume answered it: 1 when opened, higher with each resume. */
   epoch = 0;
   /** The fraction of the window given up to clock-rate differences. */
   readonly driftMargin: number;
@@ -187,6 +129,10 @@ export class Session {
    * was not among the holdings that resume claimed.
    */
   #resumes = 0;
+  /** The highest epoch seen (opened, resumed, a conflict) or proposed: the next resume proposes one more (docs/contract.md §14, A1). */
+  #highest = 0;
+  /** performance.now() when a heartbeat first went out on the socket since anything last arrived on it; 0: none since. */
+  #silentSince = 0;
   readonly #stamps = new WeakMap<Wire, Stamp>();
   #lastAck = 0;
   #beatTimer: ReturnType<typeof setInterval> | undefined;
@@ -321,7 +267,7 @@ export class Session {
       try {
         const left = until - performance.now();
         if (unvouched !== 0 && left <= 0) throw new UnavailableError(`leasesvc session acquire "${name}": unavailable: no answer through the resumed socket within ${timeoutMs + waitMs} ms`);
-        l = await this.#call("acquire", name, m, { signal: opts.signal, timeoutMs: left }, { onLate, onAnswer, current: true });
+        l = await this.#call("acquire", name, m, { signal: opts.signal, timeoutMs: left }, { onLate, onAnswer });
       } catch (err) {
         if (unvouched !== 0) {
           // Given up: the holding is not led; let it go.
@@ -360,24 +306,78 @@ export class Session {
     return l;
   }
 
-  /** Ends a session-held holding now, writing opts.checkpoint if given. */
-  async release(name: string, holder: string, fencingToken: number, opts: SessionCallOptions & { checkpoint?: Record<string, unknown> } = {}): Promise<Lease> {
+  /**
+   * Ends a session-held holding now, writing opts.checkpoint if given. A
+   * release whose socket drops before the answer, or that the service
+   * answers 503 (the session ended on that socket meanwhile), goes again
+   * through the resumed socket; LeaseLostError if that resume reports the
+   * holding lost.
+   */
+  release(name: string, holder: string, fencingToken: number, opts: SessionCallOptions & { checkpoint?: Record<string, unknown> } = {}): Promise<Lease> {
     const m: Msg = { type: "release", name, holder, fencingToken };
     if (opts.checkpoint !== undefined) m["checkpoint"] = opts.checkpoint;
-    const l = await this.#call("release", name, m, opts);
-    this.#forget(name, fencingToken);
-    return l;
+    return this.#letGo("release", name, m, opts);
   }
 
-  /** Hands a session-held holding over to req.to (docs/contract.md §8). */
-  async transfer(name: string, req: SessionTransferRequest, opts: SessionCallOptions = {}): Promise<Lease> {
+  /** Hands a session-held holding over to req.to (docs/contract.md §8); sent again through a resumed socket as release is. */
+  transfer(name: string, req: SessionTransferRequest, opts: SessionCallOptions = {}): Promise<Lease> {
     const m: Msg = { type: "transfer", name, holder: req.holder, fencingToken: req.fencingToken, to: req.to };
     if (req.toPrincipal !== undefined) m["toPrincipal"] = req.toPrincipal;
     if (req.checkpoint !== undefined) m["checkpoint"] = req.checkpoint;
     if (req.reserveMs !== undefined) m["reserveMs"] = req.reserveMs;
-    const l = await this.#call("transfer", name, m, opts);
-    this.#forget(name, req.fencingToken);
-    return l;
+    return this.#letGo("transfer", name, m, opts);
+  }
+
+  /**
+   * Sends a release or transfer m of a holding until an answer settles it
+   * (docs/contract.md §14, argument step 6). Its socket dropped before the
+   * answer, or answered 503 unavailable: the holding stays in the table, so
+   * the next resume claims it, and m goes again through the socket of a
+   * resume begun after it was sent (or, a 503 on a socket that stays, the
+   * same one after Retry-After: a backend's 503 ends nothing); a resume
+   * that reports it lost ends the call with LeaseLostError. Answered on a
+   * socket a resume began after (whose resume listed the holding, and may
+   * have claimed it again), it goes again through the current socket too.
+   */
+  async #letGo(op: "release" | "transfer", name: string, m: Msg, opts: SessionCallOptions): Promise<Lease> {
+    const token = num(m["fencingToken"]);
+    const until = performance.now() + (opts.timeoutMs ?? this.#deps.requestTimeoutMs);
+    let done: Lease | undefined;
+    for (;;) {
+      let on: Wire | undefined;
+      let from: Wire | undefined;
+      let retryAt = Infinity;
+      try {
+        const l = await this.#call(op, name, m, { signal: opts.signal, timeoutMs: until - performance.now() }, { onSend: (w) => (on = w), onAnswer: (_, f) => (from = f) });
+        if (from === undefined || this.#current(from) || this.#held.get(name)?.token !== token) {
+          this.#forget(name, token);
+          return l;
+        }
+        done = l;
+        this.#log.info(`leasesvc session: a ${op} was answered on a socket a resume replaced; sending it again through the resumed one`, { name, fencingToken: token });
+      } catch (err) {
+        if (err instanceof LeaseLostError && done !== undefined) return done;
+        const again = err instanceof DroppedError || (err instanceof UnavailableError && err.status === 503 && err.code === "unavailable");
+        if (!again || on === undefined || this.#held.get(name)?.token !== token) throw err;
+        if (!(err instanceof DroppedError)) retryAt = performance.now() + 1000; // Retry-After: 1
+        this.#log.info(`leasesvc session: a ${op} is sent again through the resumed socket`, { name, fencingToken: token, err: String(err) });
+      }
+      // Wait for a socket whose resume began after the attempt was sent.
+      const after = on === undefined ? -1 : (this.#stamps.get(on)?.resumes ?? -1);
+      for (;;) {
+        if (this.#ended !== undefined) throw this.#ended;
+        if (this.#held.get(name)?.token !== token) {
+          if (done !== undefined) return done;
+          throw new LeaseLostError(`leasesvc session ${op} "${name}": the holding was lost while the session resumed`, { status: 409 });
+        }
+        const w = this.#wire;
+        if (w !== undefined && this.#current(w) && ((this.#stamps.get(w)?.resumes ?? -1) > after || performance.now() >= retryAt)) break;
+        const left = until - performance.now();
+        if (left <= 0) throw new UnavailableError(`leasesvc session ${op} "${name}": unavailable: not answered through a resumed socket within the timeout`);
+        await Promise.race([this.#connected.p, sleep(Math.min(left, retryAt - performance.now()), opts.signal)]);
+        opts.signal?.throwIfAborted();
+      }
+    }
   }
 
   /**
@@ -452,8 +452,11 @@ export class Session {
         }
         if (msg["re"] !== id && msg["type"] !== "error") return;
         clearTimeout(timer);
-        if (msg["type"] === "error") reject(problemError(String(m["type"]), "", msg["problem"]));
-        else resolve(msg);
+        if (msg["type"] !== "error") return resolve(msg);
+        const err = problemError(String(m["type"]), "", msg["problem"]);
+        // A conflict names the session's epoch: the next resume proposes above it (A1).
+        if (err.code === "session_conflict") this.#highest = Math.max(this.#highest, num((msg["problem"] as Msg | undefined)?.["epoch"]));
+        reject(err);
       };
       wire.onClose = (code) => {
         clearTimeout(timer);
@@ -468,6 +471,8 @@ export class Session {
     const old = this.#wire;
     this.#stamps.set(wire, { resumes, supersededAt: Infinity });
     this.epoch = num(msg["epoch"]);
+    this.#highest = Math.max(this.#highest, this.epoch);
+    this.#silentSince = 0;
     this.windowMs = num(msg["windowMs"]) || this.windowMs;
     this.heartbeatMs = num(msg["heartbeatMs"]) || Math.floor(this.windowMs / 4);
     this.leaseTtlMs = num(msg["leaseTtlMs"]);
@@ -524,8 +529,19 @@ export class Session {
     // Once a resume went out on a new socket, the old one's instance may
     // have lost the session without knowing yet: it would still ack.
     if (wire === undefined || this.#ended !== undefined || !this.#current(wire)) return;
-    const id = this.#nextId++;
     const now = performance.now();
+    if (this.#silentSince === 0) this.#silentSince = now;
+    else if (now - this.#silentSince >= Math.max(silentWindows * this.windowMs, silentMinMs)) {
+      // Gone silent (A3), unless answers only waited unread behind a
+      // stalled event loop: decide once they are read (the check phase
+      // follows the poll phase).
+      const since = this.#silentSince;
+      setImmediate(() => {
+        if (this.#wire === wire && this.#silentSince === since) this.#replace(wire, "nothing arrived on the socket while heartbeats went out");
+      });
+      return;
+    }
+    const id = this.#nextId++;
     this.#beats.set(id, { at: now, wire });
     // Heartbeats never acknowledged (the service cannot vouch for the leases) are forgotten after two windows.
     for (const [k, { at }] of this.#beats) {
@@ -543,6 +559,7 @@ export class Session {
       this.#log.warn("leasesvc session: unreadable message", { text: text.slice(0, 200) });
       return;
     }
+    if (wire === this.#wire) this.#silentSince = 0;
     const type = msg["type"];
     const re = typeof msg["re"] === "number" ? msg["re"] : undefined;
     if (type === "ack" && re !== undefined) {
@@ -572,7 +589,8 @@ export class Session {
       this.#log.warn("leasesvc session: the service refused the socket", { problem: msg["problem"] });
       return; // it closes the socket next: onClose reconnects
     }
-    if (wire !== this.#wire) return; // pushes of a socket left behind are stale
+    // A socket a resume went out after is retired (A2): its pushes are stale, the resume says what is held.
+    if (wire !== this.#wire || !this.#current(wire)) return;
     const name = String(msg["name"] ?? "");
     const token = num(msg["fencingToken"]);
     switch (type) {
@@ -628,19 +646,26 @@ export class Session {
     void this.#reconnect("drop");
   }
 
-  /** Gives wire up at once: closed, its requests failed, no more heartbeats or requests on it. */
-  #abandonWire(wire: Wire): void {
-    this.#log.warn("leasesvc session: the resume's outcome is unknown; closing the old socket");
+  /** Gives wire up at once, without close (the session lives on): closed, its requests failed, no more heartbeats or requests on it. */
+  #abandonWire(wire: Wire, why = "the resume's outcome is unknown"): void {
+    this.#log.warn(`leasesvc session: ${why}; closing the old socket`);
     if (this.#wire === wire) this.#wire = undefined;
     wire.close(1000);
     this.#failPending(wire);
+  }
+
+  /** Gives the current socket up and resumes on a new one. */
+  #replace(wire: Wire, why: string): void {
+    if (wire !== this.#wire || this.#ended !== undefined) return;
+    this.#abandonWire(wire, why);
+    void this.#reconnect("drop");
   }
 
   #failPending(wire: Wire): void {
     for (const [id, p] of this.#pending) {
       if (p.wire !== wire) continue;
       this.#pending.delete(id);
-      p.reject(new UnavailableError("leasesvc session: the socket closed before the answer"));
+      p.reject(new DroppedError("leasesvc session: the socket closed before the answer"));
     }
   }
 
@@ -654,18 +679,21 @@ export class Session {
             wire.close(1000);
             return;
           }
-          // The holdings this resume claims are listed and the resume
-          // counted at once, and it is sent right after (#handshake sends
-          // synchronously): a holding answered from now on a socket that
-          // became the session's before is not among them.
+          // The holdings this resume claims are listed, the resume counted
+          // and its epoch recorded as proposed at once (A1: a resume begun
+          // after, even with this one unanswered, proposes more), and it is
+          // sent right after (#handshake sends synchronously): a holding
+          // answered from now on a socket that became the session's before
+          // is not among them.
           const resumes = ++this.#resumes;
+          const epoch = ++this.#highest;
           const leases = [...this.#held].map(([name, h]) => ({ name, holder: h.holder, fencingToken: h.token }));
           const old = this.#wire;
           const stamp = old === undefined ? undefined : this.#stamps.get(old);
           if (stamp !== undefined && stamp.supersededAt === Infinity) stamp.supersededAt = performance.now();
           let resumed: Msg;
           try {
-            resumed = await this.#handshake(wire, { type: "resume", sessionId: this.#sessionId, windowMs: this.windowMs, leases });
+            resumed = await this.#handshake(wire, { type: "resume", sessionId: this.#sessionId, epoch, windowMs: this.windowMs, leases });
           } catch (err) {
             wire.close(1000);
             // Sent, the resume may have taken the session from the old
@@ -674,6 +702,11 @@ export class Session {
             // as well).
             if (old !== undefined && old === this.#wire) this.#abandonWire(old);
             throw err;
+          }
+          if (this.#ended !== undefined || resumes !== this.#resumes) {
+            // Answered on a socket no longer current (A2): ignored, dropped.
+            wire.close(1000);
+            return;
           }
           this.#install(wire, resumed, resumes);
           this.#log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: this.epoch });
@@ -690,7 +723,8 @@ export class Session {
             this.#end(new SessionEndedError(`leasesvc session: ended: ${err.message}`, { status: err.status, cause: err }));
             return;
           }
-          this.#log.warn("leasesvc session: reconnect failed", { err: String(err), attempt: n + 1 });
+          // A 409 session_conflict: the session is at this epoch or above; the next resume proposes above it.
+          this.#log.warn("leasesvc session: reconnect failed", { err: String(err), attempt: n + 1, epoch: this.#highest });
           let d = backoffDelay(this.#backoff, n);
           if (err instanceof LeaseError && err.retryAfterMs > d) d = Math.min(err.retryAfterMs, 10 * this.#backoff.maxMs);
           await sleep(d, this.#stop.signal);
@@ -726,14 +760,18 @@ export class Session {
 
   // --- requests ---
 
-  /** Waits for a socket (up to untilMs), sends m and resolves to the lease its result carries; an error answer throws as the Client would. */
+  /**
+   * Waits for the current socket (none while a resume is in flight: A2),
+   * sends m and resolves to the lease its result carries; an error answer
+   * throws as the Client would.
+   */
   async #call(op: string, name: string, m: Msg, opts: SessionCallOptions, hooks: CallHooks = {}): Promise<Lease> {
     const { onLate, onAnswer } = hooks;
     const timeoutMs = (opts.timeoutMs ?? this.#deps.requestTimeoutMs) + (hooks.extraMs ?? 0);
     const until = performance.now() + timeoutMs;
     const signal = opts.signal;
     signal?.throwIfAborted();
-    while (this.#wire === undefined || (hooks.current === true && !this.#current(this.#wire))) {
+    while (this.#wire === undefined || !this.#current(this.#wire)) {
       if (this.#ended !== undefined) throw this.#ended;
       const left = until - performance.now();
       if (left <= 0) throw new UnavailableError(`leasesvc session ${op} "${name}": unavailable: not connected`);
@@ -772,6 +810,7 @@ export class Session {
           reject(err);
         },
       });
+      hooks.onSend?.(wire);
       wire.send(JSON.stringify({ ...m, id }));
     });
     if (answer["type"] === "error") {
@@ -806,25 +845,4 @@ function deferred(): { p: Promise<void>; resolve(): void } {
   const p = new Promise<void>((r) => (resolve = r));
   return { p, resolve };
 }
-
-/** problemError turns a session's error answer into the LeaseError the Client would throw for the same problem over REST. */
-export function problemError(op: string, name: string, raw: unknown): LeaseError {
-  const p = (raw !== null && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
-  const status = num(p["status"]);
-  const code = typeof p["code"] === "string" ? p["code"] : "";
-  const detail = typeof p["detail"] === "string" ? p["detail"] : "";
-  if (code === "lease_held" && p["lease"] !== null && typeof p["lease"] === "object") {
-    return new LeaseHeldError(parseLease(p["lease"]), { status, detail });
-  }
-  if (code === "lease_reserved" && p["lease"] !== null && typeof p["lease"] === "object") {
-    const l = parseLease(p["lease"]);
-    const who = typeof p["reservedFor"] === "string" && p["reservedFor"] !== "" ? p["reservedFor"] : l.reservedFor;
-    return new LeaseReservedError(l, who, parseTime(p["reservedUntil"]) ?? l.reservedUntil, { status, detail });
-  }
-  const Cls = errorClassOf(status, code);
-  const what = name === "" ? `leasesvc session ${op}` : `leasesvc session ${op} "${name}"`;
-  return new Cls(`${what}: ${code || status} (${status})${detail ? ": " + detail : ""}`, { status, code: code || undefined, detail });
-}
-
-export { SessionsUnsupportedError };
 

@@ -6,8 +6,11 @@
  */
 import { errorClassOf, InvalidArgumentError, LeaseError, UnavailableError } from "./errors.js";
 
-/** The subprotocol of sessions. */
-export const sessionProtocol = "leasesvc.session.v1";
+/**
+ * The subprotocol of sessions: v2, whose resumes carry the epoch the agent
+ * proposes (docs/contract.md §14, Old clients: a v1 resume is refused).
+ */
+export const sessionProtocol = "leasesvc.session.v2";
 
 /** One open socket, as a session uses it: text messages in and out, and its end. */
 export interface Wire {

@@ -19,6 +19,8 @@ import {
   type Session,
   SessionEndedError,
   SessionsUnsupportedError,
+  silentMinMs,
+  silentWindows,
   UnavailableError,
   YieldedError,
 } from "@leasesvc/client";
@@ -44,6 +46,8 @@ afterEach(async () => {
   fake.refuseResume = 0;
   fake.defer.clear();
   fake.deferred.length = 0;
+  fake.unavailableOn.clear();
+  fake.conflicts.length = 0;
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
@@ -57,11 +61,11 @@ async function open(c: Client, windowMs = 1000): Promise<Session> {
   return s;
 }
 
-/** waitFor polls cond every few ms until it holds. */
+/** waitFor polls cond every few ms until it holds (timed on Date.now(): tests mock performance.now()). */
 async function waitFor(what: string, cond: () => boolean, withinMs = 10_000): Promise<void> {
-  const until = performance.now() + withinMs;
+  const until = Date.now() + withinMs;
   while (!cond()) {
-    if (performance.now() > until) assert.fail("timed out waiting for " + what);
+    if (Date.now() > until) assert.fail("timed out waiting for " + what);
     await new Promise((r) => setImmediate(r));
     await new Promise((r) => setTimeout(r, 2));
   }
@@ -170,7 +174,7 @@ describe("Session", () => {
     const opened = fake.of("open").at(-1)!;
     assert.equal(opened.msg["windowMs"], 400);
     assert.equal(fake.upgrades.at(-1)!["authorization"], "Bearer tok-123");
-    assert.equal(fake.upgrades.at(-1)!["sec-websocket-protocol"], "leasesvc.session.v1");
+    assert.equal(fake.upgrades.at(-1)!["sec-websocket-protocol"], "leasesvc.session.v2");
     assert.equal(s.windowMs, 400);
     assert.equal(s.epoch, 1);
     await assert.rejects(c.openSession({ windowMs: 100 }), RangeError);
@@ -385,8 +389,10 @@ describe("Session", () => {
       assert.ok(s.deadline() <= resume.at + 1000 * (1 - s.driftMargin), `deadline moved past the resume (${how})`);
       fake.defer.clear();
       fake.refuseResume = 0;
-      await waitFor(`resumed again (${how})`, () => s.epoch === epoch + 1 && s.connected);
+      // The failed resume's epoch counts as proposed (A1): the next one proposes more.
+      await waitFor(`resumed again (${how})`, () => s.epoch > epoch + 1 && s.connected);
       const last = fake.of("resume").at(-1)!;
+      assert.equal(last.msg["epoch"], s.epoch);
       assert.deepEqual(last.msg["leases"], [{ name, holder: "a", fencingToken: l.fencingToken }]);
       const acked = s.lastAckSentAt;
       await waitFor(`an ack on the resumed socket (${how})`, () => s.lastAckSentAt > acked);
@@ -443,6 +449,202 @@ describe("Session", () => {
     fake.refuseStatus = 503;
     const err = await client().openSession().catch((e: unknown) => e);
     assert.ok(!(err instanceof SessionsUnsupportedError) && err instanceof Error && (err as { status?: number }).status === 503, String(err));
+  });
+});
+
+// Every owner, in order (docs/contract.md §14): A1 ordered resumes, A2 one current socket, A3 a
+// silent socket is replaced, a conflict resumes higher, and step 6 for releases and transfers.
+describe("Session: every owner, in order", () => {
+  const holding = (name: string, token: number): Array<Record<string, unknown>> => [{ name, holder: "a", fencingToken: token }];
+
+  test("A1: each resume proposes one above every epoch seen or proposed, recorded before it is sent: a resume begun while one is unanswered proposes more, and the late one is refused", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const first = fake.lastSock;
+    fake.defer.add("resume");
+    fake.dropSock(first);
+    await waitFor("the first resume", () => resumeAfter(first) !== undefined);
+    const r1 = resumeAfter(first)!;
+    assert.equal(r1.msg["epoch"], 2, "one above the opened epoch");
+    // Its socket drops unanswered: the next resume goes while that one may still reach the service.
+    fake.defer.delete("resume");
+    fake.dropSock(r1.sock);
+    await waitFor("resumed again", () => s.connected && s.epoch === 3);
+    const r2 = resumeAfter(r1.sock)!;
+    assert.equal(r2.msg["epoch"], 3, "above the epoch the unanswered resume proposed");
+    assert.deepEqual(r2.msg["leases"], holding(name, l.fencingToken));
+    // The first resume reaches the service late: refused, the session stays at the later epoch.
+    fake.answerDeferred("resume", r1.sock);
+    assert.deepEqual(fake.conflicts, [2]);
+    assert.equal([...fake.sessions.values()].find((x) => x.sock === r2.sock)?.epoch, 3);
+  });
+
+  test("A2: once a resume went out on a new socket, the old socket's lost, revoked, yield and move pushes are ignored; the resume says what is held", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const heard: string[] = [];
+    s.watchHolding(name, { token: l.fencingToken, lost: (e) => heard.push(`lost: ${e.message}`), yieldTo: (to) => heard.push(`yield to ${to}`), acked() {} });
+    const old = fake.lastSock;
+    fake.ack = "hold";
+    await waitFor("a heartbeat held on the old socket", () => fake.held.some((h) => h.sock === old));
+    fake.defer.add("resume");
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("the resume on a new socket", () => resumeAfter(old) !== undefined);
+    const next = resumeAfter(old)!.sock;
+    const upgrades = fake.upgrades.length;
+    fake.push({ type: "yield", name, fencingToken: l.fencingToken, to: "other" }, old);
+    fake.push({ type: "lost", name, fencingToken: l.fencingToken, reason: "taken" }, old);
+    fake.push({ type: "revoked", name, fencingToken: l.fencingToken, reason: "r", operator: "ops" }, old);
+    fake.push({ type: "move", reason: "max_age" }, old);
+    // The ack of a heartbeat sent before the resume (it counts) comes after the pushes: once it is read, so were they.
+    const acked = s.lastAckSentAt;
+    fake.ackHeld();
+    await waitFor("the ack after the pushes", () => s.lastAckSentAt > acked);
+    assert.deepEqual(heard, [], "pushes of the retired socket");
+    assert.equal(s.heldToken(name, "a"), l.fencingToken);
+    fake.ack = "ack";
+    fake.defer.delete("resume");
+    fake.answerDeferred("resume", next);
+    await waitFor("resumed", () => s.connected && s.epoch === 2);
+    assert.deepEqual(heard, []);
+    assert.equal(s.heldToken(name, "a"), l.fencingToken);
+    assert.equal(fake.upgrades.length, upgrades, "the retired socket's move started no resume");
+  });
+
+  test("A3: a socket on which nothing arrived for 4 windows (at least 5 s) while heartbeats went out is closed without close and the session resumes on a new one (fake clock)", async () => {
+    let now = 1000;
+    const clock = mock.method(performance, "now", () => now);
+    mock.timers.enable({ apis: ["setInterval"] });
+    try {
+      const s = await open(client(), 1000);
+      const name = lease();
+      const l = await s.acquire(name, { holder: "a" });
+      const old = fake.lastSock;
+      const beats = (): number => fake.of("heartbeat", old).length;
+      const b0 = beats();
+      const resumes = fake.of("resume").length;
+      fake.ack = "none"; // a paused instance: nothing arrives any more
+      now = 2000;
+      mock.timers.tick(250);
+      await waitFor("an unanswered heartbeat", () => beats() === b0 + 1);
+      // 4 windows are 4 s: the 5 s floor applies. Just short of it after that heartbeat: heartbeats go on.
+      const silent = Math.max(silentWindows * 1000, silentMinMs);
+      assert.deepEqual([silentWindows, silentMinMs, silent], [4, 5000, 5000]);
+      now = 2000 + silent - 1;
+      mock.timers.tick(250);
+      await waitFor("the next heartbeat", () => beats() === b0 + 2);
+      assert.ok(s.connected);
+      assert.equal(fake.of("resume").length, resumes);
+      now = 2000 + silent;
+      mock.timers.tick(250);
+      await waitFor("a resume on a new socket", () => s.connected && s.epoch === 2);
+      assert.deepEqual(resumeAfter(old)!.msg["leases"], holding(name, l.fencingToken));
+      assert.equal(beats(), b0 + 2, "no heartbeat on the silent socket once given up");
+      await waitFor("the silent socket closed", () => fake.closedAt.has(old));
+      assert.equal(fake.of("close", old).length, 0, "closed without close: the session lives on");
+    } finally {
+      mock.timers.reset();
+      clock.mock.restore();
+    }
+  });
+
+  test("a resume answered 409 session_conflict resumes again on a new socket, proposing above the epoch the conflict names; the holdings stay", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const first = fake.lastSock;
+    // The service's record is at 7 (a duplicated resume frame took it there, say).
+    [...fake.sessions.values()].find((x) => x.sock === first)!.epoch = 7;
+    fake.dropSock(first);
+    await waitFor("resumed", () => s.connected && s.epoch > 7);
+    const resumes = fake.received.filter((r) => r.msg["type"] === "resume" && r.sock > first);
+    assert.deepEqual(
+      resumes.map((r) => r.msg["epoch"]),
+      [2, 8],
+    );
+    assert.deepEqual(fake.conflicts, [2]);
+    assert.notEqual(resumes[1]!.sock, resumes[0]!.sock, "on a new socket");
+    assert.deepEqual(resumes[1]!.msg["leases"], holding(name, l.fencingToken));
+    assert.equal(s.ended, false);
+    assert.equal(s.epoch, 8);
+    assert.equal(s.heldToken(name, "a"), l.fencingToken);
+  });
+
+  test("step 6: a release whose socket dropped before the answer stays in the table, the resume claims it and it goes again through the resumed socket; one the resume reports lost throws LeaseLostError", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const first = fake.lastSock;
+    fake.defer.add("release");
+    const rel = track(s.release(name, "a", l.fencingToken, { checkpoint: { n: 1 } }), () => 0);
+    await waitFor("the release on the socket", () => fake.of("release", first).length === 1);
+    fake.defer.delete("release");
+    fake.dropSock(first);
+    await waitFor("the release to settle", () => rel.done);
+    assert.equal(rel.err, undefined, String(rel.err));
+    const resume = resumeAfter(first)!;
+    assert.deepEqual(resume.msg["leases"], holding(name, l.fencingToken), "the resume claims the holding");
+    const again = fake.of("release", resume.sock);
+    assert.equal(again.length, 1, "sent again through the resumed socket");
+    assert.deepEqual(again[0]!.msg["checkpoint"], { n: 1 });
+    assert.equal(rel.value!.held, false);
+    assert.equal(fake.leases.get(name)!.session, "");
+    assert.deepEqual(s.leases(), []);
+
+    // Taken by another while the socket was down: the resume reports it lost, nothing is sent again.
+    const other = lease();
+    const o = await s.acquire(other, { holder: "a" });
+    const sock = fake.lastSock;
+    fake.defer.add("release");
+    const rel2 = track(s.release(other, "a", o.fencingToken), () => 0);
+    await waitFor("the second release on the socket", () => fake.of("release", sock).some((r) => r.msg["name"] === other));
+    fake.defer.delete("release");
+    fake.leases.set(other, { holder: "b", token: o.fencingToken + 1, session: "elsewhere", checkpoint: null });
+    fake.dropSock(sock);
+    await waitFor("the second release to settle", () => rel2.done);
+    assert.ok(rel2.err instanceof LeaseLostError, String(rel2.err));
+    assert.equal(fake.of("release").filter((r) => r.msg["name"] === other).length, 1, "not sent again");
+    assert.deepEqual(s.leases(), []);
+  });
+
+  test("step 6: a transfer answered 503 unavailable (the session ended on its socket while it was under way) goes again through the resumed socket, which claimed the holding", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const first = fake.lastSock;
+    fake.unavailableOn.add(first); // answers 503, then closes the socket
+    const t = await s.transfer(name, { holder: "a", fencingToken: l.fencingToken, to: "b", reserveMs: 1000 });
+    assert.equal(fake.of("transfer", first).length, 1);
+    const resume = resumeAfter(first)!;
+    assert.deepEqual(resume.msg["leases"], holding(name, l.fencingToken), "the resume claims the holding");
+    const again = fake.of("transfer", resume.sock);
+    assert.equal(again.length, 1, "sent again through the resumed socket");
+    assert.deepEqual([again[0]!.msg["to"], again[0]!.msg["reserveMs"]], ["b", 1000]);
+    assert.equal(t.held, false);
+    assert.deepEqual(s.leases(), []);
+  });
+
+  test("step 6: a release answered on the old socket after a resume that listed the holding goes again through the resumed socket (that resume may have claimed it anew); its lease_lost keeps the first answer", async () => {
+    const s = await open(client());
+    const name = lease();
+    const l = await s.acquire(name, { holder: "a" });
+    const old = fake.lastSock;
+    fake.defer.add("release");
+    const rel = track(s.release(name, "a", l.fencingToken), () => 0);
+    await waitFor("the release on the old socket", () => fake.of("release", old).length === 1);
+    fake.push({ type: "move", reason: "shutdown" }, old);
+    await waitFor("moved", () => s.connected && s.epoch === 2);
+    const next = resumeAfter(old)!;
+    assert.deepEqual(next.msg["leases"], holding(name, l.fencingToken));
+    fake.defer.delete("release");
+    fake.answerDeferred("release", old);
+    await waitFor("the release to settle", () => rel.done);
+    assert.equal(rel.err, undefined, String(rel.err));
+    assert.equal(fake.of("release", next.sock).length, 1, "sent again through the resumed socket");
+    assert.equal(rel.value!.held, false);
+    assert.deepEqual(s.leases(), []);
   });
 });
 

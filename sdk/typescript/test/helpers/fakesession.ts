@@ -2,7 +2,9 @@
  * A stand-in of the sessions route (docs/contract.md §14) built on ws's
  * WebSocketServer, for unit tests: sessions and their leases on Maps, every
  * message recorded with its socket, acks, drops, moves and pushes on
- * demand.
+ * demand. It speaks leasesvc.session.v2 as the service does: a resume
+ * proposes an epoch, which takes the session only above its epoch (S1),
+ * else 409 session_conflict; a v1 resume is refused.
  */
 import { type IncomingMessage, type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -63,6 +65,10 @@ export class FakeSessionServer {
   readonly deferred: Array<{ sock: number; type: string; run(): void }> = [];
   /** Answers resume with this problem status and closes the socket with 1008, changing nothing (0: none). */
   refuseResume = 0;
+  /** Sockets on which the session ended (moved, say) while requests were under way: their lease operations are answered 503 unavailable, and the socket then closes with 1000. */
+  readonly unavailableOn = new Set<number>();
+  /** The epochs of the resumes answered 409 session_conflict, in order. */
+  readonly conflicts: number[] = [];
   #n = 0;
   #seq = 0;
 
@@ -73,7 +79,7 @@ export class FakeSessionServer {
     });
     this.wss = new WebSocketServer({
       noServer: true,
-      handleProtocols: (protocols) => (protocols.has("leasesvc.session.v1") ? "leasesvc.session.v1" : false),
+      handleProtocols: (protocols) => (protocols.has("leasesvc.session.v2") ? "leasesvc.session.v2" : protocols.has("leasesvc.session.v1") ? "leasesvc.session.v1" : false),
     });
     this.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       this.upgrades.push(req.headers);
@@ -114,6 +120,11 @@ export class FakeSessionServer {
   /** Closes every open socket abruptly (no close frame): the network dropped. */
   drop(): void {
     for (const ws of this.sockets.values()) ws.terminate();
+  }
+
+  /** Closes socket sock abruptly. */
+  dropSock(sock: number): void {
+    this.sockets.get(sock)?.terminate();
   }
 
   /** Sends msg to socket sock (default: the latest). */
@@ -214,12 +225,24 @@ export class FakeSessionServer {
         }
         case "resume": {
           const s = this.sessions.get(String(msg["sessionId"]));
+          const epoch = msg["epoch"];
+          if (ws.protocol !== "leasesvc.session.v2" || typeof epoch !== "number" || !Number.isInteger(epoch) || epoch < 1) {
+            problem(id, 400, "invalid_argument", { fields: [{ field: "epoch", detail: "required: resumes are ordered by the agent; speak leasesvc.session.v2" }] });
+            ws.close(1008);
+            return;
+          }
           if (s === undefined || this.refuseResume !== 0) {
             problem(id, s === undefined ? 404 : this.refuseResume, s === undefined ? "session_not_found" : "unavailable");
             ws.close(1008);
             return;
           }
-          s.epoch++;
+          if (epoch <= s.epoch) {
+            this.conflicts.push(epoch);
+            problem(id, 409, "session_conflict", { epoch: s.epoch });
+            ws.close(1008);
+            return;
+          }
+          s.epoch = epoch;
           s.sock = sock;
           session = s;
           const leases: Record<string, unknown>[] = [];
@@ -250,6 +273,11 @@ export class FakeSessionServer {
         case "renew":
         case "release":
         case "transfer": {
+          if (this.unavailableOn.has(sock)) {
+            problem(id, 503, "unavailable");
+            ws.close(1000);
+            return;
+          }
           const h = this.leases.get(name);
           if (!h || h.session !== session?.id || h.holder !== msg["holder"] || h.token !== msg["fencingToken"]) {
             problem(id, 409, "lease_lost");
