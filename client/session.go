@@ -67,11 +67,29 @@ const (
 	// MinSessionWindow and MaxSessionWindow bound SessionConfig.Window.
 	MinSessionWindow = 200 * time.Millisecond
 	MaxSessionWindow = 60 * time.Second
-	// sessionProtocol is the WebSocket subprotocol of sessions.
-	sessionProtocol = "leasesvc.session.v1"
+	// sessionProtocol is the WebSocket subprotocol of sessions: v2, whose
+	// resumes propose their epoch (docs/contract.md §14, Transport and A1).
+	sessionProtocol = "leasesvc.session.v2"
 	// sessionPath is the session route.
 	sessionPath = "/v1/sessions:connect"
+	// sessionSilentWindows and sessionSilentMin are the silent-socket rule
+	// (docs/contract.md §14, A3): a socket on which nothing arrived for
+	// sessionSilentWindows windows, and at least sessionSilentMin, while
+	// heartbeats went out is replaced (a paused instance or a half-open
+	// connection would otherwise keep the session on it until TCP gives up).
+	sessionSilentWindows = 4
+	sessionSilentMin     = 5 * time.Second
+	// sessionRetryAfter is the Retry-After of a 503 answered to a lease
+	// operation (docs/contract.md §14): a release or transfer answered so
+	// on a socket that stays goes again on it after this long.
+	sessionRetryAfter = time.Second
 )
+
+// silentLimit is how long nothing may arrive on a socket of a session of
+// this window while heartbeats go out before the socket is replaced.
+func silentLimit(window time.Duration) time.Duration {
+	return max(sessionSilentWindows*window, sessionSilentMin)
+}
 
 // withDefaults fills the defaults into a copy of cfg and checks it.
 func (cfg SessionConfig) withDefaults() (SessionConfig, error) {
@@ -114,9 +132,15 @@ func (cfg SessionConfig) withDefaults() (SessionConfig, error) {
 // A dropped socket is not a dead session: the Session reconnects (to any
 // instance) and resumes, with the leases it holds. Asked to move (an
 // instance shutting down, or its request timeout near), it opens a new
-// socket and resumes there before it closes the old one. A resume that
-// the service refuses (the session ended) reports every lease lost and
-// opens a new session. A Session is safe for concurrent use.
+// socket and resumes there before it closes the old one. A socket on which
+// nothing arrived for 4 windows (at least 5s) while heartbeats went out is
+// replaced the same way. Each resume proposes an epoch above every epoch
+// the session saw or proposed (a 409 session_conflict is resumed again,
+// higher); once a resume is sent, the older sockets are retired: nothing
+// more goes on them, and their pushes and acks count for nothing (the
+// resume says what is still held). A resume that the service refuses
+// because the session ended reports every lease lost and opens a new
+// session. A Session is safe for concurrent use.
 type Session struct {
 	c   *Client
 	cfg SessionConfig
@@ -128,8 +152,18 @@ type Session struct {
 	dead   chan *sconn // sockets whose reader stopped
 	moves  chan *sconn // sockets the service asked to leave
 
-	mu        sync.Mutex
-	conn      *sconn        // the current socket; nil while reconnecting
+	mu   sync.Mutex
+	conn *sconn // the socket requests go on; nil while reconnecting
+	// latest is the socket on which open or resume was last sent: the
+	// current socket of docs/contract.md §14 (A2). Once a resume goes out
+	// on it, every earlier socket is retired (sconn.retiredAt): its pushes
+	// and its answer to an open or resume are ignored. conn becomes latest
+	// when its answer arrives.
+	latest *sconn
+	// epoch is the highest epoch the session has seen (opened, resumed, a
+	// session_conflict) or proposed: the next resume proposes epoch + 1
+	// (docs/contract.md §14, A1).
+	epoch     int64
 	connected chan struct{} // closed while conn is not nil
 	swapped   chan struct{} // closed and replaced when conn changes
 	id        string        // the session id (a bearer secret: never logged)
@@ -323,27 +357,186 @@ func (s *Session) Renew(ctx context.Context, name string, req RenewRequest) (Lea
 }
 
 // ReleaseWith ends a holding of the session now, writing req.Checkpoint,
-// if any, as Client.ReleaseWith does.
+// if any, as Client.ReleaseWith does. A release left unanswered because
+// its socket dropped, or answered 503 (the session ended on that socket),
+// leaves the holding to the session: the next resume claims it, and the
+// release goes again through the resumed socket (docs/contract.md §14,
+// step 6). It returns ErrLost when that resume reports the holding lost.
+// Given up (ctx, or Config.RequestTimeout waiting for a socket or an
+// answer) with its outcome unknown, the holding is forgotten (no resume
+// claims it again) and released once more in the background.
 func (s *Session) ReleaseWith(ctx context.Context, name string, req ReleaseRequest) (Lease, error) {
-	l, _, _, err := s.leaseCall(ctx, outMsg{Type: "release", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
-		Checkpoint: req.Checkpoint}, 0)
+	l, err := s.letGo(ctx, outMsg{Type: "release", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+		Checkpoint: req.Checkpoint})
 	if err != nil {
 		return Lease{}, fmt.Errorf("leasesvc session release %q: %w", name, err)
 	}
-	s.dropHolding(name, req.FencingToken, nil)
 	return l, nil
 }
 
 // Transfer hands a holding of the session over to req.To, as
-// Client.Transfer does.
+// Client.Transfer does; a transfer whose socket dropped before the answer,
+// or answered 503, goes again through the resumed socket, as ReleaseWith
+// does.
 func (s *Session) Transfer(ctx context.Context, name string, req TransferRequest) (Lease, error) {
-	l, _, _, err := s.leaseCall(ctx, outMsg{Type: "transfer", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
-		To: req.To, ToPrincipal: req.ToPrincipal, Checkpoint: req.Checkpoint, ReserveMs: req.Reserve.Milliseconds()}, 0)
+	l, err := s.letGo(ctx, outMsg{Type: "transfer", Name: name, Holder: req.Holder, FencingToken: req.FencingToken,
+		To: req.To, ToPrincipal: req.ToPrincipal, Checkpoint: req.Checkpoint, ReserveMs: req.Reserve.Milliseconds()})
 	if err != nil {
 		return Lease{}, fmt.Errorf("leasesvc session transfer %q: %w", name, err)
 	}
-	s.dropHolding(name, req.FencingToken, nil)
 	return l, nil
+}
+
+// errHoldingGone is socketAfter's: the holding left the table meanwhile
+// (a resume reported it lost, the session ended, or Close).
+var errHoldingGone = errors.New("the holding left the session")
+
+// letGo sends m, a release or transfer of a holding of the session, until
+// an answer settles it (docs/contract.md §14, step 6):
+//
+//   - a result on a socket no resume has retired settles it: the holding
+//     was forgotten when the answer was read (Session.settle), before any
+//     later resume could list it;
+//   - a result on a retired socket: the resume that retired it listed the
+//     holding and may have taken it back (a holding that ended while
+//     nobody acquired since is restarted), so m goes again through the
+//     socket of that resume; its lease_lost, or the holding lost on the
+//     resume, leaves the first result standing;
+//   - no answer because the socket dropped, or 503 unavailable (the
+//     session ended on that socket): the holding stays in the table, the
+//     next resume claims it, and m goes again through its socket (or, a 503
+//     on a socket that stays, on the same one after Retry-After); the
+//     holding lost on the resume ends the call with ErrLost.
+//
+// m is sent at most max(Config.MaxAttempts, 2) times. Each wait for a
+// socket and for an answer is bounded by ctx and Config.RequestTimeout;
+// given up with the outcome unknown, the holding is forgotten and released
+// in the background (Session.giveUp). Any other refusal is returned as it
+// is, the holding kept.
+func (s *Session) letGo(ctx context.Context, m outMsg) (Lease, error) {
+	h := s.holding(m.Name, m.FencingToken)
+	var done *Lease       // a result on a retired socket
+	var prev *sconn       // the socket of the last attempt
+	var retryAt time.Time // set: prev may take the next attempt from then
+	limit := max(s.c.cfg.MaxAttempts, 2)
+	for sent := 0; ; {
+		cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout)
+		sc, err := s.socketAfter(cctx, h, prev, retryAt)
+		var in inMsg
+		if err == nil {
+			sent++
+			in, err = s.call(cctx, sc, m)
+		}
+		cancel()
+		if err == nil && in.Lease == nil {
+			err = &Error{kind: ErrInternal, Err: fmt.Errorf("a %q answer without a lease", in.Type)}
+		}
+		var e *Error
+		unavailable := errors.As(err, &e) && e.Status == 503 && e.Code == "unavailable"
+		again := err == nil || unavailable || errors.Is(err, errSocketClosed)
+		switch {
+		case err == nil && (!in.unvouched || h == nil):
+			return *in.Lease, nil
+		case errors.Is(err, ErrSessionClosed):
+			return Lease{}, err
+		case errors.Is(err, errHoldingGone):
+			if done != nil {
+				return *done, nil
+			}
+			return Lease{}, h.lostErr
+		case done != nil && errors.Is(err, ErrLost):
+			s.dropHolding(h.name, h.token, nil)
+			return *done, nil
+		case h != nil && again && sent < limit:
+			prev, retryAt = sc, time.Time{}
+			if err == nil {
+				done = in.Lease
+				s.cfg.Logger.Info("leasesvc session: a "+m.Type+" was answered on a socket a resume replaced; sending it again through the resumed socket",
+					"lease", m.Name, "fencingToken", m.FencingToken)
+				continue
+			}
+			if unavailable {
+				retryAt = s.cfg.Clock.Now().Add(max(e.RetryAfter, sessionRetryAfter))
+			}
+			s.cfg.Logger.Info("leasesvc session: a "+m.Type+" went unanswered, or found the session ended on its socket; sending it again through the resumed socket",
+				"lease", m.Name, "fencingToken", m.FencingToken, "err", err)
+			continue
+		}
+		if err == nil { // out of attempts, answered only on retired sockets
+			done = in.Lease
+			err = errors.New("answered only on sockets a resume replaced")
+		}
+		unsettled := again || errors.Is(err, ErrUnavailable) && e != nil && e.Status == 0
+		if h != nil && (done != nil || unsettled && (sent > 0 || m.Type == "release")) {
+			// Nothing settled it: whether the holding ended is unknown,
+			// or (a release never sent) the caller lets it go all the same.
+			s.giveUp(h, m.Type, err)
+			if done != nil {
+				return *done, nil
+			}
+			return Lease{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("not settled through the session (%w); the holding is forgotten and released in the background", err)}
+		}
+		return Lease{}, err
+	}
+}
+
+// socketAfter returns the socket for the next attempt of a release or
+// transfer: the current one, once it is not prev (a later socket, whose
+// resume listed the holding: it was in the table until the answer that
+// settles it), or prev itself from retryAt on, while it lives. It fails
+// with errHoldingGone when h (if not nil) leaves the table meanwhile.
+func (s *Session) socketAfter(ctx context.Context, h *sessionHolding, prev *sconn, retryAt time.Time) (*sconn, error) {
+	var due <-chan time.Time
+	if prev != nil && !retryAt.IsZero() {
+		t := s.cfg.Clock.NewTimer(retryAt.Sub(s.cfg.Clock.Now()))
+		defer t.Stop()
+		due = t.C()
+	}
+	again := false // prev may take it
+	var lost <-chan struct{}
+	if h != nil {
+		lost = h.lost
+	}
+	for {
+		s.mu.Lock()
+		sc, closed, connected, swapped := s.conn, s.closed, s.connected, s.swapped
+		usable := sc != nil && sc.retiredAt.IsZero() && (sc != prev || again && !sc.isDead())
+		s.mu.Unlock()
+		select {
+		case <-lost:
+			return nil, errHoldingGone
+		default:
+		}
+		switch {
+		case closed:
+			return nil, ErrSessionClosed
+		case usable:
+			return sc, nil
+		case sc != nil:
+			connected = swapped
+		}
+		select {
+		case <-connected:
+		case <-lost:
+		case <-due:
+			again, due = true, nil
+		case <-ctx.Done():
+			return nil, &Error{kind: ErrUnavailable, Err: fmt.Errorf("no resumed socket to send it on: %w", context.Cause(ctx))}
+		case <-s.ctx.Done():
+			return nil, ErrSessionClosed
+		}
+	}
+}
+
+// giveUp forgets a holding whose release or transfer op was given up
+// unsettled (cause), so that no resume claims it again: what still holds
+// it then ends at the session's next resume or end, and runs out at the
+// session lease TTL. It is released once more in the background.
+func (s *Session) giveUp(h *sessionHolding, op string, cause error) {
+	s.cfg.Logger.Warn("leasesvc session: a "+op+" was not settled; forgetting the holding and releasing it in the background",
+		"lease", h.name, "fencingToken", h.token, "err", cause)
+	s.dropHolding(h.name, h.token, fmt.Errorf("%w: the holding was given up: a %s of it was not settled: %w", ErrLost, op, cause))
+	s.releaseAbandoned(nil, Lease{Name: h.name, Holder: h.holder, FencingToken: h.token})
 }
 
 // leaseCall sends a lease request on the current socket and waits for its
@@ -432,6 +625,7 @@ type outMsg struct {
 	ID           int64           `json:"id"`
 	WindowMs     int64           `json:"windowMs,omitempty"`
 	SessionID    string          `json:"sessionId,omitempty"`
+	Epoch        int64           `json:"epoch,omitempty"`
 	Leases       []resumeLease   `json:"leases,omitzero"`
 	Name         string          `json:"name,omitempty"`
 	Holder       string          `json:"holder,omitempty"`
@@ -458,6 +652,7 @@ type inMsg struct {
 	Type         string          `json:"type"`
 	Re           *int64          `json:"re"`
 	SessionID    string          `json:"sessionId"`
+	Epoch        int64           `json:"epoch"`
 	WindowMs     int64           `json:"windowMs"`
 	HeartbeatMs  int64           `json:"heartbeatMs"`
 	LeaseTTLMs   int64           `json:"leaseTtlMs"`
@@ -471,8 +666,9 @@ type inMsg struct {
 	Operator     string          `json:"operator"`
 	To           string          `json:"to"`
 
-	// unvouched marks an acquire's result that arrived on a socket after
-	// a resume began elsewhere (Session.addHolding).
+	// unvouched marks an acquire's, release's or transfer's result that
+	// arrived on a socket after a resume began elsewhere
+	// (Session.addHolding, Session.settle).
 	unvouched bool
 }
 
@@ -497,6 +693,19 @@ func (m inMsg) problem() error {
 		return &HeldError{} // the problem named no lease: who holds it is unknown
 	}
 	return err
+}
+
+// conflictEpoch returns the session's epoch that a 409 session_conflict
+// answered to a resume names, or 0.
+func (m inMsg) conflictEpoch() int64 {
+	var p struct {
+		Code  string `json:"code"`
+		Epoch int64  `json:"epoch"`
+	}
+	if m.Type != "error" || json.Unmarshal(m.Problem, &p) != nil || p.Code != "session_conflict" {
+		return 0
+	}
+	return p.Epoch
 }
 
 // lostError is the loss of a holding that the service pushed.

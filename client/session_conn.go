@@ -25,19 +25,36 @@ type sconn struct {
 	beats   map[int64]time.Time // heartbeat id → local send time
 	dead    bool
 	err     error // why it died, or the socket-level error the service sent
+	// quietSince is when the first heartbeat went out since anything last
+	// arrived on the socket; zero when none did (the silent-socket rule).
+	quietSince time.Time
 
-	// retiredAt (guarded by the Session's mu) is when a resume on another
-	// socket began while this one was current; zero while none did. That
-	// resume claimed only the holdings known then, and the instance it
-	// went to may own the session from then on, so from retiredAt this
-	// socket vouches for nothing: a later ack or acquire answer on it
-	// counts for nothing (docs/contract.md §14, why the agent always stops, steps 5 and 6).
+	// retiredAt (guarded by the Session's mu) is when an open or resume
+	// went out on a later socket; zero while none did. That resume claimed
+	// only the holdings known then, and the instance it went to may own
+	// the session from then on, so from retiredAt this socket vouches for
+	// nothing: a later ack, push, or answer to an acquire, release or
+	// transfer on it counts for nothing, and nothing more is sent on it
+	// (docs/contract.md §14, A2 and step 6).
 	retiredAt time.Time
+}
+
+// errSocketClosed is in the error of a request whose socket closed before
+// its answer (or before it could be sent).
+var errSocketClosed = errors.New("session socket closed")
+
+// isDead reports whether the socket's reader has stopped.
+func (sc *sconn) isDead() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.dead
 }
 
 // pendingCall is a request awaiting its answer.
 type pendingCall struct {
 	typ       string
+	name      string // the lease of a release or transfer
+	token     int64
 	ch        chan callAnswer // buffered
 	abandoned bool            // its caller gave up: a holding it gives is released
 }
@@ -88,28 +105,40 @@ func (s *Session) dial(ctx context.Context) (*sconn, error) {
 }
 
 // connect dials and opens a session, or resumes this one when resume is
-// true.
+// true. A resume proposes an epoch one above every epoch the session has
+// seen or proposed, recorded before it is sent (docs/contract.md §14, A1);
+// the moment it goes out, its socket is the current one and every earlier
+// one is retired (A2).
 func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	sc, err := s.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m := outMsg{Type: "open", WindowMs: s.cfg.Window.Milliseconds()}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = sc.ws.CloseNow()
+		return nil, ErrSessionClosed
+	}
 	if resume {
-		s.mu.Lock()
-		m = outMsg{Type: "resume", SessionID: s.id, Leases: []resumeLease{}}
+		s.epoch++
+		m = outMsg{Type: "resume", SessionID: s.id, Epoch: s.epoch, Leases: []resumeLease{}}
 		for _, h := range s.holdings {
 			m.Leases = append(m.Leases, resumeLease{Name: h.name, Holder: h.holder, FencingToken: h.token})
 		}
-		// The resume claims only these holdings, and its instance may own
-		// the session from the moment it is sent: the current socket, if
-		// any, vouches for nothing after this (sconn.retiredAt), whether or
-		// not the resume succeeds.
-		if s.conn != nil && s.conn.retiredAt.IsZero() {
-			s.conn.retiredAt = s.cfg.Clock.Now()
-		}
-		s.mu.Unlock()
 	}
+	// The resume claims only these holdings, and its instance may own the
+	// session from the moment it is sent: the earlier sockets vouch for
+	// nothing after this (sconn.retiredAt), whether or not it succeeds.
+	now := s.cfg.Clock.Now()
+	for _, o := range []*sconn{s.conn, s.latest} {
+		if o != nil && o.retiredAt.IsZero() {
+			o.retiredAt = now
+		}
+	}
+	s.latest = sc
+	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, s.c.cfg.RequestTimeout)
 	defer cancel()
 	in, err := s.call(cctx, sc, m)
@@ -118,6 +147,12 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	}
 	if err != nil {
 		_ = sc.ws.CloseNow()
+		if e := in.conflictEpoch(); resume && e > 0 {
+			// The session is at e: the next resume proposes above it (A1).
+			s.mu.Lock()
+			s.epoch = max(s.epoch, e)
+			s.mu.Unlock()
+		}
 		if !resume && errors.Is(err, ErrRateLimited) {
 			err = sessionLimitError{err}
 		}
@@ -125,11 +160,20 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.latest != sc || s.closed {
+		// A later open or resume went out meanwhile: this answer is of a
+		// retired socket, and counts for nothing (A2).
+		_ = sc.ws.CloseNow()
+		return nil, &Error{kind: ErrUnavailable, Err: fmt.Errorf("a later %s replaced this one", m.Type)}
+	}
 	if !resume {
 		s.id = in.SessionID
+		s.epoch = max(in.Epoch, 1)
 		s.loseAllLocked(fmt.Errorf("%w: the session ended", ErrLost))
 		s.ackedSent = time.Time{}
 		s.signalLocked()
+	} else {
+		s.epoch = max(s.epoch, in.Epoch)
 	}
 	if in.WindowMs > 0 {
 		s.window = time.Duration(in.WindowMs) * time.Millisecond
@@ -149,7 +193,7 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 // call sends m on sc and waits for its answer; an error message is
 // returned as the error it carries.
 func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) {
-	p := &pendingCall{typ: m.Type, ch: make(chan callAnswer, 1)}
+	p := &pendingCall{typ: m.Type, name: m.Name, token: m.FencingToken, ch: make(chan callAnswer, 1)}
 	sc.wmu.Lock()
 	m.ID = s.ids.Add(1)
 	sc.mu.Lock()
@@ -157,7 +201,7 @@ func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) 
 		err := sc.err
 		sc.mu.Unlock()
 		sc.wmu.Unlock()
-		return inMsg{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket closed: %w", err)}
+		return inMsg{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("%w: %w", errSocketClosed, err)}
 	}
 	sc.pending[m.ID] = p
 	sc.mu.Unlock()
@@ -210,7 +254,7 @@ func (s *Session) write(ctx context.Context, sc *sconn, m outMsg) error {
 	defer cancel()
 	if err := sc.ws.Write(wctx, websocket.MessageText, b); err != nil {
 		_ = sc.ws.CloseNow()
-		return &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket: %w", err)}
+		return &Error{kind: ErrUnavailable, Err: fmt.Errorf("%w: %w", errSocketClosed, err)}
 	}
 	return nil
 }
@@ -227,6 +271,9 @@ func (s *Session) read(sc *sconn) {
 		if err != nil {
 			break
 		}
+		sc.mu.Lock()
+		sc.quietSince = time.Time{}
+		sc.mu.Unlock()
 		var m inMsg
 		if typ != websocket.MessageText || json.Unmarshal(b, &m) != nil {
 			s.cfg.Logger.Warn("leasesvc session: unreadable message from the service")
@@ -244,7 +291,7 @@ func (s *Session) read(sc *sconn) {
 	sc.pending = map[int64]*pendingCall{}
 	sc.mu.Unlock()
 	for _, p := range pending {
-		p.ch <- callAnswer{err: &Error{kind: ErrUnavailable, Err: fmt.Errorf("session socket closed: %w", cause)}}
+		p.ch <- callAnswer{err: &Error{kind: ErrUnavailable, Err: fmt.Errorf("%w: %w", errSocketClosed, cause)}}
 	}
 	_ = sc.ws.CloseNow()
 	select {
@@ -278,8 +325,11 @@ func (s *Session) take(sc *sconn, m inMsg) {
 			return
 		}
 		held := m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held
-		if held {
+		switch {
+		case held:
 			m.unvouched = !s.addHolding(sc, *m.Lease)
+		case m.Type == "result" && (p.typ == "release" || p.typ == "transfer"):
+			m.unvouched = !s.settle(sc, holdingKey{p.name, p.token})
 		}
 		sc.mu.Lock()
 		abandoned := p.abandoned
@@ -291,6 +341,15 @@ func (s *Session) take(sc *sconn, m inMsg) {
 			s.releaseAbandoned(sc, *m.Lease)
 		}
 		return
+	}
+	switch m.Type {
+	case "lost", "revoked", "yield", "move":
+		if !s.isCurrent(sc) {
+			// A retired socket's: the resume that retired it says what is
+			// still held (docs/contract.md §14, A2).
+			s.cfg.Logger.Info("leasesvc session: ignored a push of a replaced socket", "type", m.Type, "lease", m.Name, "fencingToken", m.FencingToken)
+			return
+		}
 	}
 	switch m.Type {
 	case "lost", "revoked":
@@ -318,8 +377,32 @@ func (s *Session) take(sc *sconn, m inMsg) {
 	}
 }
 
-// releaseAbandoned releases a holding whose acquirer gave up, through the
-// socket that answered its acquire, and forgets it whatever the answer:
+// isCurrent reports whether sc is the current socket: the one on which
+// open or resume was last sent (docs/contract.md §14, A2).
+func (s *Session) isCurrent(sc *sconn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sc == s.latest && sc.retiredAt.IsZero()
+}
+
+// settle forgets the holding k that a release or transfer answered on sc
+// ended, and reports true, unless a resume went out after sc was current:
+// that resume listed the holding and may have taken it back, so the
+// answer settles nothing (Session.letGo). It runs as the answer is read,
+// so that no resume begun later lists a holding that ended.
+func (s *Session) settle(sc *sconn, k holdingKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !sc.retiredAt.IsZero() {
+		return false
+	}
+	s.dropLocked(k, nil)
+	return true
+}
+
+// releaseAbandoned releases a holding whose acquirer gave up (or whose
+// release or transfer was given up), through the socket that answered its
+// acquire (nil: the current socket), and forgets it whatever the answer:
 // a holding nobody leads must not be claimed by a later resume. When the
 // release fails, the holding runs out at the session lease TTL.
 func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
@@ -328,7 +411,14 @@ func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.RequestTimeout)
 		defer cancel()
-		if _, err := s.call(ctx, sc, outMsg{Type: "release", Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken}); err != nil {
+		var err error
+		if sc == nil {
+			sc, err = s.socket(ctx)
+		}
+		if err == nil {
+			_, err = s.call(ctx, sc, outMsg{Type: "release", Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken})
+		}
+		if err != nil {
 			s.cfg.Logger.Warn("leasesvc session: could not release an abandoned holding; it runs out at the session lease TTL",
 				"lease", l.Name, "fencingToken", l.FencingToken, "err", err)
 		}
@@ -351,10 +441,13 @@ func (s *Session) acked(sc *sconn, sent time.Time) {
 	}
 }
 
-// beat sends a heartbeat on the current socket.
+// beat sends a heartbeat on the current socket; when nothing has arrived
+// on it for silentLimit since a heartbeat went out, it drops the socket
+// instead, and the session resumes on a new one (docs/contract.md §14,
+// A3).
 func (s *Session) beat() {
 	s.mu.Lock()
-	sc := s.conn
+	sc, window := s.conn, s.window
 	retired := sc != nil && !sc.retiredAt.IsZero()
 	s.mu.Unlock()
 	if sc == nil || retired {
@@ -362,9 +455,18 @@ func (s *Session) beat() {
 	}
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	id := s.ids.Add(1)
+	now := s.cfg.Clock.Now()
 	sc.mu.Lock()
-	sc.beats[id] = s.cfg.Clock.Now()
+	if sc.quietSince.IsZero() {
+		sc.quietSince = now
+	} else if quiet := now.Sub(sc.quietSince); quiet >= silentLimit(window) {
+		sc.mu.Unlock()
+		s.cfg.Logger.Warn("leasesvc session: nothing arrived on the socket while heartbeats went out; replacing it", "silent", quiet)
+		_ = sc.ws.CloseNow()
+		return
+	}
+	id := s.ids.Add(1)
+	sc.beats[id] = now
 	for old := range sc.beats { // unanswered for long: no answer to it can matter
 		if old < id-16 {
 			delete(sc.beats, old)
@@ -443,12 +545,14 @@ func (s *Session) supervise() {
 }
 
 // reconnect resumes the session on a new socket (any instance), retrying
-// with backoff until Close. When the service says the session ended, it
-// reports every holding lost and opens a new session.
+// with backoff until Close; a first session_conflict is resumed again at
+// once, above the epoch it names. When the service says the session
+// ended, it reports every holding lost and opens a new session.
 func (s *Session) reconnect() {
-	for n := 0; ; n++ {
-		if n > 0 {
-			t := s.cfg.Clock.NewTimer(s.c.cfg.Backoff.Delay(n - 1))
+	failures, conflicted := 0, false
+	for attempt := 1; ; attempt++ {
+		if failures > 0 {
+			t := s.cfg.Clock.NewTimer(s.c.cfg.Backoff.Delay(failures - 1))
 			select {
 			case <-s.ctx.Done():
 				t.Stop()
@@ -464,7 +568,14 @@ func (s *Session) reconnect() {
 			s.setConn(sc)
 			return
 		}
-		s.cfg.Logger.Warn("leasesvc session: reconnect failed", "attempt", n+1, "err", err)
+		s.cfg.Logger.Warn("leasesvc session: reconnect failed", "attempt", attempt, "err", err)
+		if isConflict(err) && !conflicted {
+			// The session is at the epoch proposed or above: resume again
+			// at once, above it (docs/contract.md §14, A1).
+			conflicted = true
+			continue
+		}
+		failures++
 	}
 }
 
@@ -489,10 +600,17 @@ func (s *Session) resumeOrReopen() (*sconn, error) {
 }
 
 // sessionGone reports whether a resume's refusal says the session cannot
-// be resumed: it ended, or another resume took it.
+// be resumed: it ended. A session_conflict is no end: the session is at
+// the epoch proposed or above, and the next resume proposes above it.
 func sessionGone(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && (e.Code == "session_not_found" || e.Code == "session_conflict")
+	return errors.As(err, &e) && e.Code == "session_not_found"
+}
+
+// isConflict reports whether err is a resume's 409 session_conflict.
+func isConflict(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "session_conflict"
 }
 
 // move resumes the session on a new socket, then closes old without a

@@ -153,9 +153,10 @@ func leadWith(t *testing.T, c *client.Client, name string, cfg client.ElectorCon
 
 // TestSessionAgainstTheService: against the real service, an Elector holds
 // its lease through a session (the lease says so), its deadline keeps
-// moving with acknowledged heartbeats, a REST release by its holder ends
-// the term at once through the session's push, and a Session's Close
-// releases what it holds at once.
+// moving with acknowledged heartbeats, a REST release by its holder is
+// refused (409 session_held), an operator's revoke ends the term at once
+// through the session's push, and a Session's Close releases what it
+// holds at once.
 func TestSessionAgainstTheService(t *testing.T) {
 	srv := newSessionService(t)
 	c, err := client.New(srv.URL, client.Config{})
@@ -203,8 +204,17 @@ func TestSessionAgainstTheService(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the term ended while heartbeats were acknowledged: %v", context.Cause(ctx))
 	}
-	// A REST release by the holder ends the holding; the session is told.
-	if _, err := c.Release(t.Context(), "svc.real", "agent-a", l.FencingToken); err != nil {
+	// Only its session acts on a session-held holding: a REST release by
+	// its holder is 409 session_held, and the term goes on.
+	var held *client.Error
+	if _, err := c.Release(t.Context(), "svc.real", "agent-a", l.FencingToken); !errors.As(err, &held) || held.Code != "session_held" {
+		t.Fatalf("REST release of a session-held holding: %v, want 409 session_held", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the term ended on a refused REST release: %v", context.Cause(ctx))
+	}
+	// An operator's revoke ends the holding; the session is told at once.
+	if _, err := c.Revoke(t.Context(), "svc.real", client.RevokeRequest{Reason: "maintenance", FencingToken: l.FencingToken}); err != nil {
 		t.Fatal(err)
 	}
 	<-ctx.Done()

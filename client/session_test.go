@@ -33,7 +33,13 @@ func openSessionWith(t *testing.T, f *fakeSessions, ccfg client.Config, scfg cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: Close waits for a reconnection first, which a failed
+		// test may have left hanging on a fake clock.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
 	return c, s
 }
 
@@ -368,9 +374,7 @@ func TestSessionAcquireAnsweredDuringAResumeIsAcquiredAgain(t *testing.T) {
 	f.holdAcquires.Store(false)
 	f.flush()
 	waitFor(t, "the acquire's answer read on the old socket", func() bool { return strings.Contains(logs.String(), "acquiring again") })
-	resume := sock.messages("resume")[0]
-	sock.send(map[string]any{"type": "resumed", "re": resume["id"], "sessionId": resume["sessionId"], "epoch": 2,
-		"windowMs": 1000, "heartbeatMs": 250, "leaseTtlMs": 30000, "leases": []any{}, "lost": []any{}})
+	f.answerStalled()
 	a := <-done
 	if a.err != nil || !a.l.Held || a.l.FencingToken != 1 {
 		t.Fatalf("acquire: %+v, %v", a.l, a.err)
