@@ -49,6 +49,11 @@ var (
 	// permission_denied; Revoke needs the admin verb). Also matches
 	// ErrDenied. Not retried.
 	ErrPermissionDenied = errors.New("leasesvc: permission denied")
+	// ErrSessionHeld: a plain renew, release or transfer (or an acquire by
+	// its holder) of a live holding held through a session (409
+	// session_held, docs/contract.md §3, §14): only its session acts on it.
+	// Also matches ErrInvalid: retrying the same request cannot succeed.
+	ErrSessionHeld = errors.New("leasesvc: held through a session")
 	// ErrRateLimited: the service refused the call under the caller's rate
 	// limit (429 resource_exhausted), and the retries, each sent no
 	// earlier than the answer's Retry-After, did not get through before the
@@ -182,6 +187,8 @@ func kindOf(status int, code string) (kind, sub error) {
 		return ErrReserved, nil
 	case "lease_lost":
 		return ErrLost, nil
+	case "session_held":
+		return ErrInvalid, ErrSessionHeld
 	case "not_found":
 		return ErrNotFound, nil
 	case "invalid_argument", "payload_too_large", "unsupported_media_type", "method_not_allowed":

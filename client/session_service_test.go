@@ -207,7 +207,7 @@ func TestSessionAgainstTheService(t *testing.T) {
 	// Only its session acts on a session-held holding: a REST release by
 	// its holder is 409 session_held, and the term goes on.
 	var held *client.Error
-	if _, err := c.Release(t.Context(), "svc.real", "agent-a", l.FencingToken); !errors.As(err, &held) || held.Code != "session_held" {
+	if _, err := c.Release(t.Context(), "svc.real", "agent-a", l.FencingToken); !errors.As(err, &held) || held.Code != "session_held" || !errors.Is(err, client.ErrSessionHeld) || !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("REST release of a session-held holding: %v, want 409 session_held", err)
 	}
 	if ctx.Err() != nil {
