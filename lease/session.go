@@ -69,10 +69,14 @@ func checkSessionTTL(v *violations, ttl time.Duration) {
 }
 
 // checkReservedName refuses a name under SessionRecordPrefix, unless it is
-// the record of the session ref acts for.
+// the record of the session ref acts for, and every name under
+// KeyRecordPrefix.
 func checkReservedName(v *violations, name string, ref *SessionRef) {
 	if strings.HasPrefix(name, SessionRecordPrefix) && (ref == nil || name != SessionRecordName(ref.Key)) {
 		v.add("name", "must not begin with %q: the name is reserved for the service", SessionRecordPrefix)
+	}
+	if strings.HasPrefix(name, KeyRecordPrefix) {
+		v.add("name", "must not begin with %q: the name is reserved for the service", KeyRecordPrefix)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
+	"github.com/leasesvc/leasesvc/internal/proofkey"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/sweeper"
 )
@@ -45,6 +46,13 @@ func TestRetainFreeDeletes(t *testing.T) {
 		}
 	}
 	free("task.done") // before "old" in expire-time order: the scan passes it first
+	key, err := proofkey.Publish(ctx, store, proofkey.Config{Instance: "i"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Close(ctx); err != nil { // ended: free, like "old"
+		t.Fatal(err)
+	}
 	free("old")
 	offset.Add(int64(2 * time.Hour))
 	free("recent")
@@ -74,6 +82,9 @@ func TestRetainFreeDeletes(t *testing.T) {
 			t.Fatal(`"old", free for 2h, was not deleted with RetainFree 1h`)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if snap, err := lease.GetWith(ctx, store.Get, lease.KeyRecordPrefix+key.Kid()); err != nil || snap.Record == nil || lease.Tombstone(snap.Record) {
+		t.Errorf("the proof key's record after the retention sweep: %+v, %v; want it kept", snap.Record, err)
 	}
 	for _, name := range []string{"task.done", "recent", "held", sweeper.DefaultLeaseName} {
 		if _, err := m.Get(ctx, name); err != nil {

@@ -232,7 +232,8 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 			r := &recs[i]
 			s.cursor = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
 			key := announcement{r.Name, r.FencingToken}
-			if _, done := s.announced[key]; done || lease.Released(r) || lease.Tombstone(r) || r.Name == s.cfg.LeaseName && r.Holder == s.cfg.Holder {
+			if _, done := s.announced[key]; done || lease.Released(r) || lease.Tombstone(r) || r.Name == s.cfg.LeaseName && r.Holder == s.cfg.Holder ||
+				strings.HasPrefix(r.Name, lease.KeyRecordPrefix) { // a proof key's record is no holding of anyone's
 				continue
 			}
 			s.announced[key] = r.ExpireTime
@@ -263,7 +264,9 @@ func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 	}
 	for i := range recs {
 		r := &recs[i]
-		if !lease.Tombstone(r) && r.Name != s.cfg.LeaseName && !strings.HasSuffix(r.Name, KeepSuffix) {
+		// Proof keys' records stay: the JWKS lists a key for its own
+		// retention after its record ended (docs/contract.md §17).
+		if !lease.Tombstone(r) && r.Name != s.cfg.LeaseName && !strings.HasSuffix(r.Name, KeepSuffix) && !strings.HasPrefix(r.Name, lease.KeyRecordPrefix) {
 			_, err := s.cfg.Manager.Delete(ctx, lease.DeleteRequest{Name: r.Name, FreeFor: s.cfg.RetainFree, Reason: RetentionReason})
 			switch {
 			case err == nil:
