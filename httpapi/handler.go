@@ -75,6 +75,10 @@ type Config struct {
 	// §14) are always internal, and no route but an acquire (refused 400)
 	// finds them.
 	Internal []string
+	// Proofs, if not nil, signs a proof into every answer that starts or
+	// restarts a holding and serves GET /.well-known/jwks.json
+	// (docs/contract.md §17); nil answers without proofs and the route 404.
+	Proofs Proofs
 	// Sessions serves GET /v1/sessions:connect (docs/contract.md §14); nil
 	// turns sessions off (the route answers 404, and clients fall back to
 	// plain renewals).

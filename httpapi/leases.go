@@ -87,7 +87,12 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 		a.fail(w, r, shuttingDown())
 		return
 	}
-	a.answer(w, r, l, err)
+	if err != nil {
+		a.fail(w, r, a.errorProblem(r, err))
+		return
+	}
+	a.observeOp(r, "ok")
+	writeJSON(w, http.StatusOK, "application/json", a.withProof(r.Context(), l))
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
@@ -267,9 +272,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 // internal reports whether name is one of the service's own leases, which
 // list and the prefix stream leave out (docs/contract.md §15): those of
 // Config.Internal (an entry ending in "." is a prefix) and the sessions'
-// own records (§14).
+// own records (§14) and the proof keys' (§17).
 func (a *api) internal(name string) bool {
-	if strings.HasPrefix(name, lease.SessionRecordPrefix) {
+	if lease.Reserved(name) {
 		return true
 	}
 	for _, n := range a.cfg.Internal {
@@ -283,7 +288,12 @@ func (a *api) internal(name string) bool {
 // sessionRecords reports whether a list of prefix may meet a session's own
 // record.
 func sessionRecords(prefix string) bool {
-	return strings.HasPrefix(lease.SessionRecordPrefix, prefix) || strings.HasPrefix(prefix, lease.SessionRecordPrefix)
+	for _, p := range []string{lease.SessionRecordPrefix, lease.KeyRecordPrefix} {
+		if strings.HasPrefix(p, prefix) || strings.HasPrefix(prefix, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request) {

@@ -63,9 +63,13 @@ var fixedRoutes = []fixedRoute{
 	{method: http.MethodGet, path: "/healthz", handler: func(a *api) http.HandlerFunc { return a.healthz }},
 	{method: http.MethodGet, path: "/readyz", handler: func(a *api) http.HandlerFunc { return a.readyz }},
 	{method: http.MethodGet, path: "/openapi.json", handler: func(a *api) http.HandlerFunc { return serveOpenAPI }, query: []string{}},
+	{method: http.MethodGet, path: JWKSPath, handler: func(a *api) http.HandlerFunc { return a.jwks }, query: []string{"kid"}},
 	{method: http.MethodGet, path: leasesPrefix, handler: func(a *api) http.HandlerFunc { return a.list }, query: []string{"prefix", "pageSize", "pageToken"}},
 	{method: http.MethodGet, path: watchPrefixPath, handler: func(a *api) http.HandlerFunc { return a.watchPrefix }}, // checks its own query
 }
+
+// JWKSPath serves the public keys of the proofs (docs/contract.md §17).
+const JWKSPath = "/.well-known/jwks.json"
 
 // watchPrefixPath is the path of the prefix stream (docs/contract.md §10).
 const watchPrefixPath = leasesPrefix + ":watch"
@@ -183,10 +187,11 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 			if !a.authenticate(w, r, op, logged) {
 				return
 			}
-			if valid && op != "acquire" && strings.HasPrefix(name, lease.SessionRecordPrefix) {
-				// A session's own record is the service's: no route finds it
-				// (docs/contract.md §14); an acquire is refused 400 by the
-				// Manager, as the name is reserved.
+			if valid && op != "acquire" && lease.Reserved(name) {
+				// A session's own record and a proof key's are the
+				// service's: no route finds them (docs/contract.md §14,
+				// §17); an acquire is refused 400 by the Manager, as the
+				// name is reserved.
 				writeProblem(w, r, problem{status: http.StatusNotFound, code: codeNotFound, detail: "no such lease"})
 				return
 			}

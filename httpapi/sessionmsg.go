@@ -201,8 +201,8 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	c.attach(s)
 	m := c.opened("resumed", id, s, sid)
 	ls := make([]wire.Lease, 0, len(leases))
-	for _, l := range leases {
-		ls = append(ls, wire.FromLease(l))
+	for _, l := range leases { // a resume may restart a holding: each carries its proof
+		ls = append(ls, c.a.withProof(c.ctx, l))
 	}
 	m["leases"] = ls
 	lj := make([]map[string]any, 0, len(lost))
@@ -311,6 +311,8 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 	}
 	if strings.HasPrefix(name, session.RecordPrefix) {
 		b.fail("name", "must not begin with %q: the name is reserved for the service", session.RecordPrefix)
+	} else if lease.Reserved(name) {
+		b.fail("name", "must not begin with %q: the name is reserved for the service", lease.KeyRecordPrefix)
 	}
 	if len(b.bad) > 0 {
 		b.merge(validate())
@@ -371,7 +373,11 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 			c.answerError(id, c.opProblem(r, err))
 			return
 		}
-		c.send(map[string]any{"type": "result", "re": id, "lease": wire.FromLease(l)})
+		out := wire.FromLease(l)
+		if typ == "acquire" {
+			out = c.a.withProof(c.ctx, l)
+		}
+		c.send(map[string]any{"type": "result", "re": id, "lease": out})
 	}()
 	return true
 }

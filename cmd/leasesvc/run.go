@@ -19,6 +19,7 @@ import (
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/cloudlog"
+	"github.com/leasesvc/leasesvc/internal/proofkey"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 	"github.com/leasesvc/leasesvc/sweeper"
@@ -73,6 +74,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	pcfg, err := parseProofs(getenv, instance)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	if cfg.drain >= lim.shutdown {
 		return fmt.Errorf("configuration: LEASESVC_DRAIN_TIMEOUT %v must be shorter than LEASESVC_SHUTDOWN_TIMEOUT %v", cfg.drain, lim.shutdown)
 	}
@@ -113,7 +118,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("sessions: %w", err)
 	}
 	defer sessions.Stop()
-	h, err := httpapi.New(m, httpapi.Config{Sessions: sessions, Logger: log, Events: ev.hub, Observer: obs.metrics,
+	// The proof key is published before the first request can be signed
+	// with it (docs/contract.md §17).
+	pcfg.Logger = log
+	proofs, err := proofkey.Publish(ctx, store, pcfg, opened.Loop...)
+	if err != nil {
+		return fmt.Errorf("proofs: %w", err)
+	}
+	proofCtx, stopProofs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProofs()
+	proofsDone := make(chan error, 1)
+	go func() { proofsDone <- proofs.Run(proofCtx) }()
+	h, err := httpapi.New(m, httpapi.Config{Sessions: sessions, Proofs: proofs, Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
 		Limits: lim.api, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
@@ -135,7 +151,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
 		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "", "auth", acc.mode, "rateLimit", acc.rate, "rateBurst", acc.burst,
-		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0], sessionLogAttrs(scfg))
+		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0], sessionLogAttrs(scfg),
+		"proofKid", proofs.Kid(), "proofIssuer", pcfg.Issuer)
 
 	select {
 	case err := <-serveErr:
@@ -173,6 +190,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	}
 	<-sessionsDone
+	// Nothing signs any more: the key's retention counts from now.
+	stopProofs()
+	if err := <-proofsDone; err != nil {
+		log.Error("proofs: renewal", "err", err)
+	}
+	if err := proofs.Close(endCtx); err != nil {
+		log.Warn("proofs: the key record stays until its TTL runs out", "kid", proofs.Kid(), "err", err)
+	}
 	evCtx, cancelEv := context.WithDeadline(context.Background(), hard.Add(-time.Second))
 	defer cancelEv()
 	if err := ev.stop(evCtx); err != nil {

@@ -44,6 +44,11 @@ type Lease struct {
 	// through a session (docs/contract.md §14); never the session id.
 	Session         bool  `json:"session,omitempty"`
 	SessionWindowMs int64 `json:"sessionWindowMs,omitempty"`
+	// Proof is the holding's signed proof (docs/contract.md §17), only in
+	// the answers that start or restart a holding for its holder (acquire,
+	// resume); FromLease never sets it, so get, list, watch and events
+	// never carry one.
+	Proof string `json:"proof,omitempty"`
 }
 
 // emptyObject is the metadata of a lease that has none.
