@@ -290,8 +290,9 @@ func TestFrozenServiceReportsLoss(t *testing.T) {
 }
 
 // TestLostHoldingIsNeverRevived: a holding the service ended behind the
-// session's back (a renew answers lease_lost) is reported with its reason,
-// and acquiring the lease again gives a new token.
+// session's back (an operator's revoke: a REST release of a session-held
+// holding is session_held, docs/contract.md §3) is reported with its
+// reason, and acquiring the lease again gives a new token.
 func TestLostHoldingIsNeverRevived(t *testing.T) {
 	svc := startService(t)
 	sdk := sdkClient(t, svc)
@@ -304,9 +305,12 @@ func TestLostHoldingIsNeverRevived(t *testing.T) {
 		a.mustCall("lease_held", map[string]any{}, &held)
 		return len(held.Leases) == 1 && held.Leases[0].Renewing
 	})
-	// Someone else with the session's identity releases the holding behind
-	// its back: the next renew answers lease_lost.
-	if _, err := sdk.Release(context.Background(), name, "agent-stale", acq.FencingToken); err != nil {
+	// A REST release behind the session's back is refused; an operator's
+	// revoke ends the holding.
+	if _, err := sdk.Release(context.Background(), name, "agent-stale", acq.FencingToken); !errors.Is(err, client.ErrSessionHeld) {
+		t.Fatalf("REST release of the session-held holding: %v; want ErrSessionHeld", err)
+	}
+	if _, err := sdk.Revoke(context.Background(), name, client.RevokeRequest{Reason: "stuck"}); err != nil {
 		t.Fatal(err)
 	}
 	var held leasemcp.HeldOutput
@@ -314,7 +318,7 @@ func TestLostHoldingIsNeverRevived(t *testing.T) {
 		a.mustCall("lease_held", map[string]any{}, &held)
 		return len(held.LostLeases) == 1
 	})
-	if !strings.Contains(held.LostLeases[0].Reason, "lease_lost") || len(held.Held) != 0 {
+	if !strings.Contains(held.LostLeases[0].Reason, "revoked") || len(held.Held) != 0 {
 		t.Fatalf("lease_held after the loss: %+v", held)
 	}
 	a.mustCall("lease_acquire", map[string]any{"name": name}, &acq)
