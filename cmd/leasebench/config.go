@@ -16,7 +16,7 @@ import (
 
 // allScenarios lists the scenarios in the order they run.
 var allScenarios = []string{"latency", "contention", "handoff", "takeover", "succession", "events",
-	"sessiontakeover", "sessionwrites", "sessionfailover", "sessionscale", "throughput"}
+	"sessiontakeover", "sessionwrites", "sessionfailover", "sessionscale", "proofs", "throughput"}
 
 // defaultScenarios are those that run without -scenarios: the session
 // scenarios run only when named (they start agent processes and, with

@@ -55,6 +55,7 @@ var scenarios = map[string]scenario{
 	"sessionwrites":   sessionWrites,
 	"sessionfailover": sessionFailover,
 	"sessionscale":    sessionScale,
+	"proofs":          proofs,
 }
 
 // run parses the configuration, runs the scenarios and writes the report.

@@ -35,6 +35,8 @@ type answer struct {
 	// yieldTo is the candidate a live holding is asked to step down for
 	// (docs/contract.md §8), "" when none.
 	yieldTo string
+	// proof is the holding's proof of an acquire answer, "" when none.
+	proof string
 }
 
 // ok reports a 200.
@@ -89,7 +91,7 @@ func (s *service) send(ctx context.Context, method, url, verb, name, body string
 		a.code, w = p.Code, p.Lease
 	}
 	if w != nil {
-		a.yieldTo = w.YieldTo
+		a.yieldTo, a.proof = w.YieldTo, w.Proof
 		if a.lease, err = w.ToLease(); err != nil {
 			return a, fmt.Errorf("%s %s: %w", verb, name, err)
 		}
