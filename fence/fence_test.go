@@ -107,8 +107,10 @@ func TestRemoteKeysRefetch(t *testing.T) {
 	var served atomic.Value
 	served.Store(fence.JWKS{Keys: []fence.JWK{fence.NewJWK(k1.pub)}})
 	var fetches atomic.Int32
+	var asked atomic.Value // the kid of the last fetch
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
+		asked.Store(r.URL.Query().Get("kid"))
 		_ = json.NewEncoder(w).Encode(served.Load())
 	}))
 	defer srv.Close()
@@ -130,6 +132,9 @@ func TestRemoteKeysRefetch(t *testing.T) {
 	now = now.Add(time.Minute)
 	if _, err := v.Verify(t.Context(), k2.sign(t, claims("a", 3))); err != nil {
 		t.Fatalf("the new instance's key after Refetch: %v", err)
+	}
+	if asked.Load() != k2.kid {
+		t.Errorf("the fetch asked for kid %v, want %s (so that the instance reads the backend)", asked.Load(), k2.kid)
 	}
 	if _, err := v.Verify(t.Context(), k1.sign(t, claims("a", 4))); err != nil || fetches.Load() != 2 {
 		t.Fatalf("a known key: %v after %d fetches, want nil after 2", err, fetches.Load())

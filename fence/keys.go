@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -139,7 +140,7 @@ func (r *RemoteKeys) Key(ctx context.Context, kid string) (ed25519.PublicKey, er
 		return nil, fmt.Errorf("%w: %q is not in the JWKS fetched %v ago (refetched at most every %v)", ErrUnknownKey, kid, t.Sub(r.fetched).Round(time.Millisecond), every)
 	}
 	r.fetched = now()
-	got, err := r.fetch(ctx)
+	got, err := r.fetch(ctx, kid)
 	if err != nil {
 		return nil, err
 	}
@@ -158,8 +159,18 @@ func (r *RemoteKeys) Key(ctx context.Context, kid string) (ed25519.PublicKey, er
 // maxJWKS bounds the JWKS document RemoteKeys reads.
 const maxJWKS = 1 << 20
 
-func (r *RemoteKeys) fetch(ctx context.Context) (StaticKeys, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL, nil)
+// fetch reads the JWKS, naming kid in the query (?kid=): an instance that
+// does not list that key reads the backend before it answers, so a key
+// published a moment ago by another instance is found.
+func (r *RemoteKeys) fetch(ctx context.Context, kid string) (StaticKeys, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("fence: JWKS URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("kid", kid)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("fence: JWKS request: %w", err)
 	}
