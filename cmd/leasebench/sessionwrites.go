@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
 
 	"github.com/leasesvc/leasesvc/internal/rawsession"
 )
@@ -83,7 +84,13 @@ func sessionWrites(ctx context.Context, b *bench) ([]row, error) {
 			return fmt.Errorf("session %d: %w", i, err)
 		}
 		agents[i] = a
+		// Below the service's message rate per session (200/s by
+		// default): a thousand acquires at once would close the socket.
+		lim := rate.NewLimiter(100, 10)
 		for k := range b.cfg.writeLeases {
+			if err := lim.Wait(ctx); err != nil {
+				return err
+			}
 			if _, err := a.Acquire(ctx, fmt.Sprintf("%s.writes.s%d.%d", b.cfg.prefix, i, k), "agent-"+strconv.Itoa(i), 0); err != nil {
 				return fmt.Errorf("session %d: acquire: %w", i, err)
 			}
