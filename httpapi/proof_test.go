@@ -104,6 +104,26 @@ func TestProofREST(t *testing.T) {
 	}
 }
 
+// TestJWKSPublic: with authentication on, the JWKS route answers a
+// request without credentials, like OIDC discovery; a lease route does not.
+func TestJWKSPublic(t *testing.T) {
+	store := memory.New()
+	iss := newIssuer(t, store, "i1")
+	m, _ := lease.NewManager(store, lease.Config{})
+	h, err := httpapi.New(m, httpapi.Config{Proofs: iss, Authenticator: tokenAuth{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verifier(t, h, iss.Kid())
+	p, _ := iss.Sign(lease.Lease{Record: lease.Record{Name: "a", Holder: "h", FencingToken: 1}})
+	if _, err := v.Verify(t.Context(), p); err != nil {
+		t.Fatalf("a proof through the JWKS served without credentials: %v", err)
+	}
+	if code, _ := call(t, h, "GET", "/v1/leases/a", ""); code != 401 {
+		t.Fatalf("a lease route without credentials: %d, want 401", code)
+	}
+}
+
 // TestProofSession: a session acquire's result and a resume's leases on
 // another instance carry proofs; each verifies through the other
 // instance's JWKS (an unknown kid reads the backend).
