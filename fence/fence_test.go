@@ -179,7 +179,7 @@ func TestMiddleware(t *testing.T) {
 }
 
 // TestParseJWKS: a kid that is not its key's thumbprint is refused, so a
-// JWKS cannot rename a key.
+// JWKS cannot rename a key; a key of another type is left out.
 func TestParseJWKS(t *testing.T) {
 	k, other := newKey(t), newKey(t)
 	j := fence.NewJWK(k.pub)
@@ -188,8 +188,8 @@ func TestParseJWKS(t *testing.T) {
 	if _, err := fence.ParseJWKS(data); err == nil || !strings.Contains(err.Error(), "thumbprint") {
 		t.Fatalf("ParseJWKS of a renamed key: %v, want a thumbprint error", err)
 	}
-	data, _ = json.Marshal(fence.JWKS{Keys: []fence.JWK{fence.NewJWK(k.pub)}})
-	keys, err := fence.ParseJWKS(data)
+	data, _ = json.Marshal(fence.JWKS{Keys: []fence.JWK{fence.NewJWK(k.pub), {Kty: "RSA", Kid: "rsa-1"}}})
+	keys, err := fence.ParseJWKS(data) // the RSA key is left out
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("ParseJWKS = %v, %v", keys, err)
 	}

@@ -72,7 +72,8 @@ type Keys interface {
 type StaticKeys map[string]ed25519.PublicKey
 
 // ParseJWKS reads a JWKS document (RFC 7517 §5) into a StaticKeys. Keys
-// other than Ed25519 ones are an error.
+// of other types are left out (RFC 7517 §5: ignored); an Ed25519 key that
+// is malformed, or whose kid is not its thumbprint, is an error.
 func ParseJWKS(data []byte) (StaticKeys, error) {
 	var set JWKS
 	if err := json.Unmarshal(data, &set); err != nil {
@@ -80,6 +81,9 @@ func ParseJWKS(data []byte) (StaticKeys, error) {
 	}
 	keys := StaticKeys{}
 	for _, k := range set.Keys {
+		if k.Kty != "OKP" || k.Crv != "Ed25519" {
+			continue
+		}
 		pub, err := k.PublicKey()
 		if err != nil {
 			return nil, err
