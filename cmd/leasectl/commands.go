@@ -153,6 +153,15 @@ func commands() []command {
 			example: "leasectl mcp --url http://localhost:8080 --holder agent-7 --ttl 30s",
 		},
 		{
+			name: "fence", args: "jwks", run: cmdFence,
+			summary: "print the service's public keys of fencing proofs (JWKS)",
+			about: "Prints the JSON Web Key Set of GET /.well-known/jwks.json: the keys that verify the proofs\n" +
+				"the service hands to holders (docs/contract.md §17). Save it for a sink without network, which\n" +
+				"loads it with fence.ParseJWKS; a sink with network fetches it itself. The route is public: no\n" +
+				"credentials are sent. See docs/fencing.md.",
+			example: "leasectl fence jwks > jwks.json",
+		},
+		{
 			name: "version", offline: true, run: cmdVersion,
 			summary: "print leasectl's version",
 			about:   "Prints the version of leasectl, the commit it was built from (when known) and its Go version.",
