@@ -87,6 +87,15 @@ class Lease:
     session: bool = False
     #: The window of that session, milliseconds; 0 when not session-held.
     session_window_ms: int = 0
+    #: The fencing proof of the holding (docs/contract.md §17): a compact
+    #: JWS the service signed, stating it issued ``fencing_token`` of this
+    #: lease to ``holder``. Only the answers that start a holding for its
+    #: holder carry it (acquire, a session's acquire and resume); "" in
+    #: every other. Pass it, never the bare token, to whatever writes (the
+    #: ``Leasesvc-Fence`` header); sinks check it with :mod:`leasesvc.fence`.
+    #: Keep it secret: until a higher token reaches a sink, it writes there
+    #: as the leader.
+    proof: str = field(default="", repr=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Lease":
@@ -118,6 +127,7 @@ class Lease:
             best_candidate_priority=(None if (bcp := d.get("bestCandidatePriority")) is None else int(bcp)),
             session=bool(d.get("session", False)),
             session_window_ms=int(d.get("sessionWindowMs", 0) or 0),
+            proof=str(d.get("proof", "") or ""),
         )
 
 

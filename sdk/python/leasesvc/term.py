@@ -44,6 +44,10 @@ class Term:
             downstream, which must refuse tokens lower than the highest it
             has seen.
         lease: the lease as the acquire that began the term answered it.
+        proof: the term's fencing proof (docs/contract.md §17), ``lease.proof``:
+            send it, rather than the bare token, with every write to a sink
+            that verifies proofs (:mod:`leasesvc.fence`); "" from a service
+            without proofs.
         ended: a :class:`threading.Event` set the moment leadership ends.
         cause: why it ended (:class:`~leasesvc.LeaseLostError`,
             :class:`~leasesvc.SafeDeadlineError`, :class:`StoppedError`, ...), ``None``
@@ -61,6 +65,7 @@ class Term:
     def __init__(self, lease: Lease) -> None:
         self.token = lease.fencing_token
         self.lease = lease
+        self.proof = lease.proof
         self.ended = threading.Event()
         self.cause: Optional[BaseException] = None
         self.ended_at: Optional[float] = None
