@@ -2,7 +2,6 @@ package fence
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 )
@@ -34,7 +33,7 @@ func (v *Verifier) Verify(ctx context.Context, proof string) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
-	if !ed25519.Verify(key, []byte(p.signed), p.sig) {
+	if !strictVerify(key, []byte(p.signed), p.sig) {
 		return Claims{}, fmt.Errorf("%w: the proof of lease %q token %d does not verify with key %q", ErrSignature, p.claims.Lease, p.claims.FencingToken, p.header.Kid)
 	}
 	if v.issuer != "" && p.claims.Issuer != v.issuer {
