@@ -7,7 +7,8 @@
  * cannot be reached. By default the Elector holds its lease through a
  * Session (Client.openSession, docs/contract.md §14), one WebSocket whose
  * heartbeats keep it, and falls back to plain renewals against a service
- * without sessions.
+ * without sessions. The fence module verifies the proofs that come with
+ * holdings (Lease.proof) and keeps sinks fenced (docs/contract.md §17).
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
 export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
@@ -38,3 +39,4 @@ export { parseLease, parseTime, validName } from "./lease.js";
 export type { Lease, Page } from "./lease.js";
 export { backoffDelay, defaultBackoff } from "./backoff.js";
 export type { Backoff } from "./backoff.js";
+export * as fence from "./fence.js";

@@ -58,6 +58,13 @@ export interface Lease {
   session: boolean;
   /** The window of that session in milliseconds; 0 when not session-held. */
   sessionWindowMs: number;
+  /**
+   * The holding's fencing proof (docs/contract.md §17): a compact JWS the service signed, stating its lease,
+   * fencingToken and holder. Only in the answers that start a holding for its holder (acquire, a session's
+   * acquire and resume); absent elsewhere. Pass it, never the bare token, to whatever writes (the
+   * Leasesvc-Fence header to an HTTP sink); keep it secret like a bearer token.
+   */
+  proof?: string;
 }
 
 /** One page of a list. */
@@ -120,6 +127,7 @@ export function parseLease(raw: unknown): Lease {
     bestCandidatePriority: typeof o["bestCandidatePriority"] === "number" ? num(o["bestCandidatePriority"]) : null,
     session: o["session"] === true,
     sessionWindowMs: num(o["sessionWindowMs"]),
+    ...(typeof o["proof"] === "string" && o["proof"] !== "" ? { proof: o["proof"] } : {}),
   };
 }
 
