@@ -2,9 +2,11 @@ package rawsession_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +131,42 @@ func TestAgentResumes(t *testing.T) {
 	}
 	if h := a.Held(); len(h) != 1 || h[0].FencingToken != l.FencingToken {
 		t.Fatalf("held %v", h)
+	}
+}
+
+// TestConcurrentSendsKeepIDsIncreasing: requests and heartbeats sent from
+// several goroutines at once reach the service with increasing ids (a
+// sender that took a larger id must not write first: the service closes
+// the socket with session_protocol, which dropped leasebench's session of
+// 1,000 leases).
+func TestConcurrentSendsKeepIDsIncreasing(t *testing.T) {
+	in := newInstance(t, memory.New())
+	c, err := rawsession.Dial(t.Context(), in.srv.URL, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Drop()
+	if _, err := c.Open(t.Context(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 15 {
+				if k%4 == 0 {
+					_ = c.Heartbeat(t.Context())
+				}
+				if _, err := c.Request(t.Context(), rawsession.Message{Type: "acquire", Name: fmt.Sprintf("ids.%d.%d", g, k), Holder: "h"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a request failed: %v (the socket ended: %v)", err, c.Err())
 	}
 }

@@ -213,6 +213,11 @@ func (c *Conn) Err() error {
 // send writes m with a new id and returns the channel its answer comes on
 // (nil for a heartbeat, whose ack is kept in the Conn).
 func (c *Conn) send(ctx context.Context, m Message) (int64, chan Message, error) {
+	// One writer at a time, from taking the id to the end of the write:
+	// ids must increase along the socket (docs/contract.md §14), and two
+	// senders that took 2 and 3 could otherwise write 3 first.
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	c.mu.Lock()
 	c.nextID++
 	m.ID = c.nextID
@@ -228,9 +233,7 @@ func (c *Conn) send(ctx context.Context, m Message) (int64, chan Message, error)
 	if err != nil {
 		return 0, nil, fmt.Errorf("session: encode %s: %w", m.Type, err)
 	}
-	c.writeMu.Lock()
 	err = c.ws.Write(ctx, websocket.MessageText, raw)
-	c.writeMu.Unlock()
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, m.ID)
