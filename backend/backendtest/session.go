@@ -67,14 +67,20 @@ func testSessionLifecycle(t *testing.T, e *env) {
 		!got.Held() || got.FencingToken != l.FencingToken || got.SessionEpoch != 3 {
 		t.Fatalf("TakeOver after the session expired = %+v, %v; want token %d held again at epoch 3", got, err, l.FencingToken)
 	}
-	// A plain release by its holder ends it and clears the session.
-	if got, err = cur.Release(ctx, lease.ReleaseRequest{Name: name, Holder: "agent", FencingToken: l.FencingToken}); err != nil || got.Held() || got.Session {
-		t.Fatalf("plain release = %+v, %v; want the holding ended without its session", got, err)
+	// A plain release of the live session-held holding is ErrSessionHeld
+	// (docs/contract.md §3): only its session ends it.
+	if _, err = cur.Release(ctx, lease.ReleaseRequest{Name: name, Holder: "agent", FencingToken: l.FencingToken}); !errors.Is(err, lease.ErrSessionHeld) {
+		t.Fatalf("plain release of a live session-held holding = %v; want ErrSessionHeld", err)
+	}
+	// A release through the session at its epoch ends it and clears the
+	// session, so that no resume restarts it.
+	if got, err = cur.Release(ctx, lease.ReleaseRequest{Name: name, Holder: "agent", FencingToken: l.FencingToken, Session: sessionRef(3)}); err != nil || got.Held() || got.Session {
+		t.Fatalf("release through the session = %+v, %v; want the holding ended without its session", got, err)
 	}
 	if got, err = old.Get(ctx, name); err != nil || got.SessionKey != "" || got.SessionEpoch != 0 || got.SessionWindow != 0 {
-		t.Fatalf("Get after a plain release = %+v, %v; want no session", got, err)
+		t.Fatalf("Get after the release = %+v, %v; want no session", got, err)
 	}
 	if _, err := old.TakeOver(ctx, lease.TakeOverRequest{Name: name, Holder: "agent", FencingToken: l.FencingToken, TTL: ttl, Session: *sessionRef(4)}); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("TakeOver after a plain release = %v; want ErrLost", err)
+		t.Fatalf("TakeOver after the release = %v; want ErrLost", err)
 	}
 }
