@@ -60,12 +60,16 @@ func TestTypeScriptSDK(t *testing.T) {
 	bin := e2e.Binary(t)
 
 	dir := copyPackage(t)
+	repo, err := filepath.Abs("../..") // the copy is outside it: tests find shared files here
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	npm := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, "npm", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "LEASESVC_BIN="+bin, "NO_COLOR=1")
+		cmd.Env = append(os.Environ(), "LEASESVC_BIN="+bin, "LEASESVC_REPO="+repo, "NO_COLOR=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -15,6 +15,8 @@ export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..",
 
 /** repoRoot is the directory of the leasesvc go.mod above the package, or "" when there is none. */
 export function repoRoot(): string {
+  // The Go test runs a copy of the package outside the repository.
+  if (process.env["LEASESVC_REPO"]) return process.env["LEASESVC_REPO"];
   let dir = packageDir;
   for (;;) {
     const mod = join(dir, "go.mod");
