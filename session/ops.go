@@ -54,6 +54,13 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 		_, _ = s.r.b.Expire(ectx, ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
 		return lease.Lease{}, ErrClosed
 	}
+	if cur := s.leases[l.Name]; cur != nil && cur.token > l.FencingToken {
+		// A later holding's answer came first (acquires and a release
+		// answered out of order): the table keeps the later token, and
+		// this stale answer leads nothing.
+		s.mu.Unlock()
+		return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
+	}
 	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
 	s.mu.Unlock()
 	s.r.track(l.Name, s)
