@@ -109,7 +109,14 @@ func (s *Session) Renew(ctx context.Context, req lease.RenewRequest) (lease.Leas
 		case err == nil:
 			h.sent = sent
 		case errors.Is(err, lease.ErrLost):
+			// The renew's own answer goes out after the lock is gone, so a
+			// heartbeat acked meanwhile would vouch for a lease the agent
+			// still counts: the lost push is queued here, before any later
+			// ack (docs/contract.md §14, S3).
+			var le *lease.LostError
+			errors.As(err, &le)
 			delete(s.leases, req.Name)
+			s.pushLocked(lostPush(*h, le))
 			s.mu.Unlock()
 			s.r.untrack(req.Name, s)
 			return l, err

@@ -181,6 +181,40 @@ func lostBeforeAck(t *testing.T) {
 	}
 }
 
+// TestRenewLostBeforeAck: the agent's own renew (a checkpoint) finds the
+// lease revoked. Its lease_lost answer is written by the socket after the
+// session's lock is gone, so a heartbeat acked in between would vouch for
+// a lease the agent still counts: the lost push is queued first (S2).
+func TestRenewLostBeforeAck(t *testing.T) { synctest.Test(t, renewLostBeforeAck) }
+
+func renewLostBeforeAck(t *testing.T) {
+	m := manager(t, memory.New())
+	r := newRegistry(t, session.Manager{M: m}, session.Config{})
+	o := &order{}
+	s, _, err := r.Open(t.Context(), "c", "", time.Second, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	x, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Revoke(t.Context(), lease.RevokeRequest{Name: "x", Reason: "stuck", Operator: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Renew(t.Context(), lease.RenewRequest{Name: "x", Holder: "h", FencingToken: x.FencingToken, Checkpoint: []byte(`{"n":1}`)})
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew of a revoked lease: %v; want lease_lost", err)
+	}
+	if !s.Heartbeat(o.ack) {
+		t.Fatal("no ack once the lost lease left the session")
+	}
+	if got := o.snapshot(); len(got) != 2 || got[0] != "revoked:stuck" || got[1] != "ack" {
+		t.Fatalf("queued %v; want the revoked push, then the ack", got)
+	}
+}
+
 // offsetClock is the process's clock moved on by off.
 type offsetClock struct{ off atomic.Int64 }
 
