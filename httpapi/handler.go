@@ -24,6 +24,7 @@ import (
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/internal/membudget"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -150,6 +151,10 @@ type Limits struct {
 	// early, with a nextPageToken, before it would pass it; a page always
 	// holds at least one lease. Default 4 MiB, at most MaxPageBytes.
 	PageBytes int
+	// Memory is the instance's memory budget (docs/contract.md §16): the
+	// bytes queued or buffered for clients are charged to it, per caller.
+	// Nil: no budget beyond each stream's and page's own bound.
+	Memory *membudget.Budget
 }
 
 // Defaults of Limits.
