@@ -24,13 +24,14 @@ const Margin = 0.1
 //     stops leading it when a lost or revoked push on the current socket,
 //     or the lost list of the resumed answer on it, names it, when it
 //     sends a resume that does not claim it, or when it sends a release,
-//     transfer or close; and it never leads again a
-//     holding it asked to end (an acquire of the same lease sent before
-//     its release may be answered after it, with the same token).
+//     transfer or close; and it never leads again a holding it asked to
+//     end (an acquire of the same lease sent before its release may be
+//     answered after it, with the same token).
 //
 // The agent under test (internal/rawsession) may be more careful than
 // this; never less (the checker compares its own deadline with this one).
 type Spec struct {
+	// Holder is the holder the agent acquires as.
 	Holder   string
 	window   time.Duration
 	current  *Conn
@@ -50,6 +51,7 @@ type basis struct {
 	c           *Conn
 }
 
+// describe tells b for a violation.
 func (b basis) describe(w *World) string {
 	if b.c == nil {
 		return "no heartbeat acked"
@@ -61,7 +63,7 @@ func (b basis) describe(w *World) string {
 // lead is how long after a counted heartbeat's send time the agent leads.
 func (sp *Spec) lead() time.Duration { return time.Duration(float64(sp.window) * (1 - Margin)) }
 
-// Leads reports whether the agent leads at t.
+// leads reports whether the agent leads at t.
 func (sp *Spec) leads(t time.Time) bool { return t.Before(sp.deadline) }
 
 // begun is the latest holding of a lease and when the backend decided it.
@@ -100,6 +102,7 @@ const (
 	KindAgent = "an agent led past its deadline by A3"
 )
 
+// newChecker returns the checker of w.
 func newChecker(w *World) *Checker { return &Checker{w: w, latest: map[string]begun{}} }
 
 // addSpec starts following an agent that holds as holder.

@@ -129,8 +129,9 @@ func (m *machine) sleep(d time.Duration) {
 	m.step()
 }
 
-// progress counts the steps of every run; current is the world of the run
-// under way. The watchdog reads both from outside the bubbles.
+// progress counts the steps of every run, runs the runs, and current is
+// the world of the run under way. The watchdog reads them from outside
+// the bubbles.
 var (
 	progress atomic.Int64
 	runs     atomic.Int64
@@ -173,10 +174,17 @@ func watch() (stop func()) {
 	return func() { close(done) }
 }
 
+// instance draws an instance.
 func (m *machine) instance(t *rapid.T, label string) int {
 	return rapid.IntRange(0, m.cfg.Instances-1).Draw(t, label)
 }
 
+// actions are the machine's actions: the agent's operations, the faults
+// of the network, the instances and the backend, other holders, and time.
+// The agent heartbeats, resumes and gives up on silent sockets by itself
+// (rawsession.Agent), as time passes. Every action ends when all that it
+// set off at its instant has run (synctest.Wait), and the invariant is
+// checked after each.
 func (m *machine) actions() map[string]func(*rapid.T) {
 	w := m.w
 	return map[string]func(*rapid.T){
