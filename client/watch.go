@@ -251,21 +251,28 @@ func (e *parseError) Unwrap() error { return e.err }
 
 // read reads one event from the current connection, and its id. An event
 // type this client does not know (history) comes back with an empty Type.
+// An event (its lines up to the blank one that ends it) larger than
+// MaxAnswerBytes fails, as a larger answer does, once that many bytes are
+// read: nothing past the bound is buffered.
 func (s *Stream) read(body *bufio.Reader) (Event, string, error) {
-	var typ, data, id string
+	var typ, id string
+	var data strings.Builder
+	size := 0 // bytes of the event so far
 	for {
-		line, err := body.ReadString('\n')
+		line, err := s.line(body, MaxAnswerBytes-size)
 		if err != nil {
-			return Event{}, "", fmt.Errorf("stream: %w", err)
+			return Event{}, "", err
 		}
-		s.idle.Reset(watchIdle)
+		size += len(line)
 		line = strings.TrimRight(line, "\r\n")
 		switch {
 		case line == "":
+			size = 0
 			if typ == "" {
+				data.Reset()
 				continue
 			}
-			ev, err := decodeSSE(typ, data)
+			ev, err := decodeSSE(typ, data.String())
 			return ev, id, err
 		case strings.HasPrefix(line, ":"): // heartbeat
 		case strings.HasPrefix(line, "id:"):
@@ -273,7 +280,33 @@ func (s *Stream) read(body *bufio.Reader) (Event, string, error) {
 		case strings.HasPrefix(line, "event:"):
 			typ = strings.TrimSpace(line[len("event:"):])
 		case strings.HasPrefix(line, "data:"):
-			data += strings.TrimPrefix(line[len("data:"):], " ")
+			data.WriteString(strings.TrimPrefix(line[len("data:"):], " "))
+		}
+	}
+}
+
+// line reads one line of at most limit bytes, its end included. A longer
+// one is a parseError (not retried: the service would send it again) once
+// limit bytes are read, without reading on.
+func (s *Stream) line(body *bufio.Reader, limit int) (string, error) {
+	var long []byte // the line so far, once it outgrows body's buffer
+	for {
+		frag, err := body.ReadSlice('\n')
+		if len(frag) > 0 {
+			s.idle.Reset(watchIdle)
+		}
+		if len(long)+len(frag) > limit {
+			return "", &parseError{&Error{Err: fmt.Errorf("event larger than %d bytes (client.MaxAnswerBytes)", MaxAnswerBytes), kind: ErrInternal}}
+		}
+		switch {
+		case err == nil && long == nil:
+			return string(frag), nil
+		case err == nil:
+			return string(append(long, frag...)), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			long = append(long, frag...)
+		default:
+			return "", fmt.Errorf("stream: %w", err)
 		}
 	}
 }
