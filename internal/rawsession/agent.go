@@ -418,6 +418,13 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 			return l, err
 		}
 		a.mu.Lock()
+		if cur, ok := a.held[name]; ok && cur.FencingToken > l.FencingToken {
+			// A later holding's answer came first (requests answered out
+			// of order): the later token stays, and this one leads nothing.
+			a.traceLocked("acquire of %s token %d answered after token %d: stale", name, l.FencingToken, cur.FencingToken)
+			a.mu.Unlock()
+			return lease.Lease{}, fmt.Errorf("rawsession: acquire of %s answered token %d after token %d: %w", name, l.FencingToken, cur.FencingToken, lease.ErrLost)
+		}
 		if !a.retired[c] {
 			a.traceLocked("acquired %s token %d on %s", name, l.FencingToken, c.URL)
 			a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
