@@ -692,6 +692,10 @@ class Watch:
                     self._reading = True
                 try:
                     ev = self._read(resp)
+                except InternalError:
+                    self._closed.set()  # the service would send it again: final
+                    self._drop()
+                    raise
                 finally:
                     with self._mu:
                         self._reading = False
@@ -761,29 +765,33 @@ class Watch:
             conn.close()
 
     def _read(self, resp: http.client.HTTPResponse) -> Optional[Event]:
-        typ, data, eid = "", "", ""
+        """Read one event; one larger than MAX_ANSWER_BYTES (all its lines) fails once that much is read."""
+        typ, eid, size = "", "", 0
+        data: List[str] = []
         while True:
-            line = resp.readline(MAX_ANSWER_BYTES + 1)
+            line = resp.readline(MAX_ANSWER_BYTES - size + 1)
             if not line:
                 raise _Dropped()
-            if len(line) > MAX_ANSWER_BYTES:
-                raise InternalError(f"watch: an event line larger than {MAX_ANSWER_BYTES} bytes (MAX_ANSWER_BYTES)")
+            size += len(line)
+            if size > MAX_ANSWER_BYTES:
+                raise InternalError(f"watch: event larger than {MAX_ANSWER_BYTES} bytes (MAX_ANSWER_BYTES)")
             s = line.decode("utf-8", "replace").rstrip("\r\n")
             if s == "":
                 if not typ:
+                    size, data = 0, []
                     continue
                 if typ == "overflow":
                     raise _Dropped()  # the service closed a stream that fell behind: resume
                 if eid:
                     self.last_event_id = eid
-                return _decode_sse(typ, data, eid)
+                return _decode_sse(typ, "".join(data), eid)
             if s.startswith(":"):
                 continue  # heartbeat
             if s.startswith("event:"):
                 typ = s[len("event:"):].strip()
             elif s.startswith("data:"):
                 d = s[len("data:"):]
-                data += d[1:] if d.startswith(" ") else d
+                data.append(d[1:] if d.startswith(" ") else d)
             elif s.startswith("id:"):
                 eid = s[len("id:"):].strip()
 

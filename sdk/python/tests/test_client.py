@@ -280,6 +280,25 @@ class WatchTest(FakeTestCase):
         self.assertEqual(list(w), [])
         self.assertLess(time.monotonic() - t, 5)
 
+    def test_event_too_large_says_so(self) -> None:
+        # Issue 37: an event larger than MAX_ANSWER_BYTES, on one data line
+        # or on many shorter ones, ends the watch with an error naming the
+        # bound; a valid event, so a reader without the bound returns it.
+        ev = json.dumps({"type": "acquired", "lease": lease_json(token=1, metadata={"b": "x" * 3000}),
+                         "eventTime": "2026-01-01T00:00:00Z"})
+        cut = "\ndata: ".join(ev[i:i + 200] for i in range(0, len(ev), 200))
+        for label, frame in (("one line", f"event: acquired\ndata: {ev}\n\n"),
+                             ("many lines", f"event: acquired\ndata: {cut}\n\n")):
+            with self.subTest(label):
+                f = self.serve(lambda req, frame=frame: sse([": hi\n\n", frame], hold=5))
+                with unittest.mock.patch.object(leasesvc.client, "MAX_ANSWER_BYTES", 1000):
+                    w = leasesvc.Client(f.url, backoff=FAST).watch("a")
+                    self.addCleanup(w.close)
+                    with self.assertRaises(leasesvc.InternalError) as cm:
+                        next(w)
+                self.assertIn("event larger than 1000 bytes (MAX_ANSWER_BYTES)", str(cm.exception))
+                self.assertEqual(list(w), [], "the watch went on after the failure")
+
     def test_refusal_is_raised(self) -> None:
         f = self.serve(lambda req: problem(400, "invalid_argument"))
         with self.assertRaises(leasesvc.InvalidArgumentError):
