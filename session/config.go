@@ -27,6 +27,8 @@ const (
 	DefaultMaxMessage     = 1 << 20
 	DefaultMaxAge         = 55 * time.Minute
 	DefaultShutdownWindow = 10 * time.Second
+	DefaultOpenTimeout    = 10 * time.Second
+	DefaultOutBuffer      = 256 << 10
 )
 
 // safeFraction is the part of the TTL, counted from the send time of a
@@ -39,10 +41,12 @@ type Config struct {
 	// LeaseTTL is the shortest TTL of a session's leases in the backend;
 	// a session's TTL is max(LeaseTTL, 3 × window). Default 30s.
 	LeaseTTL time.Duration
-	// MaxSessions caps the sessions of this instance. Default 900.
+	// MaxSessions caps the sessions of this instance, counting the
+	// upgraded sockets not yet in a session (Registry.Admit). Default 900.
 	MaxSessions int
 	// MaxPerCaller caps the sessions of one caller (principal; client
-	// address without authentication) on this instance. Default 100.
+	// address without authentication) on this instance, counting its
+	// upgraded sockets not yet in a session. Default 100.
 	MaxPerCaller int
 	// MaxLeases caps the leases of one session. Default 1000.
 	MaxLeases int
@@ -54,6 +58,15 @@ type Config struct {
 	// MaxAge is how long a socket lives before it is asked to move.
 	// Default 55m.
 	MaxAge time.Duration
+	// OpenTimeout is how long an upgraded socket may stay without sending
+	// open or resume; then it is closed (LEASESVC_HEADER_TIMEOUT).
+	// Default 10s.
+	OpenTimeout time.Duration
+	// OutBuffer bounds the bytes queued on one socket for a client that
+	// reads slower than its answers come; past it the socket is closed
+	// and its session lives on (LEASESVC_SESSION_OUT_BUFFER). A message
+	// larger than it is queued only on an empty queue. Default 256 KiB.
+	OutBuffer int64
 	// Events delivers the leadership events of every instance; the
 	// Registry tells sessions of their leases' losses from it. Nil means
 	// losses are found by the renewals only.
@@ -103,6 +116,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultMaxAge
 	}
+	if c.OpenTimeout == 0 {
+		c.OpenTimeout = DefaultOpenTimeout
+	}
+	if c.OutBuffer == 0 {
+		c.OutBuffer = DefaultOutBuffer
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -112,10 +131,12 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.LeaseTTL < time.Second:
 		return c, fmt.Errorf("session: Config.LeaseTTL %v must be at least 1s", c.LeaseTTL)
-	case c.MaxSessions < 0, c.MaxPerCaller < 0, c.MaxLeases < 0, c.MessageRate < 0, c.MaxMessage < 0:
+	case c.MaxSessions < 0, c.MaxPerCaller < 0, c.MaxLeases < 0, c.MessageRate < 0, c.MaxMessage < 0, c.OpenTimeout < 0:
 		return c, errors.New("session: Config limits must not be negative")
 	case c.MaxMessage < 4<<10:
 		return c, fmt.Errorf("session: Config.MaxMessage %d must be at least 4096 bytes", c.MaxMessage)
+	case c.OutBuffer < 4<<10:
+		return c, fmt.Errorf("session: Config.OutBuffer %d must be at least 4096 bytes", c.OutBuffer)
 	case c.MaxAge < time.Minute:
 		return c, fmt.Errorf("session: Config.MaxAge %v must be at least 1m", c.MaxAge)
 	}

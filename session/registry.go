@@ -19,7 +19,8 @@ type Registry struct {
 
 	mu        sync.Mutex
 	byKey     map[string]*Session
-	perCaller map[string]int
+	perCaller map[string]int                   // slots held by sessions and sockets
+	spare     map[string]int                   // spare slots of sockets (Slot)
 	names     map[string]map[*Session]struct{} // lease name → the sessions holding it here
 	closing   bool
 	ending    int           // sessions whose end is still writing
@@ -36,7 +37,7 @@ func New(b Backend, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{b: b, cfg: cfg, byKey: map[string]*Session{}, perCaller: map[string]int{},
+	r := &Registry{b: b, cfg: cfg, byKey: map[string]*Session{}, perCaller: map[string]int{}, spare: map[string]int{},
 		names: map[string]map[*Session]struct{}{}, changed: make(chan struct{}), stopHub: func() {}}
 	if cfg.Events != nil {
 		r.stopHub = r.follow()
@@ -76,7 +77,9 @@ func CheckWindow(w time.Duration) error {
 // replacing is the key of the session a resume takes over ("" for an
 // open): when that session lives here for the same caller, its slot is
 // given back as the resume registers, so the limits do not refuse it.
-func (r *Registry) reserve(caller, replacing string) error {
+// With sl (the slot the socket took at its upgrade), the slot passes to
+// the session instead.
+func (r *Registry) reserve(sl *Slot, caller, replacing string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.byKey[replacing]
@@ -84,6 +87,8 @@ func (r *Registry) reserve(caller, replacing string) error {
 	switch {
 	case r.closing:
 		return ErrShuttingDown
+	case sl != nil:
+		return sl.pass(moving)
 	case moving:
 	case r.perCaller[caller] >= r.cfg.MaxPerCaller:
 		return &LimitError{What: "sessions of this caller", Max: r.cfg.MaxPerCaller}
@@ -234,10 +239,15 @@ func (r *Registry) untrackLocked(name string, s *Session) {
 // authentication). It writes the session record and returns the session
 // and its id, the bearer secret only the agent keeps.
 func (r *Registry) Open(ctx context.Context, caller, principal string, window time.Duration, c Conn) (*Session, string, error) {
+	return r.open(ctx, nil, caller, principal, window, c)
+}
+
+// open is Open, on the socket's slot sl when it is not nil.
+func (r *Registry) open(ctx context.Context, sl *Slot, caller, principal string, window time.Duration, c Conn) (*Session, string, error) {
 	if err := CheckWindow(window); err != nil {
 		return nil, "", err
 	}
-	if err := r.reserve(caller, ""); err != nil {
+	if err := r.reserve(sl, caller, ""); err != nil {
 		r.refused(ctx, "session_open", principal, "", err)
 		return nil, "", err
 	}
@@ -266,6 +276,11 @@ func (r *Registry) Open(ctx context.Context, caller, principal string, window ti
 // leases taken over and those that were lost, with the reasons the failed
 // takeovers found. window 0 keeps the session's.
 func (r *Registry) Resume(ctx context.Context, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
+	return r.resume(ctx, nil, caller, principal, id, epoch, window, claims, c)
+}
+
+// resume is Resume, on the socket's slot sl when it is not nil.
+func (r *Registry) resume(ctx context.Context, sl *Slot, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
 	fail := func(err error) (*Session, []lease.Lease, []Lost, error) {
 		r.refused(ctx, "session_resume", principal, "", err)
 		return nil, nil, nil, err
@@ -302,7 +317,7 @@ func (r *Registry) Resume(ctx context.Context, caller, principal, id string, epo
 			window = DefaultWindow
 		}
 	}
-	if err := r.reserve(caller, key); err != nil {
+	if err := r.reserve(sl, caller, key); err != nil {
 		return fail(err)
 	}
 	s := r.newSession(key, principal, caller, window, epoch)
