@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/membudget"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -24,6 +25,10 @@ type limits struct {
 	listenHost    string        // the host part of the listen address
 	maxCandidates int           // LEASESVC_MAX_CANDIDATES: registered candidates per lease
 	retainFree    time.Duration // LEASESVC_RETAIN_FREE: the sweeper deletes leases free this long; 0 off
+	// memory and memoryPerCaller are LEASESVC_MEMORY_BUDGET and
+	// LEASESVC_MEMORY_PER_CALLER, in bytes: the instance's memory budget
+	// (docs/contract.md §16), api.Memory, and one caller's share of it.
+	memory, memoryPerCaller int64
 }
 
 // minRetainFree is the shortest LEASESVC_RETAIN_FREE.
@@ -37,6 +42,25 @@ const (
 	// minStreamRefresh keeps a mistyped LEASESVC_STREAM_REFRESH (1ms) from
 	// re-reading a prefix flat out.
 	minStreamRefresh = 100 * time.Millisecond
+	// defaultMemory is LEASESVC_MEMORY_BUDGET's default, sized for Cloud
+	// Run's default instance of 512 MiB (docs/contract.md §16): the
+	// process's own ≈ 40 MiB at rest, what it queues and buffers for
+	// clients (this budget) and the garbage collector's headroom over it
+	// (the Go heap grows to about twice what is live between collections)
+	// stay under 512 MiB with room to spare. It holds 900 sessions' fixed
+	// cost (≈ 110 KiB each, ≈ 97 MiB) and as much again for streams,
+	// pages and bodies.
+	defaultMemory = 192 << 20
+	// defaultMemoryPerCaller is LEASESVC_MEMORY_PER_CALLER's default: a
+	// quarter of the budget, so that no principal takes it all and four
+	// busy ones still fit. 100 prefix streams whose clients never read
+	// (each at most 1.5 × LEASESVC_STREAM_BUFFER) hold ≈ 38 MiB of it.
+	defaultMemoryPerCaller = 48 << 20
+	// minMemory is the smallest budget and share: one list chunk and a
+	// few stream buffers.
+	minMemory = 1 << 20
+	// maxMemory bounds both settings (1 TiB): larger is a typo.
+	maxMemory = 1 << 40
 )
 
 // parseLimits reads the limit settings; every error names its variable.
@@ -122,6 +146,9 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 			*n.dst = x
 		}
 	}
+	if err := l.parseMemory(getenv); err != nil {
+		return l, err
+	}
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {
 		key, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(key) != httpapi.PageTokenKeySize {
@@ -149,7 +176,39 @@ func (l limits) logAttrs() []any {
 		"streamRefresh", max(l.api.StreamRefresh, 0).String(), "refreshPrefixes", l.api.RefreshPrefixes,
 		"writeTimeout", l.api.WriteTimeout.String(), "streamBuffer", l.api.StreamBuffer, "pageBytes", l.api.PageBytes,
 		"waitingPerCaller", l.api.WaitingPerCaller, "waiting", l.api.Waiting, "candidates", l.maxCandidates, "readyCache", l.api.ReadyCache.String(), "listScanBudget", l.api.ListScanBudget,
-		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String())}
+		"shutdown", l.shutdown.String(), "sharedPageTokenKey", l.pageTokenKey != nil, "retainFree", l.retainFree.String(),
+		"memoryBudget", l.memory, "memoryPerCaller", l.memoryPerCaller)}
+}
+
+// parseMemory reads LEASESVC_MEMORY_BUDGET and LEASESVC_MEMORY_PER_CALLER
+// (bytes) and makes the budget every client's queued and buffered bytes
+// are charged to (docs/contract.md §16).
+func (l *limits) parseMemory(getenv func(string) string) error {
+	l.memory, l.memoryPerCaller = defaultMemory, defaultMemoryPerCaller
+	for _, n := range []struct {
+		key string
+		dst *int64
+	}{{"LEASESVC_MEMORY_BUDGET", &l.memory}, {"LEASESVC_MEMORY_PER_CALLER", &l.memoryPerCaller}} {
+		if v := getenv(n.key); v != "" {
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || x < minMemory || x > maxMemory {
+				return fmt.Errorf("%s=%q: want a number of bytes from %d to %d", n.key, v, minMemory, int64(maxMemory))
+			}
+			*n.dst = x
+		}
+	}
+	if l.memoryPerCaller > l.memory {
+		if getenv("LEASESVC_MEMORY_PER_CALLER") != "" {
+			return fmt.Errorf("LEASESVC_MEMORY_PER_CALLER=%d: want at most LEASESVC_MEMORY_BUDGET (%d)", l.memoryPerCaller, l.memory)
+		}
+		l.memoryPerCaller = l.memory // a small budget set alone: one caller may use it all
+	}
+	b, err := membudget.New(l.memory, l.memoryPerCaller)
+	if err != nil {
+		return fmt.Errorf("LEASESVC_MEMORY_BUDGET: %w", err)
+	}
+	l.api.Memory = b
+	return nil
 }
 
 // loopbackListen reports whether the service listens on loopback only.

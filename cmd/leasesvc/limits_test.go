@@ -27,6 +27,10 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
 		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64, ListScanBudget: 10000,
 		WriteTimeout: 30 * time.Second, StreamBuffer: 256 << 10, PageBytes: 4 << 20}
+	if st := l.api.Memory.Stats(); st.Total != 192<<20 || st.Share != 48<<20 {
+		t.Fatalf("default memory budget %+v; want 192 MiB, 48 MiB a caller", st)
+	}
+	l.api.Memory = nil
 	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
 		t.Fatalf("defaults %+v", l)
 	}
@@ -43,8 +47,39 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 	want = httpapi.Limits{BodyTimeout: 3 * time.Second, StreamsPerCaller: 7, Streams: 70, StreamLifetime: 10 * time.Minute,
 		WaitingPerCaller: 8, Waiting: 80, ReadyCache: 2 * time.Second, StreamRefresh: 2500 * time.Millisecond, RefreshPrefixes: 9, ListScanBudget: 50,
 		WriteTimeout: 7 * time.Second, StreamBuffer: 65536, PageBytes: 100000}
+	l.api.Memory = nil
 	if l.api != want || l.headerTimeout != 4*time.Second || l.idleTimeout != 5*time.Minute || l.shutdown != 8*time.Second || len(l.pageTokenKey) != 32 || l.pageTokenKey[31] != 31 || l.listenHost != "::" {
 		t.Fatalf("overrides %+v", l)
+	}
+}
+
+// TestMemorySettings: LEASESVC_MEMORY_BUDGET and LEASESVC_MEMORY_PER_CALLER
+// make the budget (docs/contract.md §16); a bad value, or a share larger
+// than the budget, is refused naming the setting.
+func TestMemorySettings(t *testing.T) {
+	l, err := parseLimits(envOf(map[string]string{"LEASESVC_MEMORY_BUDGET": "67108864", "LEASESVC_MEMORY_PER_CALLER": "8388608"}), "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := l.api.Memory.Stats(); st.Total != 64<<20 || st.Share != 8<<20 {
+		t.Fatalf("budget %+v; want 64 MiB, 8 MiB a caller", st)
+	}
+	// A budget smaller than the default share, set alone: one caller may use it all.
+	if l, err := parseLimits(envOf(map[string]string{"LEASESVC_MEMORY_BUDGET": "16777216"}), "static"); err != nil || l.api.Memory.Share() != 16<<20 {
+		t.Fatalf("budget 16 MiB alone: share %d, %v; want 16 MiB", l.api.Memory.Share(), err)
+	}
+	for _, env := range []map[string]string{
+		{"LEASESVC_MEMORY_BUDGET": "lots"}, {"LEASESVC_MEMORY_BUDGET": "0"}, {"LEASESVC_MEMORY_BUDGET": "1024"},
+		{"LEASESVC_MEMORY_PER_CALLER": "-1"}, {"LEASESVC_MEMORY_BUDGET": "16777216", "LEASESVC_MEMORY_PER_CALLER": "33554432"},
+	} {
+		_, err := parseLimits(envOf(env), "static")
+		named := false
+		for k := range env {
+			named = named || err != nil && strings.Contains(err.Error(), k)
+		}
+		if !named {
+			t.Errorf("env %v: %v; want an error naming the setting", env, err)
+		}
 	}
 }
 
