@@ -210,8 +210,8 @@ func TestSpannerRenewTrace(t *testing.T) {
 			p.what, med(p.took), med(p.took)-med(base), med(p.rpcTotal), med(p.took)-med(p.rpcTotal))
 	}
 	for _, sh := range shapes {
-		if sh != "StreamingRead+ExecuteStreamingSql+Commit" {
-			t.Errorf("a renew sent %s, want StreamingRead+ExecuteStreamingSql+Commit (its key read, with the transaction begun inline, the clock, the commit)", sh)
+		if sh != "ExecuteStreamingSql+StreamingRead+Commit" {
+			t.Errorf("a renew sent %s, want ExecuteStreamingSql+StreamingRead+Commit (the clock, with the transaction begun inline, its key read, the commit)", sh)
 		}
 	}
 }

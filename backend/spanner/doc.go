@@ -5,9 +5,10 @@
 // # Clock
 //
 // Every decision is made with Spanner's time, never the process's:
-// Try reads the row by key inside its read-write transaction (which locks
-// the key), then CURRENT_TIMESTAMP(), and passes that time (or the row's
-// commit timestamp, when later) to decide; the
+// Try reads CURRENT_TIMESTAMP() inside its read-write transaction, then
+// the row by key (which locks the key), and passes that time (or the row's
+// commit timestamp, when later: a time at which the row was as read) to
+// decide; the
 // acquire, renew and expire times derive from it and are stored in plain
 // TIMESTAMP columns (a commit-timestamp column refuses the future expire
 // time). UpdateTime is the commit timestamp, for operators. Get and List are

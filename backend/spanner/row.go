@@ -73,8 +73,8 @@ func (r *leaseRow) row() *backend.Row {
 }
 
 // readForUpdate reads the row under name in tx as a batch of one does
-// (readRows): a point read of the key, which locks it whether the row
-// exists or not, then CURRENT_TIMESTAMP(). It returns the row (nil when
+// (readRows): CURRENT_TIMESTAMP(), then a point read of the key, which
+// locks it whether the row exists or not. It returns the row (nil when
 // absent) and the decision time: CURRENT_TIMESTAMP(), or the row's commit
 // timestamp (UpdateTime) when that is later, because CURRENT_TIMESTAMP()
 // can precede that commit (measured on the emulator: by up to 11 ms), and a
