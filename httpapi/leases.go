@@ -266,7 +266,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	// A page may come out shorter than pageSize (PageBytes, or the scan
 	// budget of lease.List's Keep); nextPageToken still continues it.
-	a.writePage(w, r, a.newLister(r, req, size), func(inner string) string { return a.sealPageToken(inner, req.Prefix, principal) })
+	a.writePage(w, r, a.newLister(r, req, size, listChunkBytes, a.account(r)), func(inner string) string { return a.sealPageToken(inner, req.Prefix, principal) })
 }
 
 // internal reports whether name is one of the service's own leases, which

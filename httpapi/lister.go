@@ -3,50 +3,83 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/leasesvc/leasesvc/internal/membudget"
 	"github.com/leasesvc/leasesvc/lease"
 )
 
 // Sizes of the lister's reads.
 const (
-	// chunkBytes is about how much of the leases' metadata and checkpoints
-	// one read of the Manager brings into memory.
-	chunkBytes = 1 << 20
-	// firstChunk is the size of the first read, before any lease's size
-	// is known: 32 leases of the largest (16 KiB of metadata and of
-	// checkpoint) are 1 MiB.
-	firstChunk = 32
+	// listChunkBytes is about how much of the leases' metadata and
+	// checkpoints one read of a list page brings into memory; a prefix
+	// stream's snapshot reads half its Limits.StreamBuffer at a time
+	// (streamChunk), so that a stream whose client does not read holds at
+	// most 1.5 × StreamBuffer (docs/contract.md §16).
+	listChunkBytes = 256 << 10
+	// maxLeaseBytes is the most a lease costs as chunk sizes reckon it:
+	// its metadata and checkpoint at their largest, and leaseBytes.
+	maxLeaseBytes = lease.MaxMetadataBytes + lease.MaxCheckpointBytes + leaseBytes
 	// leaseBytes is what a lease costs besides its metadata and
 	// checkpoint, as chunk sizes reckon it.
 	leaseBytes = 512
 )
 
+// streamChunk is the chunk a prefix stream's snapshot reads: half its
+// buffer, at least one lease of the largest.
+func (a *api) streamChunk() int { return max(a.cfg.Limits.StreamBuffer/2, maxLeaseBytes) }
+
 // lister reads the leases of a list from the Manager in chunks of about
-// chunkBytes, however many leases are wanted, so that a list page or a
+// chunk bytes, however many leases are wanted, so that a list page or a
 // prefix stream's snapshot holds one chunk in memory at a time while it
-// waits for its client, not the whole of a large prefix.
+// waits for its client, not the whole of a large prefix. Each chunk is
+// charged to acct (the memory budget, docs/contract.md §16) from the read
+// that brings it to the next read or close: a chunk the budget refuses is
+// dropped and next returns a *memoryError.
 type lister struct {
-	a    *api
-	r    *http.Request
-	req  lease.ListRequest // its PageToken is where the next read starts
-	left int               // leases still to read; < 0 when unbounded
-	size int               // the next read's size
-	done bool
+	a     *api
+	r     *http.Request
+	req   lease.ListRequest // its PageToken is where the next read starts
+	left  int               // leases still to read; < 0 when unbounded
+	chunk int               // bytes a read aims at
+	size  int               // the next read's size
+	done  bool
+	acct  *membudget.Account
+	held  int64 // bytes of the chunk last returned, charged to acct
 }
 
 // newLister reads the leases under prefix from the start (PageToken of
-// req) on, at most max of them (max < 0: all).
-func (a *api) newLister(r *http.Request, req lease.ListRequest, max int) *lister {
-	return &lister{a: a, r: r, req: req, left: max, size: firstChunk}
+// req) on, at most max of them (max < 0: all), chunk bytes at a time,
+// charging each chunk to acct. The caller must call close.
+func (a *api) newLister(r *http.Request, req lease.ListRequest, max, chunk int, acct *membudget.Account) *lister {
+	// The first read, before any lease's size is known, reckons each at
+	// its largest.
+	return &lister{a: a, r: r, req: req, left: max, chunk: chunk, size: chunk / maxLeaseBytes, acct: acct}
+}
+
+// chunkCost is what a chunk of leases costs in the memory budget.
+func chunkCost(ls []lease.Lease) int64 {
+	var n int64
+	for _, x := range ls {
+		n += int64(len(x.Metadata) + len(x.Checkpoint) + len(x.Name) + leaseBytes)
+	}
+	return n
+}
+
+// close gives back the charge of the chunk last returned.
+func (l *lister) close() {
+	l.acct.Shrink(l.held)
+	l.held = 0
 }
 
 // next returns the next chunk of leases, in name order; none, with done
 // set, when there are no more (an empty chunk may come before the end).
+// The chunk returned before is given back to the budget.
 func (l *lister) next() ([]lease.Lease, error) {
+	l.close()
 	if l.done || l.left == 0 {
 		l.done = true
 		return nil, nil
 	}
-	n := l.size
+	n := max(l.size, 1)
 	if l.left > 0 {
 		n = min(n, l.left)
 	}
@@ -58,6 +91,11 @@ func (l *lister) next() ([]lease.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	cost := chunkCost(res.Leases)
+	if !l.acct.Grow(cost) {
+		return nil, &memoryError{need: cost}
+	}
+	l.held = cost
 	if l.left > 0 {
 		l.left -= len(res.Leases)
 	}
@@ -73,11 +111,7 @@ func (l *lister) next() ([]lease.Lease, error) {
 	// most; a stream's snapshot (unbounded) reads on.
 	l.done = res.NextPageToken == "" || l.left == 0 || l.left > 0 && len(res.Leases) < n
 	if len(res.Leases) > 0 {
-		total := 0
-		for _, x := range res.Leases {
-			total += len(x.Metadata) + len(x.Checkpoint) + leaseBytes
-		}
-		l.size = max(1, min(lease.MaxPageSize, chunkBytes*len(res.Leases)/total))
+		l.size = max(1, min(lease.MaxPageSize, int(int64(l.chunk)*int64(len(res.Leases))/cost)))
 	}
 	return res.Leases, nil
 }

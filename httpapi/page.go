@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/leasesvc/leasesvc/internal/wire"
@@ -17,8 +18,12 @@ const pageOverhead = 512
 // chunk at a time (lister) and each is encoded and written on its own, so
 // a client that reads slowly holds one chunk of this instance's memory,
 // not the page's. A read that fails once the page has begun ends the page
-// there, with a token that reads again.
+// there, with a token that reads again. Each chunk is charged to the
+// memory budget (docs/contract.md §16) while the page holds it: a first
+// chunk the budget refuses is a 429 or 503, a later one ends the page
+// early, with its token.
 func (a *api) writePage(w http.ResponseWriter, r *http.Request, ls *lister, seal func(inner string) string) {
+	defer ls.acct.Close()
 	pos := ls.req.PageToken // where the page's next lease would be read
 	size, written := pageOverhead, 0
 	next := ""
@@ -26,6 +31,11 @@ func (a *api) writePage(w http.ResponseWriter, r *http.Request, ls *lister, seal
 		chunk, err := ls.next()
 		if err != nil {
 			if written == 0 {
+				var me *memoryError
+				if errors.As(err, &me) {
+					a.fail(w, r, a.memoryProblem(r, me.need))
+					return
+				}
 				a.fail(w, r, a.errorProblem(r, err))
 				return
 			}

@@ -207,6 +207,13 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 				a.fail(w, r, *p)
 				return
 			}
+			// The body is charged to the memory budget while the
+			// handler holds it (docs/contract.md §16).
+			release, ok := a.chargeBody(w, r)
+			if !ok {
+				return
+			}
+			defer release()
 			rt.handler(a, w, r, name)
 			return
 		}

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/internal/wire"
 )
 
 // errOverflow ends a stream whose client fell more than Limits.StreamBuffer
@@ -26,6 +29,10 @@ var errOverflow = errors.New("the client fell behind")
 //     (the client resumes with Last-Event-ID);
 //   - while backlog is set (the stream's own snapshot, replay, history),
 //     a write waits for room instead: those go at the client's pace;
+//   - every queued byte is charged to the memory budget (acct,
+//     docs/contract.md §16) until it is written or dropped; a frame the
+//     budget refuses closes the stream with an `overflow` event too, whose
+//     reason says so;
 //   - the end of the stream's lifetime, the client going and shutdown
 //     interrupt a write in progress.
 //
@@ -40,6 +47,12 @@ type stream struct {
 	// backlog makes write wait for room rather than overflow; the loop's
 	// own field.
 	backlog bool
+	// acct is charged for the queue (and, by a prefix stream's lister, for
+	// the snapshot chunk it holds); closed by close.
+	acct *membudget.Account
+	// memReason is the overflow reason of a frame of need bytes the budget
+	// refused.
+	memReason func(need int64) string
 
 	ctx    context.Context // ends with the request, the lifetime or shutdown
 	cancel context.CancelFunc
@@ -60,13 +73,18 @@ type stream struct {
 	done chan struct{} // the writer has returned
 }
 
-// openStream starts the writer of a stream whose headers were sent. The
-// caller must call close when the stream ends.
-func (a *api) openStream(w http.ResponseWriter, r *http.Request) *stream {
+// openStream starts the writer of a stream whose headers were sent,
+// charging what it queues to acct (nil: a new account of r's caller),
+// which close closes. The caller must
+// call close when the stream ends.
+func (a *api) openStream(w http.ResponseWriter, r *http.Request, acct *membudget.Account) *stream {
+	if acct == nil {
+		acct = a.account(r)
+	}
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Limits.StreamLifetime)
 	s := &stream{w: w, rc: rc, log: a.log, timeout: a.cfg.Limits.WriteTimeout, limit: a.cfg.Limits.StreamBuffer,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, acct: acct, memReason: func(need int64) string { return a.memoryReason(r, need) },
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 	s.stops = append(s.stops,
 		context.AfterFunc(a.stopCtx, cancel),
@@ -107,10 +125,7 @@ func (s *stream) write(b []byte) {
 	for s.err == nil && s.queued > 0 && s.queued+len(b) > s.limit {
 		if !s.backlog {
 			s.log.InfoContext(s.ctx, "watch stream closed: the client fell behind", "queuedBytes", s.queued, "streamBuffer", s.limit)
-			s.err = errOverflow
-			s.final = frame("", "overflow", []byte(`{"reason":"the client fell more than `+strconv.Itoa(s.limit)+
-				` bytes behind the stream; reconnect with Last-Event-ID to resume"}`))
-			s.signal(s.wake)
+			s.overflow("the client fell more than " + strconv.Itoa(s.limit) + " bytes behind the stream; reconnect with Last-Event-ID to resume")
 			return
 		}
 		s.mu.Unlock()
@@ -127,9 +142,36 @@ func (s *stream) write(b []byte) {
 	if s.err != nil {
 		return
 	}
+	if !s.acct.Grow(int64(len(b))) {
+		s.log.InfoContext(s.ctx, "watch stream closed: the memory budget refused its charge", "queuedBytes", s.queued, "frameBytes", len(b))
+		s.overflow(s.memReason(int64(len(b))))
+		return
+	}
 	s.queue = append(s.queue, b)
 	s.queued += len(b)
 	s.signal(s.wake)
+}
+
+// overflow ends the stream with a final `overflow` event saying reason;
+// s.mu is held.
+func (s *stream) overflow(reason string) {
+	data, _ := wire.Marshal(struct {
+		Reason string `json:"reason"`
+	}{reason})
+	s.err = errOverflow
+	s.final = frame("", "overflow", data)
+	s.signal(s.wake)
+}
+
+// failMemory ends the stream with an `overflow` event because the budget
+// refused a charge of need bytes (the snapshot's next chunk).
+func (s *stream) failMemory(need int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.log.InfoContext(s.ctx, "watch stream closed: the memory budget refused its snapshot's next chunk", "chunkBytes", need)
+		s.overflow(s.memReason(need))
+	}
 }
 
 // signal wakes whoever waits on c, without blocking.
@@ -154,6 +196,7 @@ func (s *stream) run() {
 		}
 		if s.err != nil || s.closed {
 			final := s.final
+			s.acct.Shrink(int64(s.queued))
 			s.queue, s.queued, s.final = nil, 0, nil
 			s.mu.Unlock()
 			if final != nil {
@@ -168,6 +211,7 @@ func (s *stream) run() {
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.queued -= len(b)
+		s.acct.Shrink(int64(len(b)))
 		if err != nil && s.err == nil {
 			s.err = err
 		}
@@ -207,6 +251,7 @@ func (s *stream) close() {
 		s.cancel()
 	}
 	<-s.done
+	s.acct.Close()
 	s.cancel()
 	for _, stop := range s.stops {
 		stop()

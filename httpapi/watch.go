@@ -40,7 +40,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	if !startEventStream(w, r) {
 		return
 	}
-	s := a.openStream(w, r)
+	s := a.openStream(w, r, a.account(r))
 	defer s.close()
 	s.backlog = true // the replay and the state go at the client's pace
 	a.replayLease(s, r, name)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -120,9 +121,20 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			refreshed = rsub.C
 		}
 	}
-	ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+	// The stream's queue and the snapshot's chunk are charged to the
+	// memory budget (docs/contract.md §16); a first chunk it cannot hold
+	// is a 429 or 503, a later one ends the stream with overflow.
+	acct := a.account(r)
+	defer acct.Close()
+	ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1, a.streamChunk(), acct)
+	defer ls.close()
 	first, err := ls.next()
 	if err != nil {
+		var me *memoryError
+		if errors.As(err, &me) {
+			a.fail(w, r, a.memoryProblem(r, me.need))
+			return
+		}
 		a.fail(w, r, a.errorProblem(r, err))
 		return
 	}
@@ -130,7 +142,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if !startEventStream(w, r) {
 		return
 	}
-	s := a.openStream(w, r)
+	s := a.openStream(w, r, acct)
 	defer s.close()
 	s.backlog = true // the replay, the snapshot and the history go at the client's pace
 	ps := &prefixStream{s: s, last: map[string]lease.Event{},
@@ -159,7 +171,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		}
 		ps.replaying = false
 	}
-	if eachReadable(s, ls, first, readable, func(l lease.Lease) {
+	err = eachReadable(s, ls, first, readable, func(l lease.Lease) {
 		_, replayed := ps.last[l.Name]
 		if ps.held[l.Name] != nil || replayed {
 			// What the replay lacks may still be on its way to this
@@ -168,7 +180,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ps.snapshot(l)
-	}) != nil {
+	})
+	ls.close() // the snapshot's last chunk is not kept
+	if err != nil {
 		return // the client reconnects
 	}
 	if history && !resume {
@@ -199,15 +213,21 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			ps.s.write([]byte(": heartbeat\n\n"))
 		case ev := <-sub.C:
 			if sub.Lagged() { // events were dropped: say the states anew
-				ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1)
+				ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1, a.streamChunk(), acct)
 				first, err := ls.next()
 				if err != nil {
+					var me *memoryError
+					if errors.As(err, &me) {
+						s.failMemory(me.need)
+					}
 					return
 				}
 				s.backlog = true
 				ps.flushAll(time.Time{})
 				seen := map[string]bool{}
-				if eachReadable(s, ls, first, readable, func(l lease.Lease) { seen[l.Name] = true; ps.snapshot(l) }) != nil {
+				err = eachReadable(s, ls, first, readable, func(l lease.Lease) { seen[l.Name] = true; ps.snapshot(l) })
+				ls.close()
+				if err != nil {
 					return
 				}
 				ps.gone(seen)
@@ -227,8 +247,9 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 
 // eachReadable calls f with each readable lease that ls reads, first (a
 // chunk it has read) and then chunk by chunk, while the stream goes on:
-// the stream holds one chunk of leases at a time while its client takes
-// their snapshots.
+// the stream holds one chunk of leases at a time (charged to its memory
+// budget account) while its client takes their snapshots. A chunk the
+// budget refuses ends the stream with an overflow event.
 func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(string) bool, f func(lease.Lease)) error {
 	chunk := first
 	for {
@@ -242,6 +263,10 @@ func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(stri
 		}
 		var err error
 		if chunk, err = ls.next(); err != nil {
+			var me *memoryError
+			if errors.As(err, &me) {
+				s.failMemory(me.need)
+			}
 			return err
 		}
 	}

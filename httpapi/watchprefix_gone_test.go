@@ -17,7 +17,7 @@ func TestPrefixStreamGone(t *testing.T) {
 	w := httptest.NewRecorder()
 	a := &api{log: slog.New(slog.DiscardHandler), stopCtx: t.Context(),
 		cfg: Config{Limits: Limits{StreamLifetime: time.Minute, WriteTimeout: time.Minute, StreamBuffer: 1 << 20}}}
-	s := a.openStream(w, httptest.NewRequest("GET", "/v1/leases:watch", nil))
+	s := a.openStream(w, httptest.NewRequest("GET", "/v1/leases:watch", nil), nil)
 	defer s.close()
 	ps := &prefixStream{s: s, last: map[string]lease.Event{},
 		held: map[string]*heldBack{}, readable: func(string) bool { return true }}

@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/leasesvc/leasesvc/internal/membudget"
+)
+
+// The REST side of the memory budget (docs/contract.md §16): what a stream
+// queues and the snapshot chunk it holds, a list page's chunk in flight
+// and a request body are charged to Limits.Memory, by caller (callerKey),
+// for as long as the instance holds them. A charge the budget cannot meet
+// changes nothing: a request is answered 429 (the caller's share is spent)
+// or 503 (the instance's budget is), a list page ends early with its
+// nextPageToken, a stream ends with an `overflow` event saying which.
+
+// memoryError is a charge of need bytes the budget refused.
+type memoryError struct{ need int64 }
+
+func (e *memoryError) Error() string {
+	return "the memory budget cannot hold " + strconv.FormatInt(e.need, 10) + " more bytes"
+}
+
+// account opens the budget account of one client object of r's caller.
+func (a *api) account(r *http.Request) *membudget.Account {
+	return a.cfg.Limits.Memory.Account(a.callerKey(r))
+}
+
+// shareSpent reports whether a refused charge of need bytes for caller
+// passed the caller's share (else the instance's total).
+func (a *api) shareSpent(caller string, need int64) bool {
+	b := a.cfg.Limits.Memory
+	return b.Used(caller)+need > b.Share()
+}
+
+// memoryProblem is the answer to a request whose charge of need bytes the
+// budget refused: 429 when the caller's share is spent, so that it closes
+// or reads what it holds open; 503 when the instance's budget is, so that
+// the client retries, on another instance if there is one.
+func (a *api) memoryProblem(r *http.Request, need int64) problem {
+	b := a.cfg.Limits.Memory
+	if a.shareSpent(a.callerKey(r), need) {
+		return problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 5,
+			detail: fmt.Sprintf("this caller's share of the instance's memory (%d bytes, LEASESVC_MEMORY_PER_CALLER) is held by what it has open; read or close its streams and pages, then retry", b.Share())}
+	}
+	return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
+		detail: fmt.Sprintf("this instance's memory budget (%d bytes, LEASESVC_MEMORY_BUDGET) is spent; retry (another instance may answer)", b.Total())}
+}
+
+// memoryReason is the reason of the overflow event of a stream whose
+// charge of need bytes the budget refused.
+func (a *api) memoryReason(r *http.Request, need int64) string {
+	b := a.cfg.Limits.Memory
+	if a.shareSpent(a.callerKey(r), need) {
+		return fmt.Sprintf("this caller's share of the instance's memory (%d bytes) is held by its streams and pages; reconnect with Last-Event-ID to resume once it reads or closes some", b.Share())
+	}
+	return fmt.Sprintf("this instance's memory budget (%d bytes) is spent; reconnect with Last-Event-ID to resume (another instance may answer)", b.Total())
+}
+
+// chargeBody charges the body of r, as the handler will read it (at most
+// MaxBodyBytes; all of them when its length is not known), until the
+// returned release; a body the budget cannot hold is answered 429 or 503
+// before a byte of it is read, and ok is false.
+func (a *api) chargeBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return func() {}, true
+	}
+	n := int64(MaxBodyBytes)
+	if r.ContentLength > 0 && r.ContentLength < n {
+		n = r.ContentLength
+	}
+	acct := a.account(r)
+	if !acct.Grow(n) {
+		w.Header().Set("Connection", "close") // the body is not read
+		a.fail(w, r, a.memoryProblem(r, n))
+		return nil, false
+	}
+	return acct.Close, true
+}
