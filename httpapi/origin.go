@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // Problem codes of the checks on where a request comes from.
@@ -172,15 +174,59 @@ func (s *sources) hostAllowed(hostport string) bool {
 }
 
 // guardSources answers 403 to a request on the lease API that the sources
-// do not allow, before anything else looks at it.
+// do not allow, before anything else looks at it, and writes its audit
+// line (the caller is not authenticated yet: principal "").
 func (a *api) guardSources(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, apiPathPrefix) {
 			if p := a.sources.check(r); p != nil {
+				op, name := guardedOp(r)
+				a.cfg.Audit.Refused(r.Context(), op, p.code, "", name, p.detail)
 				writeProblem(w, r, *p)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guardedOp names the operation a request refused by guardSources asked
+// for, as audit lines name operations (get, list, watch, acquire, …,
+// connect for the session upgrade), and its lease name or list prefix
+// when valid ("" otherwise, so that nothing hostile is logged).
+func guardedOp(r *http.Request) (op, name string) {
+	switch p := r.URL.Path; {
+	case p == SessionsPath:
+		return "connect", ""
+	case p == leasesPrefix:
+		return "list", validOrEmpty(r.URL.Query().Get("prefix"))
+	case p == watchPrefixPath:
+		return "watch", validOrEmpty(r.URL.Query().Get("prefix"))
+	case strings.HasPrefix(p, leasesPrefix+"/"):
+		seg := strings.TrimPrefix(p, leasesPrefix+"/")
+		name, verb := seg, ""
+		if i := strings.LastIndexByte(seg, ':'); i >= 0 {
+			name, verb = seg[:i], seg[i+1:]
+		}
+		switch {
+		case verb != "" && len(verb) <= 16 && lease.ValidName(verb):
+			op = verb
+		case verb == "" && r.Method == http.MethodDelete:
+			op = "delete"
+		case verb == "":
+			op = "get"
+		default:
+			op = "unknown"
+		}
+		return op, validOrEmpty(name)
+	}
+	return "unknown", ""
+}
+
+// validOrEmpty is name if it is a valid lease name (or prefix), else "".
+func validOrEmpty(name string) string {
+	if lease.ValidName(name) {
+		return name
+	}
+	return ""
 }

@@ -20,7 +20,11 @@
 // labels.leasesvc_log="audit". A change's action is the event type
 // (acquired, released, revoked, expired, deleted); a refusal's is the
 // operation refused (acquire, renew, release, revoke, delete, get, list,
-// watch). Tokens and
+// watch; connect, the session upgrade, for a request from an origin or to
+// a Host not served). A released event whose session died carries reason
+// session_expired; a holding taken through a session carries session, the
+// first 8 hex characters of its stored key, as a session's own record's
+// name does. Tokens and
 // credentials are never logged. cmd/leasesvc writes these lines whatever
 // the log level.
 package audit
@@ -79,7 +83,7 @@ func (a *Log) Change(ctx context.Context, ev lease.Event) {
 	attrs := []any{
 		str("action", string(ev.Type)),
 		str("outcome", OutcomeOK),
-		str("lease", l.Name),
+		str("lease", shortName(l.Name)),
 		slog.Int64("fencingToken", l.FencingToken),
 		str("holder", l.Holder),
 		str("holderPrincipal", l.Principal),
@@ -95,8 +99,18 @@ func (a *Log) Change(ctx context.Context, ev lease.Event) {
 		}
 	case lease.EventExpired:
 		attrs = append(attrs, str("principal", ""))
+	case lease.EventReleased:
+		// A holding its session's death ended says so: the service
+		// released it, not its holder (docs/contract.md §14).
+		attrs = append(attrs, str("principal", l.Principal))
+		if ev.Reason != "" {
+			attrs = append(attrs, str("reason", ev.Reason))
+		}
 	default:
 		attrs = append(attrs, str("principal", l.Principal))
+	}
+	if l.SessionKey != "" {
+		attrs = append(attrs, str("session", l.SessionKey[:min(len(l.SessionKey), ShortSession)]))
 	}
 	if ev.Type == lease.EventAcquired && ev.PreviousHolder != "" {
 		attrs = append(attrs, str("previousHolder", ev.PreviousHolder), slog.Bool("previousExpired", ev.PreviousExpired))
@@ -104,11 +118,29 @@ func (a *Log) Change(ctx context.Context, ev lease.Event) {
 	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit", attrs...))
 }
 
+// ShortSession is how many hex characters of a session's stored key name
+// it in audit lines (docs/contract.md §14): a session record's lease name
+// and a holding's session attribute carry that many, never more.
+const ShortSession = 8
+
+// shortName is a lease name as audit lines carry it: a session's own
+// record (lease.SessionRecordPrefix and 32 hex characters of its key) is
+// cut to ShortSession characters of the key.
+func shortName(name string) string {
+	if key, ok := strings.CutPrefix(name, lease.SessionRecordPrefix); ok && len(key) > ShortSession {
+		return lease.SessionRecordPrefix + key[:ShortSession]
+	}
+	return name
+}
+
 // Refused records a request refused before it reached the lease: outcome is
 // the problem code (unauthenticated, permission_denied), action the
 // operation (acquire, renew, release, revoke, get, list, watch), principal
 // the caller ("" when unauthenticated), name the lease or list prefix, and
-// detail why, without credentials.
+// detail why, without credentials. It also records the 403s of a request
+// from an origin or to a Host the service does not serve
+// (origin_not_allowed, host_not_allowed; action connect for the session
+// upgrade), before any authentication (principal "").
 func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, detail string) {
 	if a == nil {
 		return
@@ -117,7 +149,7 @@ func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, det
 		str("action", action),
 		str("outcome", outcome),
 		str("principal", principal),
-		str("lease", name),
+		str("lease", shortName(name)),
 		str("detail", detail),
 	))
 }
@@ -135,7 +167,7 @@ func (a *Log) Session(ctx context.Context, action, outcome, principal, session, 
 		str("action", action),
 		str("outcome", outcome),
 		str("principal", principal),
-		str("session", session),
+		str("session", session[:min(len(session), ShortSession)]),
 		str("detail", detail),
 	))
 }

@@ -112,3 +112,32 @@ func TestSession(t *testing.T) {
 	var nilLog *audit.Log
 	nilLog.Session(t.Context(), "session_open", "ok", "", "", "") // a nil Log writes nothing
 }
+
+// TestSessionNamesAreShort: a session's own record and a holding taken
+// through a session name the session by 8 hex characters of its key
+// (docs/contract.md §14), never the 32 of the record's name nor the 64 of
+// the key; a holding a session's death ended says session_expired.
+func TestSessionNamesAreShort(t *testing.T) {
+	key := strings.Repeat("0123abcd", 8) // 64 hex characters
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	rec := lease.Lease{Record: lease.Record{Name: lease.SessionRecordName(key), Holder: "session", FencingToken: 1, SessionKey: key, ExpireTime: at}, ServerTime: at}
+	got := line(t, func(a *audit.Log) { a.Change(t.Context(), lease.Event{Type: lease.EventAcquired, Lease: rec, Time: at}) })
+	if got["lease"] != lease.SessionRecordPrefix+"0123abcd" || got["session"] != "0123abcd" {
+		t.Errorf("session record's line: lease %v, session %v; want %s0123abcd and 0123abcd", got["lease"], got["session"], lease.SessionRecordPrefix)
+	}
+	held := lease.Lease{Record: lease.Record{Name: "team-a.s", Holder: "w1", Principal: "agent@example.com", FencingToken: 4, SessionKey: key, ExpireTime: at}, ServerTime: at}
+	got = line(t, func(a *audit.Log) {
+		a.Change(t.Context(), lease.Event{Type: lease.EventReleased, Lease: held, Time: at, Reason: lease.ReasonSessionExpired})
+	})
+	if got["action"] != "released" || got["reason"] != lease.ReasonSessionExpired || got["session"] != "0123abcd" || got["principal"] != "agent@example.com" {
+		t.Errorf("a crashed agent's session end: %v; want released, reason session_expired, session 0123abcd", got)
+	}
+	got = line(t, func(a *audit.Log) { a.Change(t.Context(), lease.Event{Type: lease.EventReleased, Lease: held, Time: at}) })
+	if _, ok := got["reason"]; ok {
+		t.Errorf("a plain release: %v; want no reason", got)
+	}
+	got = line(t, func(a *audit.Log) { a.Session(t.Context(), "session_open", "ok", "p", key, "") })
+	if got["session"] != "0123abcd" {
+		t.Errorf("session step given the whole key: session %v; want 0123abcd", got["session"])
+	}
+}
