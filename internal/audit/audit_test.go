@@ -121,7 +121,9 @@ func TestSessionNamesAreShort(t *testing.T) {
 	key := strings.Repeat("0123abcd", 8) // 64 hex characters
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	rec := lease.Lease{Record: lease.Record{Name: lease.SessionRecordName(key), Holder: "session", FencingToken: 1, SessionKey: key, ExpireTime: at}, ServerTime: at}
-	got := line(t, func(a *audit.Log) { a.Change(t.Context(), lease.Event{Type: lease.EventAcquired, Lease: rec, Time: at}) })
+	got := line(t, func(a *audit.Log) {
+		a.Change(t.Context(), lease.Event{Type: lease.EventAcquired, Lease: rec, Time: at})
+	})
 	if got["lease"] != lease.SessionRecordPrefix+"0123abcd" || got["session"] != "0123abcd" {
 		t.Errorf("session record's line: lease %v, session %v; want %s0123abcd and 0123abcd", got["lease"], got["session"], lease.SessionRecordPrefix)
 	}
@@ -132,7 +134,9 @@ func TestSessionNamesAreShort(t *testing.T) {
 	if got["action"] != "released" || got["reason"] != lease.ReasonSessionExpired || got["session"] != "0123abcd" || got["principal"] != "agent@example.com" {
 		t.Errorf("a crashed agent's session end: %v; want released, reason session_expired, session 0123abcd", got)
 	}
-	got = line(t, func(a *audit.Log) { a.Change(t.Context(), lease.Event{Type: lease.EventReleased, Lease: held, Time: at}) })
+	got = line(t, func(a *audit.Log) {
+		a.Change(t.Context(), lease.Event{Type: lease.EventReleased, Lease: held, Time: at})
+	})
 	if _, ok := got["reason"]; ok {
 		t.Errorf("a plain release: %v; want no reason", got)
 	}
