@@ -116,16 +116,21 @@ func commands() []command {
 			summary: "run a command only while holding a lease",
 			about: "Campaigns for the lease NAME and runs CMD only while it leads, with LEASE_NAME, LEASE_HOLDER\n" +
 				"and LEASE_FENCING_TOKEN in its environment. When leadership ends, CMD gets SIGTERM, then\n" +
-				"SIGKILL after --grace, and is gone a grace period before anyone else can hold the lease\n" +
-				"(exit 4). When CMD ends by itself, the lease is released and leasectl exits with CMD's status;\n" +
-				"on SIGINT or SIGTERM it stops CMD the same way, releases the lease and exits with CMD's status.\n" +
-				"The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. --lease NAME is the\n" +
-				"older spelling of NAME.\n\n" +
-				"run holds the lease through a session (docs/contract.md §14): it heartbeats every window/4\n" +
-				"(window 1s, or 6×--grace when that is longer) and, if leasectl crashes, the service frees the\n" +
-				"lease within the window; CMD's grace is then a tenth of the window unless --grace says\n" +
-				"otherwise. Against a service without sessions, or with --plain-renewals, it renews every\n" +
-				"ttl/3 instead. A line on stderr says which.\n\n" +
+				"SIGKILL after --grace, and is gone a grace period before anyone else can hold the lease; run\n" +
+				"then campaigns again (a new acquire, a new fencing token) and starts CMD again when it leads,\n" +
+				"or exits 4 with --exit-on-loss. When CMD ends by itself, the lease is released and\n" +
+				"leasectl exits with CMD's status; on SIGINT or SIGTERM it stops CMD the same way, releases the\n" +
+				"lease and exits with CMD's status. The holder is --holder, else $LEASESVC_HOLDER, else\n" +
+				"{hostname}-{pid}. --lease NAME is the older spelling of NAME; give the name once.\n\n" +
+				"run holds the lease through a session (docs/contract.md §14): it heartbeats every window/4 and,\n" +
+				"if leasectl crashes, the service frees the lease within the window. The window is --window, else\n" +
+				"$LEASESVC_WINDOW, else 1s (or 6×--grace when that is longer); CMD's grace is a tenth of it unless\n" +
+				"--grace says otherwise. A leader whose heartbeats are not answered within the window loses its\n" +
+				"term: on a busy host (a browser starting, a build) pick a window of a few seconds, which is then\n" +
+				"also how long a crashed leader keeps the lease (docs/agents.md). Through a session --ttl does not\n" +
+				"apply (the service holds the lease at its session TTL; a line on stderr says so). Against a\n" +
+				"service without sessions, or with --plain-renewals, run renews every --ttl/3 instead. A line on\n" +
+				"stderr says which.\n\n" +
 				"On Linux a guard process watches CMD's whole process tree (every process CMD starts, even one\n" +
 				"that leaves its process group) and holds the safe deadline: it stops the tree the same way when\n" +
 				"the deadline passes without a renewal, even if leasectl is frozen, and as soon as leasectl\n" +
@@ -137,20 +142,23 @@ func commands() []command {
 				"records its progress by replacing the file with a JSON object of at most 16 KiB (write a file\n" +
 				"next to it and rename it over it); run sends each new content with its next renewal and the\n" +
 				"last with its release, so the next leader inherits it.",
-			example: "leasectl run team-a.scheduler --ttl 30s -- ./scheduler --flag\n" +
+			example: "leasectl run team-a.scheduler -- ./scheduler --flag\n" +
+				"leasectl run team-a.scheduler --window 5s --exit-on-loss -- ./scheduler\n" +
 				"leasectl run team-a.scheduler --priority 10 --preempt -- ./scheduler --resume-from-checkpoint",
 		},
 		{
 			name: "mcp", run: cmdMCP,
 			summary: "serve leases to an LLM agent as MCP tools (stdio)",
 			about: "Serves the Model Context Protocol on stdin and stdout for one LLM agent: tools to acquire,\n" +
-				"release, read, list and claim leases. The leases are held through a session of the service\n" +
-				"(docs/contract.md §14; with --plain-renewals, or against a service without sessions, renewed\n" +
-				"every ttl/3 instead; a line on stderr and the server's instructions say which) and released\n" +
-				"when stdin closes or on SIGINT/SIGTERM; after SIGKILL they free within the session's window\n" +
-				"(1s), or expire at their TTL with plain renewals. The holder is --holder, else\n" +
-				"$LEASESVC_HOLDER, else {hostname}-{pid}. See docs/agents.md.",
-			example: "leasectl mcp --url http://localhost:8080 --holder agent-7 --ttl 30s",
+				"release, read, list and claim leases; each holding comes with its fencing token. The leases\n" +
+				"are held through a session of the service (docs/contract.md §14): released when stdin closes\n" +
+				"or on SIGINT/SIGTERM, and freed within the session's window (--window, else $LEASESVC_WINDOW,\n" +
+				"else 1s) after SIGKILL. Through a session --ttl and a tool's ttlSeconds do not apply. With\n" +
+				"--plain-renewals, or against a service without sessions, the leases are renewed every ttl/3\n" +
+				"instead and expire at their TTL after SIGKILL; a line on stderr and the server's instructions\n" +
+				"say which. The holder is --holder, else $LEASESVC_HOLDER, else {hostname}-{pid}. See\n" +
+				"docs/agents.md.",
+			example: "leasectl mcp --url http://localhost:8080 --holder agent-7 --window 3s",
 		},
 		{
 			name: "fence", args: "jwks", run: cmdFence,

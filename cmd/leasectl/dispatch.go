@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/oauth2"
 
 	"github.com/leasesvc/leasesvc/client"
 	"github.com/leasesvc/leasesvc/client/googleauth"
 )
+
+// defaultURL is the service leasectl calls without --url or LEASESVC_URL.
+const defaultURL = "http://localhost:8080"
 
 // env is what one invocation works with.
 type env struct {
@@ -75,8 +81,36 @@ func (e *env) run(ctx context.Context, args []string) error {
 	if errors.Is(err, flag.ErrHelp) && e.fs != nil {
 		return writeCommandHelp(e.stdout, cmd, e.fs)
 	}
-	return e.creds.explain(explainInvalid(cmd.name, err))
+	return e.unreachable(e.creds.explain(explainInvalid(cmd.name, err)))
 }
+
+// unreachable adds to an error of a service that refused the connection,
+// or whose host is unknown, where leasectl looked for it and how to point
+// it elsewhere.
+func (e *env) unreachable(err error) error {
+	var dns *net.DNSError
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, &dns) {
+		return err
+	}
+	from := "--url"
+	if e.url == e.getenv("LEASESVC_URL") {
+		from = "LEASESVC_URL"
+	}
+	if e.getenv("LEASESVC_URL") == "" && e.url == defaultURL {
+		from = "the default"
+	}
+	return hintError{err: err, hint: fmt.Sprintf("no leasesvc answers at %s (%s): start it, or point leasectl at it with --url URL or LEASESVC_URL", e.url, from)}
+}
+
+// hintError is an error with a hint after it; it unwraps to the error, so
+// the exit status stays the error's.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (h hintError) Error() string { return h.err.Error() + "\n  hint: " + h.hint }
+func (h hintError) Unwrap() error { return h.err }
 
 // leadingFlags splits the global flags (and their values) that come before
 // the command's name off args. --help, -h and --version are not among them:
@@ -141,7 +175,7 @@ func (e *env) flags(name string) *flag.FlagSet {
 	}
 	url := e.getenv("LEASESVC_URL")
 	if url == "" {
-		url = "http://localhost:8080"
+		url = defaultURL
 	}
 	fs.StringVar(&e.url, "url", url, "the service's base `URL` (env LEASESVC_URL)")
 	// No defaults from the environment here: credentials() reads it.

@@ -34,7 +34,7 @@ func treeScript(dir string) string {
 // startTree starts leasectl (the binary bin) running treeScript for the
 // lease name, waits until the tree is up, and returns leasectl, the tree's
 // pids and the checkpoint file.
-func startTree(t *testing.T, bin, url, name, ttl string) (*exec.Cmd, map[string]int, string, output) {
+func startTree(t *testing.T, bin, url, name, ttl string, flags ...string) (*exec.Cmd, map[string]int, string, output) {
 	t.Helper()
 	dir := t.TempDir()
 	// A file, not a pipe: Wait must not wait for CMD's tree to close it.
@@ -43,7 +43,8 @@ func startTree(t *testing.T, bin, url, name, ttl string) (*exec.Cmd, map[string]
 		t.Fatal(err)
 	}
 	defer func() { _ = out.Close() }()
-	cmd := exec.Command(bin, "run", name, "--ttl", ttl, "--holder", "first", "--url", url, "--", "sh", "-c", treeScript(dir))
+	args := append([]string{"run", name, "--ttl", ttl, "--holder", "first", "--url", url}, flags...)
+	cmd := exec.Command(bin, append(args, "--", "sh", "-c", treeScript(dir))...)
 	cmd.Env = append(os.Environ(), "LEASESVC_TOKEN=", "LEASESVC_TOKEN_FILE=")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -121,7 +122,9 @@ func TestRunGuardHoldsDeadlineWhenLeasectlIsFrozen(t *testing.T) {
 	svc := e2e.StartService(t, map[string]string{"LEASESVC_LOG_LEVEL": "warn", "LEASESVC_MIN_TTL": "200ms"})
 	bin := e2e.Build(t, "./cmd/leasectl")
 	name := e2e.UniqueName("guard-stop")
-	leasectl, pids, _, out := startTree(t, bin, svc.URL, name, "3s")
+	// --exit-on-loss: the resumed leasectl exits 4 rather than campaign
+	// again (TestRunCampaignsAgainAfterALostTerm).
+	leasectl, pids, _, out := startTree(t, bin, svc.URL, name, "3s", "--exit-on-loss")
 	// Renewals extend the guard's deadline: the tree outlives the first.
 	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if l := living(pids); len(l) != len(pids) {

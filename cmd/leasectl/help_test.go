@@ -159,6 +159,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "x", "--ttl", "5s", "--"}, []string{"missing CMD"}},
 		{[]string{"run", "x", "--lease", "y", "--", "true"}, []string{`"x" or "y"`, "once"}},
 		{[]string{"run", "x", "--ttl", "30", "--", "true"}, []string{"--ttl 30", "needs a unit"}},
+		// A stray argument before -- would run as CMD (issue 38 item 7).
+		{[]string{"run", "--lease", "x", "y", "--", "true"}, []string{`unexpected "y" before --`, `the lease is "x"`}},
+		{[]string{"run", "x", "--ttl", "5s", "y", "z", "--", "true"}, []string{`unexpected "y z" before --`}},
+		{[]string{"run", "x", "--window", "100ms", "--", "true"}, []string{"--window 100ms", "200ms … 1m0s"}},
+		{[]string{"run", "x", "--window", "2s", "--grace", "500ms", "--", "true"}, []string{"--grace 500ms", "--window 2s", "below 400ms"}},
+		{[]string{"mcp", "--window", "90s"}, []string{"--window 1m30s", "200ms … 1m0s"}},
 		{[]string{"--url"}, []string{"--url needs a value"}},
 		{[]string{"--url", "http://x"}, []string{"missing COMMAND"}},
 		{[]string{"--frob", "get", "x"}, []string{"unknown flag --frob", "before the command"}},

@@ -11,10 +11,10 @@
 //	leasectl get     NAME
 //	leasectl list    [--prefix P] [--page-size N] [--page-token T]
 //	leasectl watch   NAME [--missing-ok] | --prefix P
-//	leasectl run     NAME [--ttl 30s] [--holder H] [--grace D] [--priority N] [--preempt] -- CMD ARGS...
+//	leasectl run     NAME [--window 1s] [--holder H] [--grace D] [--exit-on-loss] [--priority N] [--preempt] -- CMD ARGS...
 //	leasectl version
 //	leasectl completion bash|zsh|fish
-//	leasectl mcp     [--holder H] [--ttl 30s]  (docs/agents.md)
+//	leasectl mcp     [--holder H] [--window 1s]  (docs/agents.md)
 //
 // `leasectl --help` lists the commands and `leasectl COMMAND --help` (or
 // `leasectl help COMMAND`) prints a command's usage, flags and an example,
@@ -83,10 +83,19 @@
 // renewals failed until 2×grace before the safe deadline) it sends SIGTERM
 // to CMD's process group, then SIGKILL after the grace period, so CMD is
 // gone at least one grace period before the safe deadline, before anyone
-// else can hold the lease. When CMD ends by itself leasectl releases the
-// lease and exits with CMD's status. On SIGINT or SIGTERM it stops CMD the
-// same way, releases the lease and exits with CMD's status. NAME is the
-// lease's name, as for every command; --lease NAME is its older spelling.
+// else can hold the lease; then it campaigns again, as the Electors do (a
+// new acquire, a new fencing token), and starts CMD again when it leads,
+// unless --exit-on-loss asks it to exit 4. When CMD ends by itself
+// leasectl releases the lease and exits with CMD's status. On SIGINT or
+// SIGTERM it stops CMD the same way, releases the lease and exits with
+// CMD's status. NAME is the lease's name, as for every command; --lease
+// NAME is its older spelling, and anything else before -- is refused.
+//
+// run and mcp hold their leases through a session by default, whose
+// heartbeat window is --window, else LEASESVC_WINDOW, else 1s (run: or
+// 6×--grace when longer); --ttl applies only with plain renewals
+// (--plain-renewals, or a service without sessions), and run says so when
+// it is given under a session.
 //
 // On Linux CMD runs under a guard: leasectl starts itself as a small
 // process (guard_linux.go) that starts CMD in a process group of its own,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,10 +23,17 @@ import (
 func cmdMCP(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("mcp")
 	holder := fs.String("holder", "", "the session's holder identity, unique per session (default $LEASESVC_HOLDER, else hostname-pid)")
-	ttl := fs.Duration("ttl", client.DefaultTTL, "lease duration of an acquire that names none; renewed every ttl/3")
+	ttl := fs.Duration("ttl", client.DefaultTTL, "with plain renewals: the lease duration of an acquire that names none, renewed every ttl/3 (a session holds its leases at the service's session TTL instead)")
+	window := duration(fs, "window", 0, "the session's heartbeat window, 200ms … 60s: a killed leasectl's leases are free within it, and a holding whose heartbeats miss it is lost (default $LEASESVC_WINDOW, else 1s)")
 	logLevel := fs.String("log-level", "warn", "stderr log level: debug, info, warn or error")
 	plain := fs.Bool("plain-renewals", false, "hold the leases with plain renewals every ttl/3 rather than through a session")
 	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	windowSet := false
+	fs.Visit(func(f *flag.Flag) { windowSet = windowSet || f.Name == "window" })
+	w, err := runWindow(e, fs, *window, windowSet, 0, false)
+	if err != nil {
 		return err
 	}
 	var level slog.Level
@@ -55,7 +63,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	}
 	var sess *client.Session
 	if !*plain {
-		if sess, err = openRunSession(ctx, c, client.DefaultSessionWindow, logf); err != nil {
+		if sess, err = openRunSession(ctx, c, w, logf); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -24,31 +26,32 @@ type outcome struct {
 	err     error // CMD could not be started
 	setup   error // leasectl could not prepare CMD's term (its checkpoint file, its guard)
 	guard   error // CMD's guard ended before CMD's status was known
+
+	lostTerms int // terms lost before this one, after which run campaigned again
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("run")
 	name := fs.String("lease", "", "the `name` of the lease to lead, if not given as NAME")
-	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration; renewed every ttl/3")
+	ttl := duration(fs, "ttl", client.DefaultTTL, "lease duration with plain renewals (renewed every ttl/3); a session holds the lease at the service's session TTL instead")
 	holder := fs.String("holder", "", "the holder's identity (default $LEASESVC_HOLDER, else {hostname}-{pid})")
 	grace := duration(fs, "grace", 0, "how long CMD has between SIGTERM and SIGKILL (default: a tenth of the session's window, or of --ttl with plain renewals)")
+	windowFlag := duration(fs, "window", 0, "the session's heartbeat window, 200ms … 60s: a crashed leasectl's lease is free within it, and a leader that misses it loses its term (default $LEASESVC_WINDOW, else 1s, or 6×--grace when longer)")
 	priority := fs.Int("priority", 0, "rank among the waiting candidates, 0 … 1000: the best one leads next")
 	preempt := fs.Bool("preempt", false, "ask a leader of a lower --priority to step down")
 	plain := fs.Bool("plain-renewals", false, "hold the lease with plain renewals every ttl/3 rather than through a session")
-	if err := runFlags(e, fs, args, name, ttl, holder, grace); err != nil {
+	exitOnLoss := fs.Bool("exit-on-loss", false, "exit 4 when leadership is lost, rather than stopping CMD and campaigning again")
+	err := runFlags(e, fs, args, name, ttl, holder, grace)
+	if err != nil {
 		return err
 	}
-	graceSet := false
-	fs.Visit(func(f *flag.Flag) { graceSet = graceSet || f.Name == "grace" })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	window := client.DefaultSessionWindow
-	if graceSet {
-		// CMD gets SIGTERM 2×grace before the session's deadline (window ×
-		// 0.9 after an acknowledged heartbeat, every window/4): 6×grace
-		// leaves room for a heartbeat that goes unanswered.
-		window = max(window, (6 * *grace).Round(time.Millisecond))
-	}
-	if !*plain && window > client.MaxSessionWindow {
-		return flagError(fs, "--grace %v is too long for a session (its window, 6×grace, must be at most %v): lower --grace or give --plain-renewals", *grace, client.MaxSessionWindow)
+	if !*plain {
+		if window, err = runWindow(e, fs, *windowFlag, set["window"], *grace, set["grace"]); err != nil {
+			return err
+		}
 	}
 	if *priority < 0 || *priority > client.MaxPriority {
 		return flagError(fs, "--priority %d: must be between 0 and %d", *priority, client.MaxPriority)
@@ -68,6 +71,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	var mu sync.Mutex
 	var out outcome
 	var el *client.Elector
+	var again atomic.Bool   // the term that just ended was lost: campaign again
 	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
 	newElector := func() (*client.Elector, error) {
 		return client.NewElector(c, *name, client.ElectorConfig{
@@ -87,13 +91,21 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			OnNewLeader: func(h string) {
 				logf("leader of %s: %s", *name, h)
 			},
-			// CMD runs once: when its term is over, so is leasectl. (Stopping in
-			// OnStoppedLeading, not OnStartedLeading, leaves the Elector to
-			// release the lease only when CMD ended by itself or on a signal;
-			// a lost lease is not released through a service that is gone.)
-			OnStoppedLeading: stopRun,
-			OnSafeDeadline:   feed.set,
+			// When CMD's term is over, so is leasectl, unless the term was
+			// lost: then the Elector campaigns again (a fresh acquire, a new
+			// token), as it does for any lost term, and starts CMD again if it
+			// wins. (Stopping in OnStoppedLeading, not OnStartedLeading, leaves
+			// the Elector to release the lease only when CMD ended by itself or
+			// on a signal; a lost lease is not released through a service that
+			// is gone.)
+			OnStoppedLeading: func() {
+				if !again.Load() {
+					stopRun()
+				}
+			},
+			OnSafeDeadline: feed.set,
 			OnStartedLeading: func(lctx context.Context) {
+				again.Store(false)
 				token, _ := client.TokenFromContext(lctx)
 				cpf, err := newCheckpointFile(lctx, el, logf)
 				if err != nil {
@@ -125,6 +137,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				if o.stopped && ctx.Err() == nil && o.cause == nil {
 					o.cause = context.Cause(lctx)
 				}
+				lost := o.stopped && ctx.Err() == nil && o.cause != nil && !errors.Is(o.cause, client.ErrYielded)
+				if lost && !*exitOnLoss && o.err == nil && o.guard == nil {
+					logf("leadership of %s ended (%v); CMD was stopped (status %d); campaigning again (--exit-on-loss exits instead)", *name, o.cause, o.status)
+					o.lostTerms = out.lostTerms + 1
+					o.started = false // until a new term starts CMD again
+					again.Store(true)
+				}
 				mu.Lock()
 				out = o
 				mu.Unlock()
@@ -149,10 +168,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			defer cancel()
 			_ = sess.Close(cctx)
 		}()
-		if !graceSet {
+		if !set["grace"] {
 			*grace = sess.Window() / 10
 		}
 		logf("holding %s through a session (window %v)", *name, sess.Window())
+		if set["ttl"] {
+			logf("--ttl %v does not apply: through a session the service holds the lease at its session TTL and frees it within the window (%v) of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, sess.Window())
+		}
 	} else {
 		logf("holding %s with plain renewals", *name)
 	}
@@ -165,6 +187,8 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
+	case !out.started && out.lostTerms > 0:
+		return &exitError{code: 130, err: fmt.Errorf("run: interrupted while campaigning again after %d lost term(s) of %s; CMD is not running", out.lostTerms, *name)}
 	case !out.started && ctx.Err() != nil:
 		return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
 	case !out.started:
@@ -223,26 +247,38 @@ func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.D
 // runArgs parses run's arguments, NAME [flags] -- CMD [ARGS...], into fs
 // and name: fs.Args() is CMD then. NAME may come before or among the flags;
 // --lease NAME is the older spelling of it (then CMD may follow the flags
-// without --, as it could before NAME was positional).
+// without --, as it could before NAME was positional). Anything else
+// before a -- is refused: `run --lease X NAME -- CMD` would otherwise run
+// NAME as the command.
 func runArgs(fs *flag.FlagSet, args []string, name *string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	rest := fs.Args()
-	// The flag package ends at "--", which it drops, or at the first
-	// argument that is no flag, which it keeps.
-	ended := len(rest) < len(args) && args[len(args)-len(rest)-1] == "--"
-	if ended || len(rest) == 0 || *name != "" {
-		return nil
+	ended := terminated(args, rest)
+	if !ended && len(rest) > 0 && *name == "" {
+		*name = rest[0]
+		if err := parseFlags(fs, rest[1:]); err != nil {
+			return err
+		}
+		if *name != rest[0] {
+			return flagError(fs, "the lease is %q or %q? give its name once, as NAME (--lease is its older spelling)", rest[0], *name)
+		}
+		ended = terminated(rest[1:], fs.Args())
+		rest = fs.Args()
 	}
-	*name = rest[0]
-	if err := parseFlags(fs, rest[1:]); err != nil {
-		return err
-	}
-	if *name != rest[0] {
-		return flagError(fs, "the lease is %q or %q? give its name once, as NAME (--lease is its older spelling)", rest[0], *name)
+	if i := slices.Index(rest, "--"); !ended && i > 0 {
+		return flagError(fs, "unexpected %q before --: the lease is %q and CMD comes after --, as in: leasectl run %s -- ./worker (NAME and --lease are one thing: give it once)",
+			strings.Join(rest[:i], " "), *name, *name)
 	}
 	return nil
+}
+
+// terminated reports whether the flag package, parsing args, stopped at a
+// "--" (which it drops) rather than at the first argument that is no flag
+// (which it keeps in rest).
+func terminated(args, rest []string) bool {
+	return len(rest) < len(args) && args[len(args)-len(rest)-1] == "--"
 }
 
 // electorFlags renames ElectorConfig's fields in its errors to run's flags.
@@ -307,4 +343,42 @@ func openRunSession(ctx context.Context, c *client.Client, window time.Duration,
 		case <-t.C:
 		}
 	}
+}
+
+// runWindow returns the session window of run and mcp: --window (set
+// says it was given), else $LEASESVC_WINDOW, else 1s, or 6×grace when
+// that is longer (graceSet: --grace was given). CMD gets SIGTERM 2×grace
+// before the session's deadline (window × 0.9 after an acknowledged
+// heartbeat, sent every window/4), which must leave room for a heartbeat
+// that goes unanswered: 2×grace below window × 0.4.
+func runWindow(e *env, fs *flag.FlagSet, w time.Duration, set bool, grace time.Duration, graceSet bool) (time.Duration, error) {
+	src := "--window"
+	if !set {
+		if v := e.getenv("LEASESVC_WINDOW"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return 0, flagError(fs, "LEASESVC_WINDOW %q: not a duration; write one such as 5s", v)
+			}
+			w, set, src = d, true, "LEASESVC_WINDOW"
+		}
+	}
+	if !set {
+		w = client.DefaultSessionWindow
+		if graceSet {
+			w = max(w, (6 * grace).Round(time.Millisecond))
+		}
+		if w > client.MaxSessionWindow {
+			return 0, flagError(fs, "--grace %v is too long for a session (its window, 6×grace, must be at most %v): lower --grace, or give --plain-renewals", grace, client.MaxSessionWindow)
+		}
+		return w, nil
+	}
+	if w < client.MinSessionWindow || w > client.MaxSessionWindow || w%time.Millisecond != 0 {
+		return 0, flagError(fs, "%s %v: must be whole milliseconds within %v … %v", src, w, client.MinSessionWindow, client.MaxSessionWindow)
+	}
+	room := time.Duration(float64(w)*(1-client.DefaultDriftMargin)) - w/2
+	if graceSet && 2*grace >= room {
+		return 0, flagError(fs, "--grace %v is too long for %s %v: CMD gets SIGTERM 2×grace before the session's deadline, which must leave half the window for a heartbeat; give --grace below %v or a longer window",
+			grace, src, w, (room / 2).Round(time.Millisecond))
+	}
+	return w, nil
 }

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConnectionRefusedHint: a service that refuses the connection (or a
+// host that does not resolve) is an error with a hint naming where
+// leasectl looked and how to point it elsewhere (issue 38 item 8); the exit
+// status stays 6.
+func TestConnectionRefusedHint(t *testing.T) {
+	for _, url := range []string{"http://127.0.0.1:1", "http://leasesvc-nowhere.invalid:1"} {
+		_, errOut, code := runCtlAt(t, url, "get", "x")
+		if code != exitUnavailable {
+			t.Errorf("get at %s: exit %d, want %d", url, code, exitUnavailable)
+		}
+		for _, want := range []string{"hint:", url, "LEASESVC_URL", "LEASESVC_URL)", "--url"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("get at %s: stderr %q lacks %q", url, errOut, want)
+			}
+		}
+	}
+}
