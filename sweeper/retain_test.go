@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -122,4 +123,63 @@ func (c *countingScanner) ScanExpiry(ctx context.Context, after backend.Cursor, 
 		c.retention.Add(1)
 	}
 	return c.ExpiryScanner.ScanExpiry(ctx, after, until, limit)
+}
+
+// TestRetainFreeCountsReservation: time a lease spends reserved for a
+// transfer's successor (docs/contract.md §8) is not free time (§15): with
+// RetainFree 1m, a lease reserved for 60 s after its holding ended stays
+// until a minute after the reservation ended, while one released at the
+// same moment without a reservation goes a minute after its release.
+// Fake time (testing/synctest): the backend's clock and the sweeper's.
+func TestRetainFreeCountsReservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memory.New()
+		var mu sync.Mutex
+		deletedAt := map[string]time.Time{}
+		m, err := lease.NewManager(store, lease.Config{OnChange: func(ev lease.Event) {
+			if ev.Type == lease.EventDeleted {
+				mu.Lock()
+				deletedAt[ev.Lease.Name] = time.Now()
+				mu.Unlock()
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		plain, err := m.Acquire(ctx, lease.AcquireRequest{Name: "plain", Holder: "a", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reserved, err := m.Acquire(ctx, lease.AcquireRequest{Name: "reserved", Holder: "a", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := m.Release(ctx, lease.ReleaseRequest{Name: "plain", Holder: "a", FencingToken: plain.FencingToken}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Transfer(ctx, lease.TransferRequest{Name: "reserved", Holder: "a", FencingToken: reserved.FencingToken, To: "b", Reserve: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: store, Holder: "sw", Emit: func(lease.Event) {}, RetainFree: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = s.Run(runCtx); close(done) }()
+		time.Sleep(3 * time.Minute) // fake time: the sweeper scans all along
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		p, r := deletedAt["plain"].Sub(start), deletedAt["reserved"].Sub(start)
+		if deletedAt["plain"].IsZero() || p < time.Minute || p > time.Minute+2*sweeper.RetainEvery {
+			t.Errorf("plain, free from the start, deleted after %v; want a minute on (within two retention scans)", p)
+		}
+		if deletedAt["reserved"].IsZero() || r < 2*time.Minute || r > 2*time.Minute+2*sweeper.RetainEvery {
+			t.Errorf("reserved until a minute on, deleted after %v; want a minute after the reservation ended (2m, within two retention scans)", r)
+		}
+	})
 }

@@ -251,9 +251,29 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 // scans on.
 const RetainEvery = 10 * time.Second
 
+// freeSince is when the lease of r became free (docs/contract.md §15: not
+// held and not reserved): the later of its holding's end and the end of
+// its reservation (§8), a transfer's or, when candidates are registered,
+// the ReserveWindow after the holding that the best of them may have had.
+func freeSince(r *lease.Record) time.Time {
+	t := r.ExpireTime
+	if r.ReservedFor != "" && r.ReservedUntil.After(t) {
+		t = r.ReservedUntil
+	}
+	if len(r.Candidates) > 0 {
+		if end := r.ExpireTime.Add(lease.ReserveWindow); end.After(t) {
+			t = end
+		}
+	}
+	return t
+}
+
 // retain deletes, with one scan of at most Batch records, the leases that
-// have been free for RetainFree at now. Delete checks again in its write:
-// a lease taken since the scan stays.
+// have been free for RetainFree at now. The scan finds them by the end of
+// their holding; one whose reservation ended later (at most
+// lease.MaxTransferReserve later) is not due yet: the next scan, RetainEvery
+// on, reads again from it. Delete checks again in its write: a lease taken
+// since the scan stays.
 func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 	if s.cfg.RetainFree == 0 || !s.retainedAt.IsZero() && time.Since(s.retainedAt) < RetainEvery {
 		return nil
@@ -262,8 +282,17 @@ func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("retention scan after %v: %w", s.retained.ExpireTime, err)
 	}
+	var waiting *backend.Cursor // where the first lease not due yet is read again
 	for i := range recs {
 		r := &recs[i]
+		if !lease.Tombstone(r) && now.Before(freeSince(r).Add(s.cfg.RetainFree)) {
+			if waiting == nil {
+				c := s.retained
+				waiting = &c
+			}
+			s.retained = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
+			continue
+		}
 		// Proof keys' records stay: the JWKS lists a key for its own
 		// retention after its record ended (docs/contract.md §17).
 		if !lease.Tombstone(r) && r.Name != s.cfg.LeaseName && !strings.HasSuffix(r.Name, KeepSuffix) && !strings.HasPrefix(r.Name, lease.KeyRecordPrefix) {
@@ -278,6 +307,12 @@ func (s *Sweeper) retain(ctx context.Context, now time.Time) error {
 			}
 		}
 		s.retained = backend.Cursor{ExpireTime: r.ExpireTime, Name: r.Name}
+	}
+	if waiting != nil {
+		// Read again from the first lease not due yet, in RetainEvery:
+		// what was deleted after it is a tombstone then, passed over.
+		s.retained, s.retainedAt = *waiting, time.Now()
+		return nil
 	}
 	if len(recs) < s.cfg.Batch {
 		s.retainedAt = time.Now() // caught up: look again in RetainEvery
