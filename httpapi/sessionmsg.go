@@ -157,15 +157,33 @@ func (c *sessionConn) open(r *http.Request, b *body, id int64) bool {
 	if !has {
 		w = session.DefaultWindow
 	}
+	if !c.chargeSession(id, "session_open") {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
 	defer cancel()
-	s, sid, err := c.a.cfg.Sessions.Open(ctx, c.caller, c.principal, w, c)
+	s, sid, err := c.slot.Open(ctx, c.principal, w, c)
 	if err != nil {
 		return c.refuseStart(r, id, err)
 	}
 	c.attach(s)
 	c.send(c.opened("opened", id, s, sid))
 	return true
+}
+
+// chargeSession charges what a socket carrying a session costs beyond an
+// unopened one, before open or resume (id) acts; a refusal answers id,
+// writes the audit line of action and closes the socket (1008), and false
+// is returned.
+func (c *sessionConn) chargeSession(id int64, action string) bool {
+	p := c.charge(sessionCost-socketCost, "session")
+	if p == nil {
+		return true
+	}
+	c.a.cfg.Audit.Session(c.ctx, action, p.code, c.principal, "", p.detail)
+	c.answerError(id, *p)
+	c.shut(websocket.StatusPolicyViolation, p.detail)
+	return false
 }
 
 // attach makes s the socket's session.
@@ -192,9 +210,12 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 		c.shut(websocket.StatusPolicyViolation, "invalid resume")
 		return false
 	}
+	if !c.chargeSession(id, "session_resume") {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
 	defer cancel()
-	s, leases, lost, err := c.a.cfg.Sessions.Resume(ctx, c.caller, c.principal, sid, epoch, w, claims, c)
+	s, leases, lost, err := c.slot.Resume(ctx, c.principal, sid, epoch, w, claims, c)
 	if err != nil {
 		return c.refuseStart(r, id, err)
 	}
@@ -256,8 +277,14 @@ func (c *sessionConn) claims(b *body) []session.Claim {
 var validationRef = &lease.SessionRef{Key: strings.Repeat("0", lease.SessionKeyLen), Epoch: 1, Window: session.DefaultWindow}
 
 // leaseOp decodes and runs acquire, renew, release or transfer on its own
-// goroutine (an acquire may wait); the answer carries re.
+// goroutine (an acquire may wait); the answer carries re. Each takes a
+// token of the caller's rate limit first; without one it is answered 429
+// and nothing else happens.
 func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, id int64, b *body) bool {
+	if p := c.rateLimited(); p != nil { // the bucket of the caller's REST calls
+		c.answerError(id, *p)
+		return true
+	}
 	name := b.str("name", true)
 	holder := b.str("holder", true)
 	var run func(ctx context.Context) (lease.Lease, error)

@@ -3,14 +3,19 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/leasesvc/leasesvc/internal/membudget"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -34,12 +39,10 @@ const (
 	codeSessionProtocol = "session_protocol"
 )
 
-// sessionOutBuffer bounds the messages queued for a socket that reads
-// slower than they come; past it the socket is closed (1013).
-const sessionOutBuffer = 1024
-
 // connectSession upgrades an authenticated request to a session socket.
-// Every refusal comes before the upgrade, as problem+json.
+// Every refusal comes before the upgrade, as problem+json. The socket
+// takes a session slot and its fixed cost in the memory budget before the
+// upgrade (docs/contract.md §14 Limits).
 func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	routed(r, SessionsPath, "session", "")
 	if !a.authenticate(w, r, "session", "") {
@@ -64,12 +67,19 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	if !v2 {
 		proto = SessionSubprotocolV1
 	}
+	c := a.newSessionConn(r, !v2)
+	if p := c.admit(); p != nil {
+		a.cfg.Audit.Session(r.Context(), "session_connect", p.code, c.principal, "", p.detail)
+		a.fail(w, r, *p)
+		return
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{proto},
 		// guardSources has checked Origin and Host as for every route.
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
+		c.release()
 		a.log.WarnContext(r.Context(), "session: upgrade failed", "err", err)
 		return
 	}
@@ -78,13 +88,25 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
+	// Messages are read through a limit of our own (read), so that a
+	// message too big is answered and audited like every other close.
+	ws.SetReadLimit(-1)
+	c.ws = ws
+	c.serve(r)
+}
+
+// newSessionConn makes the socket of an upgrade request, not yet admitted.
+func (a *api) newSessionConn(r *http.Request, v1 bool) *sessionConn {
 	cfg := a.cfg.Sessions.Config()
-	ws.SetReadLimit(cfg.MaxMessage)
-	c := &sessionConn{a: a, ws: ws, principal: principalOf(r), caller: a.callerKey(r), v1: !v2,
-		out: make(chan []byte, sessionOutBuffer), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
+	rateKey := principalOf(r)
+	if a.cfg.Authenticator == nil {
+		rateKey = clientAddr(r)
+	}
+	c := &sessionConn{a: a, principal: principalOf(r), caller: a.callerKey(r), rateKey: rateKey, v1: v1,
+		cfg: cfg, wake: make(chan struct{}, 1), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
 		inflight: make(chan struct{}, cfg.MaxLeases)}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
-	c.serve(r)
+	return c
 }
 
 // headerHasToken reports whether a comma-separated header holds token
@@ -104,19 +126,28 @@ func headerHasToken(h http.Header, name, token string) bool {
 type sessionConn struct {
 	a         *api
 	ws        *websocket.Conn
+	cfg       session.Config
 	principal string
 	caller    string
+	rateKey   string          // the key of the per-principal rate limit (Config.Limiter)
 	v1        bool            // leasesvc.session.v1: resumes are refused
 	ctx       context.Context // done when the socket ends
 	cancel    context.CancelFunc
-	out       chan []byte
-	limiter   *rate.Limiter
-	inflight  chan struct{} // requests under way (acquire, renew, …)
+	limiter   *rate.Limiter      // messages per second of this socket
+	inflight  chan struct{}      // requests under way (acquire, renew, …)
+	slot      *session.Slot      // the session slot taken at the upgrade
+	acct      *membudget.Account // the socket's fixed cost and its queued bytes
+	wake      chan struct{}      // tells the writer something was queued
 
-	mu     sync.Mutex
-	sess   *session.Session
-	closed bool // the socket is closing: nothing more is queued
-	lastID int64
+	mu      sync.Mutex
+	sess    *session.Session
+	started bool // a message arrived: the open timeout is off
+	closed  bool // the socket is closing: nothing more is queued
+	lastID  int64
+	// queue holds the messages not yet written, queued their bytes
+	// (at most cfg.OutBuffer, charged to acct).
+	queue  [][]byte
+	queued int64
 	// closeCode and closeReason close the socket once the queue is sent.
 	closeCode   websocket.StatusCode
 	closeReason string
@@ -174,39 +205,78 @@ func (c *sessionConn) Push(p session.Push) {
 	}
 }
 
-// send queues one message; a socket whose queue is full is closed.
+// send queues one message. A socket whose queue would pass the out buffer
+// (a message larger than it goes only on an empty queue), or whose bytes
+// the memory budget cannot take, is closed at once (1013): its session
+// lives on and can be resumed (docs/contract.md §14 Limits).
 func (c *sessionConn) send(v any) {
 	b, err := wire.Marshal(v)
 	if err != nil {
 		c.a.log.Error("session: encoding a message failed", "err", err)
 		return
 	}
+	n := int64(len(b))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
+	switch {
+	case c.queued > 0 && c.queued+n > c.cfg.OutBuffer:
+		c.overflowLocked(codeResourceExhausted, fmt.Sprintf("the client reads too slowly: more than %d bytes of messages queued (LEASESVC_SESSION_OUT_BUFFER)", c.cfg.OutBuffer))
+		return
+	case !c.acct.Grow(n):
+		c.overflowLocked(codeResourceExhausted, "the client reads too slowly: the instance's memory budget cannot queue more for this caller (LEASESVC_MEMORY_PER_CALLER, LEASESVC_MEMORY_BUDGET)")
+		return
+	}
+	c.queue = append(c.queue, b)
+	c.queued += n
+	c.wakeWriter()
+}
+
+// wakeWriter tells the writer that the queue changed.
+func (c *sessionConn) wakeWriter() {
 	select {
-	case c.out <- b:
+	case c.wake <- struct{}{}:
 	default:
-		// The client reads too slowly: close now, and let the writer
-		// drop what is queued.
-		c.closed = true
-		close(c.out)
-		go c.closeNow(websocket.StatusTryAgainLater, "the client reads too slowly")
 	}
 }
 
+// overflowLocked closes a socket whose client does not read: what is queued
+// is dropped and given back, and the socket closes now (1013) with reason;
+// c.mu held.
+func (c *sessionConn) overflowLocked(outcome, reason string) {
+	c.closed = true
+	c.dropLocked()
+	c.closeCode, c.closeReason = websocket.StatusTryAgainLater, reason
+	c.wakeWriter()
+	c.auditClose(c.sess, outcome, websocket.StatusTryAgainLater, reason)
+	go c.closeNow(websocket.StatusTryAgainLater, reason)
+}
+
+// dropLocked forgets the queued messages and gives their bytes back; c.mu
+// held.
+func (c *sessionConn) dropLocked() {
+	c.acct.Shrink(c.queued)
+	c.queue, c.queued = nil, 0
+}
+
 // shut queues a close after the messages already queued.
+// The socket's slot, unless it passed to a session, is given back at
+// once: a client that reconnects on reading the close finds it free.
 func (c *sessionConn) shut(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
-	close(c.out)
 	c.closeCode, c.closeReason = code, reason
+	c.wakeWriter()
+	c.mu.Unlock()
+	if c.slot != nil {
+		c.slot.Release()
+	}
 }
 
 // closeNow closes the socket at once.
@@ -218,6 +288,10 @@ func (c *sessionConn) closeNow(code websocket.StatusCode, reason string) {
 // fatal answers a socket-level failure with an error without re, then
 // closes the socket with code.
 func (c *sessionConn) fatal(code websocket.StatusCode, p problem) {
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	c.auditClose(s, p.code, code, p.detail)
 	c.send(map[string]any{"type": "error", "problem": problemBody(p)})
 	c.shut(code, p.detail)
 }
@@ -236,9 +310,15 @@ func problemBody(p problem) problemJSON {
 	return body
 }
 
-// answerError answers request re with p; the socket lives on.
+// answerError answers request re with p; the socket lives on. A problem
+// with a retry hint carries it as retryAfter, in seconds, as the REST
+// answer's Retry-After header does.
 func (c *sessionConn) answerError(re int64, p problem) {
-	c.send(map[string]any{"type": "error", "re": re, "problem": problemBody(p)})
+	m := map[string]any{"type": "error", "re": re, "problem": problemBody(p)}
+	if p.retryAfter > 0 {
+		m["retryAfter"] = p.retryAfter
+	}
+	c.send(m)
 }
 
 // protocolError is a message that breaks the protocol.
@@ -246,13 +326,23 @@ func protocolError(format string) problem {
 	return problem{status: http.StatusBadRequest, code: codeSessionProtocol, detail: format}
 }
 
-// serve runs the socket: a writer goroutine, the reader on this one, and
-// the max-age timer. When the socket ends without a close message the
-// session lives on, detached, until its window passes (or it is resumed).
+// serve runs the socket: a writer goroutine, the reader on this one, the
+// open timeout and the max-age timer. When the socket ends without a close
+// message the session lives on, detached, until its window passes (or it
+// is resumed); the socket's slot, unless it passed to a session, and its
+// charge are given back.
 func (c *sessionConn) serve(r *http.Request) {
+	defer func() {
+		c.release()
+		if f := socketDone.Load(); f != nil {
+			(*f)(r.Host)
+		}
+	}()
 	done := make(chan struct{})
 	go c.write(done)
-	age := time.AfterFunc(c.a.cfg.Sessions.Config().MaxAge, func() {
+	openBy := c.cfg.Clock.AfterFunc(c.cfg.OpenTimeout, c.openTimedOut)
+	defer openBy.Stop()
+	age := time.AfterFunc(c.cfg.MaxAge, func() {
 		c.send(map[string]any{"type": "move", "reason": session.MoveMaxAge})
 	})
 	defer age.Stop()
@@ -269,20 +359,49 @@ func (c *sessionConn) serve(r *http.Request) {
 	case <-time.After(c.a.cfg.Limits.WriteTimeout):
 	}
 	c.closeNow(websocket.StatusNormalClosure, "")
+	<-done
 }
+
+// socketDone, when set (by tests), is called with the request's Host as
+// each socket ends, after its slot and its charge were given back.
+var socketDone atomic.Pointer[func(host string)]
 
 // write sends the queued messages in order, then the close the socket was
 // shut with.
 func (c *sessionConn) write(done chan<- struct{}) {
 	defer close(done)
-	for b := range c.out {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				break
+			}
+			select {
+			case <-c.wake:
+			case <-c.ctx.Done():
+				c.drop()
+				return
+			}
+			continue
+		}
+		b := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.Limits.WriteTimeout)
 		err := c.ws.Write(ctx, websocket.MessageText, b)
 		cancel()
+		c.mu.Lock()
+		if n := int64(len(b)); c.queued >= n { // dropLocked may have forgotten it
+			c.queued -= n
+			c.acct.Shrink(n)
+		}
+		c.mu.Unlock()
 		if err != nil {
 			c.cancel()
-			for range c.out { // drain until shut closes it
-			}
+			c.drop()
 			return
 		}
 	}
@@ -295,13 +414,30 @@ func (c *sessionConn) write(done chan<- struct{}) {
 	c.closeNow(code, reason)
 }
 
+// drop closes the queue (nothing more is queued) and forgets what is in it.
+func (c *sessionConn) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.dropLocked()
+}
+
 // read reads messages until the socket ends or breaks the protocol.
 func (c *sessionConn) read(r *http.Request) {
 	for {
-		typ, data, err := c.ws.Read(c.ctx)
-		if err != nil {
-			return // closed, too big (closed with 1009 by the library), or ended here
+		typ, data, err := c.readMessage()
+		switch {
+		case errors.Is(err, errMessageTooBig):
+			c.fatal(websocket.StatusMessageTooBig, problem{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
+				detail: fmt.Sprintf("a message is at most %d bytes (LEASESVC_SESSION_MAX_MESSAGE)", c.cfg.MaxMessage)})
+			return
+		case err != nil:
+			return // closed, or ended here
 		}
+		c.mu.Lock()
+		c.started = true
+		s := c.sess
+		c.mu.Unlock()
 		if !c.limiter.Allow() {
 			c.fatal(websocket.StatusPolicyViolation, problem{status: http.StatusTooManyRequests, code: codeResourceExhausted,
 				detail: "more messages per second than the session allows (LEASESVC_SESSION_MESSAGE_RATE)"})
@@ -311,9 +447,6 @@ func (c *sessionConn) read(r *http.Request) {
 			c.fatal(websocket.StatusUnsupportedData, protocolError("every message must be one JSON text frame"))
 			return
 		}
-		c.mu.Lock()
-		s := c.sess
-		c.mu.Unlock()
 		if s != nil {
 			s.Touch()
 		}
@@ -321,4 +454,23 @@ func (c *sessionConn) read(r *http.Request) {
 			return
 		}
 	}
+}
+
+// errMessageTooBig is a message longer than cfg.MaxMessage.
+var errMessageTooBig = errors.New("session: message too big")
+
+// readMessage reads one whole message of at most cfg.MaxMessage bytes.
+func (c *sessionConn) readMessage() (websocket.MessageType, []byte, error) {
+	typ, rd, err := c.ws.Reader(c.ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(rd, c.cfg.MaxMessage+1))
+	switch {
+	case err != nil:
+		return 0, nil, err
+	case int64(len(data)) > c.cfg.MaxMessage:
+		return 0, nil, errMessageTooBig
+	}
+	return typ, data, nil
 }
