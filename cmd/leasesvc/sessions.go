@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -10,7 +11,8 @@ import (
 )
 
 // parseSessions reads the session settings (docs/contract.md §14); every
-// error names its variable.
+// error names its variable. OpenTimeout and OutBuffer stay 0 (the
+// Registry's defaults) unless set.
 func parseSessions(getenv func(string) string) (session.Config, error) {
 	c := session.Config{LeaseTTL: session.DefaultLeaseTTL, MaxSessions: session.DefaultMaxSessions, MaxPerCaller: session.DefaultMaxPerCaller,
 		MaxLeases: session.DefaultMaxLeases, MessageRate: session.DefaultMessageRate, MaxMessage: session.DefaultMaxMessage, MaxAge: session.DefaultMaxAge}
@@ -52,6 +54,22 @@ func parseSessions(getenv func(string) string) (session.Config, error) {
 			*n.dst = x
 		}
 	}
+	if v := getenv("LEASESVC_SESSION_OUT_BUFFER"); v != "" {
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || x < 4<<10 || x > 64<<20 {
+			return c, fmt.Errorf("LEASESVC_SESSION_OUT_BUFFER=%q: want a number of bytes from 4096 to 67108864", v)
+		}
+		c.OutBuffer = x
+	}
+	// An upgraded socket must send open or resume within the header
+	// timeout (parseLimits reads the same variable for the server).
+	if v := getenv("LEASESVC_HEADER_TIMEOUT"); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x <= 0 {
+			return c, fmt.Errorf("LEASESVC_HEADER_TIMEOUT=%q: want a positive duration such as 10s or 2m", v)
+		}
+		c.OpenTimeout = x
+	}
 	if v := getenv("LEASESVC_SESSION_MAX_MESSAGE"); v != "" {
 		x, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || x < 4<<10 || x > 64<<20 {
@@ -65,5 +83,6 @@ func parseSessions(getenv func(string) string) (session.Config, error) {
 // sessionLogAttrs are the session settings as the start-up line shows them.
 func sessionLogAttrs(c session.Config) slog.Attr {
 	return slog.Group("sessions", "leaseTTL", c.LeaseTTL.String(), "max", c.MaxSessions, "perCaller", c.MaxPerCaller,
-		"leases", c.MaxLeases, "messageRate", c.MessageRate, "maxMessage", c.MaxMessage, "maxAge", c.MaxAge.String())
+		"leases", c.MaxLeases, "messageRate", c.MessageRate, "maxMessage", c.MaxMessage, "maxAge", c.MaxAge.String(),
+		"outBuffer", cmp.Or(c.OutBuffer, session.DefaultOutBuffer), "openTimeout", cmp.Or(c.OpenTimeout, session.DefaultOpenTimeout).String())
 }
