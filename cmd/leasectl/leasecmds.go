@@ -321,17 +321,20 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		if first {
-			head := fmt.Sprintf("%-27s  %-8s  %-6s  %s", "EVENT TIME", "EVENT", "TOKEN", "HOLDER")
+			head := fmt.Sprintf("%-27s  %-15s  %-6s  %s", "EVENT TIME", "EVENT", "TOKEN", "HOLDER")
 			if byPrefix {
-				head = fmt.Sprintf("%-27s  %-8s  %-24s  %-6s  %s", "EVENT TIME", "EVENT", "LEASE", "TOKEN", "HOLDER")
+				head = fmt.Sprintf("%-27s  %-15s  %-24s  %-6s  %s", "EVENT TIME", "EVENT", "LEASE", "TOKEN", "HOLDER")
 			}
 			if _, err := fmt.Fprintln(e.stdout, head); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
-		typ, holder := string(ev.Type), ev.Lease.Holder
-		if ev.Type == client.EventRevoked {
+		typ, holder := eventName(ev), ev.Lease.Holder
+		switch {
+		case ev.Type == client.EventRevoked:
 			holder += fmt.Sprintf(" (by %s: %q)", ev.Operator, ev.Reason)
+		case typ == reasonSessionExpired:
+			holder += " (its agent stopped heartbeating: crashed, frozen or cut off)"
 		}
 		if ev.Type == client.EventState {
 			typ = "now"
@@ -346,14 +349,28 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		if !ev.Time.IsZero() {
 			at = ev.Time.UTC().Format("2006-01-02T15:04:05.000000Z")
 		}
-		line := fmt.Sprintf("%-27s  %-8s  %-6d  %s", at, typ, ev.Lease.FencingToken, holder)
+		line := fmt.Sprintf("%-27s  %-15s  %-6d  %s", at, typ, ev.Lease.FencingToken, holder)
 		if byPrefix {
-			line = fmt.Sprintf("%-27s  %-8s  %-24s  %-6d  %s", at, typ, ev.Lease.Name, ev.Lease.FencingToken, holder)
+			line = fmt.Sprintf("%-27s  %-15s  %-24s  %-6d  %s", at, typ, ev.Lease.Name, ev.Lease.FencingToken, holder)
 		}
 		if _, err := fmt.Fprintln(e.stdout, line); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
+}
+
+// reasonSessionExpired is the reason of a release by the service because
+// the holding's session died (docs/contract.md §14).
+const reasonSessionExpired = "session_expired"
+
+// eventName is how the watch table names an event: its type, except that
+// a release because the holding's session died is session_expired, not
+// the holder's own release.
+func eventName(ev client.Event) string {
+	if ev.Type == client.EventReleased && ev.Reason == reasonSessionExpired {
+		return reasonSessionExpired
+	}
+	return string(ev.Type)
 }
 
 // writeJSON prints v as one line of JSON.

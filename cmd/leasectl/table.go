@@ -11,8 +11,9 @@ import (
 // writeTable prints leases as an aligned table. A PRINCIPAL column comes
 // when a lease has one (a service with authentication), a line under the
 // table for each lease reserved for a holder or whose holder is asked to
-// step down (docs/contract.md §8), and one for each holding an operator
-// revoked.
+// step down (docs/contract.md §8), one for each lease held through a
+// session (whose TTL column is then the session's window, not the record's
+// TTL), and one for each holding an operator revoked.
 func writeTable(w io.Writer, ls []client.Lease) error {
 	principals := false
 	for _, l := range ls {
@@ -25,8 +26,13 @@ func writeTable(w io.Writer, ls []client.Lease) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s", l.Name, l.Holder, l.FencingToken, l.Held,
-			durationText(l.Remaining), l.TTL, l.ExpireTime.UTC().Format("2006-01-02T15:04:05.000Z"))
+		remaining, ttl, expires := durationText(l.Remaining), l.TTL.String(), l.ExpireTime.UTC().Format("2006-01-02T15:04:05.000Z")
+		if l.Held && l.Session {
+			// Held while its agent heartbeats: the record's TTL and expiry are
+			// the service's own renewals, not the holder's (docs/contract.md §14).
+			remaining, ttl, expires = "while alive", "session "+l.SessionWindow.String(), "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%s\t%s", l.Name, l.Holder, l.FencingToken, l.Held, remaining, ttl, expires)
 		if principals {
 			fmt.Fprintf(tw, "\t%s", l.Principal)
 		}
@@ -47,6 +53,15 @@ func writeTable(w io.Writer, ls []client.Lease) error {
 			continue
 		}
 		if _, err := io.WriteString(w, line); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	for _, l := range ls {
+		if !l.Held || !l.Session {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%s: held through a session (window %v): free within %v of its holder's last heartbeat if the holder stops\n",
+			l.Name, l.SessionWindow, l.SessionWindow); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
