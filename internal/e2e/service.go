@@ -167,11 +167,66 @@ func (s *Service) Pid() int { return s.cmd.Process.Pid }
 // Freeze stops the process with SIGSTOP, as a paused VM or a stalled
 // backend looks to its clients, failing the test if it cannot. Thaw, Stop,
 // Kill and the end of the test resume it.
+//
+// It returns once every thread of the process has stopped: the signal is
+// delivered asynchronously, and a thread still running a moment after
+// kill(2) returned could read a frame the test meant to leave waiting in
+// the socket (TestPausedResumeFirestoreEvents saw B answer a "late" resume
+// that way, once, on a loaded machine).
 func (s *Service) Freeze(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP leasesvc: %v", err)
 	}
+	if err := waitStopped(s.cmd.Process.Pid, 10*time.Second); err != nil {
+		t.Fatalf("SIGSTOP leasesvc: %v", err)
+	}
+}
+
+// waitStopped waits until every thread of pid is stopped (state T in
+// /proc/pid/task/*/stat), for at most limit.
+func waitStopped(pid int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil {
+			return err
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d: %d threads still running %v after SIGSTOP", pid, running, limit)
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond) // polling the kernel's view; no event tells of a stop
+	}
+}
+
+// runningThreads counts the threads of pid that are not stopped.
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("read the threads of process %d: %w", pid, err)
+	}
+	n := 0
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread exited
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) {
+			return 0, fmt.Errorf("parse %s/%s/stat: %q", dir, task.Name(), stat)
+		}
+		if st := stat[i+2]; st != 'T' && st != 't' {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Thaw resumes a frozen process with SIGCONT; it does nothing to a running
