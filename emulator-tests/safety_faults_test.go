@@ -53,6 +53,7 @@ var faults = []fault{
 		in.mu.Unlock()
 		retargetFront(t, in)
 	}},
+	{"paused (SIGSTOP, then SIGCONT) while session agents hold through it", safetyPause + 8*time.Second, pauseInstance},
 	{"backend connection cut (refused) for 3s", 3 * time.Second, func(t *testing.T, _ *safetyRun, in *safetyInstance, _ *pubsub.Client) {
 		in.proxy.Stop()
 		time.Sleep(3 * time.Second)
@@ -91,8 +92,13 @@ func (r *safetyRun) injectFaults(t *testing.T, end time.Time, client *pubsub.Cli
 			return log
 		}
 		in := r.insts[i%len(r.insts)]
-		at := time.Since(start)
-		f.do(t, r, in, client)
+		var at time.Duration
+		func() {
+			r.mainMu.Lock() // not beside a session fault that needs the others out of the way
+			defer r.mainMu.Unlock()
+			at = time.Since(start)
+			f.do(t, r, in, client)
+		}()
 		log = append(log, fmt.Sprintf("+%v %s (instance %d, %v)", at.Round(100*time.Millisecond), f.name, in.idx, (time.Since(start)-at).Round(100*time.Millisecond)))
 	}
 }

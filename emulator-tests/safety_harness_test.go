@@ -62,8 +62,24 @@ type safetyRun struct {
 	hc     *http.Client
 	traces traces // the session agents'
 
+	// sessions are the session contenders, for the faults that aim at
+	// the agents on one instance; caps the resumes the frame proxies
+	// carried; lateName the lease of the late-frames fault's agent.
+	sessions []*sessionContender
+	caps     captures
+	lateName string
+	// mainMu is held by each fault of the main track (injectFaults) and
+	// by a session fault that needs them out of the way (lateFrames);
+	// pauseMu by a pause and by each other session fault.
+	mainMu, pauseMu sync.Mutex
+
 	mu     sync.Mutex
 	errors []string // answers the contract does not allow at all
+	// What the faults aimed at sessions did (safety_pause_test.go,
+	// safety_late_test.go).
+	paused  pauseCounts
+	refused int // late or replayed resumes refused
+	tookOne int // ... that took the session: each is in errors too
 }
 
 // unexpected records an answer that no rule allows (a 400, a 500 body we
@@ -104,6 +120,8 @@ type safetyInstance struct {
 	frontMu sync.Mutex
 	// frontURL is the front proxy's address, fixed when it first started.
 	frontURL string
+	// frames is the frame proxy in front of front: the agents dial it.
+	frames *frameProxy
 
 	mu  sync.Mutex
 	svc *e2e.Service
@@ -116,12 +134,13 @@ func (in *safetyInstance) url() string {
 }
 
 // safetyDuration is how long each safety run lasts:
-// LEASESVC_SAFETY_DURATION (a Go duration, at least 10s) or 60 s.
+// LEASESVC_SAFETY_DURATION (a Go duration, at least 10s) or 90 s, the
+// least in which every fault of both tracks is injected once.
 func safetyDuration(t *testing.T) time.Duration {
 	t.Helper()
 	v := os.Getenv("LEASESVC_SAFETY_DURATION")
 	if v == "" {
-		return time.Minute
+		return 90 * time.Second
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 10*time.Second {
@@ -167,6 +186,7 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		in := &safetyInstance{idx: i, proxy: p, env: env, svc: e2e.StartService(t, env)}
 		if cfg.sessions > 0 {
 			startFront(t, srv, in)
+			startFrames(t, r, in)
 		}
 		r.insts = append(r.insts, in)
 	}
@@ -175,6 +195,7 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	for i := range names {
 		names[i] = e2e.UniqueName(fmt.Sprintf("safety%d", i))
 	}
+	r.lateName = e2e.UniqueName("safetylate")
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }() // also when a fault fails the test
@@ -193,7 +214,13 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		id := cfg.contenders + cfg.leases + i
 		c := &sessionContender{id: id, name: names[i%cfg.leases], holder: fmt.Sprintf("s%02d", i), home: i % cfg.instances,
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(id))), run: r}
+		r.sessions = append(r.sessions, c)
 		wg.Go(func() { c.loop(ctx) })
+	}
+	sdkLease, sdkReport := "", func() string { return "none" }
+	if cfg.sessions > 0 {
+		sdkLease = names[len(names)-1]
+		sdkReport = r.startSDKAgents(t, ctx, sdkLease, &wg)
 	}
 	for i, name := range names { // one observer per lease
 		o := &contender{id: cfg.contenders + i, name: name, home: i % cfg.instances,
@@ -228,6 +255,9 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	wg.Wait()
 	ran := time.Since(start)
 
+	if cfg.sessions > 0 {
+		names = append(names, r.lateName)
+	}
 	finals := r.finalReads(t, names, r.rec.Entries())
 	entries := r.rec.Entries() // with the final reads
 
@@ -243,26 +273,38 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		observed = append(observed, history.Entry{Client: -2, Name: l.Name, Op: history.Get, Call: l.ServerTime, Return: l.ServerTime, Outcome: history.OK, Lease: l})
 	}
 	res := history.Check(observed, finals)
+	pairs := checkAllPairs(observed)
 	checkStart := time.Now()
-	lin := history.Linearizable(entries, 30*time.Second) // per lease; a run out of time is reported, not failed
+	lin := history.Linearizable(withoutLease(entries, sdkLease), 30*time.Second) // per lease; a run out of time is reported, not failed
 	linTook := time.Since(checkStart)
 
 	t.Logf("%s: %d instances, %d contenders and %d session contenders on %d leases (ttl %v) for %v; faults: %s",
 		cfg.backend, cfg.instances, cfg.contenders, cfg.sessions, cfg.leases, cfg.ttl, ran.Round(time.Second), strings.Join(faults, "; "))
 	t.Logf("%s: %d operations, %d holdings, %d events checked; answers: %v", cfg.backend, len(entries), res.Holdings, len(events), r.stats.snapshot())
-	t.Logf("%s: exact check: %d violations; porcupine: %v in %v", cfg.backend, res.Count, lin.Result, linTook.Round(time.Millisecond))
+	t.Logf("%s: exact check: %d violations; all pairs: %d violations in %d pairs (%d holdings, %d terms); porcupine: %v in %v",
+		cfg.backend, res.Count, pairs.count, pairs.pairs, pairs.holdings, pairs.terms, lin.Result, linTook.Round(time.Millisecond))
+	if cfg.sessions > 0 {
+		t.Logf("%s: SDK agents on %s (left out of porcupine): %s", cfg.backend, sdkLease, sdkReport())
+		t.Logf("%s: pauses: %d session agents held on a paused instance, %d resumed elsewhere; late or replayed resumes refused: %d",
+			cfg.backend, r.paused.pinned, r.paused.resumed, r.refused)
+	}
 	for _, msg := range r.errors {
 		t.Errorf("unexpected answer: %s", msg)
 	}
-	for i, v := range res.Violations {
-		t.Errorf("violation: %s", v)
-		if i < 5 && !v.At.IsZero() {
-			t.Logf("answers about %s within 1s of %s:\n%s", v.Lease, v.At.UTC().Format("15:04:05.000000"), history.Dump(observed, v.Lease, v.At, time.Second))
-			if tr := r.traces.about(v.Msg, v.At, 5*time.Second); tr != "" {
-				t.Logf("%s", tr)
+	report := func(kind string, vs []history.Violation) {
+		for i, v := range vs {
+			t.Errorf("%s: %s", kind, v)
+			if i < 5 && !v.At.IsZero() {
+				t.Logf("answers about %s within 1s of %s:\n%s", v.Lease, v.At.UTC().Format("15:04:05.000000"), history.Dump(observed, v.Lease, v.At, time.Second))
+				if tr := r.traces.about(v.Msg, v.At, 5*time.Second); tr != "" {
+					t.Logf("%s", tr)
+				}
 			}
 		}
 	}
+	report("violation", res.Violations)
+	report("violation (all pairs)", pairs.violations)
+	r.checkExercised(t)
 	switch lin.Result {
 	case porcupine.Illegal:
 		for _, name := range lin.Illegal {
@@ -324,6 +366,17 @@ func (s *subscriber) leases(names []string) []*lease.Lease {
 			if err == nil {
 				out = append(out, l)
 			}
+		}
+	}
+	return out
+}
+
+// withoutLease returns the entries not about name.
+func withoutLease(entries []history.Entry, name string) []history.Entry {
+	out := make([]history.Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.Name != name {
+			out = append(out, e)
 		}
 	}
 	return out

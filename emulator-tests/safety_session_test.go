@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 
 	"github.com/leasesvc/leasesvc/internal/history"
 	"github.com/leasesvc/leasesvc/internal/rawsession"
@@ -42,15 +38,127 @@ type sessionContender struct {
 	rng    *rand.Rand
 	run    *safetyRun
 	n      int // checkpoints written
+
+	// What the faults that aim at the agents on one instance read
+	// (safety_pause_test.go).
+	mu      sync.Mutex
+	front   string // the frame proxy its current socket goes through
+	resumes int    // resumes answered resumed
+	last    string // the frame proxy of the last of them
+	holding bool   // it renews its holding (hold, before it ends it)
+	// stay keeps it holding, renewing, rather than end its holding in one
+	// of its ways: a pause of its instance is under way.
+	stay bool
+	// acks watches the current agent's trace (nil for an agent without).
+	acks *ackWatch
 }
 
-// frontURLs returns the instances' front proxies, starting from home.
+// frontURLs returns the instances' frame proxies, starting from home.
 func (c *sessionContender) frontURLs() []string {
 	var out []string
 	for i := range c.run.insts {
-		out = append(out, c.run.insts[(c.home+i)%len(c.run.insts)].frontURL)
+		out = append(out, c.run.insts[(c.home+i)%len(c.run.insts)].frames.url)
 	}
 	return out
+}
+
+// pin keeps the contender holding (stay) if it renews its holding through
+// a socket that goes through front; it returns whether it did, and how many
+// resumes the contender has had.
+func (c *sessionContender) pin(front string) (bool, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding || c.front != front {
+		return false, 0
+	}
+	c.stay = true
+	return true, c.resumes
+}
+
+// unpin lets the contender end its holding again.
+func (c *sessionContender) unpin() {
+	c.mu.Lock()
+	c.stay = false
+	c.mu.Unlock()
+}
+
+// leave reports whether the contender may end its holding now (it is not
+// pinned), and then no longer counts as renewing it.
+func (c *sessionContender) leave() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stay {
+		return false
+	}
+	c.holding = false
+	return true
+}
+
+// lastResume returns how many resumes it has had and the frame proxy of
+// the last.
+func (c *sessionContender) lastResume() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resumes, c.last
+}
+
+func (c *sessionContender) setHolding(v bool) {
+	c.mu.Lock()
+	c.holding = v
+	c.mu.Unlock()
+}
+
+// rideOutMax bounds how long a contender waits for its agent to lead
+// again after its socket went silent or dropped: the silence that makes
+// the agent replace its socket (docs/contract.md §14, A3), and two resumes
+// that may each wait 10 s for an answer.
+const rideOutMax = rawsession.SilentMin + 20*time.Second
+
+// rideOut waits, after a request on the agent's socket went unanswered or
+// its deadline passed, until the agent leads again. Once its deadline has
+// passed its terms are over (docs/contract.md §14, A3) and only a resume
+// restarts them: a later ack on the same socket does not (an SDK's Elector
+// campaigns again then). ok: it leads again. Otherwise lapsed tells whether
+// its deadline passed, and until is that deadline: it did not lead within
+// rideOutMax, the holding was lost, the session ended, ctx did, or it
+// lapsed and then heard acks again without a resume.
+//
+// Such an ack restarts no term, but it is still the instance's word that
+// every lease of the session is safe for a window past its heartbeat
+// (docs/contract.md §14, S2), unless a loss of the lease came before it on
+// the socket: rideOut hands that span to vouched, which records it as a
+// term, so that the checks fail the run if another holding overlaps it.
+func (c *sessionContender) rideOut(ctx context.Context, a *rawsession.Agent, vouched func(from, until time.Time)) (ok, lapsed bool, until time.Time) {
+	c.run.stats.add("session agent waits to lead again")
+	before, _ := c.lastResume()
+	for end := time.Now().Add(rideOutMax); time.Now().Before(end); {
+		if _, lost := a.Dropped(c.name); lost || a.Ended() {
+			return false, lapsed, until
+		}
+		d := a.Deadline()
+		leads := !d.IsZero() && time.Now().Before(d)
+		resumed, _ := c.lastResume()
+		switch {
+		case leads && (!lapsed || resumed > before):
+			c.run.stats.add("session agent leads again")
+			return true, false, time.Time{}
+		case leads:
+			c.run.stats.add("session agent lapsed, then acked again on its socket: its term ended at the lapse")
+			// Read again after the deadline: a loss queued before the ack
+			// that set d was read before it.
+			if _, lost := a.Dropped(c.name); !lost {
+				vouched(d.Add(-a.SessionWindow()*9/10), d)
+			}
+			return false, true, until
+		case !lapsed:
+			lapsed, until = true, d
+			before, _ = c.lastResume()
+		}
+		if !pause(ctx, 20*time.Millisecond) {
+			break
+		}
+	}
+	return false, lapsed, until
 }
 
 func (c *sessionContender) loop(ctx context.Context) {
@@ -75,10 +183,23 @@ func (c *sessionContender) session(ctx context.Context) {
 		if m.Type == "yield" {
 			yield.Store(true)
 		}
-	}, Trace: c.run.traces.writer(c.holder)}
+	}, OnResume: func(url string, _ rawsession.Message) {
+		c.mu.Lock()
+		c.front, c.last, c.resumes = url, url, c.resumes+1
+		c.mu.Unlock()
+	}}
+	acks, trace := &ackWatch{}, c.run.traces.writer(c.holder)
+	a.Trace = func(line string) {
+		acks.note(line)
+		trace(line)
+	}
+	c.mu.Lock()
+	c.front, c.acks = a.URLs[0], acks
+	c.mu.Unlock()
 	octx, cancel := context.WithTimeout(ctx, safetyRequestTimeout)
 	_, err := a.Open(octx)
 	cancel()
+	acks.setWindow(a.SessionWindow())
 	if err != nil {
 		reason := rawsession.Code(err)
 		if reason == "" {
@@ -115,46 +236,67 @@ func (c *sessionContender) session(ctx context.Context) {
 		a.Kill() // the instance ends whatever it made when the session dies
 		return
 	}
+	acks.arm(e.Return)
 	c.hold(ctx, a, l.FencingToken, e.Return, &yield)
 }
 
 // hold leads the holding token from start while the agent's deadline
-// allows, then ends it one of five ways.
+// allows, then ends it one of five ways. When its deadline passes or a
+// renewal goes unanswered, it waits for the agent to lead again through a
+// resume (rideOut) before it gives up and leaves the holding to the
+// instance.
 func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token int64, start time.Time, yield *atomic.Bool) {
+	c.setHolding(true)
+	defer c.setHolding(false)
 	window := a.SessionWindow()
 	term := func(until time.Time) {
 		c.record(history.Entry{Op: history.Led, Token: token, Call: start, Return: until})
 	}
-	// ledUntil is until when the agent leads the holding: its deadline,
-	// or, once it learnt that the holding was lost (a push, or a resume
-	// that could not take it back), until when it led it then. The
-	// deadline alone would count the acks of a socket resumed without the
-	// holding: the harness recorded such terms too long, an overlap the
-	// agent never had (its trace showed the loss).
-	ledUntil := func() time.Time {
-		d := a.Deadline()
-		if until, lost := a.Dropped(c.name); lost && until.Before(d) {
-			return until
-		}
-		return d
+	vouched := func(from, until time.Time) {
+		c.run.stats.add("session agent acked after its lapse, held by the ack's S2 vouch")
+		c.record(history.Entry{Op: history.Led, Token: token, Call: from, Return: until})
 	}
-	// left ends the term where the agent stops leading and leaves the
-	// holding to the instance, which ends it unseen when the session dies
-	// (the checks allow that of a session holder).
+	ledUntil := func() time.Time { return c.ledUntil(a) }
+	// left ends the term where the agent stopped leading: its deadline,
+	// or where it learnt the holding was lost if that came first (not
+	// that moment alone: an agent that lost its holding before its first
+	// acknowledged heartbeat never led it). The instance ends the holding
+	// unseen when the session dies (the checks allow that of a session
+	// holder).
 	left := func() { term(ledUntil()) }
-	for range c.rng.IntN(5) {
-		if !pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) || yield.Load() {
-			break
+	// gone ends the hold when the agent did not lead again (rideOut); a
+	// term that lapsed ended at its deadline then.
+	gone := func(lapsed bool, until time.Time) {
+		end := ledUntil()
+		if lapsed && until.Before(end) {
+			end = until
 		}
-		if until, lost := a.Dropped(c.name); lost {
-			term(until)
+		term(end)
+		if _, lost := a.Dropped(c.name); lost {
 			c.close(a)
 			return
 		}
-		if !a.Leads() { // its deadline passed (a cut, a slow backend): it stops leading here
+		a.Kill()
+	}
+	for i, n := 0, c.rng.IntN(5); ; i++ {
+		if !pause(ctx, window/2+time.Duration(c.rng.Int64N(int64(window)))) {
+			break
+		}
+		// After n renewals, or asked to yield, it ends the holding; not
+		// while pinned: its release would go unanswered and end the agent.
+		if (i >= n || yield.Load()) && c.leave() {
+			break
+		}
+		if _, lost := a.Dropped(c.name); lost {
 			left()
-			a.Kill()
+			c.close(a)
 			return
+		}
+		if !a.Leads() { // its deadline passed (a cut, a pause, a slow backend)
+			if ok, lapsed, until := c.rideOut(ctx, a, vouched); !ok {
+				gone(lapsed, until)
+				return
+			}
 		}
 		c.n++
 		cp := fmt.Appendf(nil, `{"token":%d,"n":%d,"by":%q}`, token, c.n, c.holder)
@@ -165,14 +307,15 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 			c.close(a)
 			return
 		}
-		if e.Outcome == history.Maybe { // the socket went: leave it to the instance
-			left()
-			a.Kill()
-			return
+		if e.Outcome == history.Maybe { // the socket went or hangs
+			if ok, lapsed, until := c.rideOut(ctx, a, vouched); !ok {
+				gone(lapsed, until)
+				return
+			}
 		}
 	}
-	if until, lost := a.Dropped(c.name); lost {
-		term(until)
+	if _, lost := a.Dropped(c.name); lost {
+		left()
 		c.close(a)
 		return
 	}
@@ -196,6 +339,31 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 		pause(ctx, 2*window)
 		a.Kill()
 	}
+}
+
+// ledUntil is until when the agent leads the holding: its deadline, or,
+// once it learnt that the holding was lost (a push, or a resume that could
+// not take it back), until when it led it then (never, when it lost it
+// before any acknowledged heartbeat: ackWatch). The deadline alone would
+// count the acks of a socket resumed without the holding: the harness
+// recorded such terms too long, an overlap the agent never had (its trace
+// showed the loss).
+func (c *sessionContender) ledUntil(a *rawsession.Agent) time.Time {
+	d := a.Deadline()
+	until, lost := a.Dropped(c.name)
+	c.mu.Lock()
+	acks := c.acks
+	c.mu.Unlock()
+	if lapse, ok := acks.lapsed(); ok && lapse.Before(d) {
+		d = lapse
+	}
+	switch {
+	case lost && !acks.led(c.name):
+		return time.Time{} // never led: an empty term
+	case lost && until.Before(d):
+		return until
+	}
+	return d
 }
 
 // close sends close (bounded) and stops the agent.
@@ -227,105 +395,6 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// startFront starts the front proxy of an instance: agents' sockets reach
-// the instance through it, so that faults can cut and delay them.
-func startFront(t *testing.T, srv *toxiproxy.ApiServer, in *safetyInstance) {
-	t.Helper()
-	in.front = toxiproxy.NewProxy(srv, fmt.Sprintf("front-%d", in.idx), "127.0.0.1:0", hostOf(t, in.url()))
-	if err := in.front.Start(); err != nil {
-		t.Fatalf("start front proxy %d: %v", in.idx, err)
-	}
-	// Read once, before any contender runs: a restart of the proxy writes
-	// Listen again (the same address) while the contenders dial.
-	in.frontURL = "http://" + in.front.Listen
-	t.Cleanup(in.front.Stop)
-}
-
-// retargetFront points an instance's front proxy at its (restarted)
-// process.
-func retargetFront(t *testing.T, in *safetyInstance) {
-	t.Helper()
-	if in.front == nil {
-		return
-	}
-	in.frontMu.Lock()
-	defer in.frontMu.Unlock()
-	in.front.Stop()
-	in.front.Lock()
-	in.front.Upstream = hostOf(t, in.url())
-	in.front.Unlock()
-	if err := in.front.Start(); err != nil {
-		t.Fatalf("restart front proxy %d: %v", in.idx, err)
-	}
-}
-
-func hostOf(t *testing.T, u string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatalf("instance URL %q: %v", u, err)
-	}
-	return p.Host
-}
-
-// sessionFault is a fault of the agents' sockets to one instance.
-type sessionFault struct {
-	name string
-	do   func(in *safetyInstance) error
-}
-
-// sessionFaults are injected, in turn over the instances, beside the
-// run's other faults (injectSessionFaults) when it has session contenders.
-var sessionFaults = []sessionFault{
-	{"session sockets delayed 150±100 ms each way for 3s", func(in *safetyInstance) error {
-		for _, dir := range []string{"upstream", "downstream"} {
-			spec := fmt.Sprintf(`{"name":"sdelay-%s","type":"latency","stream":%q,"attributes":{"latency":150,"jitter":100}}`, dir, dir)
-			if _, err := in.front.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-				return err
-			}
-		}
-		time.Sleep(3 * time.Second)
-		return errors.Join(in.front.Toxics.RemoveToxic(context.Background(), "sdelay-upstream"),
-			in.front.Toxics.RemoveToxic(context.Background(), "sdelay-downstream"))
-	}},
-	{"session sockets cut (front proxy stopped) for 2s", func(in *safetyInstance) error {
-		in.front.Stop()
-		time.Sleep(2 * time.Second)
-		return in.front.Start()
-	}},
-	{"session sockets blackholed for 2s (bytes dropped)", func(in *safetyInstance) error {
-		if _, err := in.front.Toxics.AddToxicJson(strings.NewReader(`{"name":"sblackhole","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)); err != nil {
-			return err
-		}
-		time.Sleep(2 * time.Second)
-		return in.front.Toxics.RemoveToxic(context.Background(), "sblackhole")
-	}},
-}
-
-// injectSessionFaults injects sessionFaults one after another, with 1 s
-// between them, until the fault-free tail before end; it returns what it
-// did and the first error.
-func (r *safetyRun) injectSessionFaults(end time.Time) ([]string, error) {
-	start := time.Now()
-	var log []string
-	for i := 0; ; i++ {
-		time.Sleep(time.Second)
-		if time.Until(end) < 3*time.Second+faultTail {
-			return log, nil
-		}
-		f := sessionFaults[i%len(sessionFaults)]
-		in := r.insts[(i+1)%len(r.insts)]
-		at := time.Since(start)
-		in.frontMu.Lock() // not while a restart retargets it
-		err := f.do(in)
-		in.frontMu.Unlock()
-		if err != nil {
-			return log, fmt.Errorf("%s (instance %d): %w", f.name, in.idx, err)
-		}
-		log = append(log, fmt.Sprintf("+%v %s (instance %d)", at.Round(100*time.Millisecond), f.name, in.idx))
-	}
-}
-
 // do sends m (a renew or release of the holding e records) through a's
 // session and records e with its outcome: OK, Lost on lease_lost, or Maybe
 // (the socket went); any other refusal is unexpected.
@@ -352,8 +421,9 @@ type traces struct {
 	lines map[string][]string
 }
 
-// traceLines is how many lines a holder's trace keeps.
-const traceLines = 400
+// traceLines is how many lines a holder's trace keeps: an ack moves the
+// deadline every window/4, so this is minutes of trace.
+const traceLines = 20000
 
 // writer returns the Trace function of holder's agents.
 func (t *traces) writer(holder string) func(string) {

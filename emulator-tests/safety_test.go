@@ -21,16 +21,29 @@ import (
 // through sessions (docs/contract.md §14, safety_session_test.go: agents
 // killed and frozen, their sockets delayed, cut and blackholed through a
 // front proxy per instance, their terms checked against their own
-// deadlines), while faults are injected: an instance killed
-// with SIGKILL and restarted; an instance's connection to the emulator
-// delayed, cut and restored, blackholed (through an in-process toxiproxy
-// per instance); the Pub/Sub emulator stopped and restarted. Every answer
-// is recorded with its server times and the history is checked exactly
-// (internal/history.Check: no overlap, token order, every answer by the
-// rules, nothing acknowledged lost, no stale or lost checkpoint, no broken
-// transfer reservation) and by porcupine as a second opinion.
+// deadlines; an agent whose socket goes silent or whose deadline passes
+// waits to lead again through a resume); and the Go, Python and TypeScript
+// SDKs' Electors hold one lease through their shared sessions beside them
+// (safety_sdk_test.go). Faults are injected on two tracks: an instance
+// killed with SIGKILL and restarted; an instance paused (SIGSTOP longer
+// than the agents take to resume elsewhere, then SIGCONT) while session
+// agents hold through it (safety_pause_test.go); an instance's connection
+// to the emulator delayed, cut and restored, blackholed (through an
+// in-process toxiproxy per instance); the Pub/Sub emulator stopped and
+// restarted; and on the agents' sockets, through a frame proxy per
+// instance that reads the session frames (safety_frames_test.go): frames
+// held back and delivered after the agent gave up on their socket and
+// resumed elsewhere, resumes replayed on new sockets after a later one took
+// the session (each must be refused, never resumed; safety_late_test.go).
+// Every answer is recorded with its server times and the history is
+// checked exactly (internal/history.Check: no overlap, token order, every
+// answer by the rules, nothing acknowledged lost, no stale or lost
+// checkpoint, no broken transfer reservation), by an all-pairs check of
+// every holding and term against every other of the lease
+// (safety_pairs_test.go), and by porcupine as a second opinion.
 //
-// Each run lasts LEASESVC_SAFETY_DURATION (default 60s):
+// Each run lasts LEASESVC_SAFETY_DURATION (default 90s, the shortest in
+// which every fault is injected once: what CI runs); the longer run:
 //
 //	LEASESVC_SAFETY_DURATION=10m go test ./emulator-tests -run Safety -timeout 60m -v
 //
