@@ -2,6 +2,7 @@ import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backof
 import {
   CredentialsError,
   errorClassOf,
+  errorText,
   type FieldError,
   InternalError,
   LeaseError,
@@ -10,9 +11,10 @@ import {
   RateLimitedError,
   UnavailableError,
 } from "./errors.js";
-import { type LeaseEvent, parseEvent } from "./event.js";
+import { type LeaseEvent } from "./event.js";
 import { type Lease, type Page, parseLease, parseTime } from "./lease.js";
 import { Session, type SessionOptions } from "./session.js";
+import { readAnswer, readEvents } from "./sse.js";
 
 /**
  * Credentials: a static bearer token, or a function returning one (sync or
@@ -405,7 +407,7 @@ export class Client {
         throw transportError("watch", name, ac.signal.reason ?? err);
       }
       if (res.status !== 200 || res.body === null) {
-        const text = await res.text().catch(() => "");
+        const text = await readAnswer(res, "watch", name).catch(() => "");
         throw problemError("watch", name, res, text);
       }
       return res.body;
@@ -482,8 +484,9 @@ export class Client {
         const init: RequestInit = { method, headers, signal: ac.signal };
         if (payload !== undefined) init.body = payload;
         res = await this.#fetch(this.baseUrl + path, init);
-        text = await res.text();
+        text = await readAnswer(res, op, name);
       } catch (err) {
+        if (err instanceof InternalError) throw err;
         throw transportError(op, name, ac.signal.aborted ? ac.signal.reason : err);
       }
       if (res.status === 200) {
@@ -542,10 +545,6 @@ function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** transportError is the UnavailableError of an exchange that got no answer. */
 function transportError(op: string, name: string, err: unknown): UnavailableError {
   let text = errorText(err);
@@ -596,66 +595,4 @@ function problemError(op: string, name: string, res: Response, text: string): Le
   if (detail) msg += ": " + detail;
   for (const f of fields) msg += `; ${f.field}: ${f.detail}`;
   return new Cls(msg, { status: res.status, code: code || undefined, detail, fields, retryAfterMs });
-}
-
-/**
- * readEvents parses a Server-Sent Events body into watch events. It ends
- * when the body ends or fails (the caller reconnects) and throws when an
- * event cannot be read; ac is aborted when the stream stays silent for
- * idleMs.
- */
-async function* readEvents(body: ReadableStream<Uint8Array>, ac: AbortController, idleMs: number): AsyncGenerator<LeaseEvent, void, undefined> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let idle = setTimeout(() => ac.abort(), idleMs);
-  let buf = "";
-  let type = "";
-  let data: string[] = [];
-  let id = "";
-  try {
-    for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch {
-        return; // dropped, idle or aborted: the caller decides
-      }
-      if (chunk.done) return;
-      clearTimeout(idle);
-      idle = setTimeout(() => ac.abort(), idleMs);
-      buf += decoder.decode(chunk.value, { stream: true });
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).replace(/\r$/, "");
-        buf = buf.slice(nl + 1);
-        if (line === "") {
-          if (type !== "" && data.length > 0 && type !== "message") {
-            let ev: LeaseEvent | undefined;
-            try {
-              ev = parseEvent(type, data.join("\n"), id);
-            } catch (err) {
-              if (!(err instanceof SyntaxError) && /unknown event/.test(errorText(err))) ev = undefined;
-              else throw new InternalError(`leasesvc watch: unreadable ${type} event: ${errorText(err)}`, { cause: err });
-            }
-            if (ev !== undefined) yield ev;
-          }
-          type = "";
-          data = [];
-          id = "";
-          continue;
-        }
-        if (line.startsWith(":")) continue; // heartbeat
-        const colon = line.indexOf(":");
-        const field = colon < 0 ? line : line.slice(0, colon);
-        let value = colon < 0 ? "" : line.slice(colon + 1);
-        if (value.startsWith(" ")) value = value.slice(1);
-        if (field === "event") type = value;
-        else if (field === "data") data.push(value);
-        else if (field === "id") id = value;
-      }
-    }
-  } finally {
-    clearTimeout(idle);
-    reader.releaseLock();
-  }
 }

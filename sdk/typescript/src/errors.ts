@@ -231,3 +231,8 @@ export function errorClassOf(status: number, code: string): ErrorClass {
 export function transientStatus(status: number): boolean {
   return status === 429 || status === 502 || status === 503 || status === 504;
 }
+
+/** errorText is an error's message, or what else was thrown as a string. */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -11,6 +11,7 @@
  * holdings (Lease.proof) and keeps sinks fenced (docs/contract.md §17).
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
+export { maxAnswerBytes } from "./sse.js";
 export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
 export { Elector, NotLeadingError, TransferredError, YieldedError, defaultHolder, electorDefaults, maxCheckpointBytes, maxPriority } from "./elector.js";
 export type { ElectorLogger, ElectorOptions, RenewInfo, TermInfo } from "./elector.js";
