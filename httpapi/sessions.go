@@ -205,8 +205,9 @@ func (c *sessionConn) Push(p session.Push) {
 	}
 }
 
-// send queues one message. A socket whose queue would pass the out buffer
-// (a message larger than it goes only on an empty queue), or whose bytes
+// send queues one message. A socket whose queue already holds the out
+// buffer's bytes (so it holds at most the buffer and one message more: a
+// resumed answer larger than the buffer still goes out), or whose bytes
 // the memory budget cannot take, is closed at once (1013): its session
 // lives on and can be resumed (docs/contract.md §14 Limits).
 func (c *sessionConn) send(v any) {
@@ -222,7 +223,7 @@ func (c *sessionConn) send(v any) {
 		return
 	}
 	switch {
-	case c.queued > 0 && c.queued+n > c.cfg.OutBuffer:
+	case c.queued >= c.cfg.OutBuffer:
 		c.overflowLocked(codeResourceExhausted, fmt.Sprintf("the client reads too slowly: more than %d bytes of messages queued (LEASESVC_SESSION_OUT_BUFFER)", c.cfg.OutBuffer))
 		return
 	case !c.acct.Grow(n):

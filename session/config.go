@@ -64,8 +64,9 @@ type Config struct {
 	OpenTimeout time.Duration
 	// OutBuffer bounds the bytes queued on one socket for a client that
 	// reads slower than its answers come; past it the socket is closed
-	// and its session lives on (LEASESVC_SESSION_OUT_BUFFER). A message
-	// larger than it is queued only on an empty queue. Default 256 KiB.
+	// and its session lives on (LEASESVC_SESSION_OUT_BUFFER). A message is
+	// queued while less than it is queued, so a queue holds at most it
+	// and one message more. Default 256 KiB.
 	OutBuffer int64
 	// Events delivers the leadership events of every instance; the
 	// Registry tells sessions of their leases' losses from it. Nil means
