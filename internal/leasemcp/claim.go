@@ -62,32 +62,36 @@ func (s *Server) claimTool(ctx context.Context, _ *mcp.CallToolRequest, in Claim
 		}
 		slices.Sort(cands)
 	}
+	// The counts cover every candidate, as the listing shows them, whether
+	// or not a task is claimed: the agent is told how much is done, how
+	// much others hold, and what it holds itself.
 	out := ClaimOutput{}
+	var free []string
 	for _, name := range cands {
-		if done[name] {
+		l, ok := known[name]
+		switch {
+		case done[name]:
 			out.Done++
-			continue
+		case ok && l.Held && l.Holder == s.cfg.Holder:
+			out.HeldByYou++
+		case ok && l.Held, ok && l.ReservedFor != "" && l.ReservedFor != s.cfg.Holder:
+			out.HeldByOthers++ // held, or reserved for another for a few seconds (docs/contract.md §8)
+		case len(name) > maxTaskName:
+			// cannot be marked done, so not a task
+		default:
+			free = append(free, name)
 		}
-		if l, ok := known[name]; ok && l.Held {
-			if l.Holder != s.cfg.Holder {
-				out.HeldByOthers++
-			}
-			continue // another's, or already this session's
-		}
-		if l, ok := known[name]; ok && l.ReservedFor != "" && l.ReservedFor != s.cfg.Holder {
-			out.HeldByOthers++ // reserved for another for a few seconds (docs/contract.md §8)
-			continue
-		}
-		if len(name) > maxTaskName {
-			continue // cannot be marked done, so not a task
-		}
-		ok, isDone, err := s.tryClaim(ctx, name, ttl)
+	}
+	for _, name := range free {
+		res, err := s.tryClaim(ctx, name, ttl)
 		switch {
 		case err != nil:
 			return nil, ClaimOutput{}, s.fail(fmt.Errorf("claim %q: %w", name, err))
-		case isDone:
+		case res == claimDone:
 			out.Done++
-		case !ok:
+		case res == claimMine:
+			out.HeldByYou++
+		case res == claimTaken:
 			out.HeldByOthers++
 		default:
 			h := s.get(name)
@@ -95,48 +99,72 @@ func (s *Server) claimTool(ctx context.Context, _ *mcp.CallToolRequest, in Claim
 				return nil, ClaimOutput{}, s.fail(fmt.Errorf("the claim of %q was lost at once", name))
 			}
 			out.Claimed, out.Name, out.FencingToken, out.ExpireTime = true, name, h.token, stamp(h.lease.ExpireTime)
-			out.Instructions = holdingInstructions(name, h.token) + " When the task is finished, call lease_release with done=true."
-			out.Done, out.HeldByOthers = 0, 0 // counted for a failed claim only
+			out.Proof, out.WindowSeconds = h.proof, s.windowSeconds()
+			out.Instructions = holdingInstructions(name, h.token) + " When the task is finished, call lease_release with done=true." +
+				s.ttlNote(in.TTLSeconds)
 			out.Status = s.status(true)
 			return nil, out, nil
 		}
 	}
-	out.Instructions = fmt.Sprintf("No task under %q is free now: %d done, %d held by others. If some are held by others, "+
-		"they may come back if their holders give up; otherwise the work is finished.", in.Prefix, out.Done, out.HeldByOthers)
+	out.Instructions = claimNoneFree(in.Prefix, out)
 	out.Status = s.status(true)
 	return nil, out, nil
 }
 
-// tryClaim acquires the task name for the session. It reports whether it
-// did, and whether the task turned out to be done (its holding then
-// released again).
-func (s *Server) tryClaim(ctx context.Context, name string, ttl time.Duration) (claimed, isDone bool, err error) {
+// claimNoneFree tells the agent why no task was claimed, and whether the
+// work is finished: only when every task is done.
+func claimNoneFree(prefix string, out ClaimOutput) string {
+	msg := fmt.Sprintf("No task under %q is free now: %d done, %d held by others, %d held by you.", prefix, out.Done, out.HeldByOthers, out.HeldByYou)
+	switch {
+	case out.HeldByYou > 0:
+		msg += " Finish the tasks you hold (lease_held lists them) and release each with done=true; the work is not finished until they are done."
+	case out.HeldByOthers > 0:
+		msg += " The tasks others hold may come back if their holders give up: try again later."
+	default:
+		msg += " Every task is done: the work is finished."
+	}
+	return msg
+}
+
+// claimResult is what became of an attempt to claim one task.
+type claimResult int
+
+const (
+	claimTaken claimResult = iota // another holder has it, or it is reserved for another
+	claimMine                     // this session holds it already, or a call of this session is on it
+	claimDone                     // its done marker exists (the holding was released again)
+	claimed                       // the session holds it now, as a new holding
+)
+
+// tryClaim acquires the task name for the session and says what became
+// of it.
+func (s *Server) tryClaim(ctx context.Context, name string, ttl time.Duration) (claimResult, error) {
 	end, ok := s.claim(name)
 	if !ok {
-		return false, false, nil // this session is acquiring or releasing it right now
+		return claimMine, nil // this session is acquiring or releasing it right now
 	}
 	defer end()
 	if s.get(name) != nil {
-		return false, false, nil
+		return claimMine, nil
 	}
 	if _, err := s.acquire(ctx, name, client.AcquireRequest{Holder: s.cfg.Holder, TTL: ttl}); err != nil {
 		if errors.Is(err, client.ErrHeld) || errors.Is(err, client.ErrReserved) {
-			return false, false, nil
+			return claimTaken, nil
 		}
-		return false, false, err
+		return claimTaken, err
 	}
 	// A holder marks its task done before it releases it, so a marker made
 	// before our holding began is visible now.
-	_, err = s.c.Get(ctx, name+doneSuffix)
+	_, err := s.c.Get(ctx, name+doneSuffix)
 	switch {
 	case errors.Is(err, client.ErrNotFound):
-		return true, false, nil
+		return claimed, nil
 	case err != nil:
 		s.dropClaim(name)
-		return false, false, fmt.Errorf("look for its done marker: %w", err)
+		return claimTaken, fmt.Errorf("look for its done marker: %w", err)
 	}
 	s.dropClaim(name)
-	return false, true, nil
+	return claimDone, nil
 }
 
 // dropClaim releases a holding of the session that the agent was never

@@ -21,6 +21,7 @@ type holding struct {
 	token int64
 	ttl   time.Duration
 	lease client.Lease // the acquire's answer
+	proof string       // the service's signed proof of the holding, "" when it gave none
 
 	// yieldTo is the preempting candidate that asks for the lease
 	// (docs/contract.md §8), as the last renewal or read answered; "" when
@@ -69,7 +70,7 @@ func lossReason(cause error) string {
 func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*holding, bool) {
 	ctx, stop := context.WithCancel(context.Background())
 	h := &holding{
-		name: l.Name, token: l.FencingToken, ttl: ttl, lease: l,
+		name: l.Name, token: l.FencingToken, ttl: ttl, lease: l, proof: proofOf(l),
 		safeUntil: s.safeUntil(ttl, sent),
 		stop:      stop, done: make(chan struct{}),
 	}

@@ -208,7 +208,29 @@ func addTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out])
 		panic(fmt.Sprintf("leasemcp: input schema of %s: %v", t.Name, err)) // a programming error, found by every test
 	}
 	s.inputs[t.Name] = c
+	if t.OutputSchema == nil {
+		t.OutputSchema = bare(schema[Out](func(map[string]*jsonschema.Schema) {}))
+	}
 	mcp.AddTool(s.srv, t, h)
+}
+
+// bare drops the descriptions from an output schema, in place, and returns
+// it. A result's shape is what a client checks it against; what its members
+// mean is in the tool's description and the result's instructions, and
+// repeating it in every schema made tools/list some 30 KB (issue 38).
+func bare(sc *jsonschema.Schema) *jsonschema.Schema {
+	if sc == nil {
+		return nil
+	}
+	sc.Description = ""
+	if f := sc.AdditionalProperties; f != nil && f.Not != nil {
+		sc.AdditionalProperties = nil // false: our own results have no other members
+	}
+	for _, p := range sc.Properties {
+		bare(p)
+	}
+	bare(sc.Items)
+	return sc
 }
 
 // checkInputs is a receiving middleware that answers a tools/call whose

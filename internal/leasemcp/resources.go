@@ -44,7 +44,7 @@ func (s *Server) addHeldResource(name string) {
 		h := s.held[name]
 		var v HeldLease
 		if h != nil {
-			v = heldView(h)
+			v = heldView(h, s.window())
 		}
 		s.mu.Unlock()
 		if h == nil {

@@ -178,23 +178,22 @@ func (s *Server) claim(name string) (done func(), ok bool) {
 }
 
 func instructions(holder, mode string) string {
-	return "Leases from leasesvc, held by this MCP server (the leasectl process) for you as holder " + holder + ". " +
-		"A lease is a named, time-bounded right to act as the single leader or worker for something. " +
-		"lease_acquire or lease_claim_next gives you a lease and its fencingToken; this leasectl process renews it in the background " +
-		"for as long as the session lives, so you never renew. Pass the fencingToken with every write you make as the " +
-		"holder. Every tool result lists what you hold under \"held\"; if a result lists a lease under \"lostLeases\", " +
-		"stop acting as its holder at once: someone else may hold it now. Record your progress on a lease with " +
-		"lease_checkpoint: its next holder receives it with lease_acquire. If a result lists a lease under " +
-		"\"yieldRequests\", an agent of higher priority waits for it: checkpoint and release it at a safe point. " +
-		"Call lease_release when you are done (done=true for a finished task). Ending the session releases everything. " +
-		"This server holds your leases " + mode + "."
+	return "Leases from leasesvc, held for you as holder " + holder + " by this server, which renews them in the " +
+		"background: never renew. A lease is the right to act as the single leader or worker for what it names. " +
+		"lease_acquire and lease_claim_next give a fencingToken and a proof (the service's signature of the holding): " +
+		"pass the proof, never a bare token number, to every tool that writes as the holder, so that a store can " +
+		"refuse a stale or invented one. Every result lists your holdings under \"held\". If one lists a lease under " +
+		"\"lostLeases\", stop acting for it at once. Record progress with lease_checkpoint; on \"yieldRequests\", " +
+		"checkpoint and release at a safe point. Release when done (done=true for a finished task); ending the " +
+		"session releases everything. Leases are held " + mode + "."
 }
 
 // holdingMode says how the server holds its leases, for the agent and
 // the log.
 func holdingMode(s *client.Session) string {
 	if s == nil {
-		return "with plain renewals"
+		return "with plain renewals: if this server dies, they expire at their ttlSeconds"
 	}
-	return fmt.Sprintf("through a session (window %v): if this process dies, the service frees them within the window", s.Window())
+	return fmt.Sprintf("through a session (window %v): if this server dies, the service frees them within the window, "+
+		"and ttlSeconds does not apply", s.Window())
 }

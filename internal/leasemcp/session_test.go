@@ -63,7 +63,7 @@ func TestSession(t *testing.T) {
 		!strings.Contains(acq.Instructions, "fencing token 1") {
 		t.Fatalf("acquire again: %+v", acq)
 	}
-	if len(acq.Held) != 1 || acq.Held[0] != (leasemcp.HeldToken{Name: name, FencingToken: 1}) {
+	if len(acq.Held) != 1 || acq.Held[0].Name != name || acq.Held[0].FencingToken != 1 {
 		t.Fatalf("held after acquire: %+v", acq.Held)
 	}
 

@@ -69,9 +69,19 @@ func TestThroughASession(t *testing.T) {
 	}
 	s := &session{t: t, holder: "through", cs: cs, stderr: &e2e.SyncBuffer{}}
 	var acq leasemcp.AcquireOutput
-	s.mustCall("lease_acquire", map[string]any{"name": "mcp.through"}, &acq)
+	s.mustCall("lease_acquire", map[string]any{"name": "mcp.through", "ttlSeconds": 20}, &acq)
 	if !acq.Acquired {
 		t.Fatalf("acquire: %+v", acq)
+	}
+	// ttlSeconds does not apply through a session: the result says so and
+	// gives the window instead (issue 38 item 2).
+	if acq.WindowSeconds != 0.2 || !strings.Contains(acq.Instructions, "ttlSeconds does not apply") {
+		t.Fatalf("acquire with ttlSeconds through a session: windowSeconds %v, instructions %q", acq.WindowSeconds, acq.Instructions)
+	}
+	var held leasemcp.HeldOutput
+	s.mustCall("lease_held", map[string]any{}, &held)
+	if len(held.Leases) != 1 || held.Leases[0].WindowSeconds != 0.2 || held.Leases[0].TTLSeconds != 0 {
+		t.Fatalf("lease_held through a session: %+v, want windowSeconds 0.2 and no ttlSeconds", held.Leases)
 	}
 	if _, err := sdk.Renew(t.Context(), "mcp.through", client.RenewRequest{Holder: "through", FencingToken: acq.FencingToken}); err == nil || !strings.Contains(err.Error(), "session_held") {
 		t.Fatalf("a plain renew of the holding answered %v, want 409 session_held", err)

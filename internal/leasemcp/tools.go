@@ -27,16 +27,11 @@ func (s *Server) addTools() {
 	addTool(s, &mcp.Tool{
 		Name:  "lease_acquire",
 		Title: "Acquire a lease",
-		Description: "Become the holder of a lease, the single right to act as leader or worker for the thing it names. " +
-			"On success you get a fencingToken: pass it with every write you make as the holder, so that systems can " +
-			"refuse a stale holder. The leasectl process that serves these tools renews the lease in the background " +
-			"until you call lease_release or the session ends; never try to renew it yourself. If another holder has " +
-			"it, acquired is false and holder names them (retry later, or pass waitSeconds to wait for it); if it is " +
-			"free but reserved for a few seconds for " +
-			"another (reservedFor), acquired is false too. A priority (0–1000) with waitSeconds makes you a candidate: " +
-			"the lease is reserved for the waiting candidate of highest priority when it falls free; preempt also asks " +
-			"a holder of lower priority to step down. If a previous holder recorded its progress, the result carries " +
-			"it as checkpoint: resume from it. Acquiring a lease you already hold returns the same token.",
+		Description: "Become the single holder of a lease (the right to act as leader or worker for what it names). " +
+			"Gives a fencingToken and a proof; renewed in the background until lease_release or the session ends: never renew. " +
+			"acquired=false when another holds it (holder) or it is reserved for another (reservedFor); pass waitSeconds to wait, " +
+			"with a priority to wait as a candidate. Resume from checkpoint when the result has one. Acquiring a lease you hold " +
+			"returns the same token.",
 		InputSchema: schema[AcquireInput](func(p map[string]*jsonschema.Schema) {
 			p["name"].Pattern = namePattern
 			p["ttlSeconds"].Minimum, p["ttlSeconds"].Maximum = ptr(minTTL.Seconds()), ptr(maxTTL.Seconds())
@@ -50,37 +45,30 @@ func (s *Server) addTools() {
 	addTool(s, &mcp.Tool{
 		Name:  "lease_release",
 		Title: "Release a lease",
-		Description: "Give up a lease this session holds: its fencing token stops being valid and the next holder gets a " +
-			"higher one. For a task from lease_claim_next, pass done=true once the work is finished so that nobody claims " +
-			"it again; done=false hands the unfinished task back. Pass checkpoint to leave your last progress to the next " +
-			"holder. Stop acting as the holder before you call it.",
+		Description: "End your holding of a lease; its token and proof stop being valid. For a task of lease_claim_next pass " +
+			"done=true once it is finished (never claimed again), false to give it back. Stop acting as holder first.",
 		InputSchema: schema[ReleaseInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.releaseTool)
 	addTool(s, &mcp.Tool{
 		Name:  "lease_checkpoint",
 		Title: "Record progress on a lease",
-		Description: "Record your progress on a lease this session holds as a small JSON object (at most 16 KiB), such " +
-			"as the last step done. It is stored by the lease service at once, with a renewal of your holding, and " +
-			"whoever holds the lease next receives it in lease_acquire's result (checkpoint), even if this session " +
-			"crashes, so it can resume where you stopped. Each call replaces the previous checkpoint. Call it after each " +
-			"step whose result is durable, and before lease_release when another agent asks for the lease (yieldRequests).",
+		Description: "Store your progress on a lease you hold (JSON object, at most 16 KiB); the next holder gets it in " +
+			"lease_acquire's checkpoint, even if you crash. Call it after each durable step, and before releasing on a yield request.",
 		InputSchema: schema[CheckpointInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, s.checkpointTool)
 	addTool(s, &mcp.Tool{
-		Name:  "lease_get",
-		Title: "Look at a lease",
-		Description: "Who holds a lease, with which fencing token, until when (the lease service's time), and its metadata. heldByMe " +
-			"says whether this session holds it. Read-only.",
+		Name:        "lease_get",
+		Title:       "Look at a lease",
+		Description: "Who holds a lease, with which fencing token, until when (the service's time); heldByMe says if you do. Read-only.",
 		InputSchema: schema[GetInput](func(p map[string]*jsonschema.Schema) { p["name"].Pattern = namePattern }),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.getTool)
 	addTool(s, &mcp.Tool{
-		Name:  "lease_list",
-		Title: "List leases",
-		Description: "Leases whose name starts with prefix, in name order, held or not, a page at a time (pass " +
-			"nextPageToken back as pageToken). Read-only.",
+		Name:        "lease_list",
+		Title:       "List leases",
+		Description: "Leases under a prefix in name order, a page at a time (pass nextPageToken as pageToken). Read-only.",
 		InputSchema: schema[ListInput](func(p map[string]*jsonschema.Schema) {
 			p["pageSize"].Minimum, p["pageSize"].Maximum = ptr(0.0), ptr(1000.0)
 		}),
@@ -89,12 +77,9 @@ func (s *Server) addTools() {
 	addTool(s, &mcp.Tool{
 		Name:  "lease_claim_next",
 		Title: "Claim the next free task",
-		Description: "Claim one task of a shared task list, so that among all agents each task is worked on by one at a " +
-			"time and a finished task is never claimed again. Tasks are leases whose names start with prefix: the names " +
-			"you pass, or else every lease that exists under prefix. It acquires the first task in order that nobody " +
-			"holds and that is not done, and returns it with its fencingToken; claimed=false means no task is free now " +
-			"(done and heldByOthers say why). When the task is finished call lease_release with done=true; names " +
-			"ending in .done are the done markers and are never tasks.",
+		Description: "Claim the first task under prefix (the names given, else every lease under it) that nobody holds and " +
+			"that is not done; each task goes to one agent at a time. claimed=false: done, heldByOthers and heldByYou say why. " +
+			"Release a finished task with done=true. Names ending in .done are markers, not tasks.",
 		InputSchema: schema[ClaimInput](func(p map[string]*jsonschema.Schema) {
 			p["prefix"].Pattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
 			p["names"].Items.Pattern = namePattern
@@ -104,10 +89,9 @@ func (s *Server) addTools() {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.claimTool)
 	addTool(s, &mcp.Tool{
-		Name:  "lease_held",
-		Title: "What this session holds",
-		Description: "Every lease this session holds now, with its fencing token, and any holding lost since the last " +
-			"result. Answers from the leasectl process's own state, even when the lease service cannot be reached. Read-only.",
+		Name:        "lease_held",
+		Title:       "What this session holds",
+		Description: "The leases you hold, with tokens and proofs, and losses since the last result; answered locally. Read-only.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, s.heldTool)
 }
@@ -133,7 +117,7 @@ func (s *Server) status(drain bool) Status {
 	defer s.mu.Unlock()
 	st := Status{Held: []HeldToken{}}
 	for _, h := range s.held {
-		st.Held = append(st.Held, HeldToken{Name: h.name, FencingToken: h.token})
+		st.Held = append(st.Held, HeldToken{Name: h.name, FencingToken: h.token, Proof: h.proof})
 	}
 	slices.SortFunc(st.Held, func(a, b HeldToken) int { return strings.Compare(a.Name, b.Name) })
 	for _, t := range st.Held {
@@ -218,9 +202,9 @@ func (s *Server) get(name string) *holding {
 }
 
 func holdingInstructions(name string, token int64) string {
-	return fmt.Sprintf("You hold %s with fencing token %d. Pass fencingToken %d with every write you make as its holder. "+
-		"It is renewed in the background: do not renew it. Call lease_release when you are done. If a later result lists "+
-		"%s under lostLeases, stop at once.", name, token, token, name)
+	return fmt.Sprintf("You hold %s with fencing token %d. Pass its proof (never the bare number) to every tool that writes "+
+		"as its holder. It is renewed in the background: do not renew it. Call lease_release when you are done. If a later "+
+		"result lists %s under lostLeases, stop at once.", name, token, name)
 }
 
 func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in AcquireInput) (*mcp.CallToolResult, AcquireOutput, error) {
@@ -255,8 +239,9 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 	defer done()
 	if h := s.get(in.Name); h != nil {
 		return nil, AcquireOutput{
-			Acquired: true, AlreadyHeld: true, Name: h.name, FencingToken: h.token, Holder: s.cfg.Holder,
-			ExpireTime: stamp(h.lease.ExpireTime), Instructions: holdingInstructions(h.name, h.token), Status: s.status(true),
+			Acquired: true, AlreadyHeld: true, Name: h.name, FencingToken: h.token, Proof: h.proof, WindowSeconds: s.windowSeconds(),
+			Holder: s.cfg.Holder, ExpireTime: stamp(h.lease.ExpireTime), Instructions: holdingInstructions(h.name, h.token) + s.ttlNote(in.TTLSeconds),
+			Status: s.status(true),
 		}, nil
 	}
 	req.Metadata = md
@@ -286,8 +271,9 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 		return nil, AcquireOutput{}, s.fail(err)
 	}
 	out := AcquireOutput{
-		Acquired: true, Name: l.Name, FencingToken: l.FencingToken, Holder: l.Holder, ExpireTime: stamp(l.ExpireTime),
-		Priority: l.Priority, Instructions: holdingInstructions(l.Name, l.FencingToken),
+		Acquired: true, Name: l.Name, FencingToken: l.FencingToken, Proof: proofOf(l), WindowSeconds: s.windowSeconds(),
+		Holder: l.Holder, ExpireTime: stamp(l.ExpireTime), Priority: l.Priority,
+		Instructions: holdingInstructions(l.Name, l.FencingToken) + s.ttlNote(in.TTLSeconds),
 	}
 	if len(l.Checkpoint) > 0 {
 		if err := json.Unmarshal(l.Checkpoint, &out.Checkpoint); err != nil {
@@ -485,7 +471,7 @@ func (s *Server) heldTool(context.Context, *mcp.CallToolRequest, HeldInput) (*mc
 	s.mu.Lock()
 	for _, t := range st.Held {
 		if h := s.held[t.Name]; h != nil {
-			out.Leases = append(out.Leases, heldView(h))
+			out.Leases = append(out.Leases, heldView(h, s.window()))
 		}
 	}
 	s.mu.Unlock()

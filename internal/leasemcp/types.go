@@ -35,6 +35,9 @@ type YieldRequest struct {
 type HeldToken struct {
 	Name         string `json:"name" jsonschema:"the lease name"`
 	FencingToken int64  `json:"fencingToken" jsonschema:"the holding's fencing token"`
+	// Proof is the service's signed proof of the holding (a compact JWS,
+	// docs/contract.md §17), when the service gave one.
+	Proof string `json:"proof,omitempty" jsonschema:"the service's signed proof of the holding: pass it, never the bare token, to tools that write"`
 }
 
 // LostLease is a holding lost in the background.
@@ -49,11 +52,15 @@ type HeldLease struct {
 	Name         string  `json:"name" jsonschema:"the lease name"`
 	FencingToken int64   `json:"fencingToken" jsonschema:"the holding's fencing token: pass it with every write you make as the holder"`
 	Holder       string  `json:"holder" jsonschema:"the holder identity of this session"`
-	TTLSeconds   float64 `json:"ttlSeconds" jsonschema:"the lease duration; renewed in the background every third of it"`
-	AcquireTime  string  `json:"acquireTime" jsonschema:"the lease service's time (RFC 3339) when the holding began"`
-	Renewing     bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
-	Priority     int     `json:"priority,omitempty" jsonschema:"the priority the holding was acquired with"`
-	YieldTo      string  `json:"yieldTo,omitempty" jsonschema:"set when a waiting agent of higher priority asks for the lease: checkpoint your progress and release it"`
+	Proof        string  `json:"proof,omitempty" jsonschema:"the service's signed proof of the holding: pass it to tools that write"`
+	TTLSeconds   float64 `json:"ttlSeconds,omitempty" jsonschema:"with plain renewals: the lease duration, renewed every third of it"`
+	// WindowSeconds is the session's window when the holding is held
+	// through a session (TTLSeconds does not apply then).
+	WindowSeconds float64 `json:"windowSeconds,omitempty" jsonschema:"through a session: the lease is freed within this many seconds if this server dies"`
+	AcquireTime   string  `json:"acquireTime" jsonschema:"the lease service's time (RFC 3339) when the holding began"`
+	Renewing      bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
+	Priority      int     `json:"priority,omitempty" jsonschema:"the priority the holding was acquired with"`
+	YieldTo       string  `json:"yieldTo,omitempty" jsonschema:"set when a waiting agent of higher priority asks for the lease: checkpoint your progress and release it"`
 }
 
 // LeaseView is a lease as the service reports it.
@@ -96,30 +103,36 @@ func leaseView(l client.Lease, mine bool) LeaseView {
 	return v
 }
 
-func heldView(h *holding) HeldLease {
-	return HeldLease{
-		Name: h.name, FencingToken: h.token, Holder: h.lease.Holder, TTLSeconds: h.ttl.Seconds(),
+func heldView(h *holding, window time.Duration) HeldLease {
+	v := HeldLease{
+		Name: h.name, FencingToken: h.token, Proof: h.proof, Holder: h.lease.Holder, WindowSeconds: window.Seconds(),
 		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil, Priority: h.lease.Priority, YieldTo: h.yieldTo,
 	}
+	if window == 0 {
+		v.TTLSeconds = h.ttl.Seconds()
+	}
+	return v
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // AcquireInput is the input of lease_acquire.
 type AcquireInput struct {
-	Name        string         `json:"name" jsonschema:"the lease to acquire: 1–128 characters of letters, digits, '.', '_' and '-', starting with a letter or digit; dots separate namespaces, as in team-a.scheduler"`
-	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds 1–3600 (default: leasectl mcp's --ttl, 30 s); the leasectl process renews it in the background, so this only bounds how long the lease outlives a crashed leasectl process"`
-	WaitSeconds float64        `json:"waitSeconds,omitempty" jsonschema:"if another holder holds the lease, wait up to this many seconds (0–60) for it to be free; default 0: answer at once"`
-	Metadata    map[string]any `json:"metadata,omitempty" jsonschema:"a small JSON object to attach to the lease, visible to everyone (what you are doing, where to reach you)"`
-	Priority    *int           `json:"priority,omitempty" jsonschema:"your priority for this lease, 0–1000 (higher goes first), recorded on your holding; with waitSeconds you wait as a candidate: when the lease falls free it is reserved for a few seconds for the waiting candidate of highest priority"`
-	Preempt     bool           `json:"preempt,omitempty" jsonschema:"with waitSeconds and a priority higher than the current holding's: ask the holder to step down for you while you wait (it is asked, never forced)"`
+	Name        string         `json:"name" jsonschema:"the lease, such as team-a.scheduler"`
+	TTLSeconds  float64        `json:"ttlSeconds,omitempty" jsonschema:"only with plain renewals (see the instructions): how long the lease outlives a crashed server, 1–3600 s"`
+	WaitSeconds float64        `json:"waitSeconds,omitempty" jsonschema:"wait up to this many seconds (0–60) for another's holding to end; default 0"`
+	Metadata    map[string]any `json:"metadata,omitempty" jsonschema:"a small JSON object everyone can read (what you do, where to reach you)"`
+	Priority    *int           `json:"priority,omitempty" jsonschema:"0–1000, higher first; with waitSeconds you wait as a candidate"`
+	Preempt     bool           `json:"preempt,omitempty" jsonschema:"with waitSeconds and a higher priority: ask the holder to step down (never forced)"`
 }
 
 // AcquireOutput is the result of lease_acquire.
 type AcquireOutput struct {
 	Acquired          bool    `json:"acquired" jsonschema:"true when this session holds the lease now"`
 	Name              string  `json:"name" jsonschema:"the lease name"`
-	FencingToken      int64   `json:"fencingToken,omitempty" jsonschema:"when acquired: the holding's fencing token, to pass with every write you make as the holder"`
+	FencingToken      int64   `json:"fencingToken,omitempty" jsonschema:"when acquired: the holding's fencing token"`
+	Proof             string  `json:"proof,omitempty" jsonschema:"when acquired: the service's signed proof of the holding, to pass to tools that write"`
+	WindowSeconds     float64 `json:"windowSeconds,omitempty" jsonschema:"held through a session: freed within this many seconds if this server dies (ttlSeconds does not apply)"`
 	Holder            string  `json:"holder" jsonschema:"who holds the lease: this session's holder when acquired, else the other holder; empty when nobody holds it but it is reserved for another (reservedFor)"`
 	ExpireTime        string  `json:"expireTime" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed; the leasectl process renews yours in the background"`
 	AlreadyHeld       bool    `json:"alreadyHeld,omitempty" jsonschema:"true when this session held it already (same token)"`
@@ -137,10 +150,10 @@ type AcquireOutput struct {
 
 // ReleaseInput is the input of lease_release.
 type ReleaseInput struct {
-	Name string `json:"name" jsonschema:"a lease this session holds"`
-	Done bool   `json:"done,omitempty" jsonschema:"true when the lease is a task you finished: it is marked done (lease {name}.done) so that lease_claim_next never hands it out again; false gives the task back for another to claim"`
+	Name string `json:"name" jsonschema:"a lease you hold"`
+	Done bool   `json:"done,omitempty" jsonschema:"true for a task you finished: never handed out again; false gives it back"`
 	// Checkpoint, if not nil, is written before the holding ends.
-	Checkpoint map[string]any `json:"checkpoint,omitempty" jsonschema:"your last progress as a JSON object (at most 16 KiB), written before the lease is released: the next holder receives it with its lease_acquire; it replaces the previous checkpoint"`
+	Checkpoint map[string]any `json:"checkpoint,omitempty" jsonschema:"your last progress (JSON object, at most 16 KiB) for the next holder"`
 }
 
 // ReleaseOutput is the result of lease_release.
@@ -156,8 +169,8 @@ type ReleaseOutput struct {
 
 // CheckpointInput is the input of lease_checkpoint.
 type CheckpointInput struct {
-	Name       string         `json:"name" jsonschema:"a lease this session holds"`
-	Checkpoint map[string]any `json:"checkpoint" jsonschema:"your progress as a JSON object (at most 16 KiB), such as {\"step\":3,\"lastFile\":\"b.txt\"}; it replaces the previous checkpoint of the lease"`
+	Name       string         `json:"name" jsonschema:"a lease you hold"`
+	Checkpoint map[string]any `json:"checkpoint" jsonschema:"your progress (JSON object, at most 16 KiB), such as {\"step\":3}; replaces the previous one"`
 }
 
 // CheckpointOutput is the result of lease_checkpoint.
@@ -186,9 +199,9 @@ type GetOutput struct {
 
 // ListInput is the input of lease_list.
 type ListInput struct {
-	Prefix    string `json:"prefix,omitempty" jsonschema:"only leases whose name starts with this, such as 'build.task-'"`
-	PageSize  int    `json:"pageSize,omitempty" jsonschema:"at most this many leases (default 100, at most 1000)"`
-	PageToken string `json:"pageToken,omitempty" jsonschema:"nextPageToken of the previous page, for the next one"`
+	Prefix    string `json:"prefix,omitempty" jsonschema:"only names that start with this"`
+	PageSize  int    `json:"pageSize,omitempty" jsonschema:"at most this many (default 100)"`
+	PageToken string `json:"pageToken,omitempty" jsonschema:"the previous page's nextPageToken"`
 }
 
 // ListOutput is the result of lease_list.
@@ -200,19 +213,25 @@ type ListOutput struct {
 
 // ClaimInput is the input of lease_claim_next.
 type ClaimInput struct {
-	Prefix     string   `json:"prefix" jsonschema:"the task namespace, such as 'build.task-': every task is a lease whose name starts with it"`
-	Names      []string `json:"names,omitempty" jsonschema:"the candidate tasks (full lease names starting with prefix), tried in this order; default: every lease that exists under prefix, in name order"`
-	TTLSeconds float64  `json:"ttlSeconds,omitempty" jsonschema:"the lease duration in seconds 1–3600 (default: leasectl mcp's --ttl)"`
+	Prefix     string   `json:"prefix" jsonschema:"the task namespace, such as build.task-"`
+	Names      []string `json:"names,omitempty" jsonschema:"the tasks (full names under prefix) in the order to try; default: every lease under prefix"`
+	TTLSeconds float64  `json:"ttlSeconds,omitempty" jsonschema:"only with plain renewals: as lease_acquire's"`
 }
 
 // ClaimOutput is the result of lease_claim_next.
 type ClaimOutput struct {
 	Claimed      bool   `json:"claimed" jsonschema:"true when a task was claimed; false when no task is free"`
 	Name         string `json:"name,omitempty" jsonschema:"the task (lease) claimed"`
-	FencingToken int64  `json:"fencingToken,omitempty" jsonschema:"the holding's fencing token, to pass with every write you make for the task"`
-	ExpireTime   string `json:"expireTime,omitempty" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
-	Done         int    `json:"done" jsonschema:"how many candidate tasks are done"`
-	HeldByOthers int    `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now, or are reserved for for a few seconds"`
+	FencingToken int64  `json:"fencingToken,omitempty" jsonschema:"the holding's fencing token"`
+	Proof        string `json:"proof,omitempty" jsonschema:"the service's signed proof of the holding, to pass to tools that write"`
+	// WindowSeconds is the session's window when the task is held through
+	// a session.
+	WindowSeconds float64 `json:"windowSeconds,omitempty" jsonschema:"held through a session: freed within this many seconds if this server dies"`
+	ExpireTime    string  `json:"expireTime,omitempty" jsonschema:"the lease service's time (RFC 3339) at which the holding ends unless renewed; renewed in the background"`
+	Done          int     `json:"done" jsonschema:"how many candidate tasks are done"`
+	HeldByOthers  int     `json:"heldByOthers" jsonschema:"how many candidate tasks other holders hold now, or are reserved for for a few seconds"`
+	// HeldByYou counts the candidate tasks this session holds already.
+	HeldByYou    int    `json:"heldByYou" jsonschema:"how many candidate tasks this session holds already: finish them"`
 	Instructions string `json:"instructions" jsonschema:"what to do now"`
 	Status
 }

@@ -1,0 +1,51 @@
+package leasemcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/leasesvc/leasesvc/client"
+)
+
+// proofOf returns the proof the service signed for the holding l (a
+// compact JWS, docs/contract.md §17), "" when it gave none. It reads the
+// lease's JSON form rather than a field, so that it works whether or not
+// the Go client's Lease names the member yet.
+func proofOf(l client.Lease) string {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Proof string `json:"proof"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	return p.Proof
+}
+
+// window is the window of the session the server holds its leases
+// through; 0 with plain renewals.
+func (s *Server) window() time.Duration {
+	if s.cfg.Session == nil {
+		return 0
+	}
+	return s.cfg.Session.Window()
+}
+
+// windowSeconds is window in seconds, for a tool result.
+func (s *Server) windowSeconds() float64 { return s.window().Seconds() }
+
+// ttlNote tells the agent that the ttlSeconds it gave does not apply to a
+// holding through a session ("" when it gave none, or with plain
+// renewals): the service holds the lease at its own session TTL and frees
+// it within the window if this server dies.
+func (s *Server) ttlNote(ttlSeconds float64) string {
+	if ttlSeconds == 0 || s.cfg.Session == nil {
+		return ""
+	}
+	return fmt.Sprintf(" ttlSeconds does not apply: this server holds your leases through a session, and the service frees them within %s seconds if it dies.",
+		num(s.windowSeconds()))
+}
