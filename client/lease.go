@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -88,7 +90,37 @@ type Lease struct {
 	// (docs/contract.md §14); SessionWindow is then that session's window.
 	Session       bool
 	SessionWindow time.Duration
+
+	// Proof is the fencing proof of the holding (docs/contract.md §17): a
+	// compact JWS the service signed over the lease's name, fencing token,
+	// holder and principal. Only answers that start or restart a holding
+	// for the caller carry one (Acquire, a session's acquire and resume);
+	// it is empty elsewhere and when the service signs none. Pass it, not
+	// the bare FencingToken, to sinks that check it (package fence). It
+	// lets its bearer write as the leader: it is printed and logged as
+	// "[proof]", never in full.
+	Proof Proof
 }
+
+// Proof is a fencing proof (a compact JWS). It prints and logs as
+// "[proof]" (or "" when empty), so that a Lease in a log line does not
+// hand the holding's write right to whoever reads the log; string(p) is
+// the proof itself, to pass on.
+type Proof string
+
+// String returns "[proof]", or "" for no proof.
+func (p Proof) String() string {
+	if p == "" {
+		return ""
+	}
+	return "[proof]"
+}
+
+// GoString is String, for %#v.
+func (p Proof) GoString() string { return strconv.Quote(p.String()) }
+
+// LogValue is String, for log/slog.
+func (p Proof) LogValue() slog.Value { return slog.StringValue(p.String()) }
 
 // leaseJSON is the wire form of a Lease.
 type leaseJSON struct {
@@ -119,6 +151,7 @@ type leaseJSON struct {
 	BestCandidate   *int            `json:"bestCandidatePriority,omitempty"`
 	Session         bool            `json:"session,omitempty"`
 	SessionWindowMs int64           `json:"sessionWindowMs,omitempty"`
+	Proof           string          `json:"proof,omitempty"`
 }
 
 // MarshalJSON renders the lease as the API does.
@@ -135,7 +168,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 		Priority: l.Priority, Checkpoint: l.Checkpoint, CheckpointToken: l.CheckpointToken,
 		ReservedFor: l.ReservedFor, ReservedUntil: l.ReservedUntil, YieldRequested: l.YieldRequested,
 		YieldTo: l.YieldTo, Candidates: l.Candidates, BestCandidate: bestCandidate(l),
-		Session: l.Session, SessionWindowMs: l.SessionWindow.Milliseconds(),
+		Session: l.Session, SessionWindowMs: l.SessionWindow.Milliseconds(), Proof: string(l.Proof),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease %q: %w", l.Name, err)
@@ -159,6 +192,7 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 		ReservedFor: w.ReservedFor, ReservedUntil: w.ReservedUntil, YieldRequested: w.YieldRequested,
 		YieldTo: w.YieldTo, Candidates: w.Candidates,
 		Session: w.Session, SessionWindow: time.Duration(w.SessionWindowMs) * time.Millisecond,
+		Proof: Proof(w.Proof),
 	}
 	if w.BestCandidate != nil {
 		l.BestCandidatePriority = *w.BestCandidate

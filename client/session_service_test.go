@@ -17,6 +17,7 @@ import (
 	"github.com/leasesvc/leasesvc/client"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/hub"
+	"github.com/leasesvc/leasesvc/internal/proofkey"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -80,6 +81,9 @@ type testService struct {
 	sessions *session.Config
 	// wrap, when not nil, wraps the service's handler.
 	wrap func(http.Handler) http.Handler
+	// proofs turns signed proofs on (docs/contract.md §17): a key
+	// published in the backend, its JWKS at /.well-known/jwks.json.
+	proofs bool
 }
 
 // newTestService runs the service in process on the memory backend until
@@ -87,11 +91,19 @@ type testService struct {
 func newTestService(t *testing.T, o testService) (*httptest.Server, *conns) {
 	t.Helper()
 	events := hub.New()
-	m, err := lease.NewManager(memory.New(), lease.Config{OnChange: events.Publish})
+	store := memory.New()
+	m, err := lease.NewManager(store, lease.Config{OnChange: events.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hc := httpapi.Config{Logger: slog.New(slog.DiscardHandler), Events: events}
+	if o.proofs {
+		iss, err := proofkey.Publish(t.Context(), store, proofkey.Config{Instance: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc.Proofs = iss
+	}
 	var reg *session.Registry
 	if o.sessions != nil {
 		sc := *o.sessions
