@@ -45,6 +45,10 @@ func claims(name string, token int64) fence.Claims {
 	return fence.Claims{Lease: name, FencingToken: token, Holder: "agent-1", Principal: "a@example.com", IssuedAt: 1_800_000_000, Issuer: "leasesvc"}
 }
 
+// reasons are the stable refusal codes the three SDKs share.
+var reasons = map[error]string{fence.ErrMissing: "missing", fence.ErrMalformed: "malformed", fence.ErrSignature: "bad_signature",
+	fence.ErrUnknownKey: "unknown_key", fence.ErrIssuer: "wrong_issuer", fence.ErrOtherLease: "other_lease", fence.ErrStale: "stale"}
+
 // TestGuardRefusals: a proof the service's key signed is admitted; each
 // way of forging, altering or replaying one is refused with its own error
 // and status.
@@ -69,6 +73,7 @@ func TestGuardRefusals(t *testing.T) {
 		status             int
 	}{
 		{"bare token", "orders", "9999", fence.ErrMalformed, 403},
+		{"no proof", "orders", "", fence.ErrMissing, 401},
 		{"tampered payload", "orders", parts[0] + "." + base64.RawURLEncoding.EncodeToString(forgedPayload) + "." + parts[2], fence.ErrSignature, 403},
 		{"wrong signature", "orders", func() string {
 			p := other.sign(t, claims("orders", 9999))
@@ -88,7 +93,13 @@ func TestGuardRefusals(t *testing.T) {
 			if s := fence.Status(err); s != tc.status {
 				t.Errorf("Status = %d, want %d", s, tc.status)
 			}
+			if r := fence.Reason(err); r != reasons[tc.want] {
+				t.Errorf("Reason = %q, want %q (the Python and TypeScript reason)", r, reasons[tc.want])
+			}
 		})
+	}
+	if r := fence.Reason(errors.New("keys: connection refused")); r != "keys_unavailable" {
+		t.Errorf("Reason of a key fetch failure = %q, want keys_unavailable", r)
 	}
 	if h := g.Highest("orders"); h != 7 {
 		t.Errorf("after the refusals the highest token is %d, want 7 (refused proofs change nothing)", h)

@@ -26,8 +26,12 @@ func NewGuard(v *Verifier) *Guard {
 // Check verifies proof (Verifier.Verify), requires it to be for lease
 // name, and admits it if its token is at least the highest this Guard has
 // admitted for the lease, which it then becomes. An equal token is
-// admitted: the same holder writes many times. A lower one is ErrStale.
+// admitted: the same holder writes many times. A lower one is ErrStale; an
+// empty proof is ErrMissing, as in the Python and TypeScript Guards.
 func (g *Guard) Check(ctx context.Context, name, proof string) (Claims, error) {
+	if proof == "" {
+		return Claims{}, fmt.Errorf("%w: send the holding's proof in the %s header", ErrMissing, Header)
+	}
 	c, err := g.v.Verify(ctx, proof)
 	if err != nil {
 		return Claims{}, err
