@@ -196,6 +196,9 @@ func (a *agent) next(timeout time.Duration) map[string]any {
 // number matches any JSON number and checks it.
 type number func(v float64) error
 
+// text matches any JSON string and checks it.
+type text func(s string) error
+
 // expect reads the next line and checks it field by field: the same
 // fields as want, each equal (a number func checks a measured value). It
 // returns the line.
@@ -233,6 +236,15 @@ func (a *agent) check(got, want map[string]any) {
 // matches compares one field; "" when it matches.
 func matches(got, want any) string {
 	switch w := want.(type) {
+	case text:
+		s, ok := got.(string)
+		if !ok {
+			return fmt.Sprintf("%v is not a string", got)
+		}
+		if err := w(s); err != nil {
+			return err.Error()
+		}
+		return ""
 	case number:
 		n, ok := got.(json.Number)
 		if !ok {

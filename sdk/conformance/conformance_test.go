@@ -100,6 +100,7 @@ func TestConformance(t *testing.T) {
 			t.Run("wait", func(t *testing.T) { waitCase(t, lang, argv, base("wait"), plain) })
 			t.Run("delete", func(t *testing.T) { deleteCase(t, lang, argv, base("delete")) })
 			t.Run("succession", func(t *testing.T) { successionCase(t, lang, argv, base("succession"), plain) })
+			t.Run("fence", func(t *testing.T) { fenceCase(t, lang, argv, base("fence"), plain) })
 			t.Run("ratelimit", func(t *testing.T) {
 				ratelimitCase(t, lang, argv, with(base("ratelimit"), "LEASESVC_URL", limited.URL, "LEASESVC_TOKEN", agentToken(lang.name)), limited)
 			})

@@ -4,8 +4,11 @@
 // that prints one JSON line per step (docs/contract.md §12): acquire, renew,
 // release, lost, held, waiting, a 429 with Retry-After, the service frozen
 // with SIGSTOP (leading must end before TTL × (1 − drift margin) has passed
-// since the last successful renew was sent, 20 runs per language) and a
-// revocation (leading ends at the next renew). The tests of this package
+// since the last successful renew was sent, 20 runs per language), a
+// revocation (leading ends at the next renew) and fencing proofs (a proof
+// the service made verifies in every SDK; tampered, re-signed,
+// unknown-key, other-lease, stale, bare-number and missing proofs are
+// refused with the same reason in each). The tests of this package
 // also run the Python SDK's own unittest suite.
 //
 // What an agent is given and must print, case by case, is PROTOCOL.md

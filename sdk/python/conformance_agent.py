@@ -9,6 +9,7 @@ line or EOF on stdin stops what runs; it then exits 0.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ import time
 from typing import Any, Callable, Dict
 
 import leasesvc
+from leasesvc import fence
 
 T0 = time.monotonic()
 
@@ -244,9 +246,61 @@ def case_session(env: Env) -> None:
     s.close()
 
 
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).decode().rstrip("=")
+
+
+def _unb64(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def case_fence(env: Env) -> None:
+    """The ``fence`` case of PROTOCOL.md (docs/contract.md §17): the
+    service's proofs verify through its JWKS, and a Guard refuses altered,
+    re-signed, unknown-key, other-lease, stale and bare-number proofs, each
+    with its reason."""
+    c, name, a, b, ttl = env.client, env.name, env.holder, env.holder + "-b", env.ttl
+    v = fence.Verifier(fence.RemoteKeys(env.url.rstrip("/") + "/.well-known/jwks.json"), "leasesvc")
+    g = fence.Guard(v)
+    lease = c.acquire(name, a, ttl)
+    mine, driver = lease.proof, os.environ["LEASE_PROOF"]
+    for step, proof in (("verify", mine), ("verify_driver", driver)):
+        cl = v.verify(proof)
+        emit(step=step, lease=cl.lease, holder=cl.holder, token=cl.fencing_token)
+    h, p, s = mine.split(".")
+    ds = driver.split(".")[2]
+    tampered = ".".join((h, _b64(_unb64(p).replace(b'"fencingToken":1,', b'"fencingToken":1000000,', 1)), s))
+    hdr = _unb64(h)
+    at = hdr.index(b'"kid":"') + len(b'"kid":"')
+    unknown = ".".join((_b64(hdr[:at] + (b"B" if hdr[at:at + 1] == b"A" else b"A") + hdr[at + 1:]), p, s))
+
+    def refused(step: str, f: Callable[[], Any]) -> None:
+        try:
+            f()
+        except fence.FenceError as e:
+            emit(step=step, error=e.reason, message=str(e))
+            return
+        emit(step=step, error="none")
+        raise SystemExit(1)
+
+    refused("tampered", lambda: v.verify(tampered))
+    refused("wrong_signature", lambda: v.verify(".".join((h, p, ds))))
+    refused("unknown_kid", lambda: v.verify(unknown))
+    emit(step="guard", token=g.check(name, mine).fencing_token)
+    refused("other_lease", lambda: g.check(name, driver))
+    c.release(name, a, lease.fencing_token)
+    nxt = g.check(name, c.acquire(name, b, ttl).proof)
+    emit(step="next_holder", holder=nxt.holder, token=nxt.fencing_token)
+    refused("stale", lambda: g.check(name, mine))
+    refused("forged", lambda: g.check(name, "1000000"))
+    refused("missing", lambda: g.check(name, ""))
+    emit(step="highest", token=g.highest(name))
+    emit(step="done")
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
          "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete,
-         "session": case_session}
+         "session": case_session, "fence": case_fence}
 
 
 def main() -> None:

@@ -9,6 +9,7 @@
 import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
 import { Client, Elector, type Lease, LeaseError, LeaseHeldError, LeaseReservedError, SafeDeadlineError, electorDefaults } from "../index.js";
+import { fenceCase } from "./fence.js";
 
 /** emit writes one step line at once. */
 function emit(line: Record<string, unknown>): void {
@@ -255,8 +256,11 @@ async function main(): Promise<number> {
     case "session":
       await sessionCase(c, name, holder, ttlMs);
       return 0;
+    case "fence":
+      await fenceCase(c, env("LEASESVC_URL"), name, holder, ttlMs, env("LEASE_PROOF"), emit);
+      return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete or session)\n`);
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete, session or fence)\n`);
   return 2;
 }
 
