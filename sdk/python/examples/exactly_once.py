@@ -2,16 +2,22 @@
 leader killed twice.
 
 Each agent is a process of its own running a :class:`leasesvc.Elector` on
-one lease. The leader fences the sink with its token, reads which tasks are
-done, and does the rest one by one, each write carrying its token; the sink
-refuses any token lower than the highest it has seen. This process runs the
-sink and the agents, and kills the leader twice: once with SIGKILL (a crash:
-its lease runs out and a follower takes over), once with SIGSTOP (a paused
-process whose last write is still in flight and arrives after the next
-leader fenced the sink: the sink refuses it; the process is woken with
-SIGCONT after the next leader wrote, and is then killed). At the end every
-task must have been written exactly once, no stale write accepted, and the
-late write refused.
+one lease. The leader fences the sink with its term's proof (docs/contract.md
+§17: the token, signed by the service), reads which tasks are done, and does
+the rest one by one, each write carrying the proof; the sink verifies it
+against the service's JWKS with a :class:`leasesvc.fence.Guard`, which
+refuses a token lower than the highest it has admitted and any proof the
+service did not sign. This process runs the sink and the agents, and kills
+the leader twice: once with SIGKILL (a crash: its lease runs out and a
+follower takes over), once with SIGSTOP (a paused process whose last write
+is still in flight and arrives after the next leader fenced the sink: the
+sink refuses it; the process is woken with SIGCONT after the next leader
+wrote, and is then killed). Midway it also forges two writes with a far
+higher token, as an agent that invents or copies a number would: a bare
+number and a JWS under a key the service never had. The sink refuses both,
+and the true leader goes on. At the end every task must have been written
+exactly once, no stale write accepted, the late write and both forgeries
+refused.
 
 Run against a service::
 
@@ -24,6 +30,7 @@ It prints one JSON line with the results and exits 0 when they hold.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -38,13 +45,41 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import leasesvc  # noqa: E402
+from leasesvc import fence  # noqa: E402
+
+
+class _Memo(fence.Verifier):
+    """A verifier that remembers the proofs it verified: a leader sends the
+    same proof with each of its writes, and a check in pure Python costs
+    about 6 ms."""
+
+    def __init__(self, keys: fence.Keys) -> None:
+        super().__init__(keys, "leasesvc")
+        self._seen: Dict[str, fence.Claims] = {}
+        self._mu = threading.Lock()
+
+    def verify(self, proof: str) -> fence.Claims:
+        """Verify proof, once per distinct proof that verifies."""
+        with self._mu:
+            c = self._seen.get(proof)
+        if c is None:
+            c = super().verify(proof)
+            with self._mu:
+                self._seen[proof] = c
+        return c
 
 
 class Sink:
-    """The downstream system: it accepts a write only with a fencing token at
-    least the highest it has seen, as every downstream of a leader must."""
+    """The downstream system: it accepts a write only with a proof the
+    service signed for its lease and a fencing token at least the highest it
+    has admitted (a :class:`leasesvc.fence.Guard`), as every downstream of a
+    leader must."""
 
-    def __init__(self) -> None:
+    def __init__(self, url: str, name: str) -> None:
+        self.name = name
+        self.verifier = _Memo(fence.RemoteKeys(url.rstrip("/") + "/.well-known/jwks.json"))
+        self.guard = fence.Guard(self.verifier)
+        self.forged: List[str] = []  # the reasons forged writes were refused for
         self.lock = threading.Condition()
         self.highest = 0
         self.hold_for = 0  # a token whose next write is held back (see hold)
@@ -55,14 +90,16 @@ class Sink:
         self.holder_of: Dict[int, str] = {}
         self.refused = 0
 
-    def fence(self, token: int, holder: str) -> bool:
-        """A new leader announces its token first: from then on every write
+    def fence(self, proof: str) -> bool:
+        """A new leader announces its proof first: from then on every write
         of an older holding is refused."""
         with self.lock:
-            if token < self.highest:
+            try:
+                c = self.guard.check(self.name, proof)
+            except fence.FenceError:
                 return False
-            self.highest = token
-            self.holder_of[token] = holder
+            self.highest = c.fencing_token
+            self.holder_of[c.fencing_token] = c.holder
             self.lock.notify_all()
             return True
 
@@ -72,14 +109,24 @@ class Sink:
         with self.lock:
             self.hold_for = token
 
-    def write(self, token: int, task: int) -> bool:
+    def write(self, proof: str, task: int) -> bool:
+        """Record task as done under proof, unless the Guard refuses it: a
+        stale token counts in refused, a forged proof in forged."""
+        try:
+            token = self.verifier.verify(proof).fencing_token
+        except fence.FenceError as e:
+            with self.lock:
+                self.forged.append(e.reason)
+            return False
         with self.lock:
             if token == self.hold_for:
                 self.hold_for = 0
                 self.held.set()
                 while self.highest <= token:
                     self.lock.wait()
-            if token < self.highest:
+            try:
+                self.guard.check(self.name, proof)
+            except fence.FenceError:
                 self.refused += 1
                 return False
             self.highest = token
@@ -108,9 +155,9 @@ class Sink:
                 n = int(self.headers.get("Content-Length") or 0)
                 req = json.loads(self.rfile.read(n))
                 if self.path == "/fence":
-                    ok = sink.fence(int(req["token"]), str(req["holder"]))
+                    ok = sink.fence(str(req.get("proof", "")))
                 else:
-                    ok = sink.write(int(req["token"]), int(req["task"]))
+                    ok = sink.write(str(req.get("proof", "")), int(req["task"]))
                 self.answer({"ok": ok})
 
             def answer(self, body: Dict[str, Any]) -> None:
@@ -139,7 +186,7 @@ def agent(args: argparse.Namespace) -> None:
     """One agent: campaign, and while leading do the tasks not done yet."""
 
     def lead(term: leasesvc.Term) -> None:
-        if not call(args.sink + "/fence", {"token": term.token, "holder": args.holder})["ok"]:
+        if not call(args.sink + "/fence", {"proof": term.proof})["ok"]:
             term.wait()  # a newer leader exists: wait for this term to end
             return
         done = set(call(args.sink + "/done")["done"])
@@ -149,7 +196,7 @@ def agent(args: argparse.Namespace) -> None:
             if not term.leading:
                 return
             time.sleep(args.work)  # the work; a pause here makes a late write
-            if not call(args.sink + "/write", {"token": term.token, "task": task})["ok"]:
+            if not call(args.sink + "/write", {"proof": term.proof, "task": task})["ok"]:
                 print(f"{args.holder}: write of task {task} with token {term.token} refused", file=sys.stderr)
                 term.wait()
                 return
@@ -163,10 +210,10 @@ def agent(args: argparse.Namespace) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    sink = Sink()
+    name = args.name or f"exactly-once-{os.getpid()}-{int(time.time())}"
+    sink = Sink(args.url, name)
     srv = sink.serve()
     sink_url = f"http://127.0.0.1:{srv.server_address[1]}"
-    name = args.name or f"exactly-once-{os.getpid()}-{int(time.time())}"
     procs: Dict[str, subprocess.Popen] = {}
     for i in range(args.agents):
         holder = f"agent-{i + 1}"
@@ -177,6 +224,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             stdin=subprocess.PIPE)
     start = time.monotonic()
     kills: List[str] = []
+    forged_at = 0
 
     def wait_until(cond: Any, what: str, limit: float = 60.0) -> None:
         deadline = time.monotonic() + limit
@@ -195,6 +243,15 @@ def orchestrate(args: argparse.Namespace) -> int:
         token, holder = leader()
         procs[holder].send_signal(signal.SIGKILL)
         kills.append(f"{holder} (token {token}) SIGKILL at {len(sink.writes)} tasks")
+        # Forgeries at half the tasks: a far higher token, as a bare number
+        # and as a JWS under a key the service never had. Both are refused;
+        # the true leader goes on (its later writes are accepted).
+        wait_until(lambda: len(sink.writes) >= args.tasks // 2, "half the tasks")
+        token, holder = leader()
+        for proof in forgeries(name, token + 1000):
+            if call(sink_url + "/write", {"proof": proof, "task": 0})["ok"]:
+                raise AssertionError(f"a forged proof was admitted: {proof[:40]}")
+        forged_at = len(sink.writes)
         # Second kill: a pause at two thirds, with a write in flight that
         # arrives late (after the next leader fenced): the sink refuses it.
         # Woken after the next leader wrote, the paused leader is killed.
@@ -232,10 +289,26 @@ def orchestrate(args: argparse.Namespace) -> int:
             "duplicates": duplicates, "staleAccepted": stale_accepted, "staleRefused": sink.refused,
             "terms": len(sink.by_token), "writesPerToken": {str(k): v for k, v in sorted(sink.by_token.items())},
             "kills": kills, "elapsedS": round(elapsed, 2),
+            "forgedRefused": sink.forged, "forgedAt": forged_at, "writesAfterForgery": len(sink.writes) - forged_at,
         }
     print(json.dumps(result), flush=True)
-    ok = missing == 0 and duplicates == 0 and stale_accepted == 0 and sink.refused >= 1 and len(sink.by_token) >= 3
+    ok = (missing == 0 and duplicates == 0 and stale_accepted == 0 and sink.refused >= 1 and len(sink.by_token) >= 3
+          and len(sink.forged) == 2)
     return 0 if ok else 1
+
+
+def forgeries(name: str, token: int) -> List[str]:
+    """Two writes' proofs an agent could invent for token: the bare number,
+    and a JWS stating it under a key the service never had (a zero
+    signature)."""
+
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).decode().rstrip("=")
+
+    header = {"alg": "EdDSA", "kid": b64(b"\x01" * 32), "typ": "leasesvc-fence+jwt"}
+    claims = {"lease": name, "fencingToken": token, "holder": "forger", "iat": int(time.time()), "iss": "leasesvc"}
+    jws = ".".join((b64(json.dumps(header).encode()), b64(json.dumps(claims).encode()), b64(bytes(64))))
+    return [str(token), jws]
 
 
 def main() -> None:

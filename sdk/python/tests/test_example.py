@@ -1,5 +1,6 @@
 """The exactly-once example (examples/exactly_once.py) on the real service:
-5 agent processes, 1,000 tasks, a fencing sink, the leader killed twice."""
+5 agent processes, 1,000 tasks, a sink fenced with proofs, the leader killed
+twice, two forged writes refused."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ class ExactlyOnceTest(unittest.TestCase):
         self.assertGreaterEqual(r["staleRefused"], 1, "the paused leader's late write was not refused")
         self.assertGreaterEqual(r["terms"], 3, r)
         self.assertEqual(len(r["kills"]), 3, r)
+        # Two forged writes with a far higher token (a bare number, a JWS
+        # under an unknown key) refused, and the true leader went on.
+        self.assertEqual(sorted(r["forgedRefused"]), ["malformed", "unknown_key"], r)
+        self.assertGreater(r["writesAfterForgery"], 0, r)
         self.assertEqual(p.returncode, 0, p.stderr)
 
 
