@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/backend"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/membudget"
@@ -220,7 +222,8 @@ func TestSessionBudgetRefusals(t *testing.T) {
 	if l := sink.wait(t, "session_connect"); l.Outcome != "unavailable" || !strings.Contains(l.Detail, "LEASESVC_MEMORY_BUDGET") {
 		t.Fatalf("audit line %+v", l)
 	}
-	if taken, _ := in.reg.Slots(); taken != 1 || total.Stats().Used != httpapi.SessionCost {
+	// One session socket's charge, and at most a message being written.
+	if taken, _ := in.reg.Slots(); taken != 1 || total.Stats().Used < httpapi.SessionCost || total.Stats().Used > httpapi.SessionCost+1<<10 {
 		t.Fatalf("the refusal changed the slots (%d) or the budget (%d)", taken, total.Stats().Used)
 	}
 	w.ackedHeartbeat()
@@ -325,5 +328,49 @@ func TestSessionCloseAudit(t *testing.T) {
 				t.Fatalf("audit line %+v (closed with %v); want %s, %s, the session's 8 characters", l, code, tc.outcome, tc.code)
 			}
 		})
+	}
+}
+
+// slowStore holds the reads and writes of names under "slow." until
+// open is closed.
+type slowStore struct {
+	backend.Store
+	open chan struct{}
+}
+
+func (s slowStore) Get(ctx context.Context, name string) (backend.Snapshot, error) {
+	if strings.HasPrefix(name, "slow.") {
+		<-s.open
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s slowStore) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
+	if strings.HasPrefix(name, "slow.") {
+		<-s.open
+	}
+	return s.Store.Try(ctx, name, decide)
+}
+
+// TestSessionQuickOpsBounded: at most 32 operations that do not wait are
+// under way on one socket (each holds its answer until it is queued);
+// one more is error 429 at once, and the socket and its acks go on.
+func TestSessionQuickOpsBounded(t *testing.T) {
+	store := slowStore{Store: memory.New(), open: make(chan struct{})}
+	in := newSessionInstance(t, store, session.Config{}, httpapi.Config{})
+	w := dial(t, in.srv.URL, "")
+	w.open(5000)
+	for i := range 32 {
+		w.send("acquire", map[string]any{"name": "slow." + strconv.Itoa(i), "holder": "h"})
+	}
+	re := w.send("acquire", map[string]any{"name": "slow.32", "holder": "h"})
+	m := w.expect("error")
+	if detail, _ := m["problem"].(map[string]any)["detail"].(string); m["re"] != float64(re) || problemCode(m) != "resource_exhausted" || !strings.Contains(detail, "under way on this socket") {
+		t.Fatalf("the 33rd operation under way: %v; want error 429 resource_exhausted", m)
+	}
+	w.ackedHeartbeat()
+	close(store.open)
+	for range 32 {
+		w.expect("result")
 	}
 }

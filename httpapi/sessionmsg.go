@@ -356,22 +356,29 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		c.answerError(id, problem{status: http.StatusForbidden, code: codePermissionDenied, detail: detail})
 		return true
 	}
+	// A waiting acquire takes one of MaxLeases places; any other op one
+	// of maxQuickOps, so that the answers being made for a client that
+	// does not read stay few (docs/contract.md §14 Limits).
+	sem, what := c.inflight, "requests under way on this session"
+	if wait == 0 {
+		sem, what = c.quick, "requests under way on this socket (at most "+strconv.Itoa(maxQuickOps)+" that do not wait)"
+	}
 	select {
-	case c.inflight <- struct{}{}:
+	case sem <- struct{}{}:
 	default:
-		c.answerError(id, exhausted("requests under way on this session", 1))
+		c.answerError(id, exhausted(what, 1))
 		return true
 	}
 	var release func()
 	if wait > 0 { // a waiting acquire holds a waiting slot, as over REST
 		if c.a.stopCtx.Err() != nil {
-			<-c.inflight
+			<-sem
 			c.answerError(id, shuttingDown())
 			return true
 		}
 		var ok bool
 		if release, ok = c.a.waiting.take(c.caller); !ok {
-			<-c.inflight
+			<-sem
 			c.answerError(id, exhausted("waiting acquires", 1))
 			return true
 		}
@@ -379,7 +386,7 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 	c.beginOp()
 	go func() {
 		defer c.endOp()
-		defer func() { <-c.inflight }()
+		defer func() { <-sem }()
 		if release != nil {
 			defer release()
 		}
