@@ -4,7 +4,8 @@
 // hidden record (lease.KeyRecordPrefix + kid) before it signs anything, and
 // renews that record while it runs. The JWKS route lists every key whose
 // record is live or ended less than the retention ago, newest first, at
-// most MaxKeys (docs/security.md#fencing-proofs).
+// most MaxKeys (docs/security.md#fencing-proofs); records past the
+// retention are removed from the backend (Prune).
 package proofkey
 
 import (
@@ -148,10 +149,11 @@ func (i *Issuer) Sign(l lease.Lease) (string, error) {
 		Principal: l.Principal, IssuedAt: l.AcquireTime.Unix(), Issuer: i.cfg.Issuer})
 }
 
-// Run renews the key record every third of its TTL until ctx is done. A
-// failed renewal is logged and tried again at the next tick: the key stays
-// listed for the retention after the record's last expiry, so proofs
-// signed meanwhile still verify.
+// Run renews the key record every third of its TTL until ctx is done, and
+// then removes the key records past the retention (Prune). A failed
+// renewal is logged and tried again at the next tick: the key stays listed
+// for the retention after the record's last expiry, so proofs signed
+// meanwhile still verify.
 func (i *Issuer) Run(ctx context.Context) error {
 	t := time.NewTicker(i.cfg.TTL / 3)
 	defer t.Stop()
@@ -163,6 +165,9 @@ func (i *Issuer) Run(ctx context.Context) error {
 		}
 		if err := i.write(ctx, i.cfg.TTL); err != nil && ctx.Err() == nil {
 			i.cfg.Logger.WarnContext(ctx, "proof key: renewing its record failed; trying again", "kid", i.kid, "err", err)
+		}
+		if n, err := i.Prune(ctx); err != nil && ctx.Err() == nil {
+			i.cfg.Logger.WarnContext(ctx, "proof keys: removing the records past the retention failed; trying again", "removed", n, "err", err)
 		}
 	}
 }
