@@ -157,6 +157,9 @@ func (c *Conn) read() {
 		}
 		c.deliver(m)
 	}
+	// The socket is of no more use once its reader stops: close it, so
+	// that neither the agent's heartbeats nor the instance wait on it.
+	_ = c.ws.CloseNow()
 	c.mu.Lock()
 	c.err = err
 	pending := c.pending
