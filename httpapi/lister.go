@@ -10,11 +10,12 @@ import (
 // Sizes of the lister's reads.
 const (
 	// listChunkBytes is about how much of the leases' metadata and
-	// checkpoints one read of a list page brings into memory; a prefix
-	// stream's snapshot reads half its Limits.StreamBuffer at a time
-	// (streamChunk), so that a stream whose client does not read holds at
-	// most 1.5 × StreamBuffer (docs/contract.md §16).
-	listChunkBytes = 256 << 10
+	// checkpoints one read of a list page brings into memory;
+	// streamChunkBytes one read of a prefix stream's snapshot, so that a
+	// stream whose client does not read holds a chunk and its backlog
+	// queue (backlogBytes), ≈ 128 KiB, not 1 MiB (docs/contract.md §16).
+	listChunkBytes   = 256 << 10
+	streamChunkBytes = 64 << 10
 	// maxLeaseBytes is the most a lease costs as chunk sizes reckon it:
 	// its metadata and checkpoint at their largest, and leaseBytes.
 	maxLeaseBytes = lease.MaxMetadataBytes + lease.MaxCheckpointBytes + leaseBytes
@@ -23,9 +24,9 @@ const (
 	leaseBytes = 512
 )
 
-// streamChunk is the chunk a prefix stream's snapshot reads: half its
-// buffer, at least one lease of the largest.
-func (a *api) streamChunk() int { return max(a.cfg.Limits.StreamBuffer/2, maxLeaseBytes) }
+// streamChunk is the chunk a prefix stream's snapshot reads: at least one
+// lease of the largest.
+func (a *api) streamChunk() int { return max(streamChunkBytes, maxLeaseBytes) }
 
 // lister reads the leases of a list from the Manager in chunks of about
 // chunk bytes, however many leases are wanted, so that a list page or a

@@ -4,17 +4,33 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unsafe"
 
 	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
-// The REST side of the memory budget (docs/contract.md §16): what a stream
-// queues and the snapshot chunk it holds, a list page's chunk in flight
+// The REST side of the memory budget (docs/contract.md §16): a stream's
+// subscription to the events hub, what it queues and the snapshot chunk
+// it holds, a list page's chunk in flight
 // and a request body are charged to Limits.Memory, by caller (callerKey),
 // for as long as the instance holds them. A charge the budget cannot meet
 // changes nothing: a request is answered 429 (the caller's share is spent)
 // or 503 (the instance's budget is), a list page ends early with its
 // nextPageToken, a stream ends with an `overflow` event saying which.
+
+// prefixStreamEvents is the buffer of a prefix stream's subscription to
+// the events hub, in events: each place costs a lease.Event (≈ 0.9 KiB)
+// whether used or not, so the hub's 1,024 were ≈ 0.9 MiB per stream, the
+// "≈ 1 MiB chunk" issue 37 measured in every stuck prefix stream. The
+// stream's loop drains it promptly once live; a burst larger than it
+// (or one during a long snapshot) makes the stream list the prefix again
+// (Lagged), as before with a larger burst.
+const prefixStreamEvents = 64
+
+// subscriptionCost is what a hub subscription with a buffer of n events
+// holds from the start.
+func subscriptionCost(n int) int64 { return int64(n) * int64(unsafe.Sizeof(lease.Event{})) }
 
 // memoryError is a charge of need bytes the budget refused.
 type memoryError struct{ need int64 }

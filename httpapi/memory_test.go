@@ -165,10 +165,11 @@ func bigLeases(t *testing.T, n, size int) *lease.Manager {
 }
 
 // TestStuckPrefixStreamHoldsBounded: a prefix stream over leases of 32 KiB
-// whose client stops reading holds, and is charged, at most its buffer and
-// one snapshot chunk (half the buffer), not a chunk of 1 MiB as before
-// (issue 37: ≈ 4 MiB of RSS per stuck stream); when the client goes,
-// everything is given back.
+// whose client stops reading during its snapshot holds, and is charged, at
+// most its subscription to the events hub (64 events, ≈ 58 KiB), its
+// snapshot queue (64 KiB) and one chunk (64 KiB), not a subscription of
+// 1,024 events (≈ 0.9 MiB) and its whole buffer as before (issue 37: ≈ 4 MiB
+// of RSS per stuck stream); when the client goes, everything is given back.
 func TestStuckPrefixStreamHoldsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := bigLeases(t, 64, lease.MaxMetadataBytes)
@@ -188,10 +189,10 @@ func TestStuckPrefixStreamHoldsBounded(t *testing.T) {
 		synctest.Wait() // the writer is stuck, the loop waits for room
 		used := b.Stats().Used
 		chunk := int64(h.api.streamChunk())
-		if used == 0 || used > buf+chunk+maxLeaseBytes {
-			t.Fatalf("a stuck prefix stream is charged %d bytes; want some, at most its buffer %d + a chunk %d + a frame", used, buf, chunk)
+		if sub := subscriptionCost(prefixStreamEvents); used < sub || used > sub+backlogBytes+chunk+maxLeaseBytes {
+			t.Fatalf("a stuck prefix stream is charged %d bytes; want its subscription %d, at most with its snapshot's queue %d + a chunk %d + a frame", used, sub, backlogBytes, chunk)
 		}
-		t.Logf("stuck prefix stream charged %d bytes (buffer %d, chunk %d)", used, buf, chunk)
+		t.Logf("stuck prefix stream charged %d bytes (snapshot queue %d, chunk %d, buffer %d)", used, backlogBytes, chunk, buf)
 		cancel() // the client goes
 		<-done
 		if st := b.Stats(); st.Used != 0 {

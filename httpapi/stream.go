@@ -122,7 +122,7 @@ func (s *stream) fail(err error) {
 func (s *stream) write(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.err == nil && s.queued > 0 && s.queued+len(b) > s.limit {
+	for s.err == nil && s.queued > 0 && s.queued+len(b) > s.capacity() {
 		if !s.backlog {
 			s.log.InfoContext(s.ctx, "watch stream closed: the client fell behind", "queuedBytes", s.queued, "streamBuffer", s.limit)
 			s.overflow("the client fell more than " + strconv.Itoa(s.limit) + " bytes behind the stream; reconnect with Last-Event-ID to resume")
@@ -172,6 +172,21 @@ func (s *stream) failMemory(need int64) {
 		s.log.InfoContext(s.ctx, "watch stream closed: the memory budget refused its snapshot's next chunk", "chunkBytes", need)
 		s.overflow(s.memReason(need))
 	}
+}
+
+// backlogBytes bounds what a stream queues while backlog is set (its
+// snapshot, replay, history), below Limits.StreamBuffer: those wait for
+// room at the client's pace, and the kernel's socket buffer already keeps
+// a reading client busy, so a larger queue would only be memory a client
+// that stopped reading holds (docs/contract.md §16).
+const backlogBytes = 64 << 10
+
+// capacity is the most bytes the queue holds now.
+func (s *stream) capacity() int {
+	if s.backlog {
+		return min(s.limit, backlogBytes)
+	}
+	return s.limit
 }
 
 // signal wakes whoever waits on c, without blocking.

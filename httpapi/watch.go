@@ -28,8 +28,14 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	defer release()
+	acct := a.account(r) // the subscription and the queue (docs/contract.md §16)
+	defer acct.Close()
 	sub := a.cfg.Events.Subscribe(name) // before the read, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
+	if cost := subscriptionCost(cap(sub.C)); !acct.Grow(cost) {
+		a.fail(w, r, a.memoryProblem(r, cost))
+		return
+	}
 	ctx := r.Context()
 	cur, found, err := a.read(ctx, name)
 	if err != nil {
@@ -40,7 +46,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	if !startEventStream(w, r) {
 		return
 	}
-	s := a.openStream(w, r, a.account(r))
+	s := a.openStream(w, r, acct)
 	defer s.close()
 	s.backlog = true // the replay and the state go at the client's pace
 	a.replayLease(s, r, name)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/lease"
@@ -102,8 +103,17 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	// The stream's subscription, its queue and the snapshot's chunk are
+	// charged to the memory budget (docs/contract.md §16); what it cannot
+	// hold at the start is a 429 or 503, later an overflow event.
+	acct := a.account(r)
+	defer acct.Close()
+	if !acct.Grow(subscriptionCost(prefixStreamEvents)) {
+		a.fail(w, r, a.memoryProblem(r, subscriptionCost(prefixStreamEvents)))
+		return
+	}
 
-	sub, recent := a.cfg.Events.SubscribePrefix(prefix) // before the list, so no change falls between
+	sub, recent := a.cfg.Events.SubscribePrefixBuffer(prefix, prefixStreamEvents) // before the list, so no change falls between
 	if !resume && !history {
 		recent = nil // not kept while the snapshot waits for a slow client
 	}
@@ -121,11 +131,6 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 			refreshed = rsub.C
 		}
 	}
-	// The stream's queue and the snapshot's chunk are charged to the
-	// memory budget (docs/contract.md §16); a first chunk it cannot hold
-	// is a 429 or 503, a later one ends the stream with overflow.
-	acct := a.account(r)
-	defer acct.Close()
 	ls := a.newLister(r, lease.ListRequest{Prefix: prefix}, -1, a.streamChunk(), acct)
 	defer ls.close()
 	first, err := ls.next()
@@ -449,9 +454,32 @@ func (p *prefixStream) send(ev lease.Event) {
 		p.s.fail(err)
 		return
 	}
-	p.last[ev.Lease.Name] = mark(ev)
+	if !p.remember(ev.Lease.Name, mark(ev)) {
+		return
+	}
 	p.s.write(f)
 }
+
+// remember records m as the newest event sent of lease name. A lease the
+// stream had not sent before costs its mark in the memory budget, for the
+// stream's life (docs/contract.md §16: a stream over 10,000 leases holds
+// ≈ 10 MiB of them); a mark the budget refuses ends the stream with an
+// overflow event, and false says so.
+func (p *prefixStream) remember(name string, m lease.Event) bool {
+	if _, ok := p.last[name]; !ok {
+		cost := markCost(name)
+		if !p.s.acct.Grow(cost) {
+			p.s.failMemory(cost)
+			return false
+		}
+	}
+	p.last[name] = m
+	return true
+}
+
+// markCost is what remembering a lease's newest event costs a prefix
+// stream: the event, the name and the map's own share.
+func markCost(name string) int64 { return int64(unsafe.Sizeof(lease.Event{})) + int64(len(name)) + 64 }
 
 // snapshot sends the lease as it is, unless the stream already sent its
 // state or a newer one.
@@ -460,7 +488,9 @@ func (p *prefixStream) snapshot(l lease.Lease) {
 	if last, ok := p.last[l.Name]; ok && !lease.Newer(last, st) {
 		return
 	}
-	p.last[l.Name] = mark(st)
+	if !p.remember(l.Name, mark(st)) {
+		return
+	}
 	p.s.write(leaseFrame(p.advance(l.ServerTime), "snapshot", l))
 }
 

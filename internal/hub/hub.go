@@ -68,7 +68,16 @@ func (h *Hub) Subscribe(name string) *Sub {
 // event that came twice). Its buffer is larger than a lease's, since it
 // serves many leases.
 func (h *Hub) SubscribePrefix(prefix string) (*Sub, []lease.Event) {
-	s := &Sub{C: make(chan lease.Event, 1024), name: prefix, prefix: true}
+	return h.SubscribePrefixBuffer(prefix, 1024)
+}
+
+// SubscribePrefixBuffer is SubscribePrefix with a buffer of n ≥ 1 events.
+// Each place of the buffer costs a lease.Event (≈ 0.9 KiB) from the start,
+// used or not: 1,024 of them are ≈ 0.9 MiB, what a :watch stream must not
+// hold per client (docs/contract.md §16); a subscriber that drains C
+// promptly needs few, and one that falls behind learns it from Lagged.
+func (h *Hub) SubscribePrefixBuffer(prefix string, n int) (*Sub, []lease.Event) {
+	s := &Sub{C: make(chan lease.Event, max(n, 1)), name: prefix, prefix: true}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.prefixes[s] = struct{}{}
