@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,25 @@ func TestAllowedHostsWithoutAuth(t *testing.T) {
 		if got := strings.Contains(stdout.String(), "LEASESVC_ALLOWED_HOSTS"); got != tc.warn {
 			t.Errorf("env %v: warning about LEASESVC_ALLOWED_HOSTS logged %v, want %v:\n%s", tc.env, got, tc.warn, stdout.String())
 		}
+	}
+}
+
+// TestSoftLimit: without GOMEMLIMIT the runtime's soft memory limit is the
+// budget plus 128 MiB; with it, GOMEMLIMIT's stays.
+func TestSoftLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	l, err := parseLimits(envOf(map[string]string{"LEASESVC_MEMORY_BUDGET": "67108864"}), "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.applySoftLimit(envOf(nil))
+	if got := debug.SetMemoryLimit(-1); got != 192<<20 || l.softLimit != got {
+		t.Fatalf("soft limit %d (recorded %d); want the 64 MiB budget + 128 MiB", got, l.softLimit)
+	}
+	debug.SetMemoryLimit(300 << 20) // as the runtime does with GOMEMLIMIT=300MiB
+	l.applySoftLimit(envOf(map[string]string{"GOMEMLIMIT": "300MiB"}))
+	if got := debug.SetMemoryLimit(-1); got != 300<<20 || l.softLimit != got {
+		t.Fatalf("soft limit %d with GOMEMLIMIT=300MiB (recorded %d); want it kept", got, l.softLimit)
 	}
 }

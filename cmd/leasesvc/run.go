@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	lim.applySoftLimit(getenv)
 	if acc.mode == "none" && len(acc.hosts) == 0 && !loopbackListen(lim.listenHost) {
 		log.Warn("authentication is off and the service listens beyond loopback: the lease API answers only requests addressed to localhost, 127.0.0.1 or [::1]; set LEASESVC_ALLOWED_HOSTS to the names clients use (such as the Cloud Run URL's host), or * for any", "listen", lim.listenHost)
 	}
