@@ -2,27 +2,57 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os"
-	"strings"
-	"sync"
 	"time"
 )
 
-// blob is 16 KiB of metadata (and of checkpoint), the most the service
-// takes, of characters that an HTML-escaping encoder writes as \u003c,
-// \u0026 and \u003e.
-var blob = `{"blob":"` + strings.Repeat("<&>", (16<<10-12)/3) + `"}`
+// mix is one scenario: which kinds of clients that never read it opens.
+type mix struct {
+	name                  string
+	prefix, single, lists bool
+}
 
-// measure runs one binary through the scenario.
-func measure(ctx context.Context, c config, bin string, stderr io.Writer) (result, error) {
-	r := result{binary: bin, connections: c.readers + c.streams}
-	in, err := start(ctx, bin, stderr)
+// mixes are the scenarios of issue 37, each alone and all at once.
+var mixes = []mix{
+	{name: "prefix", prefix: true},
+	{name: "single", single: true},
+	{name: "lists", lists: true},
+	{name: "all", prefix: true, single: true, lists: true},
+}
+
+// budget is a setting of the memory budget the scenarios run under.
+type budget struct {
+	name string
+	env  []string
+}
+
+// budgets: "off" is a budget no client reaches (1 TiB, and so no soft
+// memory limit either), as before issue 37; "defaults" sets nothing.
+var budgets = []budget{
+	{name: "off", env: []string{"LEASESVC_MEMORY_BUDGET=1099511627776", "LEASESVC_MEMORY_PER_CALLER=1099511627776", "GOMEMLIMIT=off"}},
+	{name: "defaults"},
+}
+
+// result is one measurement, in MiB of resident memory.
+type result struct {
+	binary, budget, mix string
+	base, peak, end     float64
+	connections         int
+	statuses            map[int]int // answers' status codes (0: none came)
+	closed              int         // connections the instance closed by the end of the window
+	turns               int         // churn turns (two changes each)
+	legitSnapshots      int         // snapshots a reading prefix stream of another principal got
+	legitFailure        string      // why it did not go live; "" when it did
+}
+
+// measure runs one binary through one mix under one budget: a fresh
+// instance, the leases stored, then the mix's clients from c.principals
+// principals, none reading, while churn changes holdings, for the window.
+func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens, policy string, stderr io.Writer) (result, error) {
+	r := result{binary: bin, budget: b.name, mix: mx.name, statuses: map[int]int{}}
+	in, err := start(ctx, bin, tokens, policy, b.env, stderr)
 	if err != nil {
 		return r, err
 	}
@@ -33,23 +63,54 @@ func measure(ctx context.Context, c config, bin string, stderr io.Writer) (resul
 	if r.base, err = in.rss(); err != nil {
 		return r, err
 	}
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	turns := make(chan int, 1)
+	go func() { turns <- churn(churnCtx, in.base, c.churn, stderr) }()
+	churned := false
+	stop := func() {
+		if !churned {
+			stopChurn()
+			r.turns, churned = <-turns, true
+		}
+	}
+	defer stop()
 	var conns []net.Conn
 	defer func() {
 		for _, conn := range conns {
 			_ = conn.Close()
 		}
 	}()
-	for i := range c.readers + c.streams {
-		path := fmt.Sprintf("/v1/leases?pageSize=%d", c.pageSize)
-		if i >= c.readers {
-			path = "/v1/leases:watch"
+	open := func(path string, p int) error {
+		conn, err := stalled(in.addr, path, tokenOf(p))
+		if err == nil {
+			conns = append(conns, conn)
 		}
-		conn, err := stalled(in.addr, path)
-		if err != nil {
-			return r, err
-		}
-		conns = append(conns, conn)
+		return err
 	}
+	for p := range c.principals {
+		for range c.prefixPer {
+			if mx.prefix {
+				if err := open("/v1/leases:watch?prefix=slow.", p); err != nil {
+					return r, err
+				}
+			}
+		}
+		for i := range c.singlePer {
+			if mx.single {
+				if err := open(fmt.Sprintf("/v1/leases/slow.churn.%03d:watch", (p*c.singlePer+i)%c.churn), p); err != nil {
+					return r, err
+				}
+			}
+		}
+	}
+	if mx.lists {
+		for i := range c.listers {
+			if err := open(fmt.Sprintf("/v1/leases?prefix=slow.&pageSize=%d", c.pageSize), i%c.principals); err != nil {
+				return r, err
+			}
+		}
+	}
+	r.connections = len(conns)
 	r.peak = r.base
 	end := time.Now().Add(c.window)
 	for time.Now().Before(end) {
@@ -64,143 +125,20 @@ func measure(ctx context.Context, c config, bin string, stderr io.Writer) (resul
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	open, err := established(conns)
+	stop()
+	openNow, err := established(in.addr, conns)
 	if err != nil {
 		return r, err
 	}
-	r.closed = len(conns) - open
-	// After the window: the old binaries hold a whole page in memory.
-	r.firstPageLeases, r.firstPageBytes, err = firstPage(in.base, c.pageSize)
-	return r, err
-}
-
-// seed stores n leases "slow.00000"… of 16 KiB of metadata and of
-// checkpoint each, 16 at a time.
-func seed(ctx context.Context, base string, n int) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := store(base, fmt.Sprintf("slow.%05d", i)); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		})
+	r.closed = len(conns) - openNow
+	for _, conn := range conns {
+		r.statuses[status(conn)]++
 	}
-	var err error
-	for i := 0; i < n && err == nil; i++ {
-		select {
-		case next <- i:
-		case err = <-errs:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
+	// A principal that opened nothing reads a prefix stream of every
+	// lease while the others' clients still hang on.
+	r.legitSnapshots, r.legitFailure = legit(ctx, in.base, tokenOf(c.principals))
+	if m, err := in.rss(); err == nil {
+		r.peak = max(r.peak, m)
 	}
-	close(next)
-	wg.Wait()
-	select {
-	case e := <-errs:
-		err = errors.Join(err, e)
-	default:
-	}
-	return err
-}
-
-// store acquires name with the blob as metadata and renews it with the
-// blob as checkpoint.
-func store(base, name string) error {
-	var l struct {
-		FencingToken int64 `json:"fencingToken"`
-	}
-	if err := post(base+"/v1/leases/"+name+":acquire", `{"holder":"h","ttlMs":3600000,"metadata":`+blob+`}`, &l); err != nil {
-		return err
-	}
-	return post(base+"/v1/leases/"+name+":renew", fmt.Sprintf(`{"holder":"h","fencingToken":%d,"checkpoint":%s}`, l.FencingToken, blob), nil)
-}
-
-func post(url, body string, out any) error {
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("POST %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s = %d %.200s", url, resp.StatusCode, raw)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
-}
-
-// firstPage reads the first list page whole: how many leases it holds and
-// its encoded size.
-func firstPage(base string, size int) (leases, bytes int, err error) {
-	resp, err := http.Get(fmt.Sprintf("%s/v1/leases?pageSize=%d", base, size))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, 0, fmt.Errorf("list: %w", err)
-	}
-	var page struct {
-		Leases []json.RawMessage `json:"leases"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return 0, 0, fmt.Errorf("list: %w", err)
-	}
-	return len(page.Leases), len(raw), nil
-}
-
-// stalled sends a GET of path on a connection with a 4 KiB receive buffer
-// and reads nothing.
-func stalled(addr, path string) (net.Conn, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, addr); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	return conn, nil
-}
-
-// established counts the connections of conns that the instance still
-// holds open, from /proc/net/tcp: its end of each (the socket whose
-// remote port is the connection's local one) in state ESTABLISHED. Reading
-// the connections instead would take long through their small windows.
-func established(conns []net.Conn) (int, error) {
-	mine := map[string]bool{}
-	for _, c := range conns {
-		mine[fmt.Sprintf("%04X", c.LocalAddr().(*net.TCPAddr).Port)] = true
-	}
-	raw, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return 0, fmt.Errorf("read /proc/net/tcp (Linux only): %w", err)
-	}
-	n := 0
-	for _, line := range strings.Split(string(raw), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
-		}
-		_, remotePort, _ := strings.Cut(f[2], ":")
-		if mine[remotePort] && f[3] == "01" {
-			n++
-		}
-	}
-	return n, nil
+	return r, nil
 }

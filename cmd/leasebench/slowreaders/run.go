@@ -6,18 +6,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
 
 // config is the command's flags.
 type config struct {
-	binaries []string      // leasesvc binaries, measured in turn
-	leases   int           // leases stored
-	readers  int           // connections asking for a list page, never reading
-	streams  int           // connections opening a prefix stream, never reading
-	pageSize int           // the readers' pageSize
-	window   time.Duration // how long memory is sampled once the connections are open
+	binaries   []string      // leasesvc binaries, measured in turn
+	leases     int           // leases of 32 KiB stored
+	principals int           // principals whose clients never read
+	prefixPer  int           // prefix streams per principal
+	singlePer  int           // single-lease watches per principal
+	listers    int           // list readers in all
+	churn      int           // leases acquired and released all along
+	pageSize   int           // the list readers' pageSize
+	window     time.Duration // how long memory is sampled once the connections are open
+	mixes      []mix
+	budgets    []budget
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -28,32 +37,42 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprintln(stderr, "usage: slowreaders [flags] LEASESVC_BINARY...")
 		fs.PrintDefaults()
 	}
-	fs.IntVar(&c.leases, "leases", 1000, "leases of 32 KiB to store")
-	fs.IntVar(&c.readers, "readers", 10, "connections that ask for a list page and never read")
-	fs.IntVar(&c.streams, "streams", 10, "connections that open a prefix :watch stream and never read")
-	fs.IntVar(&c.pageSize, "page-size", 1000, "the readers' pageSize")
-	fs.DurationVar(&c.window, "window", 10*time.Second, "how long memory is sampled once the connections are open")
+	fs.IntVar(&c.leases, "leases", 2000, "leases of 32 KiB to store")
+	fs.IntVar(&c.principals, "principals", 10, "principals (static tokens) whose clients never read")
+	fs.IntVar(&c.prefixPer, "prefix", 50, "prefix :watch streams per principal, never reading")
+	fs.IntVar(&c.singlePer, "single", 50, "single-lease :watch streams per principal, never reading")
+	fs.IntVar(&c.listers, "lists", 100, "list readers in all, never reading")
+	fs.IntVar(&c.churn, "churn", 100, "leases acquired and released (16 KiB metadata) all along")
+	fs.IntVar(&c.pageSize, "page-size", 1000, "the list readers' pageSize")
+	fs.DurationVar(&c.window, "window", 20*time.Second, "how long memory is sampled once the connections are open")
+	mixNames := fs.String("mixes", "prefix,single,lists,all", "the mixes to run")
+	budgetNames := fs.String("budgets", "off,defaults", "the memory budgets to run them under: off (1 TiB, as before issue 37), defaults")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	c.binaries = fs.Args()
+	for _, n := range strings.Split(*mixNames, ",") {
+		i := slices.IndexFunc(mixes, func(m mix) bool { return m.name == n })
+		if i < 0 {
+			return c, fmt.Errorf("-mixes: no mix %q (prefix, single, lists, all)", n)
+		}
+		c.mixes = append(c.mixes, mixes[i])
+	}
+	for _, n := range strings.Split(*budgetNames, ",") {
+		i := slices.IndexFunc(budgets, func(b budget) bool { return b.name == n })
+		if i < 0 {
+			return c, fmt.Errorf("-budgets: no budget %q (off, defaults)", n)
+		}
+		c.budgets = append(c.budgets, budgets[i])
+	}
 	switch {
 	case len(c.binaries) == 0:
 		fs.Usage()
 		return c, errors.New("no leasesvc binary given")
-	case c.leases < 1 || c.readers < 0 || c.streams < 0 || c.pageSize < 1 || c.window <= 0:
-		return c, errors.New("-leases and -page-size must be at least 1, -readers and -streams at least 0, -window positive")
+	case c.leases < 1 || c.principals < 1 || c.churn < 1 || c.pageSize < 1 || c.prefixPer < 0 || c.singlePer < 0 || c.listers < 0 || c.window <= 0:
+		return c, errors.New("-leases, -principals, -churn and -page-size must be at least 1, -prefix, -single and -lists at least 0, -window positive")
 	}
 	return c, nil
-}
-
-// result is one binary's measurement, in MiB of resident memory.
-type result struct {
-	binary              string
-	base, peak, end     float64
-	closed, connections int // connections the instance closed by the end of the window
-	firstPageBytes      int // the encoded size of the first list page, read whole
-	firstPageLeases     int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,22 +80,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	dir, err := os.MkdirTemp("", "slowreaders")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	tokens, policy, err := writeAuthFiles(dir, c.principals)
+	if err != nil {
+		return err
+	}
 	var out []result
 	for _, bin := range c.binaries {
-		fmt.Fprintf(stderr, "measuring %s\n", bin)
-		r, err := measure(ctx, c, bin, stderr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", bin, err)
+		for _, b := range c.budgets {
+			for _, mx := range c.mixes {
+				fmt.Fprintf(stderr, "measuring %s, budget %s, mix %s\n", bin, b.name, mx.name)
+				r, err := measure(ctx, c, bin, b, mx, tokens, policy, stderr)
+				if err != nil {
+					return fmt.Errorf("%s, budget %s, mix %s: %w", bin, b.name, mx.name, err)
+				}
+				out = append(out, r)
+			}
 		}
-		out = append(out, r)
 	}
-	fmt.Fprintf(stdout, "%d leases of 32 KiB; %d readers of %d-lease pages and %d prefix streams, none reading; %v window\n\n",
-		c.leases, c.readers, c.pageSize, c.streams, c.window)
+	fmt.Fprintf(stdout, "%d leases of 32 KiB; %d principals, each %d prefix streams and %d single-lease watches; %d list readers of %d-lease pages; none reading; %d leases churned; %v window\n\n",
+		c.leases, c.principals, c.prefixPer, c.singlePer, c.listers, c.pageSize, c.churn, c.window)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "binary\tRSS before (MiB)\tpeak (MiB)\tgrowth at peak (MiB)\tgrowth at end (MiB)\tclosed by the end\tfirst page (leases, MiB)\t")
+	fmt.Fprintln(tw, "binary\tbudget\tmix\tRSS before (MiB)\tpeak (MiB)\tgrowth at peak (MiB)\tgrowth at end (MiB)\tconnections\tanswers\tclosed by the end\tchurn turns\tanother principal's prefix stream\t")
 	for _, r := range out {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%d of %d\t%d, %.1f\t\n", r.binary, r.base, r.peak, r.peak-r.base, r.end-r.base,
-			r.closed, r.connections, r.firstPageLeases, float64(r.firstPageBytes)/(1<<20))
+		legit := fmt.Sprintf("live after %d snapshots", r.legitSnapshots)
+		if r.legitFailure != "" {
+			legit = fmt.Sprintf("%s after %d snapshots", r.legitFailure, r.legitSnapshots)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%s\t%d\t%d\t%s\t\n", r.binary, r.budget, r.mix, r.base, r.peak, r.peak-r.base, r.end-r.base,
+			r.connections, statuses(r.statuses), r.closed, r.turns, legit)
 	}
 	return tw.Flush()
+}
+
+// statuses renders status counts as "200×480 429×20".
+func statuses(m map[int]int) string {
+	var codes []int
+	for code := range m {
+		codes = append(codes, code)
+	}
+	sort.Ints(codes)
+	var parts []string
+	for _, code := range codes {
+		name := fmt.Sprint(code)
+		if code == 0 {
+			name = "none"
+		}
+		parts = append(parts, fmt.Sprintf("%s×%d", name, m[code]))
+	}
+	return strings.Join(parts, " ")
 }
