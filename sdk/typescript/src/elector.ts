@@ -173,7 +173,9 @@ export interface ElectorOptions {
    * Elector using it stops; a service without sessions (404, 405 or 501 on
    * the sessions route) falls back to plain renewals, and so does one that
    * refuses the open at its session limit (429; asked again on the next
-   * run).
+   * run). So does a runtime without WebSocket (Node 20 without the ws
+   * package), with a warning: the logger's, or without one console.warn,
+   * once per process.
    */
   session?: Session;
   /**
@@ -211,6 +213,31 @@ interface Via {
 }
 
 const noLogger: ElectorLogger = { info() {}, warn() {} };
+
+/** Set once this process has been told, on the console, that its runtime cannot hold sessions. */
+let warnedNoSessions = false;
+
+/**
+ * warnNoSessions says that this runtime cannot hold a session (it has no
+ * WebSocket: Node 20 without the ws package), so the Elector renews
+ * plainly and a crashed leader's lease is taken over after its TTL, not
+ * within the session's window: to the Elector's logger as a warning, or,
+ * without one, once per process with console.warn. The Elector still
+ * starts (a session is an optimisation of takeover, not of safety);
+ * plainRenewals: true chooses plain renewals and says nothing.
+ */
+function warnNoSessions(o: Resolved, f: Record<string, unknown>, err: Error): void {
+  const msg = `leasesvc elector: sessions are unavailable (${err.message}); holding leases with plain renewals, so a crashed ` +
+    `leader's lease is taken over after its TTL (${o.ttlMs} ms), not within a session's window (1 s). Install ws, or pass ` +
+    `plainRenewals: true to choose plain renewals.`;
+  if (o.logger !== noLogger) {
+    o.logger.warn(msg, { ...f, ttlMs: o.ttlMs });
+    return;
+  }
+  if (warnedNoSessions) return;
+  warnedNoSessions = true;
+  console.warn(msg);
+}
 
 /** defaultHolder returns "{hostname}-{pid}", the default identity. */
 export function defaultHolder(): string {
@@ -448,7 +475,11 @@ export class Elector {
         o.logger.info(`leasesvc elector: holding through a session (window ${windowText(u.session.windowMs)})`, { ...f, windowMs: u.session.windowMs });
         return { session: u.session, shared: true, release: u.release };
       } catch (err) {
-        if (err instanceof SessionsUnsupportedError) return plain(err.message);
+        if (err instanceof SessionsUnsupportedError) {
+          // Status 0: the runtime, not the service, has no sessions (Node 20 without ws).
+          if (err.status === 0) warnNoSessions(o, f, err);
+          return plain(err.message);
+        }
         if (err instanceof SessionLimitError) return plain(`the service's session limit is reached: ${err.message}`); // asked again on the next run
         if (permanent(err)) throw err;
         o.logger.warn("leasesvc elector: opening the session failed", { ...f, err: String(err) });
