@@ -6,7 +6,8 @@
 // an optional Wait), Renew, Release, Get, List and All (paging), Watch and
 // WatchPrefix (streams of leadership events of one lease or of every lease
 // under a prefix, which reconnect for as long as their context lives and
-// resume after the last event read), Transfer and, for operators, Revoke. Refusals come
+// resume after the last event read; an event, like an answer, is read up
+// to MaxAnswerBytes), Transfer and, for operators, Revoke. Refusals come
 // back as typed errors: errors.Is(err, ErrHeld) — with the current lease
 // through errors.As on a *HeldError — ErrReserved (a *ReservedError), ErrLost, ErrNotFound, ErrInvalid,
 // ErrUnavailable, ErrDenied (with ErrUnauthenticated and
