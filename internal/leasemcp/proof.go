@@ -1,7 +1,6 @@
 package leasemcp
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,22 +8,9 @@ import (
 )
 
 // proofOf returns the proof the service signed for the holding l (a
-// compact JWS, docs/contract.md §17), "" when it gave none. It reads the
-// lease's JSON form rather than a field, so that it works whether or not
-// the Go client's Lease names the member yet.
-func proofOf(l client.Lease) string {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return ""
-	}
-	var p struct {
-		Proof string `json:"proof"`
-	}
-	if json.Unmarshal(b, &p) != nil {
-		return ""
-	}
-	return p.Proof
-}
+// compact JWS, docs/contract.md §17), "" when it gave none. It goes to
+// the agent in full, in tool results: the agent is the holder.
+func proofOf(l client.Lease) string { return string(l.Proof) }
 
 // window is the window of the session the server holds its leases
 // through; 0 with plain renewals.

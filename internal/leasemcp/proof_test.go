@@ -26,9 +26,6 @@ func TestInstructionsAskForProofs(t *testing.T) {
 // every holding listed under "held", carries the proof the service signed
 // for it (docs/contract.md §17).
 func TestHoldingsCarryProofs(t *testing.T) {
-	if !clientCarriesProofs() {
-		t.Skip("the Go client's Lease does not carry the service's proof yet")
-	}
 	svc := startService(t)
 	s := startInProcess(t, svc.URL, "prover", 10*time.Second)
 	name := e2e.UniqueName("mcp.proof")

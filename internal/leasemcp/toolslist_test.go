@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sort"
 	"testing"
-
-	"github.com/leasesvc/leasesvc/client"
 )
 
 // maxToolsListBytes bounds the tools/list result, which a client puts in
@@ -104,22 +102,4 @@ func keywords(sc any, inProps bool) []string {
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
-}
-
-// clientCarriesProofs reports whether the Go client's Lease keeps the
-// proof member of the service's answer (docs/contract.md §17): until it
-// does, leasectl mcp has no proof to hand on.
-func clientCarriesProofs() bool {
-	var l client.Lease
-	if json.Unmarshal([]byte(`{"name":"a","proof":"p"}`), &l) != nil {
-		return false
-	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return false
-	}
-	var back struct {
-		Proof string `json:"proof"`
-	}
-	return json.Unmarshal(b, &back) == nil && back.Proof == "p"
 }
