@@ -22,3 +22,15 @@ func TestConnectionRefusedHint(t *testing.T) {
 		}
 	}
 }
+
+// TestRunHintsAtARefusedURL: run, which retries opening its session while
+// the service is unreachable, says once where to point it.
+func TestRunHintsAtARefusedURL(t *testing.T) {
+	out, cancel, done := startRun(t, "http://127.0.0.1:1", "x", "--", "true")
+	waitOutput(t, out, "hint: no leasesvc answers at the URL")
+	cancel()
+	_ = wait(t, done)
+	if n := strings.Count(out.String(), "hint:"); n != 1 {
+		t.Fatalf("run printed %d hints, want 1:\n%s", n, out.String())
+	}
+}

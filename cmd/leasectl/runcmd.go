@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -318,6 +320,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // offers no sessions or refuses one at its session limit: then run holds
 // its lease with plain renewals.
 func openRunSession(ctx context.Context, c *client.Client, window time.Duration, logf func(string, ...any)) (*client.Session, error) {
+	tries := 0
 	for {
 		s, err := c.OpenSession(ctx, client.SessionConfig{Window: window})
 		switch {
@@ -335,6 +338,9 @@ func openRunSession(ctx context.Context, c *client.Client, window time.Duration,
 			return nil, err
 		}
 		logf("opening a session failed (%v); retrying", err)
+		if tries++; tries == 1 && (errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, new(*net.DNSError))) {
+			logf("hint: no leasesvc answers at the URL; point leasectl at it with --url URL or LEASESVC_URL")
+		}
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():

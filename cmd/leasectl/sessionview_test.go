@@ -44,7 +44,9 @@ func TestSessionHeldLeasesShowAsSuch(t *testing.T) {
 	defer cancel()
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"watch", name, "--url", svc.URL}, func(string) string { return "" }, &out, &out) }()
+	go func() {
+		done <- run(ctx, []string{"watch", name, "--url", svc.URL}, func(string) string { return "" }, &out, &out)
+	}()
 	waitOutput(t, &out, "agent-s")
 	a.Kill() // the agent's socket goes silent: the service ends the session within its window
 	waitOutput(t, &out, "session_expired")
