@@ -30,8 +30,11 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	windowSet := false
-	fs.Visit(func(f *flag.Flag) { windowSet = windowSet || f.Name == "window" })
+	windowSet, ttlSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		windowSet = windowSet || f.Name == "window"
+		ttlSet = ttlSet || f.Name == "ttl"
+	})
 	w, err := runWindow(e, fs, *window, windowSet, 0, false)
 	if err != nil {
 		return err
@@ -77,6 +80,9 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 			_ = sess.Close(cctx)
 		}()
 		logf("holding leases through a session (window %v)", sess.Window())
+		if ttlSet {
+			logf("--ttl %v does not apply: through a session the service frees the leases within the window (%v) of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, sess.Window())
+		}
 	} else {
 		logf("holding leases with plain renewals")
 	}

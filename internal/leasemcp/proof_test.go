@@ -50,3 +50,12 @@ func TestHoldingsCarryProofs(t *testing.T) {
 		t.Fatalf("lease_held: %+v, want the holding with its proof", held)
 	}
 }
+
+// TestMCPSaysTTLDoesNotApply (issue 38 item 2): leasectl mcp --ttl through
+// a session, where the TTL is not used, says so on stderr rather than
+// accept it in silence.
+func TestMCPSaysTTLDoesNotApply(t *testing.T) {
+	svc := startService(t)
+	s := startSession(t, svc.URL, "ttl-said", 10*time.Second)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "--ttl 10s does not apply") })
+}
