@@ -75,10 +75,11 @@ var ErrNotLeading = errors.New("leasesvc: elector is not leading")
 // clock and the backend's clock run at rates within DriftMargin of each
 // other and this process is not paused. A process that is paused (GC,
 // swap, a suspended VM) can still act after its deadline: that is why every
-// write downstream must carry the fencing token (TokenFromContext), and
-// downstream systems must refuse tokens lower than the highest they have
-// seen. The callbacks run only as long as they honour ctx: the Elector
-// cannot stop code that ignores it.
+// write downstream must carry the fencing token (TokenFromContext), best as
+// the holding's signed proof (ProofFromContext), and downstream systems
+// must refuse tokens lower than the highest they have seen. The callbacks
+// run only as long as they honour ctx: the Elector cannot stop code that
+// ignores it.
 type Elector struct {
 	c    *Client
 	name string
@@ -156,6 +157,19 @@ type tokenKey struct{}
 func TokenFromContext(ctx context.Context) (int64, bool) {
 	t, ok := ctx.Value(tokenKey{}).(int64)
 	return t, ok
+}
+
+type proofKey struct{}
+
+// ProofFromContext returns the fencing proof (docs/contract.md §17) of the
+// term whose leading ctx (the one given to OnStartedLeading) ctx is or
+// derives from: the proof the acquire that began the holding answered.
+// Pass it, never the bare token, with every write downstream (as the
+// Leasesvc-Fence header to an HTTP sink, see package fence). It is false
+// outside a leading ctx, and when the service signs no proofs.
+func ProofFromContext(ctx context.Context) (Proof, bool) {
+	p, ok := ctx.Value(proofKey{}).(Proof)
+	return p, ok && p != ""
 }
 
 // Run campaigns and leads until ctx is cancelled, as the type's doc says,
@@ -271,6 +285,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 			now := e.cfg.Clock.Now()
 			r, err := e.c.renew(ctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken}, callOpts{attempts: 1, timeout: e.attemptTimeout()})
 			if err == nil {
+				r.Proof = l.Proof // a renew's answer carries none: the holding's is the acquire's
 				return r, now, nil
 			}
 			if errors.Is(err, ErrLost) {
@@ -431,6 +446,7 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 		return false // too late to lead on this holding
 	}
 	vctx := context.WithValue(ctx, tokenKey{}, l.FencingToken)
+	vctx = context.WithValue(vctx, proofKey{}, l.Proof)
 	vctx = context.WithValue(vctx, checkpointKey{}, inherited{checkpoint: l.Checkpoint, token: l.CheckpointToken})
 	termCtx, cancelTerm := context.WithCancelCause(vctx)
 	defer cancelTerm(context.Canceled)
