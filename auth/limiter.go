@@ -54,9 +54,20 @@ func NewLimiter(perSecond float64, burst int) *Limiter {
 // false and how long until a token is available, rounded up to whole seconds
 // and at least one second, for a Retry-After header.
 func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
+	return l.AllowKeeping(key, 0)
+}
+
+// AllowKeeping is Allow for requests that must leave keep tokens in the
+// bucket for those Allow serves: it takes a token only while more than keep
+// are there, and otherwise says how long until there are. The session
+// writes of a principal take from its bucket this way, keeping half of it
+// for its upgrades: a write never leaves a resume's upgrade refused. keep
+// is capped at the burst less one.
+func (l *Limiter) AllowKeeping(key string, keep int) (ok bool, retryAfter time.Duration) {
 	if l == nil || l.buckets == nil {
 		return true, 0
 	}
+	keep = max(min(keep, l.burst-1), 0)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -67,10 +78,10 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 		l.buckets[key] = b
 	}
 	b.last = now
-	if b.lim.AllowN(now, 1) {
+	if b.lim.TokensAt(now) >= float64(keep+1) && b.lim.AllowN(now, 1) {
 		return true, 0
 	}
-	wait := seconds((1 - b.lim.TokensAt(now)) / float64(l.limit))
+	wait := seconds((float64(keep+1) - b.lim.TokensAt(now)) / float64(l.limit))
 	secs := wait / time.Second
 	if wait%time.Second != 0 || secs == 0 {
 		secs++
@@ -79,6 +90,14 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 		return false, time.Duration(math.MaxInt64) / time.Second * time.Second
 	}
 	return false, secs * time.Second
+}
+
+// Burst is the bucket size (0 for a limiter that allows everything).
+func (l *Limiter) Burst() int {
+	if l == nil {
+		return 0
+	}
+	return l.burst
 }
 
 // sweep drops the buckets idle for at least the refill time, if the last

@@ -89,9 +89,12 @@ func (c *sessionConn) openTimedOut() {
 
 // rateLimited takes a token of the caller's rate limit (Config.Limiter,
 // the bucket its REST calls take from) for a lease operation; nil when
-// there was one, else the answer: 429 with the wait.
+// there was one, else the answer: 429 with the wait. A write leaves half
+// the bucket to the caller's requests: its sockets' upgrades above all,
+// so that its writes never leave a session unable to resume.
 func (c *sessionConn) rateLimited() *problem {
-	ok, retry := c.a.cfg.Limiter.Allow(c.rateKey)
+	lim := c.a.cfg.Limiter
+	ok, retry := lim.AllowKeeping(c.rateKey, lim.Burst()/2)
 	if ok {
 		return nil
 	}

@@ -252,21 +252,22 @@ func TestSessionBudgetRefusals(t *testing.T) {
 
 // TestSessionWritesShareTheRateLimit: acquire, renew, release and
 // transfer over a session take from the bucket of the caller's REST
-// calls; past it a write is error 429 with retryAfter and nothing else
-// happens (nothing acquired, the socket and its acks go on), heartbeats
-// take nothing, and the caller's REST calls are refused as well.
+// calls, leaving half of it to them (a resume's upgrade above all); past
+// it a write is error 429 with retryAfter and nothing else happens
+// (nothing acquired, the socket and its acks go on), heartbeats take
+// nothing, and the caller's REST calls spend the rest of the same bucket.
 func TestSessionWritesShareTheRateLimit(t *testing.T) {
-	lim := auth.NewLimiter(0.001, 3) // no refill within the test
+	lim := auth.NewLimiter(0.001, 6) // no refill within the test; writes keep 3
 	in := newSessionInstance(t, memory.New(), session.Config{}, httpapi.Config{Authenticator: tokenAuth{}, Limiter: lim})
-	w := dial(t, in.srv.URL, "alice") // the upgrade takes a token, as any request does
+	w := dial(t, in.srv.URL, "alice") // the upgrade takes a token, as any request does: 5 left
 	w.open(1000)
 	w.send("acquire", map[string]any{"name": "a", "holder": "h"})
-	w.expect("result")
+	w.expect("result") // 4 left
 	for range 5 {
 		w.ackedHeartbeat()
 	}
 	w.send("acquire", map[string]any{"name": "b", "holder": "h"})
-	w.expect("result") // the third token
+	w.expect("result") // 3 left: the reserve
 	re := w.send("acquire", map[string]any{"name": "c", "holder": "h"})
 	m := w.expect("error")
 	if m["re"] != float64(re) || problemCode(m) != "resource_exhausted" || m["retryAfter"] == nil || m["problem"].(map[string]any)["status"] != 429.0 {
@@ -286,8 +287,13 @@ func TestSessionWritesShareTheRateLimit(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	for i := range 3 { // the reserve the writes left
+		if st := get("alice"); st != 200 {
+			t.Fatalf("alice's REST call %d of the reserve: %d; want 200", i+1, st)
+		}
+	}
 	if st := get("alice"); st != 429 {
-		t.Fatalf("alice's REST call after her session spent the bucket: %d; want 429", st)
+		t.Fatalf("alice's REST call past the bucket her session shares: %d; want 429", st)
 	}
 	if st := get("bob"); st != 200 {
 		t.Fatalf("bob's REST call: %d; want 200", st)
