@@ -114,14 +114,16 @@ func commands() []command {
 		{
 			name: "run", args: "NAME [flags] -- CMD [ARGS...]", run: cmdRun,
 			summary: "run a command only while holding a lease",
-			about: "Campaigns for the lease NAME and runs CMD only while it leads, with LEASE_NAME, LEASE_HOLDER\n" +
-				"and LEASE_FENCING_TOKEN in its environment. When leadership ends, CMD gets SIGTERM, then\n" +
-				"SIGKILL after --grace, and is gone a grace period before anyone else can hold the lease; run\n" +
-				"then campaigns again (a new acquire, a new fencing token) and starts CMD again when it leads,\n" +
-				"or exits 4 with --exit-on-loss. When CMD ends by itself, the lease is released and\n" +
-				"leasectl exits with CMD's status; on SIGINT or SIGTERM it stops CMD the same way, releases the\n" +
-				"lease and exits with CMD's status. The holder is --holder, else $LEASESVC_HOLDER, else\n" +
-				"{hostname}-{pid}. --lease NAME is the older spelling of NAME; give the name once.\n\n" +
+			about: "Campaigns for the lease NAME and runs CMD only while it leads, with LEASE_NAME, LEASE_HOLDER,\n" +
+				"LEASE_FENCING_TOKEN and LEASESVC_PROOF (the service's signed proof of the holding: pass it, not\n" +
+				"the bare token, to stores that verify it, docs/fencing.md) in its environment. When leadership\n" +
+				"ends, CMD gets SIGTERM, then SIGKILL after --grace, and is gone a grace period before anyone\n" +
+				"else can hold the lease; run then campaigns again (a new acquire, a new fencing token) and\n" +
+				"starts CMD again when it leads, or exits 4 with --exit-on-loss. When CMD ends by itself, the\n" +
+				"lease is released and leasectl exits with CMD's status; on SIGINT or SIGTERM it stops CMD the\n" +
+				"same way, releases the lease and exits with CMD's status. The holder is --holder, else\n" +
+				"$LEASESVC_HOLDER, else {hostname}-{pid}. --lease NAME is the older spelling of NAME; give the\n" +
+				"name once.\n\n" +
 				"run holds the lease through a session (docs/contract.md §14): it heartbeats every window/4 and,\n" +
 				"if leasectl crashes, the service frees the lease within the window. The window is --window, else\n" +
 				"$LEASESVC_WINDOW, else 1s (or 6×--grace when that is longer); CMD's grace is a tenth of it unless\n" +

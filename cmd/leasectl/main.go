@@ -78,8 +78,9 @@
 // # Running a command
 //
 // leasectl run campaigns for the lease and runs CMD only while it leads,
-// with LEASE_NAME, LEASE_HOLDER and LEASE_FENCING_TOKEN in CMD's
-// environment. When leadership ends (a renew answered lease_lost, or
+// with LEASE_NAME, LEASE_HOLDER, LEASE_FENCING_TOKEN and LEASESVC_PROOF
+// (the service's signed proof of the holding, docs/contract.md §17; never
+// printed) in CMD's environment. When leadership ends (a renew answered lease_lost, or
 // renewals failed until 2×grace before the safe deadline) it sends SIGTERM
 // to CMD's process group, then SIGKILL after the grace period, so CMD is
 // gone at least one grace period before the safe deadline, before anyone

@@ -123,6 +123,11 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				if _, by := client.CheckpointFromContext(lctx); by != 0 {
 					env = append(env, "LEASE_CHECKPOINT_TOKEN="+strconv.FormatInt(by, 10))
 				}
+				// The service's signed proof of the holding (docs/contract.md
+				// §17), for CMD to pass to stores that verify it; never logged.
+				if p, ok := client.ProofFromContext(lctx); ok {
+					env = append(env, "LEASESVC_PROOF="+string(p))
+				}
 				watchCtx, stopWatch := context.WithCancel(lctx)
 				watched := make(chan struct{})
 				go func() {
