@@ -184,17 +184,19 @@ func established(addr string, conns []net.Conn) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read /proc/net/tcp (Linux only): %w", err)
 	}
-	n := 0
+	// A read of /proc/net/tcp can show a socket twice while the table
+	// changes: each connection counts once.
+	seen := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n")[1:] {
 		f := strings.Fields(line)
 		if len(f) < 4 {
 			continue
 		}
 		if f[1] == local && mine[f[2]] && f[3] == "01" {
-			n++
+			seen[f[2]] = true
 		}
 	}
-	return n, nil
+	return len(seen), nil
 }
 
 // legit opens a prefix stream of every lease as principal `who` and reads
