@@ -69,7 +69,9 @@ func TestLeasectlRunStopsChildBeforeTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--lease", name, "--ttl", ttl.String(), "--holder", "runner", "--", self)
+	// --exit-on-loss: since issue 38, run campaigns again after a lost term
+	// unless told to exit (status 4), which this test measures.
+	cmd := exec.Command(bin, "run", "--lease", name, "--ttl", ttl.String(), "--holder", "runner", "--exit-on-loss", "--", self)
 	cmd.Env = append(os.Environ(), "LEASESVC_URL="+px.URL(), childEnv+"=1", childURLEnv+"="+svc.URL, childLogEnv+"="+log)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
