@@ -33,9 +33,9 @@ type sconn struct {
 	// went out on a later socket; zero while none did. That resume claimed
 	// only the holdings known then, and the instance it went to may own
 	// the session from then on, so from retiredAt this socket vouches for
-	// nothing: a later ack, push, or answer to an acquire, release or
-	// transfer on it counts for nothing, and nothing more is sent on it
-	// (docs/contract.md §14, A2 and step 6).
+	// nothing: an ack (of whichever heartbeat), a push, or an answer to an
+	// acquire, release or transfer on it counts for nothing, and nothing
+	// more is sent on it (docs/contract.md §14, A2 and step 6).
 	retiredAt time.Time
 }
 
@@ -427,12 +427,15 @@ func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
 }
 
 // acked moves the deadline for a heartbeat sent at sent on sc that the
-// service acknowledged; a heartbeat sent on sc after a resume began
-// elsewhere counts for nothing (sconn.retiredAt).
+// service acknowledged. An ack on a retired socket counts for nothing,
+// whichever heartbeat it answers (sconn.retiredAt; docs/contract.md §14,
+// A2): its instance may have queued a lost before it, which the agent
+// ignores on a retired socket, and the ack would then vouch for a lease
+// another holder has taken.
 func (s *Session) acked(sc *sconn, sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !sc.retiredAt.IsZero() && !sent.Before(sc.retiredAt) {
+	if !sc.retiredAt.IsZero() {
 		return
 	}
 	if sent.After(s.ackedSent) {

@@ -177,6 +177,42 @@ func TestSessionIgnoresPushesOfARetiredSocket(t *testing.T) {
 	}
 }
 
+// TestSessionIgnoresAcksOfARetiredSocket (A2): an ack on a retired socket
+// counts for nothing, even of a heartbeat sent before the retirement. Its
+// instance may have queued a lost before it (the backend was out, the
+// lease ran out and was taken), which the Session ignores on a retired
+// socket; counting the ack would lead the lost lease (the simulation's
+// finding, seed 141403523).
+func TestSessionIgnoresAcksOfARetiredSocket(t *testing.T) {
+	clock := fakeclock.New(epoch)
+	f := newFakeSessions(t)
+	logs := &syncBuffer{}
+	_, s := openSessionWith(t, f, client.Config{}, client.SessionConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if _, err := s.Acquire(t.Context(), "svc.p", client.AcquireRequest{Holder: "agent-a"}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.socket(t, 0)
+	waitFor(t, "the first heartbeat acknowledged", func() bool { return !s.Deadline().IsZero() })
+	waitFor(t, "the next heartbeat scheduled", func() bool { return clock.Timers() == 1 })
+	before := s.Deadline()
+	f.acks.Store(false) // the instance answers nothing for now
+	beat(t, clock, a, 2, 1)
+	hb := a.messages("heartbeat")[1]["id"]
+	clock.Advance(10 * time.Millisecond) // the heartbeat went out before the retirement
+	f.stallResumes.Store(true)
+	a.send(map[string]any{"type": "move", "reason": "shutdown"})
+	resumeOn(t, f.socket(t, 1), 1) // a is retired
+	a.send(map[string]any{"type": "lost", "name": "svc.p", "fencingToken": 1, "reason": "taken"})
+	a.send(map[string]any{"type": "ack", "re": hb})
+	a.send(map[string]any{"type": "yield", "name": "svc.p", "fencingToken": 1, "to": "x"}) // read after the ack
+	waitFor(t, "the pushes read", func() bool {
+		return strings.Count(logs.String(), "ignored a push of a replaced socket") == 2
+	})
+	if d := s.Deadline(); !d.Equal(before) {
+		t.Fatalf("the deadline moved from %v to %v on an ack of the retired socket, after its lost", before, d)
+	}
+}
+
 // TestSessionReplacesASilentSocket (A3, issue 36 finding 4): a socket on
 // which nothing arrived for 4 windows (at least 5s) while heartbeats went
 // out (a paused instance) is dropped, and the session resumes on a new

@@ -16,9 +16,9 @@ const Margin = 0.1
 // instants it sent and received them (the bubble's clock, the agent's):
 //
 //   - the current socket is the one on which it last sent open or resume;
-//   - an ack counts when its heartbeat was sent on the socket while that
-//     socket was current (A2), and the agent then leads until the
-//     heartbeat's send time + window × (1 − Margin) (A3);
+//   - an ack counts when it arrives on the current socket (A2: a retired
+//     socket's acks count for nothing, as its pushes), and the agent then
+//     leads until the heartbeat's send time + window × (1 − Margin) (A3);
 //   - it leads a holding from the answer to its acquire on the current
 //     socket (an answer on a retired socket is not led, A2 step 6); it
 //     stops leading it when a lost or revoked push on the current socket,
@@ -171,7 +171,7 @@ func (k *Checker) received(c *Conn, m *Msg, now time.Time) {
 		sp.window = time.Duration(m.WindowMs) * time.Millisecond
 	case "ack":
 		s, ok := sp.beats[c][m.Re]
-		if !ok || !s.Add(sp.lead()).After(sp.deadline) {
+		if !ok || c != sp.current || !s.Add(sp.lead()).After(sp.deadline) {
 			return
 		}
 		sp.deadline = s.Add(sp.lead())
