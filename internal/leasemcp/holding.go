@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -34,6 +35,8 @@ type holding struct {
 	term      context.Context // the Elector's leading ctx, once confirmed
 	stop      context.CancelFunc
 	done      chan struct{} // closed when the renewer has stopped
+	led       chan struct{} // closed when the renewer's first acquire was answered and it leads
+	ledOnce   sync.Once
 }
 
 // alive reports whether the holding may still be acted on, and why not.
@@ -72,7 +75,7 @@ func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*hold
 	h := &holding{
 		name: l.Name, token: l.FencingToken, ttl: ttl, lease: l, proof: proofOf(l),
 		safeUntil: s.safeUntil(ttl, sent),
-		stop:      stop, done: make(chan struct{}),
+		stop:      stop, done: make(chan struct{}), led: make(chan struct{}),
 	}
 	el, err := client.NewElector(s.c, l.Name, client.ElectorConfig{
 		Holder:        s.cfg.Holder,
@@ -140,6 +143,7 @@ func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*hold
 // lead runs as the renewer's OnStartedLeading: it confirms the holding and
 // waits for the term to end.
 func (s *Server) lead(h *holding, term context.Context) {
+	h.ledOnce.Do(func() { close(h.led) })
 	tok, _ := client.TokenFromContext(term)
 	s.mu.Lock()
 	if s.held[h.name] != h {
@@ -216,6 +220,19 @@ func (s *Server) sweep() {
 // (released by the renewer, expired, taken by another since) is not an
 // error: it is released either way.
 func (s *Server) release(h *holding) error {
+	// The renewer begins with an acquire of its own (the same holder's,
+	// answered with this holding). Stopped while that acquire is on its
+	// way, it abandons it, but the service may decide it after the
+	// release below and begin a new holding nobody asked for (a token
+	// more). So the release waits for that answer first, a short while
+	// at most.
+	wait := time.NewTimer(min(time.Until(h.safeUntil), maxFirstRenewWait))
+	select {
+	case <-h.led:
+	case <-h.done:
+	case <-wait.C:
+	}
+	wait.Stop()
 	h.stop()
 	<-h.done
 	s.removeHeldResource(h.name)
@@ -228,6 +245,10 @@ func (s *Server) release(h *holding) error {
 	s.cfg.Logger.Info("leasectl mcp: released", "lease", h.name, "fencingToken", h.token)
 	return nil
 }
+
+// maxFirstRenewWait bounds how long a release waits for the renewer's
+// first acquire to be answered (Server.release).
+const maxFirstRenewWait = 2 * time.Second
 
 // forgetStale releases a lost holding of name that the service may still
 // count as live, so that an acquire by the agent begins a new holding (a
