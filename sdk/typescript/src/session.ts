@@ -31,7 +31,8 @@ interface Pending {
  * A socket's place in the session's resumes (docs/contract.md §14, Resume):
  * resumes is the number of resumes begun when it became the session's
  * socket; supersededAt is performance.now() when the first resume after
- * that was sent (Infinity before).
+ * that was sent (Infinity before): from then on the socket is retired and
+ * vouches for nothing (A2).
  */
 interface Stamp {
   resumes: number;
@@ -77,7 +78,8 @@ export const silentMinMs = 5000;
  * free in about a second instead of a TTL.
  *
  * The session's deadline is (performance.now() when the last heartbeat
- * that was acknowledged was sent) + windowMs × (1 − driftMargin): the
+ * that was acknowledged was sent) + windowMs × (1 − driftMargin), counting
+ * only acks that arrive on a socket no resume went out after: the
  * service acknowledges a heartbeat only while every lease of the session
  * is safe for a window beyond it, so a holder that stops leading at the
  * deadline stops before anyone else may start. The Elector ends every term
@@ -89,8 +91,9 @@ export const silentMinMs = 5000;
  * session to move (its instance shuts down, or the socket is old), it
  * opens a new socket and resumes there before closing the old one. Once
  * a resume is sent no heartbeat goes on an older socket (its instance may
- * have lost the session and still ack), nor any request, and the old
- * socket's pushes are ignored (the resume says what is still held); a
+ * have lost the session and still ack), nor any request; the old
+ * socket's acks count for nothing, whatever heartbeat they answer, and its
+ * pushes are ignored (the resume says what is still held); a
  * resume that fails after it was sent closes the old socket too; an
  * acquire answered on a socket that a resume began after is acquired again
  * through the resumed socket before it is returned (that resume did not
@@ -524,6 +527,12 @@ export class Session {
     return this.#stamps.get(wire)?.resumes === this.#resumes;
   }
 
+  /** Whether wire is retired (A2): a resume went out after it became the session's socket, or it never became it. Its acks count for nothing. */
+  #retired(wire: Wire): boolean {
+    const stamp = this.#stamps.get(wire);
+    return stamp === undefined || stamp.supersededAt !== Infinity || stamp.resumes !== this.#resumes;
+  }
+
   #beat(): void {
     const wire = this.#wire;
     // Once a resume went out on a new socket, the old one's instance may
@@ -565,9 +574,12 @@ export class Session {
     if (type === "ack" && re !== undefined) {
       const beat = this.#beats.get(re);
       if (beat === undefined || beat.wire !== wire) return;
+      // A socket a resume went out after is retired (A2) and vouches for
+      // nothing, not even for heartbeats sent before that resume: its
+      // instance may have lost the session's leases to other holders and
+      // pushed lost for them, pushes the session ignores on a retired socket.
+      if (this.#retired(wire)) return;
       const sentAt = beat.at;
-      // A socket a resume went out after vouches only for what it was sent before that resume.
-      if (sentAt >= (this.#stamps.get(wire)?.supersededAt ?? -Infinity)) return;
       for (const k of this.#beats.keys()) {
         if (k > re) break;
         this.#beats.delete(k);

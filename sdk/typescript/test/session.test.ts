@@ -480,30 +480,43 @@ describe("Session: every owner, in order", () => {
     assert.equal([...fake.sessions.values()].find((x) => x.sock === r2.sock)?.epoch, 3);
   });
 
-  test("A2: once a resume went out on a new socket, the old socket's lost, revoked, yield and move pushes are ignored; the resume says what is held", async () => {
-    const s = await open(client());
+  test("A2: once a resume went out on a new socket, the old socket is retired: its lost, revoked, yield and move pushes are ignored and its acks count for nothing; the resume says what is held", async () => {
+    const s = await open(new Client(fake.url, { requestTimeoutMs: 10_000, backoff: { initialMs: 5, maxMs: 20 } }));
     const name = lease();
     const l = await s.acquire(name, { holder: "a" });
     const heard: string[] = [];
-    s.watchHolding(name, { token: l.fencingToken, lost: (e) => heard.push(`lost: ${e.message}`), yieldTo: (to) => heard.push(`yield to ${to}`), acked() {} });
+    const acks: number[] = [];
+    s.watchHolding(name, { token: l.fencingToken, lost: (e) => heard.push(`lost: ${e.message}`), yieldTo: (to) => heard.push(`yield to ${to}`), acked: (at) => acks.push(at) });
     const old = fake.lastSock;
+    // A request answered on the old socket after everything else marks what came before it read.
+    fake.defer.add("renew");
+    const renewed = s.renew(name, { holder: "a", fencingToken: l.fencingToken });
+    await waitFor("the renew on the old socket", () => fake.of("renew", old).length === 1);
     fake.ack = "hold";
     await waitFor("a heartbeat held on the old socket", () => fake.held.some((h) => h.sock === old));
     fake.defer.add("resume");
     fake.push({ type: "move", reason: "shutdown" }, old);
     await waitFor("the resume on a new socket", () => resumeAfter(old) !== undefined);
     const next = resumeAfter(old)!.sock;
+    // Every ack sent before the move push has been read: the deadline as the resume went out.
+    const acked = s.lastAckSentAt;
+    const deadline = s.deadline();
+    const acksThen = acks.length;
     const upgrades = fake.upgrades.length;
     fake.push({ type: "yield", name, fencingToken: l.fencingToken, to: "other" }, old);
     fake.push({ type: "lost", name, fencingToken: l.fencingToken, reason: "taken" }, old);
     fake.push({ type: "revoked", name, fencingToken: l.fencingToken, reason: "r", operator: "ops" }, old);
     fake.push({ type: "move", reason: "max_age" }, old);
-    // The ack of a heartbeat sent before the resume (it counts) comes after the pushes: once it is read, so were they.
-    const acked = s.lastAckSentAt;
+    // The acks of heartbeats sent before the resume: they count for nothing either.
     fake.ackHeld();
-    await waitFor("the ack after the pushes", () => s.lastAckSentAt > acked);
+    fake.defer.delete("renew");
+    fake.answerDeferred("renew", old);
+    await renewed;
     assert.deepEqual(heard, [], "pushes of the retired socket");
     assert.equal(s.heldToken(name, "a"), l.fencingToken);
+    assert.equal(s.lastAckSentAt, acked, "an ack of the retired socket counted");
+    assert.equal(s.deadline(), deadline);
+    assert.equal(acks.length, acksThen, "an ack of the retired socket reached the watcher");
     fake.ack = "ack";
     fake.defer.delete("resume");
     fake.answerDeferred("resume", next);
@@ -511,6 +524,64 @@ describe("Session: every owner, in order", () => {
     assert.deepEqual(heard, []);
     assert.equal(s.heldToken(name, "a"), l.fencingToken);
     assert.equal(fake.upgrades.length, upgrades, "the retired socket's move started no resume");
+    await waitFor("the resumed socket's acks to lead", () => s.lastAckSentAt > acked);
+  });
+
+  test("A2: the ack of a heartbeat sent before the resume, arriving on the retired socket after its lost push, moves neither the deadline nor the holding (fake clock)", async () => {
+    let now = 1000;
+    const clock = mock.method(performance, "now", () => now);
+    mock.timers.enable({ apis: ["setInterval"] });
+    try {
+      const s = await open(new Client(fake.url, { requestTimeoutMs: 10_000, backoff: { initialMs: 5, maxMs: 20 } }), 1000);
+      const name = lease();
+      const l = await s.acquire(name, { holder: "a" });
+      const old = fake.lastSock;
+      const heard: string[] = [];
+      const acks: number[] = [];
+      s.watchHolding(name, { token: l.fencingToken, lost: (e) => heard.push(`lost: ${e.message}`), yieldTo: (to) => heard.push(`yield to ${to}`), acked: (at) => acks.push(at) });
+      assert.equal(s.deadline(), 1000 + 900);
+      // A heartbeat goes on socket A at 2000; its instance, cut off from the backend, does not ack it yet.
+      fake.ack = "hold";
+      now = 2000;
+      mock.timers.tick(250);
+      await waitFor("the heartbeat held on socket A", () => fake.held.some((h) => h.sock === old));
+      // A request answered on socket A after the rest marks what came before it read.
+      fake.defer.add("renew");
+      const renewed = s.renew(name, { holder: "a", fencingToken: l.fencingToken });
+      await waitFor("the renew on socket A", () => fake.of("renew", old).length === 1);
+      // At 3000 a resume goes out on socket B: A is retired.
+      fake.defer.add("resume");
+      now = 3000;
+      fake.push({ type: "move", reason: "shutdown" }, old);
+      await waitFor("the resume on socket B", () => resumeAfter(old) !== undefined);
+      const next = resumeAfter(old)!.sock;
+      // A's instance saw the session's leases run out and another holder take this one:
+      // it pushes lost, then acks the heartbeat sent at 2000 (before the resume).
+      fake.push({ type: "lost", name, fencingToken: l.fencingToken, reason: "expired" }, old);
+      fake.ackHeld();
+      fake.defer.delete("renew");
+      fake.answerDeferred("renew", old);
+      await renewed;
+      assert.deepEqual(heard, [], "the retired socket's lost push is ignored: the resume says what is held");
+      assert.equal(s.lastAckSentAt, 1000, "the retired socket's ack of the heartbeat sent at 2000 counted");
+      assert.equal(s.deadline(), 1000 + 900, "the deadline moved on the retired socket's ack");
+      assert.deepEqual(acks, [], "the retired socket's ack reached the watcher");
+      // The resume says what is held: another holder has the lease now.
+      fake.leases.set(name, { holder: "b", token: l.fencingToken + 1, session: "", checkpoint: null });
+      fake.ack = "ack";
+      fake.defer.delete("resume");
+      fake.answerDeferred("resume", next);
+      await waitFor("resumed", () => s.connected && s.epoch === 2);
+      assert.equal(heard.length, 1, heard.join("; "));
+      assert.match(heard[0]!, /lost while resuming/);
+      assert.equal(s.heldToken(name, "a"), 0);
+      // Socket B is current: its acks lead.
+      await waitFor("socket B's first ack", () => s.lastAckSentAt === 3000);
+      assert.equal(s.deadline(), 3000 + 900);
+    } finally {
+      mock.timers.reset();
+      clock.mock.restore();
+    }
   });
 
   test("A3: a socket on which nothing arrived for 4 windows (at least 5 s) while heartbeats went out is closed without close and the session resumes on a new one (fake clock)", async () => {
