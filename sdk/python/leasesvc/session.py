@@ -23,8 +23,9 @@ the snapshot of the leases, the proposal and the send happen in one
 critical section, so resumes carry increasing epochs in the order they
 went out. The socket of the latest open or resume sent is current: the
 moment a resume goes out, the older socket is retired. Nothing more is
-sent on it, its acks count only for heartbeats sent before, and its
-pushes and its own ``resumed`` are ignored (a resume answered after a
+sent on it, its acks count for nothing (whatever heartbeat they answer:
+its instance may have lost the leases and pushed ``lost`` for them), and
+its pushes and its own ``resumed`` are ignored (a resume answered after a
 later one went out is dropped, closed without ``close``). An acquire
 answered on a retired socket was not claimed by the resume that retired
 it: the holding stays in the table (a later resume lists it) and is
@@ -511,16 +512,19 @@ class Session:
 
     def _on_ack(self, conn: Conn, re_: Any) -> None:
         """An ack on ``conn``: the deadline moves to the heartbeat's send
-        time + window × (1 − drift margin), unless the heartbeat went out
-        after a resume was sent on a newer socket (the old instance acks
-        until it learns it lost the session; the new one may already count
-        the window from its last message)."""
+        time + window × (1 − drift margin), unless ``conn`` is retired (a
+        resume went out on a newer socket): a retired socket vouches for
+        nothing, not even for heartbeats sent on it before that resume (A2).
+        Its instance acks until it learns it lost the session, and may have
+        lost the leases to other holders meanwhile and pushed ``lost`` for
+        them, pushes ignored on a retired socket; the new instance may
+        already count the window from its last message."""
         with self._mu:
             sent = self._hb.pop(re_, None) if isinstance(re_, int) else None
             if sent is None:
                 return
-            if conn.superseded is not None and sent >= conn.superseded:
-                return
+            if conn.superseded is not None or conn.moved or conn.gen != self._gen:
+                return  # retired: only the current socket's acks lead
             for k in [k for k in self._hb if k < re_]:
                 del self._hb[k]  # sent before, never acked: the service found them unsafe
             d = sent + self.window * (1 - self.drift_margin)
@@ -630,7 +634,7 @@ class Session:
                 h = Hello(self._gen, msg)
                 old = self._conn
                 if old is not None and old.superseded is None:
-                    old.superseded = self._clock()  # from now on it gets no heartbeat
+                    old.superseded = self._clock()  # retired: no heartbeat from now on, its acks count for nothing
             try:
                 ws.send(json.dumps(msg, separators=(",", ":")))
             except _websocket.ConnectionClosedError as e:
