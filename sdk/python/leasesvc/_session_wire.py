@@ -70,8 +70,8 @@ class Conn:
         self.moved = False  # replaced by a newer socket: its end is no drop
         self.last_rx = time.monotonic()  # when a message last arrived on it
         #: the session clock's time a resume was first sent on a newer
-        #: socket: no heartbeat goes out on this one after it, and its acks
-        #: count only for heartbeats sent before it
+        #: socket: no heartbeat goes out on this one after it, and nothing
+        #: that arrives on it counts, its acks included (docs/contract.md §14, A2)
         self.superseded: Optional[float] = None
 
 
