@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/leasesvc/leasesvc/internal/membudget"
@@ -52,8 +53,13 @@ type lister struct {
 // charging each chunk to acct. The caller must call close.
 func (a *api) newLister(r *http.Request, req lease.ListRequest, max, chunk int, acct *membudget.Account) *lister {
 	// The first read, before any lease's size is known, reckons each at
-	// its largest.
-	return &lister{a: a, r: r, req: req, left: max, chunk: chunk, size: chunk / maxLeaseBytes, acct: acct}
+	// its largest, and reads two at least: a prefix of one or two leases
+	// is read whole at once.
+	first := chunk / maxLeaseBytes
+	if first < 2 {
+		first = 2
+	}
+	return &lister{a: a, r: r, req: req, left: max, chunk: chunk, size: first, acct: acct}
 }
 
 // chunkCost is what a chunk of leases costs in the memory budget.
@@ -119,3 +125,30 @@ func (l *lister) next() ([]lease.Lease, error) {
 
 // after is the Manager's page token that continues after the lease name.
 func (l *lister) after(name string) string { return lease.PageTokenAfter(l.req.Prefix, name) }
+
+// eachReadable calls f with each readable lease that ls reads, first (a
+// chunk it has read) and then chunk by chunk, while the stream goes on:
+// the stream holds one chunk of leases at a time (charged to its memory
+// budget account) while its client takes their snapshots. A chunk the
+// budget refuses ends the stream with an overflow event.
+func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(string) bool, f func(lease.Lease)) error {
+	chunk := first
+	for {
+		for _, l := range chunk {
+			if readable(l.Name) {
+				f(l)
+			}
+		}
+		if ls.done || !s.ok() {
+			return nil
+		}
+		var err error
+		if chunk, err = ls.next(); err != nil {
+			var me *memoryError
+			if errors.As(err, &me) {
+				s.failMemory(me.need)
+			}
+			return err
+		}
+	}
+}

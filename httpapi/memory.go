@@ -95,3 +95,24 @@ func (a *api) chargeBody(w http.ResponseWriter, r *http.Request) (release func()
 	}
 	return acct.Close, true
 }
+
+// remember records m as the newest event sent of lease name. A lease the
+// stream had not sent before costs its mark in the memory budget, for the
+// stream's life (docs/contract.md §16: a stream over 10,000 leases holds
+// ≈ 10 MiB of them); a mark the budget refuses ends the stream with an
+// overflow event, and false says so.
+func (p *prefixStream) remember(name string, m lease.Event) bool {
+	if _, ok := p.last[name]; !ok {
+		cost := markCost(name)
+		if !p.s.acct.Grow(cost) {
+			p.s.failMemory(cost)
+			return false
+		}
+	}
+	p.last[name] = m
+	return true
+}
+
+// markCost is what remembering a lease's newest event costs a prefix
+// stream: the event, the name and the map's own share.
+func markCost(name string) int64 { return int64(unsafe.Sizeof(lease.Event{})) + int64(len(name)) + 64 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/lease"
@@ -250,33 +249,6 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// eachReadable calls f with each readable lease that ls reads, first (a
-// chunk it has read) and then chunk by chunk, while the stream goes on:
-// the stream holds one chunk of leases at a time (charged to its memory
-// budget account) while its client takes their snapshots. A chunk the
-// budget refuses ends the stream with an overflow event.
-func eachReadable(s *stream, ls *lister, first []lease.Lease, readable func(string) bool, f func(lease.Lease)) error {
-	chunk := first
-	for {
-		for _, l := range chunk {
-			if readable(l.Name) {
-				f(l)
-			}
-		}
-		if ls.done || !s.ok() {
-			return nil
-		}
-		var err error
-		if chunk, err = ls.next(); err != nil {
-			var me *memoryError
-			if errors.As(err, &me) {
-				s.failMemory(me.need)
-			}
-			return err
-		}
-	}
-}
-
 // prefixStream is the state of one prefix stream: the newest event sent per
 // lease, and the events held back until their predecessor's end arrives.
 type prefixStream struct {
@@ -459,27 +431,6 @@ func (p *prefixStream) send(ev lease.Event) {
 	}
 	p.s.write(f)
 }
-
-// remember records m as the newest event sent of lease name. A lease the
-// stream had not sent before costs its mark in the memory budget, for the
-// stream's life (docs/contract.md §16: a stream over 10,000 leases holds
-// ≈ 10 MiB of them); a mark the budget refuses ends the stream with an
-// overflow event, and false says so.
-func (p *prefixStream) remember(name string, m lease.Event) bool {
-	if _, ok := p.last[name]; !ok {
-		cost := markCost(name)
-		if !p.s.acct.Grow(cost) {
-			p.s.failMemory(cost)
-			return false
-		}
-	}
-	p.last[name] = m
-	return true
-}
-
-// markCost is what remembering a lease's newest event costs a prefix
-// stream: the event, the name and the map's own share.
-func markCost(name string) int64 { return int64(unsafe.Sizeof(lease.Event{})) + int64(len(name)) + 64 }
 
 // snapshot sends the lease as it is, unless the stream already sent its
 // state or a newer one.
