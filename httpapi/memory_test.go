@@ -244,6 +244,7 @@ func TestMemoryRefusesRequests(t *testing.T) {
 			for _, req := range []struct{ method, path, body string }{
 				{"GET", "/v1/leases", ""},
 				{"GET", "/v1/leases:watch", ""},
+				{"GET", "/v1/leases/big.0001:watch", ""},
 				{"POST", "/v1/leases/fresh:acquire", body},
 			} {
 				var r e2e.Response
@@ -299,5 +300,36 @@ func TestMemoryDefaultsServeLargePrefix(t *testing.T) {
 	<-done
 	if st := b.Stats(); st.Used != 0 || st.Refused != 0 {
 		t.Fatalf("budget %+v; want nothing refused, nothing left charged", st)
+	}
+}
+
+// TestPrefixStreamMarksCharged: a prefix stream whose record of the leases
+// it sent outgrows the caller's share ends with an overflow event that
+// says so, having sent no more than fitted; nothing stays charged.
+func TestPrefixStreamMarksCharged(t *testing.T) {
+	m := bigLeases(t, 200, 64)
+	share := subscriptionCost(prefixStreamEvents) + 64<<10 + 100*markCost("big.0000") // room for ≈ 100 marks, then the queue
+	b, _ := membudget.New(1<<30, share)
+	c, done := memServer(t, m, Limits{Memory: b})
+	s := e2e.WatchPrefix(t, c, "big.", "")
+	n := 0
+	for {
+		ev := s.NextAny(t)
+		if ev.Event == "snapshot" {
+			n++
+			continue
+		}
+		if ev.Event != "overflow" || !strings.Contains(ev.Data, "this caller's share") {
+			t.Fatalf("after %d snapshots: %s %s; want an overflow event naming the caller's share", n, ev.Event, ev.Data)
+		}
+		break
+	}
+	if n >= 100 { // what was queued when the budget refused is dropped, so maybe none came
+		t.Fatalf("%d snapshots before the overflow; want fewer than the 100 marks the share holds", n)
+	}
+	s.Close()
+	<-done
+	if st := b.Stats(); st.Used != 0 || st.Refused == 0 {
+		t.Fatalf("budget %+v after the stream ended; want a refusal and nothing used", st)
 	}
 }
