@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/leasesvc/leasesvc/cmd/leasebench/internal/sockmix"
 	"github.com/leasesvc/leasesvc/internal/rawsession"
 )
 
@@ -19,16 +20,16 @@ import (
 // b.c.rateSockets session sockets, then over as many REST callers, at the
 // default rate limit.
 func rateMix(ctx context.Context, b *bench, bin string) ([]row, error) {
-	in, err := start(ctx, bin, b.tokens, b.policy, nil, b.stderr)
+	in, err := start(ctx, b, bin, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer in.stop()
+	defer in.Stop()
 	var served, limited, other atomic.Int64
 	var wg sync.WaitGroup
 	conns := make([]*websocket.Conn, b.c.rateSockets)
 	for i := range conns { // every socket opens before any acquires
-		c, err := openSocket(ctx, in.base, 0)
+		c, err := sockmix.OpenSocket(ctx, in.Base, b.auth.Header(0))
 		if err != nil {
 			return nil, fmt.Errorf("socket %d: %w", i, err)
 		}
@@ -88,12 +89,12 @@ func rateMix(ctx context.Context, b *bench, bin string) ([]row, error) {
 		go func() {
 			defer wg.Done()
 			for k := 0; time.Now().Before(end); k++ {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/leases/r.%d.%d:acquire", in.base, g, k),
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/leases/r.%d.%d:acquire", in.Base, g, k),
 					strings.NewReader(`{"holder":"h","ttlMs":60000}`))
 				if err != nil {
 					return
 				}
-				req.Header = authHeader(0)
+				req.Header = b.auth.Header(0)
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -122,13 +123,13 @@ func rateMix(ctx context.Context, b *bench, bin string) ([]row, error) {
 // principals, at the default settings, each acquiring one lease, and
 // keeps them heartbeating for b.c.duration.
 func scaleMix(ctx context.Context, b *bench, bin string) ([]row, error) {
-	in, err := start(ctx, bin, b.tokens, b.policy, nil, b.stderr)
+	in, err := start(ctx, b, bin, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer in.stop()
+	defer in.Stop()
 	time.Sleep(time.Second) // settle before the baseline
-	base, err := in.rss()
+	base, err := in.RSS()
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func scaleMix(ctx context.Context, b *bench, bin string) ([]row, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			a := &rawsession.Agent{URLs: []string{in.base}, Window: time.Second, Header: authHeader(i % b.c.principals)}
+			a := &rawsession.Agent{URLs: []string{in.Base}, Window: time.Second, Header: b.auth.Header(i % b.c.principals)}
 			if _, err := a.Open(ctx); err != nil {
 				refused.Add(1)
 				firstErr.CompareAndSwap(nil, err.Error())
@@ -177,7 +178,7 @@ func scaleMix(ctx context.Context, b *bench, bin string) ([]row, error) {
 		}
 	}()
 	time.Sleep(b.c.duration)
-	opened, err := in.rss()
+	opened, err := in.RSS()
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/leasesvc/leasesvc/cmd/leasebench/internal/benchinst"
 )
 
 // config is the command's flags.
@@ -83,9 +85,9 @@ type mix func(ctx context.Context, b *bench, bin string) ([]row, error)
 
 // bench is what the mixes share.
 type bench struct {
-	c              config
-	tokens, policy string
-	stderr         io.Writer
+	c      config
+	auth   *benchinst.Auth
+	stderr io.Writer
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -98,8 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{c: c, stderr: stderr}
-	if b.tokens, b.policy, err = writeAuthFiles(dir, c.principals); err != nil {
+	// Principal i's token is "sessionsockets-token-<i>-…".
+	b := &bench{c: c, auth: &benchinst.Auth{Tool: "sessionsockets"}, stderr: stderr}
+	if err := b.auth.Write(dir, c.principals); err != nil {
 		return err
 	}
 	mixes := map[string]mix{"unopened": unopened, "nonreading": nonReading, "rate": rateMix, "scale": scaleMix}

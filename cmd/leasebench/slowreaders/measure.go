@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
+
+	"github.com/leasesvc/leasesvc/cmd/leasebench/internal/benchinst"
+	"github.com/leasesvc/leasesvc/cmd/leasebench/internal/sockmix"
 )
 
 // mix is one scenario: which kinds of clients that never read it opens.
 type mix struct {
-	name                  string
-	prefix, single, lists bool
+	name                                        string
+	prefix, single, lists, unopened, nonreading bool
 }
 
 // mixes are the scenarios of issue 37, each alone and all at once.
@@ -19,7 +23,9 @@ var mixes = []mix{
 	{name: "prefix", prefix: true},
 	{name: "single", single: true},
 	{name: "lists", lists: true},
-	{name: "all", prefix: true, single: true, lists: true},
+	{name: "unopened", unopened: true},
+	{name: "nonreading", nonreading: true},
+	{name: "all", prefix: true, single: true, lists: true, unopened: true, nonreading: true},
 }
 
 // budget is a setting of the memory budget the scenarios run under.
@@ -45,27 +51,45 @@ type result struct {
 	turns               int         // churn turns (two changes each)
 	legitSnapshots      int         // snapshots a reading prefix stream of another principal got
 	legitFailure        string      // why it did not go live; "" when it did
+
+	unopened          *sockmix.UnopenedResult // the unopened session sockets; nil when the mix has none
+	nonreadingRan     bool                    // the mix had non-reading session sockets
+	nonreadingOpened  int                     // non-reading sockets that opened a session
+	nonreadingRefused map[string]int          // non-reading sockets refused, by upgrade status ("open": the open)
+	nonreadingEnded   map[string]int          // opened ones by how they ended: close status, "dropped", "open"
 }
 
+// bigLease is the lease, of 33 KB, that the non-reading session sockets
+// ask to acquire: held by principal 0, so each answer carries it.
+const bigLease = "big"
+
 // measure runs one binary through one mix under one budget: a fresh
-// instance, the leases stored, then the mix's clients from c.principals
-// principals, none reading, while churn changes holdings, for the window.
-func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens, policy string, stderr io.Writer) (result, error) {
+// instance (no rate limit), the leases stored, then the mix's clients
+// from c.principals principals, none reading, while churn changes
+// holdings, for the window. The non-reading session sockets open first,
+// then the REST clients, then the unopened sockets, which can take every
+// session slot.
+func measure(ctx context.Context, c config, bin string, b budget, mx mix, stderr io.Writer) (result, error) {
 	r := result{binary: bin, budget: b.name, mix: mx.name, statuses: map[int]int{}}
-	in, err := start(ctx, bin, tokens, policy, b.env, stderr)
+	in, err := benchinst.Start(ctx, bin, auth, append([]string{"LEASESVC_RATE_LIMIT=0"}, b.env...), stderr)
 	if err != nil {
 		return r, err
 	}
-	defer in.stop()
-	if err := seed(ctx, in.base, c.leases); err != nil {
+	defer in.Stop()
+	if err := seed(ctx, in.Base, c.leases); err != nil {
 		return r, err
 	}
-	if r.base, err = in.rss(); err != nil {
+	if mx.nonreading {
+		if err := sockmix.SeedBig(ctx, in.Base, auth.Header(0), bigLease); err != nil {
+			return r, err
+		}
+	}
+	if r.base, err = in.RSS(); err != nil {
 		return r, err
 	}
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	turns := make(chan int, 1)
-	go func() { turns <- churn(churnCtx, in.base, c.churn, stderr) }()
+	go func() { turns <- churn(churnCtx, in.Base, c.churn, stderr) }()
 	churned := false
 	stop := func() {
 		if !churned {
@@ -80,8 +104,32 @@ func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens
 			_ = conn.Close()
 		}
 	}()
+	var nr *sockmix.NonReading
+	stopAsking := make(chan struct{})
+	asking := true
+	stopNonReading := func() {
+		if asking {
+			close(stopAsking)
+			asking = false
+			if nr != nil {
+				nr.Wait()
+			}
+		}
+	}
+	defer func() {
+		stopNonReading()
+		if nr != nil {
+			nr.Close()
+		}
+	}()
+	if mx.nonreading {
+		header := func(i int) http.Header { return auth.Header(i % c.principals) }
+		if nr, err = sockmix.OpenNonReading(ctx, in.Base, c.nonreading, header, bigLease, c.rate, stopAsking, true); err != nil {
+			return r, err
+		}
+	}
 	open := func(path string, p int) error {
-		conn, err := stalled(in.addr, path, tokenOf(p))
+		conn, err := stalled(in.Addr, path, tokenOf(p))
 		if err == nil {
 			conns = append(conns, conn)
 		}
@@ -110,11 +158,16 @@ func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens
 			}
 		}
 	}
+	var u *sockmix.Unopened
+	if mx.unopened {
+		u = sockmix.OpenUnopened(ctx, in.Addr, c.sockets, func(i int) string { return tokenOf(i % c.principals) }, c.headerTimeout)
+		defer u.Close()
+	}
 	r.connections = len(conns)
 	r.peak = r.base
 	end := time.Now().Add(c.window)
 	for time.Now().Before(end) {
-		m, err := in.rss()
+		m, err := in.RSS()
 		if err != nil {
 			return r, err
 		}
@@ -126,7 +179,12 @@ func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens
 		}
 	}
 	stop()
-	openNow, err := established(in.addr, conns)
+	stopNonReading()
+	if u != nil {
+		ur := u.Result()
+		r.unopened = &ur
+	}
+	openNow, err := established(in.Addr, conns)
 	if err != nil {
 		return r, err
 	}
@@ -134,10 +192,16 @@ func measure(ctx context.Context, c config, bin string, b budget, mx mix, tokens
 	for _, conn := range conns {
 		r.statuses[status(conn)]++
 	}
+	if nr != nil {
+		// What each socket was sent until the instance closed it, if it
+		// did, is read in 5 s at most.
+		r.nonreadingRan, r.nonreadingOpened, r.nonreadingRefused = true, nr.Opened(), nr.Refused()
+		r.nonreadingEnded = nr.Finish(ctx, 5*time.Second)
+	}
 	// A principal that opened nothing reads a prefix stream of every
 	// lease while the others' clients still hang on.
-	r.legitSnapshots, r.legitFailure = legit(ctx, in.base, tokenOf(c.principals))
-	if m, err := in.rss(); err == nil {
+	r.legitSnapshots, r.legitFailure = legit(ctx, in.Base, tokenOf(c.principals))
+	if m, err := in.RSS(); err == nil {
 		r.peak = max(r.peak, m)
 	}
 	return r, nil
