@@ -269,7 +269,7 @@ func TestMemoryRefusesRequests(t *testing.T) {
 	}
 }
 
-// TestMemoryDefaultsServeLargePrefix: at the defaults (192 MiB, 48 MiB a
+// TestMemoryDefaultsServeLargePrefix: at the defaults (112 MiB, 28 MiB a
 // caller) a prefix stream of 10,000 leases and list pages of them are
 // served whole, nothing refused, and nothing stays charged.
 func TestMemoryDefaultsServeLargePrefix(t *testing.T) {
@@ -284,7 +284,7 @@ func TestMemoryDefaultsServeLargePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, _ := membudget.New(192<<20, 48<<20)
+	b, _ := membudget.New(112<<20, 28<<20)
 	c, done := memServer(t, m, Limits{Memory: b})
 	s := e2e.WatchPrefix(t, c, "many.", "")
 	for i := range n {

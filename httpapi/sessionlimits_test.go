@@ -207,7 +207,7 @@ func TestSessionBudgetRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	share, err := membudget.New(1<<30, httpapi.SocketCost*2+httpapi.SocketCost/4)
+	share, err := membudget.New(1<<30, httpapi.SocketCost*2+(httpapi.SessionCost-httpapi.SocketCost)/2) // two sockets, not a third, and no open
 	if err != nil {
 		t.Fatal(err)
 	}

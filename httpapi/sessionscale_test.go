@@ -18,7 +18,7 @@ import (
 // a caller, the rate limit of LEASESVC_RATE_LIMIT's default with
 // authentication: 100 a second, burst 200, and a memory budget of
 // LEASESVC_MEMORY_BUDGET's and LEASESVC_MEMORY_PER_CALLER's defaults:
-// 192 MiB, 48 MiB a caller), ten principals open 900 sessions, one in
+// 112 MiB, 28 MiB a caller), ten principals open 900 sessions, one in
 // nine acquires a lease (a write keeps half the bucket: 90 upgrades and
 // 10 writes a principal fit), each has a heartbeat acked (heartbeats take
 // nothing from the bucket); the 901st socket is refused (429), and
@@ -29,7 +29,7 @@ func TestSessionDefaultScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("900 sockets")
 	}
-	budget, err := membudget.New(192<<20, 48<<20)
+	budget, err := membudget.New(112<<20, 28<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

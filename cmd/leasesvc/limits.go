@@ -53,20 +53,21 @@ const (
 	// clients (this budget) and the garbage collector's headroom over it
 	// (the Go heap grows to about twice what is live between collections)
 	// stay under 512 MiB with room to spare. It holds 900 sessions' fixed
-	// cost (≈ 110 KiB each, ≈ 97 MiB) and as much again for streams,
-	// pages and bodies.
-	defaultMemory = 192 << 20
+	// cost (112 KiB each, ≈ 98 MiB) with room for a prefix stream of
+	// 10,000 leases beside them, and no more: issue 37's target is that
+	// no mix of clients grows an instance by 128 MiB, and what the budget
+	// holds is most of what they grow it by (192 MiB let all the mixes at
+	// once grow it by 151 MiB; 112 MiB, by 88: docs/performance.md).
+	defaultMemory = 112 << 20
 	// defaultMemoryPerCaller is LEASESVC_MEMORY_PER_CALLER's default: a
 	// quarter of the budget, so that no principal takes it all and four
-	// busy ones still fit. 100 prefix streams whose clients never read
-	// (each at most 1.5 × LEASESVC_STREAM_BUFFER) hold ≈ 38 MiB of it.
-	defaultMemoryPerCaller = 48 << 20
+	// busy ones still fit; 100 sessions (11 MiB) fit in it.
+	defaultMemoryPerCaller = 28 << 20
 	// softLimitMargin is what the Go runtime's soft memory limit allows
 	// beyond the budget when GOMEMLIMIT is not set: the process's own heap
 	// at rest and the collector's working margin. Without a limit the heap
-	// grows to twice what is live between collections, so the budget's
-	// 192 MiB could take ≈ 400 MiB of RSS; with it (320 MiB at the
-	// defaults) the collector runs sooner instead (docs/performance.md,
+	// grows to twice what is live between collections; with it (240 MiB
+	// at the defaults) the collector runs sooner instead (docs/performance.md,
 	// "Clients that do not read").
 	softLimitMargin = 128 << 20
 	// minMemory is the smallest budget and share: one list chunk and a

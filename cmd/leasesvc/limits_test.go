@@ -28,8 +28,8 @@ func TestLimitsDefaultsAndOverrides(t *testing.T) {
 	want := httpapi.Limits{BodyTimeout: 10 * time.Second, StreamsPerCaller: 100, Streams: 10000, StreamLifetime: time.Hour,
 		WaitingPerCaller: 100, Waiting: 10000, ReadyCache: time.Second, StreamRefresh: time.Second, RefreshPrefixes: 64, ListScanBudget: 10000,
 		WriteTimeout: 30 * time.Second, StreamBuffer: 256 << 10, PageBytes: 4 << 20}
-	if st := l.api.Memory.Stats(); st.Total != 192<<20 || st.Share != 48<<20 {
-		t.Fatalf("default memory budget %+v; want 192 MiB, 48 MiB a caller", st)
+	if st := l.api.Memory.Stats(); st.Total != 112<<20 || st.Share != 28<<20 {
+		t.Fatalf("default memory budget %+v; want 112 MiB, 28 MiB a caller", st)
 	}
 	l.api.Memory = nil
 	if l.api != want || l.headerTimeout != 10*time.Second || l.idleTimeout != 2*time.Minute || l.shutdown != 9*time.Second || l.pageTokenKey != nil || l.listenHost != "" {
