@@ -1,15 +1,19 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/backend/memory"
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/e2e"
 	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
 
@@ -58,6 +62,22 @@ func TestSessionDefaultScale(t *testing.T) {
 	if used := budget.Stats().Used; used > int64(session.DefaultMaxSessions)*(httpapi.SessionCost+1<<10) {
 		t.Fatalf("%d bytes charged for %d sessions", used, session.DefaultMaxSessions)
 	}
+	// Beside them, in the same instance at the same defaults, a prefix
+	// stream of 10,000 leases is served whole (docs/contract.md §16).
+	const many = 10000
+	for i := range many {
+		if _, err := in.m.Acquire(t.Context(), lease.AcquireRequest{Name: fmt.Sprintf("many.%05d", i), Holder: "h", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := e2e.WatchPrefix(t, e2e.Client{URL: in.srv.URL, Token: "reader"}, "many.", "")
+	for i := range many {
+		if ev := st.Next(t); ev.Event != "snapshot" {
+			t.Fatalf("event %d of the prefix stream beside %d sessions: %s %s; want a snapshot of each of %d leases",
+				i, session.DefaultMaxSessions, ev.Event, ev.Data, many)
+		}
+	}
+	st.Close()
 	for _, w := range ws {
 		_ = w.c.Close(websocket.StatusNormalClosure, "")
 	}
