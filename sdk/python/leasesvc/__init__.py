@@ -82,6 +82,7 @@ from .errors import (
     Unavailable,
     UnavailableError,
 )
+from .keeper import Holding, Keeper
 from .lease import (
     EVENT_ACQUIRED,
     EVENT_DELETED,
@@ -105,6 +106,7 @@ __all__ = [
     "AccessDeniedError", "Backoff", "Client", "Credentials", "CredentialsError", "DEFAULT_BACKOFF",
     "DEFAULT_DRIFT_MARGIN", "DEFAULT_RENEW_JITTER", "DEFAULT_TTL", "DEFAULT_WAIT", "EVENT_ACQUIRED",
     "EVENT_DELETED", "EVENT_EXPIRED", "EVENT_RELEASED", "EVENT_REVOKED", "EVENT_STATE", "Elector", "Event", "FieldError",
+    "Holding", "Keeper",
     "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
     "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
     "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionHeldError", "SessionsUnsupportedError", "StoppedError", "Term",

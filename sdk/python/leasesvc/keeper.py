@@ -1,0 +1,564 @@
+"""``Keeper``: keeps leases for one agent, by plain renewals or through a
+:class:`~leasesvc.Session` (issue 38; as etcd's ``concurrency.Session``
+keeps a lease apart from its ``Election``).
+
+It is the one place of the SDK that asks "through a session?": a
+:class:`Holding` it returns renews, releases and transfers the same way in
+either mode and owns the holding's deadline, the instant after which the
+agent must not act as holder:
+
+* plain renewals (REST): the local monotonic send time of the last
+  acquire or renew that succeeded + TTL × (1 − drift margin)
+  (:meth:`Holding._plain_deadline`, the one place of that formula);
+* through a session: the session's own deadline (the send time of the
+  last acknowledged heartbeat + window × (1 − drift margin), written in
+  :mod:`leasesvc.session`).
+
+Listeners (:meth:`Holding.on_change`) hear ``moved`` (the deadline moved
+or lease fields changed, such as ``yield_requested``), ``failed`` (a
+renewal failed and is retried), ``refused`` (renewals are refused for
+good; a release may still end the holding) and ``lost`` (the holding
+ended: revoked, taken, the session ended, a renew answered
+``lease_lost``, or the deadline passed with no confirmation; the cause is
+a :class:`~leasesvc.LeaseLostError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+
+from .backoff import Backoff
+from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseLostError, RateLimitedError,
+                     SessionsUnsupportedError)
+from .lease import Lease
+from .session import Session, SessionLimitError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client, _Cancel
+
+__all__ = ["Keeper", "Holding", "Clock", "PLAIN", "SESSION"]
+
+#: The keeper's modes.
+SESSION = "session"
+PLAIN = "plain"
+
+#: ``f(kind, info)``: kind "moved" (info: ``deadline``, ``lease`` (None for
+#: a heartbeat's ack), ``sent``, ``call`` (True when the agent's own call
+#: moved it)), "failed", "refused" or "lost" (info: ``error``).
+Listener = Callable[[str, Dict[str, Any]], None]
+
+
+class Clock:
+    """The keeper's clock: monotonic :meth:`now` (seconds) and
+    :meth:`wait` on a condition until woken or ``timeout`` passes on this
+    clock. Tests pass a fake one whose time moves only when told."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        """The monotonic time, seconds."""
+        return self._now()
+
+    def wait(self, cond: threading.Condition, timeout: Optional[float]) -> None:
+        """Wait on ``cond`` (held) up to ``timeout`` seconds (None: until
+        notified)."""
+        cond.wait(None if timeout is None else max(0.0, timeout))
+
+
+def _retry_delay(backoff: Backoff, err: BaseException, failures: int) -> float:
+    """The backoff, or a 429's Retry-After when longer."""
+    d = backoff.delay(failures)
+    if isinstance(err, RateLimitedError) and err.retry_after > d:
+        return err.retry_after
+    return d
+
+
+class Holding:
+    """One lease a :class:`Keeper` holds, from its acquire until it is
+    released, transferred or lost. Safe for use by many threads."""
+
+    def __init__(self, keeper: "Keeper", lease: Lease, sent: float, session: Optional[Session]) -> None:
+        self.name = lease.name
+        self.holder = lease.holder
+        self.token = lease.fencing_token
+        self._k = keeper
+        self._clock = keeper.clock
+        self._sess = session
+        self._cond = threading.Condition()
+        self._lease = lease
+        self._listeners: Dict[int, Listener] = {}
+        self._seq = 0
+        self._over = False  # released, transferred or lost
+        #: Why the holding was lost (a LeaseLostError), None while held or
+        #: after a release or transfer.
+        self.cause: Optional[BaseException] = None
+        self.ended = threading.Event()
+        self._watch = 0
+        if session is None:
+            self._deadline: Optional[float] = self._plain_deadline(sent)
+            self._next = sent + keeper._jittered()
+            self._failures = 0
+            self._last_err: Optional[BaseException] = None
+            self._stopped = False  # renewals refused for good
+            threading.Thread(target=self._renewals, name=f"leasesvc-keeper-{self.name}", daemon=True).start()
+        else:
+            self._deadline = session.deadline()
+            self._watch = session._watch(self.name, self.token, self._on_session)
+            if not session._holds(self.name, self.token):  # lost before the watch began
+                self._lose(LeaseLostError("the session no longer holds the lease"))
+
+    # --- state ----------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """"session" or "plain": how the holding is kept."""
+        return PLAIN if self._sess is None else SESSION
+
+    @property
+    def lease(self) -> Lease:
+        """The latest lease seen: the acquire's answer, then each renew's
+        (with ``yield_requested`` set by a yield push)."""
+        with self._cond:
+            return self._lease
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """The monotonic instant after which the agent must not act as
+        holder; None while a session has no acknowledged heartbeat."""
+        with self._cond:
+            return self._deadline
+
+    @property
+    def cancel_before_cap(self) -> float:
+        """The most a leader should stop before the deadline and still lead:
+        a tenth of a session's window (no bound for plain renewals)."""
+        return math.inf if self._sess is None else self._sess.window / 10
+
+    @property
+    def lost(self) -> bool:
+        """Whether the holding was lost (not released or transferred)."""
+        return self.cause is not None
+
+    def _plain_deadline(self, sent: float) -> float:
+        """THE plain deadline: the send time of the last acquire or renew
+        that succeeded + TTL × (1 − drift margin)."""
+        return sent + self._k.ttl * (1 - self._k.drift_margin)
+
+    def wait_deadline(self, after: float, timeout: float) -> Optional[float]:
+        """Wait up to ``timeout`` seconds (on the keeper's clock) for a
+        deadline later than ``after``; the deadline then, None once the
+        holding is over."""
+        end = self._clock.now() + timeout
+        with self._cond:
+            while not self._over and (self._deadline is None or self._deadline <= after):
+                left = end - self._clock.now()
+                if left <= 0:
+                    break
+                self._clock.wait(self._cond, left)
+            return None if self._over else self._deadline
+
+    # --- listeners ------------------------------------------------------
+
+    def on_change(self, fn: Listener) -> int:
+        """Call ``fn(kind, info)`` on every change; returns a handle for
+        :meth:`off`. It must not block."""
+        with self._cond:
+            self._seq += 1
+            self._listeners[self._seq] = fn
+            return self._seq
+
+    def off(self, handle: int) -> None:
+        """Stop calling the listener of ``handle``."""
+        with self._cond:
+            self._listeners.pop(handle, None)
+
+    def _tell(self, kind: str, info: Dict[str, Any]) -> None:
+        with self._cond:
+            fns = list(self._listeners.values())
+        for fn in fns:
+            try:
+                fn(kind, info)
+            except Exception:
+                self._k.log.exception("leasesvc keeper: a %s listener raised", kind)
+
+    def _moved(self, lease: Optional[Lease], sent: Optional[float], call: bool) -> None:
+        """A renew answered (``lease``, sent at ``sent``) or a heartbeat's
+        ack moved the deadline."""
+        with self._cond:
+            if self._over:
+                return
+            if lease is not None:
+                if lease.checkpoint is None:  # (it survives; keep what the acquire inherited)
+                    lease.checkpoint, lease.checkpoint_token = self._lease.checkpoint, self._lease.checkpoint_token
+                self._lease = lease
+            if self._sess is None and sent is not None:
+                d = self._plain_deadline(sent)
+                if self._deadline is None or d > self._deadline:
+                    self._deadline = d
+                self._failures, self._last_err = 0, None
+            elif self._sess is not None:
+                self._deadline = self._sess.deadline()
+            deadline = self._deadline
+            self._cond.notify_all()
+        self._tell("moved", {"deadline": deadline, "lease": lease, "sent": sent, "call": call})
+
+    def _lose(self, err: BaseException) -> None:
+        """The holding ended without a release or transfer."""
+        with self._cond:
+            if self._over:
+                return
+            self._over, self.cause = True, err
+            self._cond.notify_all()
+        self._end_watch()
+        self.ended.set()
+        self._k._forget(self)
+        self._tell("lost", {"error": err})
+
+    def _finish(self) -> None:
+        """A release or transfer ended the holding."""
+        with self._cond:
+            if self._over:
+                return
+            self._over = True
+            self._cond.notify_all()
+        self._end_watch()
+        self.ended.set()
+        self._k._forget(self)
+
+    def _end_watch(self) -> None:
+        if self._sess is not None and self._watch:
+            self._sess._unwatch(self._watch)
+            self._watch = 0
+
+    def _on_session(self, kind: str, msg: Dict[str, Any]) -> None:
+        """What the session pushes about this holding."""
+        if kind == "deadline":
+            self._moved(None, None, False)
+        elif kind == "yield":
+            with self._cond:
+                old = self._lease
+            self._moved(dataclasses.replace(old, yield_requested=True, yield_to=str(msg.get("to", ""))), None, False)
+        else:
+            self._lose(LeaseLostError(f"the session reports the lease {kind}: {msg.get('reason', '')}".rstrip(": ")))
+
+    # --- plain renewals -------------------------------------------------
+
+    def _renewals(self) -> None:
+        """The plain renewal loop: renew every interval (less jitter), retry
+        failures after the backoff, lose the holding at the deadline."""
+        k = self._k
+        while True:
+            with self._cond:
+                while not self._over and not self._stopped:
+                    now = self._clock.now()
+                    assert self._deadline is not None
+                    if now >= self._deadline or now >= self._next:
+                        break
+                    self._clock.wait(self._cond, min(self._deadline, self._next) - now)
+                if self._over or self._stopped:
+                    return
+                now = self._clock.now()
+                late = now >= self._deadline  # type: ignore[operator]
+                last = self._last_err
+            if late:
+                err = LeaseLostError("no renewal confirmed before the deadline"
+                                     + (f": {last}" if last is not None else ""))
+                if last is not None:
+                    err.__cause__ = last
+                k.log.warning("leasesvc keeper %s (%s): %s", self.name, self.holder, err)
+                self._lose(err)
+                return
+            sent = self._clock.now()
+            try:
+                r = k.client._renew(self.name, self.holder, self.token, attempts=1, timeout=k._attempt_timeout())
+            except LeaseLostError as e:
+                self._lose(e)
+                return
+            except (InvalidArgumentError, AccessDeniedError) as e:
+                with self._cond:
+                    self._stopped = True
+                self._tell("refused", {"error": e})
+                return
+            except Exception as e:  # retried until the deadline
+                if not isinstance(e, LeaseError):
+                    e = LeaseError(f"renew: {e}")
+                with self._cond:
+                    self._last_err = e
+                    self._next = self._clock.now() + _retry_delay(k.retry_backoff, e, self._failures)
+                    self._failures += 1
+                self._tell("failed", {"error": e})
+                continue
+            with self._cond:
+                self._next = sent + k._jittered()
+            self._moved(Lease.from_json(r), sent, False)
+
+    # --- operations -----------------------------------------------------
+
+    def renew(self, checkpoint: Optional[Dict[str, Any]] = None, *, metadata: Optional[Dict[str, Any]] = None,
+              timeout: Optional[float] = None) -> Lease:
+        """Renew now, writing ``checkpoint`` and/or ``metadata`` if given,
+        through the session or REST (whichever keeps the holding).
+
+        Raises:
+            LeaseLostError: the holding is over (it is then lost).
+            LeaseError: the service refused or could not be reached.
+        """
+        t = self._k._attempt_timeout() if timeout is None else timeout
+        sent = self._clock.now()
+        try:
+            if self._sess is not None:
+                r = self._sess._renew(self.name, self.holder, self.token, metadata=metadata, checkpoint=checkpoint,
+                                      timeout=t)
+            else:
+                r = self._k.client._renew(self.name, self.holder, self.token, metadata=metadata,
+                                          checkpoint=checkpoint, attempts=1, timeout=t)
+        except LeaseLostError as e:
+            self._lose(e)
+            raise
+        lease = Lease.from_json(r)
+        self._moved(lease, sent, True)
+        return lease
+
+    def release(self, checkpoint: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None) -> Lease:
+        """End the holding now, writing ``checkpoint`` if given. After
+        success the holding is ended (not lost).
+
+        Raises:
+            LeaseError: the service refused or could not be reached.
+        """
+        t = self._k.release_timeout if timeout is None else timeout
+        if self._sess is not None:
+            r = self._sess._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=t)
+        else:
+            r = self._k.client._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=t,
+                                        attempts=self._k.client.max_attempts)
+        self._finish()
+        return Lease.from_json(r)
+
+    def transfer(self, to: str, reserve: Optional[float] = None, checkpoint: Optional[Dict[str, Any]] = None, *,
+                 timeout: Optional[float] = None) -> Lease:
+        """Hand the holding over to ``to`` (reserved ``reserve`` seconds;
+        None: the service's default), writing ``checkpoint`` if given.
+        After success the holding is ended (not lost).
+
+        Raises:
+            LeaseError: the service refused or could not be reached.
+        """
+        body: Dict[str, Any] = {"holder": self.holder, "fencingToken": self.token, "to": to}
+        if checkpoint is not None:
+            body["checkpoint"] = checkpoint
+        if reserve is not None:
+            body["reserveMs"] = max(1, int(round(reserve * 1000)))
+        t = self._k.release_timeout if timeout is None else timeout
+        if self._sess is not None:
+            r = self._sess._transfer(dict(body, name=self.name), timeout=t)
+        else:
+            r = self._k.client._transfer(self.name, body, timeout=t)
+        self._finish()
+        return Lease.from_json(r)
+
+
+class Keeper:
+    """Keeps leases for one agent, by plain renewals or through a session.
+
+    Args:
+        client: the :class:`~leasesvc.Client` to call.
+        mode: "session" (default: the Client's shared session, opened on the
+            first hold; plain renewals when the service offers no sessions or
+            its session limit is reached, said in the log), "plain" (forced),
+            or a :class:`~leasesvc.Session` to hold through.
+        window: with mode "session", open a session of the keeper's own with
+            this heartbeat window (seconds) on the first hold, rather than
+            share the Client's; :meth:`close` closes it.
+        ttl: the plain renewals' TTL, seconds.
+        renew_interval: seconds between plain renewals; default TTL/3.
+        renew_jitter: fraction of ``renew_interval`` by which renewals come
+            early at random.
+        drift_margin: fraction of the TTL given up to clock-rate differences.
+        retry_backoff: spaces the retries of a failed renewal.
+        release_timeout: bounds releases and transfers, seconds.
+        clock: a :class:`Clock` or a monotonic ``now`` function (a session's
+            clock must be the same).
+        logger: default ``logging.getLogger("leasesvc")``.
+        label: prefixes the log lines (default ``"leasesvc keeper"``).
+    """
+
+    def __init__(self, client: "Client", *, mode: Union[str, Session] = SESSION, window: Optional[float] = None,
+                 ttl: float = 30.0,
+                 renew_interval: Optional[float] = None, renew_jitter: float = 0.1, drift_margin: float = 0.1,
+                 retry_backoff: Optional[Backoff] = None, release_timeout: float = 5.0,
+                 clock: Union[Clock, Callable[[], float], None] = None, logger: Optional[logging.Logger] = None,
+                 label: str = "leasesvc keeper") -> None:
+        if client is None:
+            raise ValueError("leasesvc.Keeper: client is None")
+        if not isinstance(mode, Session) and mode not in (SESSION, PLAIN):
+            raise ValueError(f"leasesvc.Keeper: mode {mode!r} must be 'session', 'plain' or a Session")
+        if ttl < 0.001:
+            raise ValueError(f"leasesvc.Keeper: ttl {ttl} must be at least a millisecond")
+        if not 0.01 <= drift_margin <= 0.5:
+            raise ValueError(f"leasesvc.Keeper: drift_margin {drift_margin} must be within 0.01 … 0.5")
+        self.client = client
+        self._want: Union[str, Session] = mode
+        self.window = window
+        self.ttl = ttl
+        self.renew_interval = ttl / 3 if renew_interval is None else renew_interval
+        self.renew_jitter = renew_jitter
+        self.drift_margin = drift_margin
+        if retry_backoff is None:
+            initial = max(0.001, min(0.1, ttl / 30))
+            retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
+        self.retry_backoff = retry_backoff
+        self.release_timeout = release_timeout
+        self.clock = clock if isinstance(clock, Clock) else Clock(clock or time.monotonic)
+        self.log = logger or logging.getLogger("leasesvc")
+        self.label = label
+        self._mu = threading.Lock()
+        self._mode = ""  # what the last hold used, once said in the log
+        self._holdings: List[Holding] = []
+        self._opened: Optional[Session] = None  # a session this keeper opened itself
+        self._closed = False
+
+    @property
+    def mode(self) -> str:
+        """"session" or "plain": what the last hold used ("" before one)."""
+        return self._mode
+
+    def _jittered(self) -> float:
+        d = self.renew_interval
+        return d - random.random() * self.renew_jitter * d
+
+    def _attempt_timeout(self) -> float:
+        return max(0.001, min(self.client.request_timeout, self.renew_interval))
+
+    def _say(self, mode: str, line: str) -> None:
+        if self._mode != mode:
+            self._mode = mode
+            self.log.info("%s: %s", self.label, line)
+
+    def session(self) -> Optional[Session]:
+        """The session the next hold goes through, None for plain renewals;
+        says in the log which, when it changes.
+
+        Raises:
+            LeaseError: the shared session could not be opened.
+            RuntimeError: the session given to the keeper is closed.
+        """
+        want = self._want
+        if want == PLAIN:
+            self._say(PLAIN, "plain renewals (forced)")
+            return None
+        if isinstance(want, Session):
+            if want.closed:
+                raise RuntimeError("leasesvc.Keeper: its session is closed")
+            s = want
+        else:
+            try:
+                s = self.client._shared_session() if self.window is None else self._own_session(self.window)
+            except SessionsUnsupportedError as e:
+                self._say(PLAIN, f"plain renewals (the service offers no sessions: {e.status})")
+                return None
+            except SessionLimitError:  # not remembered: the next hold asks again
+                self._say(PLAIN, "plain renewals (the service's session limit is reached)")
+                return None
+        self._say(SESSION, f"holding through a session (window {s.window:g}s)")
+        return s
+
+    def hold(self, name: str, holder: str, *, metadata: Optional[Dict[str, Any]] = None, wait: float = 0.0,
+             priority: Optional[int] = None, preempt: bool = False, cancel: Optional["_Cancel"] = None) -> Holding:
+        """Acquire ``name`` as ``holder`` (waiting on the service up to
+        ``wait`` seconds) and keep it.
+
+        Raises:
+            LeaseHeldError, LeaseReservedError, SessionHeldError, ...: the
+                SDK's typed errors, as the acquire answered.
+        """
+        with self._mu:
+            if self._closed:
+                raise RuntimeError("leasesvc.Keeper: closed")
+        sess = self.session()
+        sent = self.clock.now()
+        if sess is not None:
+            d = sess._acquire(name, holder, metadata=metadata, wait=wait, priority=priority, preempt=preempt,
+                              cancel=cancel)
+            h = Holding(self, Lease.from_json(d), sent, sess)
+        else:
+            try:
+                d = self.client._acquire(name, holder, self.ttl, metadata=metadata, wait=wait, priority=priority,
+                                         preempt=preempt, attempts=1, cancel=cancel)
+            except LeaseError:
+                if cancel is not None and cancel.cancelled:
+                    self._abandon(name, holder)
+                raise
+            lease = Lease.from_json(d)
+            if self.clock.now() - sent > self.renew_interval / 2:
+                # The acquire waited on the service: the holding began well
+                # after it was sent. A renew sent now gives a deadline that
+                # is not mostly spent already.
+                now = self.clock.now()
+                try:
+                    r = Lease.from_json(self.client._renew(name, holder, lease.fencing_token, attempts=1,
+                                                           timeout=self._attempt_timeout()))
+                    if r.checkpoint is None:
+                        r.checkpoint, r.checkpoint_token = lease.checkpoint, lease.checkpoint_token
+                    lease, sent = r, now
+                except LeaseLostError:
+                    raise
+                except LeaseError:
+                    pass  # keep the acquire's deadline, however short
+            h = Holding(self, lease, sent, None)
+        with self._mu:
+            self._holdings.append(h)
+        return h
+
+    def _abandon(self, name: str, holder: str) -> None:
+        """Release a holding that an acquire cancelled in flight may have
+        obtained without the keeper hearing of it."""
+        try:
+            lease = self.client.get(name)
+            if lease.held and lease.holder == holder:
+                self.client._release(name, holder, lease.fencing_token, attempts=2, timeout=self.release_timeout)
+        except LeaseError:
+            pass
+
+    def _forget(self, h: Holding) -> None:
+        with self._mu:
+            if h in self._holdings:
+                self._holdings.remove(h)
+
+    def _own_session(self, window: float) -> Session:
+        """The session of this keeper's own (closed by :meth:`close`),
+        opened on first use (again after it closed)."""
+        with self._mu:
+            s = self._opened
+            if s is None or s.closed:
+                s = self.client.open_session(window, self.drift_margin, logger=self.log, clock=self.clock.now)
+                self._opened = s
+            return s
+
+    def close(self) -> None:
+        """Release what the keeper still holds and close a session it
+        opened itself."""
+        with self._mu:
+            self._closed = True
+            hs, self._holdings = list(self._holdings), []
+        for h in hs:
+            try:
+                h.release()
+            except LeaseError as e:
+                self.log.warning("%s: release of %s failed: %s", self.label, h.name, e)
+                h._finish()
+        if self._opened is not None:
+            self._opened.close()
+
+    def __enter__(self) -> "Keeper":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
