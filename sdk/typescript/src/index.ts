@@ -32,6 +32,12 @@ export {
   UnavailableError,
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
+export { Keeper } from "./keeper.js";
+export type { HoldOptions, KeeperLogger, KeeperMode, KeeperOptions } from "./keeper.js";
+export { Holding, checkCheckpoint } from "./holding.js";
+export type { HoldingEvent, HoldingState } from "./holding.js";
+export { systemClock } from "./clock.js";
+export type { Clock } from "./clock.js";
 export { Session, SessionEndedError, SessionsUnsupportedError, silentMinMs, silentWindows } from "./session.js";
 export type { HoldingWatcher, SessionAcquireRequest, SessionCallOptions, SessionOptions, SessionRenewRequest, SessionTransferRequest } from "./session.js";
 export { isNewer, parseEvent } from "./event.js";

@@ -1,0 +1,91 @@
+import { clockSleep } from "./clock.js";
+import { UnavailableError } from "./errors.js";
+import { Holding, type HoldingDeps, type LetGo } from "./holding.js";
+import type { Lease } from "./lease.js";
+import type { HoldRequest } from "./plainholding.js";
+import type { Session } from "./session.js";
+
+/**
+ * SessionHolding keeps a lease through a session (docs/contract.md §14):
+ * the session's acknowledged heartbeats move its deadline, which is the
+ * session's own (Session.deadline(): the send time of the last
+ * acknowledged heartbeat + window × (1 − driftMargin), on
+ * performance.now()); lost and revoked pushes and the session's end end
+ * it; a yield push shows on the lease (yieldRequested); writes, the
+ * release and the transfer travel over the session's socket, which keeps
+ * rules A1–A3 of moves between sockets.
+ */
+export class SessionHolding extends Holding {
+  readonly mode = "session" as const;
+  readonly periodMs: number;
+  readonly #s: Session;
+  #unwatch: (() => void) | undefined;
+
+  constructor(deps: HoldingDeps, s: Session, lease: Lease, holder: string) {
+    super(deps, lease, holder);
+    this.#s = s;
+    this.periodMs = s.windowMs;
+  }
+
+  /** The session's deadline (written once, in Session.deadline). */
+  get deadline(): number {
+    return this.#s.deadline();
+  }
+
+  get confirmedAt(): number {
+    return this.#s.lastAckSentAt;
+  }
+
+  /**
+   * Acquires name through s and resolves to the holding, not yet started,
+   * once the session's deadline lies more than aheadMs(window) ahead
+   * (waiting up to a window for an acknowledged heartbeat).
+   */
+  static async acquire(deps: HoldingDeps, s: Session, name: string, req: HoldRequest, aheadMs: number, signal: AbortSignal | undefined): Promise<SessionHolding> {
+    const l = await s.acquire(name, { holder: req.holder, metadata: req.metadata, waitMs: req.waitMs, priority: req.priority, preempt: req.preempt }, { signal });
+    const clock = deps.clock;
+    const until = clock.now() + s.windowMs;
+    while (s.deadline() - aheadMs <= clock.now()) {
+      if (s.ended || clock.now() >= until) throw new UnavailableError(`leasesvc keeper: no heartbeat of the session acknowledged in time to hold "${name}"`);
+      if (!(await clockSleep(clock, Math.max(1, s.heartbeatMs / 4), signal))) throw signal?.reason ?? new Error("aborted");
+    }
+    if (s.heldToken(name, req.holder) !== l.fencingToken) throw new UnavailableError(`leasesvc keeper: the holding of "${name}" was lost while acquired`);
+    return new SessionHolding(deps, s, l, req.holder);
+  }
+
+  /** Releases a holding of name by holder that an abandoned acquire may have obtained. */
+  static async abandon(s: Session, name: string, holder: string, signal: AbortSignal): Promise<void> {
+    const token = s.heldToken(name, holder);
+    if (token > 0) await s.release(name, holder, token, { signal }).catch(() => undefined);
+  }
+
+  override start(): void {
+    this.#unwatch = this.#s.watchHolding(this.name, {
+      token: this.token,
+      lost: (err) => this.lose(err, true),
+      yieldTo: (to) => this.changed({ ...this.lease, yieldRequested: true, yieldTo: to }),
+      acked: () => this.moved(),
+    });
+    super.start();
+  }
+
+  protected halt(): void {
+    this.#unwatch?.();
+    this.#unwatch = undefined;
+  }
+
+  protected async write(checkpoint: Record<string, unknown> | undefined, signal: AbortSignal | undefined): Promise<Lease> {
+    const l = await this.#s.renew(this.name, { holder: this.holder, fencingToken: this.token, checkpoint }, { signal });
+    this.changed(l);
+    return l;
+  }
+
+  protected async sendRelease(req: LetGo, signal: AbortSignal): Promise<Lease | undefined> {
+    if (this.#s.ended) return undefined; // the service released it with the session
+    return await this.#s.release(this.name, req.holder, req.fencingToken, { signal, checkpoint: req.checkpoint });
+  }
+
+  protected sendTransfer(req: LetGo & { to: string; reserveMs?: number | undefined }, signal: AbortSignal): Promise<Lease> {
+    return this.#s.transfer(this.name, req, { signal });
+  }
+}
