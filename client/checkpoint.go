@@ -79,15 +79,14 @@ func (e *Elector) SetCheckpoint(v any) error {
 // setPending stores cp as the term's pending checkpoint.
 func (e *Elector) setPending(cp json.RawMessage) (*term, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	t := e.term
+	e.mu.Unlock()
 	if t == nil {
 		return nil, ErrNotLeading
 	}
-	if t.ended != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotLeading, t.ended)
+	if err := t.setPending(cp); err != nil {
+		return nil, err
 	}
-	t.pending, t.gen = cp, t.gen+1
 	return t, nil
 }
 
@@ -138,11 +137,11 @@ func (e *Elector) Transfer(ctx context.Context, to string, checkpoint any) error
 	}
 	e.mu.Lock()
 	t := e.term
+	e.mu.Unlock()
 	var ended error
 	if t != nil {
-		ended = t.ended
+		ended = t.endedErr()
 	}
-	e.mu.Unlock()
 	switch {
 	case t == nil:
 		return ErrNotLeading

@@ -95,9 +95,9 @@ type Elector struct {
 	leaderHolder string
 	leaderToken  int64
 
-	// sess is the session Run holds the lease through; nil: plain
-	// renewals. Set by Run before it campaigns.
-	sess *Session
+	// keeper holds the lease for Run: ElectorConfig.Keeper, or one Run
+	// builds from the config. Set by Run before it campaigns.
+	keeper *Keeper
 	// cancelBefore is ElectorConfig.CancelBefore as given (0: the default,
 	// which a session's window may lower) and plainCancelBefore the value
 	// with plain renewals.
@@ -183,7 +183,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return errors.New("client: Elector.Run: already running")
 	}
 	defer e.running.Store(false)
-	sess, done, err := e.holdWith(ctx)
+	k, done, err := e.keep(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -192,22 +192,22 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	defer done()
 	e.mu.Lock()
-	e.sess = sess
+	e.keeper = k
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		e.sess = nil
+		e.keeper = nil
 		e.mu.Unlock()
 	}()
 	for {
-		l, sent, err := e.campaign(ctx)
+		h, sent, err := e.campaign(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("client: elector %q: %w", e.name, err)
 		}
-		if done := e.lead(ctx, l, sent); done {
+		if done := e.lead(ctx, h, sent); done {
 			return nil
 		}
 	}
@@ -242,9 +242,9 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// campaign acquires the lease, returning it and the local time at which the
-// acquire (or the renew that confirmed it) was sent.
-func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
+// campaign acquires the lease through the Elector's Keeper, returning the
+// holding and the local time at which its acquire was sent.
+func (e *Elector) campaign(ctx context.Context) (*Holding, time.Time, error) {
 	failures := 0
 	// The first acquire, and the first after a failure, does not wait: the
 	// answer says at once who leads (OnNewLeader, Leader). The next ones wait
@@ -252,7 +252,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 	wait := false
 	for {
 		if ctx.Err() != nil {
-			return Lease{}, time.Time{}, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		}
 		req := AcquireRequest{Holder: e.cfg.Holder, TTL: e.cfg.TTL, Metadata: e.cfg.Metadata,
 			Priority: e.cfg.Priority, Candidate: e.candidate()}
@@ -261,39 +261,22 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 			req.Preempt = e.cfg.Preempt && req.Wait > 0
 		}
 		sent := e.cfg.Clock.Now()
-		l, err := e.acquireOnce(ctx, req)
+		h, err := e.keeper.Acquire(ctx, e.name, req)
 		var held *HeldError
 		var reserved *ReservedError
 		switch {
-		case err == nil && e.sess != nil:
-			e.observe(l)
-			// The session's heartbeats, not the acquire, bound the term.
-			if e.awaitSession(ctx, l) {
-				return l, sent, nil
+		case err == nil:
+			e.observe(h.Lease())
+			// An acquire that waited on the service began its holding well
+			// after it was sent: lead on a deadline not mostly spent.
+			if h.Fresh(ctx, e.cfg.CancelBefore) {
+				return h, sent, nil
 			}
 			if ctx.Err() != nil {
-				return Lease{}, time.Time{}, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			}
-		case err == nil:
-			e.observe(l)
-			if e.cfg.Clock.Now().Sub(sent) <= e.cfg.RenewInterval/2 {
-				return l, sent, nil
-			}
-			// The acquire waited on the service: the holding began well after
-			// it was sent. A renew sent now gives a deadline that is not
-			// mostly spent already.
-			now := e.cfg.Clock.Now()
-			r, err := e.c.renew(ctx, e.name, RenewRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken}, callOpts{attempts: 1, timeout: e.attemptTimeout()})
-			if err == nil {
-				r.Proof = l.Proof // a renew's answer carries none: the holding's is the acquire's
-				return r, now, nil
-			}
-			if errors.Is(err, ErrLost) {
-				continue // it ran out meanwhile: campaign again
-			}
-			return l, sent, nil // lead on the acquire's deadline, however short
-		case ctx.Err() != nil: // acquireOnce gave up what it may have taken
-			return Lease{}, time.Time{}, ctx.Err()
+		case ctx.Err() != nil: // the Keeper gave up what the acquire may have taken
+			return nil, time.Time{}, ctx.Err()
 		case errors.As(err, &held):
 			failures = 0
 			e.observe(held.Lease)
@@ -303,7 +286,7 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 			}
 			// No waiting (or the service answered early): poll.
 			if !e.sleep(ctx, e.jittered(e.cfg.RenewInterval)) {
-				return Lease{}, time.Time{}, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			}
 		case errors.As(err, &reserved):
 			// Free, but reserved for another for a few seconds: wait on the
@@ -314,15 +297,15 @@ func (e *Elector) campaign(ctx context.Context) (Lease, time.Time, error) {
 				continue
 			}
 			if !e.sleep(ctx, e.jittered(min(e.cfg.RenewInterval, max(reserved.RetryAfter, time.Millisecond)))) {
-				return Lease{}, time.Time{}, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			}
 		case permanent(err) || errors.Is(err, ErrSessionClosed):
-			return Lease{}, time.Time{}, err
+			return nil, time.Time{}, err
 		default:
 			wait = false
 			e.cfg.Logger.Warn("leasesvc elector: acquire failed", "lease", e.name, "holder", e.cfg.Holder, "err", err)
 			if !e.sleep(ctx, e.retryDelay(err, failures)) {
-				return Lease{}, time.Time{}, ctx.Err()
+				return nil, time.Time{}, ctx.Err()
 			}
 			failures++
 		}
@@ -339,74 +322,7 @@ func (e *Elector) candidate() bool { return e.cfg.Priority > 0 || e.cfg.Preempt 
 // sooner. (A 503's Retry-After is not waited for: a leader's safe deadline
 // does not wait, and the backoff already spaces the retries.)
 func (e *Elector) retryDelay(err error, failures int) time.Duration {
-	d := e.cfg.RetryBackoff.Delay(failures)
-	var ce *Error
-	if errors.As(err, &ce) && errors.Is(ce, ErrRateLimited) && ce.RetryAfter > d {
-		return ce.RetryAfter
-	}
-	return d
-}
-
-// acquireOnce sends one acquire of the campaign. When ctx ends while it is
-// in flight, it gives up what the acquire may have taken, so followers need
-// not wait for a holding nobody renews to run out, and returns ctx's error.
-//
-// An acquire that does not wait is not cancelled then: a request cancelled
-// in flight may still be decided by the service after anything read to
-// find out, so the answer is awaited (up to ReleaseTimeout) and the holding
-// it gives released by its token. A waiting acquire is cancelled, so that
-// the service stops waiting, and what the lease shows afterwards is
-// released if it is this holder's (abandon).
-func (e *Elector) acquireOnce(ctx context.Context, req AcquireRequest) (Lease, error) {
-	if e.sess != nil {
-		// The session releases what an acquire it gave up on takes.
-		return e.sess.Acquire(ctx, e.name, req)
-	}
-	if req.Wait > 0 {
-		l, err := e.c.acquire(ctx, e.name, req, callOpts{attempts: 1})
-		if err != nil && ctx.Err() != nil {
-			e.abandon()
-		}
-		return l, err
-	}
-	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	type answer struct {
-		l   Lease
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		l, err := e.c.acquire(actx, e.name, req, callOpts{attempts: 1})
-		ch <- answer{l, err}
-	}()
-	select {
-	case a := <-ch:
-		return a.l, a.err
-	case <-ctx.Done():
-	}
-	stop := time.AfterFunc(e.cfg.ReleaseTimeout, cancel) // the process's clock, as release's timeout
-	defer stop.Stop()
-	if a := <-ch; a.err == nil {
-		rctx, rcancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
-		defer rcancel()
-		_, _ = e.c.release(rctx, e.name, ReleaseRequest{Holder: e.cfg.Holder, FencingToken: a.l.FencingToken}, callOpts{attempts: 2})
-	} else {
-		e.abandon() // no answer: what the lease shows
-	}
-	return Lease{}, ctx.Err()
-}
-
-// abandon releases a holding that an acquire cancelled in flight may have
-// obtained without this Elector hearing of it, so followers need not wait
-// for it to run out.
-func (e *Elector) abandon() {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
-	defer cancel()
-	l, err := e.c.Get(ctx, e.name)
-	if err == nil && l.Held && l.Holder == e.cfg.Holder {
-		_, _ = e.c.release(ctx, e.name, ReleaseRequest{Holder: e.cfg.Holder, FencingToken: l.FencingToken}, callOpts{attempts: 2})
-	}
+	return retryDelay(e.cfg.RetryBackoff, err, failures)
 }
 
 // jittered returns d less a random part of up to RenewJitter of it.
@@ -436,28 +352,29 @@ const (
 	stepResigned
 )
 
-// lead runs one term of leadership for the holding l, acquired or renewed
-// by a request sent at sent: it starts OnStartedLeading, lets the term
-// renew, and decides when to stop leading (a graceful stop, a step-down, a
+// lead runs one term of leadership for the holding h, acquired by a
+// request sent at sent: it starts OnStartedLeading, lets the term renew,
+// and decides when to stop leading (a graceful stop, a step-down, a
 // resignation). It returns true when Run should return (a graceful stop or
 // a resignation) and false to campaign again.
-func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
-	if !e.cfg.Clock.Now().Before(e.deadline(sent).Add(-e.cfg.CancelBefore)) {
+func (e *Elector) lead(ctx context.Context, h *Holding, sent time.Time) bool {
+	if !e.cfg.Clock.Now().Before(h.Deadline().Add(-e.cfg.CancelBefore)) {
 		return false // too late to lead on this holding
 	}
+	l := h.Lease()
 	vctx := context.WithValue(ctx, tokenKey{}, l.FencingToken)
 	vctx = context.WithValue(vctx, proofKey{}, l.Proof)
 	vctx = context.WithValue(vctx, checkpointKey{}, inherited{checkpoint: l.Checkpoint, token: l.CheckpointToken})
 	termCtx, cancelTerm := context.WithCancelCause(vctx)
 	defer cancelTerm(context.Canceled)
 	var t *term
-	t = newTerm(ctx, e, l.FencingToken, func(cause, over error) {
+	t = newTerm(ctx, e.termConfig(), h, func(cause, over error) {
 		e.mu.Lock()
 		e.leading = false
-		if over != nil && t.ended == nil {
-			t.ended = over
-		}
 		e.mu.Unlock()
+		if over != nil {
+			t.setEnded(over)
+		}
 		cancelTerm(cause)
 	})
 	e.mu.Lock()
@@ -472,7 +389,8 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 	t.log("leasesvc elector: leading", false)
 
 	if e.cfg.OnSafeDeadline != nil {
-		e.cfg.OnSafeDeadline(t.deadline(sent))
+		t.reported = h.Deadline()
+		e.cfg.OnSafeDeadline(t.reported)
 	}
 	cbDone := make(chan struct{})
 	go func() {
@@ -561,14 +479,21 @@ func (e *Elector) lead(ctx context.Context, l Lease, sent time.Time) bool {
 		case to := <-t.yieldCh:
 			askYield(to)
 
-		case <-t.sessChanged:
-			t.onSessionDeadline()
+		case <-t.changed:
+			t.onDeadlineMoved()
 
-		case <-t.lostCh:
-			t.onSessionLost()
+		case <-t.done:
+			t.onLost()
 
 		case <-t.stop.C():
 			t.onDeadline()
 		}
 	}
+}
+
+// termConfig is what a term of this Elector needs of its configuration.
+func (e *Elector) termConfig() termConfig {
+	return termConfig{name: e.name, holder: e.cfg.Holder, clock: e.cfg.Clock, logger: e.cfg.Logger,
+		cancelBefore: e.cfg.CancelBefore, renewInterval: e.cfg.RenewInterval, attemptTimeout: e.attemptTimeout(),
+		releaseTimeout: e.cfg.ReleaseTimeout, jittered: e.jittered, retryDelay: e.retryDelay, onSafeDeadline: e.cfg.OnSafeDeadline}
 }

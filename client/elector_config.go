@@ -136,6 +136,12 @@ type ElectorConfig struct {
 	// (acquire, then renew every RenewInterval) rather than through a
 	// session.
 	PlainRenewals bool
+	// Keeper, if not nil, holds the lease (NewKeeper); Session and
+	// PlainRenewals are then not read, and Run does not close it. Several
+	// Electors may share one Keeper. Nil: Run builds one from Session,
+	// PlainRenewals, TTL, DriftMargin, Clock and Logger, and closes it when
+	// it returns.
+	Keeper *Keeper
 }
 
 // Defaults of ElectorConfig.

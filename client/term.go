@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -45,24 +47,22 @@ func (p termPhase) String() string {
 }
 
 // term is one holding of the lease from its acquire until the Elector's
-// lead loop returns: it renews the holding, keeps its safe deadline (the
-// send time of the last successful acquire or renew + TTL × (1 −
-// DriftMargin)), writes checkpoints with its renewals, transfers and
-// releases it. The campaign (Elector.campaign, Elector.lead) decides when
-// to lead and when to stop; the term only says when the holding can no
-// longer be led on, through end. Like etcd's concurrency.Session beside
-// its Election, the deadline lives here and only here.
+// lead loop returns: it renews the holding through its Keeper (the
+// Holding, which keeps the safe deadline), writes checkpoints with its
+// renewals, transfers and releases it. The campaign (Elector.campaign,
+// Elector.lead) decides when to lead and when to stop; the term only says
+// when the holding can no longer be led on, through end. It knows neither
+// its Elector nor how the Keeper holds the lease.
 //
 // The lead loop is the only goroutine that calls its methods, except
-// where a comment says otherwise; the fields marked so are guarded by
-// Elector.mu, as Checkpoint, SetCheckpoint and Transfer read them.
+// setPending and over, which hold mu.
 type term struct {
-	e     *Elector
-	token int64
+	cfg termConfig
+	h   *Holding
 
-	// Guarded by Elector.mu.
+	mu      sync.Mutex
 	pending json.RawMessage // the latest checkpoint not yet known to be stored
-	gen     uint64          // counts SetCheckpoint calls, so a renew clears only what it sent
+	gen     uint64          // counts setPending calls, so a renew clears only what it sent
 	// ended says why the holding can take no more checkpoints (lost, run
 	// out, transferred, released); nil while it can.
 	ended error
@@ -77,6 +77,7 @@ type term struct {
 	end          func(cause, over error)
 	ctx          context.Context // Run's; renewals outlive its cancellation
 	stopAt       time.Time       // the safe deadline less CancelBefore
+	reported     time.Time       // the last deadline told to OnSafeDeadline
 	stop, renewT Timer
 	results      chan renewResult
 	cancelRenew  context.CancelFunc
@@ -89,14 +90,24 @@ type term struct {
 	transfer        *termReq // in flight (Elector.Transfer)
 	transferDone    chan error
 
-	// Through a session (nil: plain renewals): the session, the holding's
-	// record in it, and the channels the lead loop selects on (nil when
-	// done with, or without a session).
-	sess        *Session
-	held        *sessionHolding
-	sessChanged <-chan struct{} // the session's deadline moved
-	lostCh      <-chan struct{} // the service ended the holding
-	yieldCh     <-chan string   // a preempting candidate asks for it
+	// What the lead loop selects on from the Holding (nil when done with).
+	changed <-chan struct{} // the deadline moved
+	done    <-chan struct{} // the holding ended
+	yieldCh <-chan string   // a preempting candidate asks for it
+}
+
+// termConfig is what a term needs of its Elector's configuration.
+type termConfig struct {
+	name, holder   string
+	clock          Clock
+	logger         *slog.Logger
+	cancelBefore   time.Duration
+	renewInterval  time.Duration
+	attemptTimeout time.Duration
+	releaseTimeout time.Duration
+	jittered       func(time.Duration) time.Duration
+	retryDelay     func(err error, failures int) time.Duration
+	onSafeDeadline func(time.Time) // may be nil
 }
 
 // termReq asks the lead loop to write the pending checkpoint now (to == "")
@@ -117,41 +128,50 @@ type renewResult struct {
 	cp   bool   // it carried a checkpoint
 }
 
-// newTerm returns the term of the holding with the fencing token token,
-// renewing. Its timers are armed by arm.
-func newTerm(ctx context.Context, e *Elector, token int64, end func(cause, over error)) *term {
-	t := &term{e: e, token: token, reqs: make(chan termReq), over: make(chan struct{}),
-		end: end, ctx: ctx, results: make(chan renewResult, 1), cancelRenew: func() {}, transferDone: make(chan error, 1)}
-	if s := e.sess; s != nil {
-		t.sess = s
-		t.sessChanged = s.deadlineChanged()
-		if t.held = s.holding(e.name, token); t.held != nil {
-			t.lostCh, t.yieldCh = t.held.lost, t.held.yield
-		} else {
-			closed := make(chan struct{})
-			close(closed)
-			t.lostCh = closed // the session holds it no more: lost
-		}
-	}
-	return t
+// newTerm returns the term of the holding h, renewing. Its timers are
+// armed by arm.
+func newTerm(ctx context.Context, cfg termConfig, h *Holding, end func(cause, over error)) *term {
+	return &term{cfg: cfg, h: h, reqs: make(chan termReq), over: make(chan struct{}),
+		end: end, ctx: ctx, results: make(chan renewResult, 1), cancelRenew: func() {}, transferDone: make(chan error, 1),
+		changed: h.Changed(), done: h.Done(), yieldCh: h.YieldRequests()}
 }
 
-// deadline returns the safe deadline of a holding confirmed by a request
-// sent at sent; through a session, the session's deadline, whatever sent.
-func (t *term) deadline(sent time.Time) time.Time {
-	if t.sess != nil {
-		return t.sess.Deadline()
+// setPending stores cp as the pending checkpoint, unless the holding takes
+// no more.
+func (t *term) setPending(cp json.RawMessage) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended != nil {
+		return fmt.Errorf("%w: %w", ErrNotLeading, t.ended)
 	}
-	return sent.Add(t.e.safe)
+	t.pending, t.gen = cp, t.gen+1
+	return nil
+}
+
+// endedErr says why the holding takes no more checkpoints; nil while it
+// does.
+func (t *term) endedErr() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ended
+}
+
+// setEnded records why the holding takes no more checkpoints, once.
+func (t *term) setEnded(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended == nil {
+		t.ended = err
+	}
 }
 
 // arm starts the term's two timers for a holding confirmed by a request
 // sent at sent: the safe deadline's and the first renewal's.
 func (t *term) arm(sent time.Time) {
-	clock := t.e.cfg.Clock
-	t.stopAt = t.deadline(sent).Add(-t.e.cfg.CancelBefore)
+	clock := t.cfg.clock
+	t.stopAt = t.h.Deadline().Add(-t.cfg.cancelBefore)
 	t.stop = clock.NewTimer(t.stopAt.Sub(clock.Now()))
-	t.renewT = clock.NewTimer(sent.Add(t.e.jittered(t.e.cfg.RenewInterval)).Sub(clock.Now()))
+	t.renewT = clock.NewTimer(sent.Add(t.cfg.jittered(t.cfg.renewInterval)).Sub(clock.Now()))
 }
 
 // close stops the term's timers and any renew in flight.
@@ -169,12 +189,12 @@ func (t *term) busy() bool { return t.transfer != nil }
 // log logs msg (a warning when warn) with the attributes every line about
 // this term carries, then args.
 func (t *term) log(msg string, warn bool, args ...any) {
-	args = append([]any{"lease", t.e.name, "holder", t.e.cfg.Holder, "fencingToken", t.token}, args...)
+	args = append([]any{"lease", t.cfg.name, "holder", t.cfg.holder, "fencingToken", t.h.Token()}, args...)
 	if warn {
-		t.e.cfg.Logger.Warn(msg, args...)
+		t.cfg.logger.Warn(msg, args...)
 		return
 	}
-	t.e.cfg.Logger.Info(msg, args...)
+	t.cfg.logger.Info(msg, args...)
 }
 
 // reply answers every request of rs with err.
@@ -186,79 +206,57 @@ func reply(rs []termReq, err error) {
 
 // sendRenew sends a renew carrying the pending checkpoint, if any.
 func (t *term) sendRenew() {
-	e := t.e
-	e.mu.Lock()
+	t.mu.Lock()
 	cp, gen := t.pending, t.gen
-	e.mu.Unlock()
+	t.mu.Unlock()
 	var rctx context.Context
 	rctx, t.cancelRenew = context.WithCancel(context.WithoutCancel(t.ctx))
 	t.inFlight = true
 	t.covered, t.queued = t.queued, nil
-	go func(at time.Time, sess *Session) {
-		req := RenewRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}
-		var r Lease
-		var err error
-		if sess != nil {
-			actx, cancel := context.WithTimeout(rctx, e.attemptTimeout())
-			r, err = sess.Renew(actx, e.name, req)
-			cancel()
-		} else {
-			r, err = e.c.renew(rctx, e.name, req, callOpts{attempts: 1, timeout: e.attemptTimeout()})
-		}
+	go func(at time.Time) {
+		actx, cancel := context.WithTimeout(rctx, t.cfg.attemptTimeout)
+		r, err := t.h.renew(actx, RenewRequest{Holder: t.cfg.holder, FencingToken: t.h.Token(), Checkpoint: cp}, callOpts{attempts: 1})
+		cancel()
 		t.results <- renewResult{l: r, err: err, sent: at, gen: gen, cp: cp != nil}
-	}(e.cfg.Clock.Now(), t.sess)
+	}(t.cfg.clock.Now())
 }
 
-// onRenewTimer renews when it is time to.
+// onRenewTimer renews when it is time to: always with plain renewals,
+// only to write a checkpoint through a session (Holding.RenewDue).
 func (t *term) onRenewTimer() {
 	if t.phase != termRenewing || t.inFlight || t.busy() {
 		return
 	}
-	if t.sess != nil {
-		// The service renews a session's leases: a renew only writes a
-		// checkpoint set since (SetCheckpoint).
-		e := t.e
-		e.mu.Lock()
-		idle := t.pending == nil
-		e.mu.Unlock()
-		if idle && len(t.queued) == 0 {
-			t.renewT.Reset(e.jittered(e.cfg.RenewInterval))
-			return
-		}
+	t.mu.Lock()
+	write := t.pending != nil
+	t.mu.Unlock()
+	if !t.h.RenewDue(write || len(t.queued) > 0) {
+		t.renewT.Reset(t.cfg.jittered(t.cfg.renewInterval))
+		return
 	}
 	t.sendRenew()
 }
 
 // onRequest takes a Checkpoint or Transfer request of the Elector.
 func (t *term) onRequest(r termReq) {
-	e := t.e
 	switch {
 	case t.phase != termRenewing:
-		e.mu.Lock()
-		over := t.ended
-		e.mu.Unlock()
-		r.done <- fmt.Errorf("%w: %w", ErrNotLeading, over)
+		r.done <- fmt.Errorf("%w: %w", ErrNotLeading, t.endedErr())
 	case r.to != "" && t.busy():
 		r.done <- errors.New("client: Elector.Transfer: a transfer is already in flight")
 	case r.to != "":
 		t.transfer = &r
 		t.cancelRenew() // no renew may land after the transfer: it would say lost
-		e.mu.Lock()
+		t.mu.Lock()
 		cp := r.checkpoint
 		if cp == nil {
 			cp = t.pending
 		}
-		e.mu.Unlock()
-		go func(sess *Session) {
-			req := TransferRequest{Holder: e.cfg.Holder, FencingToken: t.token, To: r.to, Checkpoint: cp}
-			var err error
-			if sess != nil {
-				_, err = sess.Transfer(r.ctx, e.name, req)
-			} else {
-				_, err = e.c.transfer(r.ctx, e.name, req, callOpts{})
-			}
+		t.mu.Unlock()
+		go func() {
+			_, err := t.h.Transfer(r.ctx, TransferRequest{Holder: t.cfg.holder, FencingToken: t.h.Token(), To: r.to, Checkpoint: cp})
 			t.transferDone <- err
-		}(t.sess)
+		}()
 	default:
 		t.queued = append(t.queued, r)
 		if !t.inFlight && !t.busy() {
@@ -288,28 +286,25 @@ func (t *term) onTransferDone(err error) {
 		if t.phase == termRenewing && !t.inFlight {
 			t.renewT.Reset(0) // renewals were held back: catch up now
 		}
-		if t.held != nil {
-			select {
-			case <-t.held.lost: // the service ended it while the transfer was in flight
-				t.lostCh = t.held.lost
-			default:
-			}
+		select {
+		case <-t.h.Done(): // the service ended it while the transfer was in flight
+			t.done = t.h.Done()
+		default:
 		}
 	}
 	r.done <- err
 }
 
 // onRenewResult takes the answer to a renew. It returns the renewed lease
-// and true when the renew moved the safe deadline.
+// and true when the renew succeeded.
 func (t *term) onRenewResult(r renewResult) (Lease, bool) {
-	e, clock := t.e, t.e.cfg.Clock
 	t.inFlight = false
 	if r.err == nil && r.cp {
-		e.mu.Lock()
+		t.mu.Lock()
 		if t.gen == r.gen {
 			t.pending = nil
 		}
-		e.mu.Unlock()
+		t.mu.Unlock()
 	}
 	reply(t.covered, r.err)
 	t.covered = nil
@@ -317,17 +312,10 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 		return Lease{}, false
 	}
 	switch {
-	case r.err == nil && t.sess != nil:
-		t.failures = 0 // the session's heartbeats, not renewals, move the deadline
-		t.renewT.Reset(e.jittered(e.cfg.RenewInterval))
 	case r.err == nil:
 		t.failures = 0
-		t.stopAt = t.deadline(r.sent).Add(-e.cfg.CancelBefore)
-		t.stop.Reset(t.stopAt.Sub(clock.Now()))
-		if e.cfg.OnSafeDeadline != nil {
-			e.cfg.OnSafeDeadline(t.deadline(r.sent))
-		}
-		t.renewT.Reset(r.sent.Add(e.jittered(e.cfg.RenewInterval)).Sub(clock.Now()))
+		t.onDeadlineMoved()
+		t.renewT.Reset(r.sent.Add(t.cfg.jittered(t.cfg.renewInterval)).Sub(t.cfg.clock.Now()))
 	case errors.Is(r.err, ErrLost) || permanent(r.err):
 		t.phase = termStopped
 		if errors.Is(r.err, ErrLost) {
@@ -341,7 +329,7 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 	default:
 		t.lastErr = r.err
 		t.log("leasesvc elector: renew failed", true, "err", r.err)
-		t.renewT.Reset(e.retryDelay(r.err, t.failures))
+		t.renewT.Reset(t.cfg.retryDelay(r.err, t.failures))
 		t.failures++
 	}
 	if len(t.queued) > 0 {
@@ -350,18 +338,20 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 	return r.l, r.err == nil
 }
 
-// onDeadline ends the term at its safe deadline.
+// onDeadline ends the term at its safe deadline, unless the holding's
+// deadline moved meanwhile.
 func (t *term) onDeadline() {
 	if t.phase != termRenewing {
+		return
+	}
+	if t.cfg.clock.Now().Before(t.h.Deadline().Add(-t.cfg.cancelBefore)) {
+		t.onDeadlineMoved() // a move this loop has not handled yet
 		return
 	}
 	t.phase = termStopped
 	t.cancelRenew()
 	if t.lastErr == nil {
-		t.lastErr = errors.New("no answer to the renew in time")
-		if t.sess != nil {
-			t.lastErr = errors.New("no heartbeat of the session was acknowledged in time")
-		}
+		t.lastErr = t.h.unconfirmed()
 	}
 	t.log("leasesvc elector: safe deadline reached", true, "err", t.lastErr)
 	cause := fmt.Errorf("%w: %w", ErrSafeDeadline, t.lastErr)
@@ -388,56 +378,48 @@ func (t *term) finish(release bool) {
 // step-down, with its pending checkpoint, if any. From here on the term
 // takes no more checkpoints.
 func (t *term) release() error {
-	e := t.e
-	e.mu.Lock()
+	t.mu.Lock()
 	cp := t.pending
 	if t.ended == nil {
 		t.ended = errors.New("released")
 	}
-	e.mu.Unlock()
+	t.mu.Unlock()
 	t.phase = termReleased
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.releaseTimeout)
 	defer cancel()
-	req := ReleaseRequest{Holder: e.cfg.Holder, FencingToken: t.token, Checkpoint: cp}
-	var err error
-	if t.sess != nil {
-		_, err = t.sess.ReleaseWith(ctx, e.name, req)
-	} else {
-		_, err = e.c.release(ctx, e.name, req, callOpts{})
-	}
+	_, err := t.h.Release(ctx, cp)
 	if err != nil {
 		t.log("leasesvc elector: release failed; the lease runs out at its expiry", true, "err", err)
 	}
 	return err
 }
 
-// onSessionDeadline follows the session's deadline, which moved: the term
+// onDeadlineMoved follows the holding's deadline, which moved: the term
 // ends at it (less CancelBefore), whatever the socket says.
-func (t *term) onSessionDeadline() {
-	e, clock := t.e, t.e.cfg.Clock
-	t.sessChanged = t.sess.deadlineChanged()
+func (t *term) onDeadlineMoved() {
+	t.changed = t.h.Changed()
 	if t.phase != termRenewing {
 		return
 	}
-	d := t.sess.Deadline()
-	t.stopAt = d.Add(-e.cfg.CancelBefore)
-	t.stop.Reset(t.stopAt.Sub(clock.Now()))
-	if e.cfg.OnSafeDeadline != nil && !d.IsZero() {
-		e.cfg.OnSafeDeadline(d)
+	d := t.h.Deadline()
+	t.stopAt = d.Add(-t.cfg.cancelBefore)
+	t.stop.Reset(t.stopAt.Sub(t.cfg.clock.Now()))
+	if t.cfg.onSafeDeadline != nil && !d.IsZero() && !d.Equal(t.reported) {
+		t.reported = d
+		t.cfg.onSafeDeadline(d)
 	}
 }
 
-// onSessionLost ends the term: the service ended the holding (lost,
-// revoked, the session ended). During a transfer, the transfer's answer
-// decides.
-func (t *term) onSessionLost() {
-	t.lostCh = nil
+// onLost ends the term: the service ended the holding (lost, revoked, the
+// session ended). During a transfer, the transfer's answer decides.
+func (t *term) onLost() {
+	t.done = nil
 	if t.busy() || (t.phase != termRenewing && t.phase != termStopped) {
 		return
 	}
-	err := fmt.Errorf("%w: the holding ended", ErrLost)
-	if t.held != nil {
-		err = t.held.lostErr
+	err := t.h.Err()
+	if err == nil {
+		err = fmt.Errorf("%w: the holding ended", ErrLost)
 	}
 	t.phase = termGone
 	t.cancelRenew()

@@ -46,8 +46,14 @@ func newTestTerm(t *testing.T) (*term, *[]termEnd, *[]time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k, err := NewKeeper(t.Context(), c, KeeperConfig{PlainRenewals: true, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Holding{k: k, name: "svc.term", token: 7, lease: Lease{Name: "svc.term", Holder: "agent-a", FencingToken: 7},
+		sent: clock.now, changed: make(chan struct{}), done: make(chan struct{})}
 	var ends []termEnd
-	tm := newTerm(t.Context(), e, 7, func(cause, over error) { ends = append(ends, termEnd{cause, over}) })
+	tm := newTerm(t.Context(), e.termConfig(), h, func(cause, over error) { ends = append(ends, termEnd{cause, over}) })
 	tm.arm(clock.now)
 	t.Cleanup(tm.close)
 	return tm, &ends, &deadlines
@@ -67,6 +73,7 @@ func TestTermPhases(t *testing.T) {
 	}{
 		{name: "renewed", phase: termRenewing, renewed: true, events: func(tm *term) {
 			tm.inFlight = true
+			tm.h.confirm(start.Add(10*time.Second), Lease{}) // the Holding moves its deadline
 			tm.results <- renewResult{sent: start.Add(10 * time.Second)}
 		}},
 		{name: "a failed renew retries", phase: termRenewing, events: func(tm *term) {
@@ -81,6 +88,12 @@ func TestTermPhases(t *testing.T) {
 		{name: "safe deadline", phase: termStopped, cause: ErrSafeDeadline, events: func(tm *term) {
 			tm.results <- renewResult{err: transient, sent: start}
 			tm.onRenewResult(<-tm.results)
+			tm.cfg.clock = stillClock{now: tm.stopAt} // the deadline's timer fires
+			tm.onDeadline()
+		}},
+		{name: "a deadline that moved meanwhile does not end it", phase: termRenewing, events: func(tm *term) {
+			tm.h.confirm(start.Add(time.Second), Lease{})
+			tm.cfg.clock = stillClock{now: tm.stopAt} // the old deadline's timer fires
 			tm.onDeadline()
 		}},
 		{name: "a renew after the loss changes nothing", phase: termGone, cause: ErrLost, events: func(tm *term) {
@@ -127,7 +140,7 @@ func TestTermPhases(t *testing.T) {
 				if want := start.Add(37 * time.Second); len(*deadlines) != 1 || !(*deadlines)[0].Equal(want) {
 					t.Fatalf("deadlines %v, want [%v]", *deadlines, want)
 				}
-				if want := 37*time.Second - tm.e.cfg.CancelBefore; tm.stop.(*stillTimer).d != want {
+				if want := 37*time.Second - tm.cfg.cancelBefore; tm.stop.(*stillTimer).d != want {
 					t.Fatalf("safe deadline timer armed for %v, want %v (less CancelBefore)", tm.stop.(*stillTimer).d, want)
 				}
 			}
