@@ -18,6 +18,7 @@ type Holding struct {
 	name  string
 	token int64
 	held  *sessionHolding // through a session; nil with plain renewals
+	ttl   time.Duration   // plain renewals: the acquire's TTL
 
 	mu       sync.Mutex
 	lease    Lease
@@ -27,9 +28,6 @@ type Holding struct {
 	doneErr  error
 	doneOnce sync.Once
 }
-
-// closed is a channel that is always closed.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Acquire takes the lease name for req.Holder (req.TTL defaults to the
 // Keeper's) and returns the Holding. When ctx ends while the acquire is in
@@ -51,7 +49,7 @@ func (k *Keeper) Acquire(ctx context.Context, name string, req AcquireRequest) (
 	if err != nil {
 		return nil, err
 	}
-	h := &Holding{k: k, name: name, token: l.FencingToken, lease: l, sent: sent,
+	h := &Holding{k: k, name: name, token: l.FencingToken, ttl: req.TTL, lease: l, sent: sent,
 		changed: make(chan struct{}), done: make(chan struct{})}
 	if k.sess != nil {
 		if h.held = k.sess.holding(name, l.FencingToken); h.held == nil {
@@ -78,7 +76,7 @@ func (h *Holding) Lease() Lease {
 // Deadline returns the holding's safe deadline on the Keeper's clock:
 // through a session, the session's (zero before its first acknowledged
 // heartbeat); with plain renewals, the send time of the last acquire or
-// renew that succeeded + TTL × (1 − DriftMargin), the one place this
+// renew that succeeded + the acquire's TTL × (1 − DriftMargin), the one place this
 // package writes that formula (docs/contract.md §2).
 func (h *Holding) Deadline() time.Time {
 	if s := h.k.sess; s != nil {
@@ -86,7 +84,7 @@ func (h *Holding) Deadline() time.Time {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent.Add(h.k.safe)
+	return h.sent.Add(safeSpan(h.ttl, h.k.cfg.DriftMargin))
 }
 
 // Changed returns a channel closed the next time Deadline moves.
@@ -150,7 +148,10 @@ func (h *Holding) end(err error) {
 func (h *Holding) confirm(sent time.Time, l Lease) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l.Proof = h.lease.Proof // a renew's answer carries none: the holding's is the acquire's
+	l.Proof = h.lease.Proof     // a renew's answer carries none: the holding's is the acquire's
+	if len(l.Checkpoint) == 0 { // keep what the holding inherited
+		l.Checkpoint, l.CheckpointToken = h.lease.Checkpoint, h.lease.CheckpointToken
+	}
 	h.lease = l
 	if h.k.sess == nil && sent.After(h.sent) {
 		h.sent = sent
@@ -251,7 +252,7 @@ func (h *Holding) Fresh(ctx context.Context, room time.Duration) bool {
 	clock := h.k.cfg.Clock
 	if h.k.sess == nil {
 		h.mu.Lock()
-		stale := clock.Now().Sub(h.sent) > h.k.cfg.TTL/6
+		stale := clock.Now().Sub(h.sent) > h.ttl/6
 		h.mu.Unlock()
 		if stale {
 			_, err := h.renew(ctx, RenewRequest{}, callOpts{attempts: 1})

@@ -26,8 +26,7 @@ type Keeper struct {
 	c    *Client
 	cfg  KeeperConfig
 	sess *Session // nil: plain renewals
-	safe time.Duration
-	done func() // lets go of the session, if the Keeper took one
+	done func()   // lets go of the session, if the Keeper took one
 	once sync.Once
 }
 
@@ -104,7 +103,7 @@ func NewKeeper(ctx context.Context, c *Client, cfg KeeperConfig) (*Keeper, error
 	if err != nil {
 		return nil, fmt.Errorf("client.NewKeeper: %w", err)
 	}
-	k := &Keeper{c: c, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin), done: func() {}}
+	k := &Keeper{c: c, cfg: cfg, done: func() {}}
 	plain := func(why string) (*Keeper, error) {
 		k.cfg.Logger.Info("leasesvc keeper: plain renewals" + why)
 		return k, nil
@@ -173,7 +172,7 @@ func (k *Keeper) open(ctx context.Context, scfg SessionConfig) (*Session, func()
 // through makes s the Keeper's session, let go of by done.
 func (k *Keeper) through(s *Session, done func()) *Keeper {
 	k.sess, k.done = s, done
-	k.cfg.Logger.Info(fmt.Sprintf("leasesvc keeper: holding through a session (window %v)", s.Window()))
+	k.cfg.Logger.Info("leasesvc keeper: holding " + k.String())
 	return k
 }
 
@@ -289,4 +288,22 @@ func (k *Keeper) vet(fits func(window time.Duration) error) error {
 		return nil
 	}
 	return fits(k.sess.Window())
+}
+
+// Window returns the heartbeat window of the Keeper's session; 0 with
+// plain renewals.
+func (k *Keeper) Window() time.Duration {
+	if k.sess != nil {
+		return k.sess.Window()
+	}
+	return 0
+}
+
+// String says how the Keeper holds its leases, for logs and agents:
+// "through a session (window 1s)" or "with plain renewals (ttl 30s)".
+func (k *Keeper) String() string {
+	if k.sess != nil {
+		return fmt.Sprintf("through a session (window %v)", k.sess.Window())
+	}
+	return fmt.Sprintf("with plain renewals (ttl %v)", k.cfg.TTL)
 }

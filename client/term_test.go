@@ -50,7 +50,7 @@ func newTestTerm(t *testing.T) (*term, *[]termEnd, *[]time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Holding{k: k, name: "svc.term", token: 7, lease: Lease{Name: "svc.term", Holder: "agent-a", FencingToken: 7},
+	h := &Holding{k: k, name: "svc.term", token: 7, ttl: DefaultTTL, lease: Lease{Name: "svc.term", Holder: "agent-a", FencingToken: 7},
 		sent: clock.now, changed: make(chan struct{}), done: make(chan struct{})}
 	var ends []termEnd
 	tm := newTerm(t.Context(), e.termConfig(), h, func(cause, over error) { ends = append(ends, termEnd{cause, over}) })

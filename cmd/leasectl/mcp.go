@@ -64,29 +64,19 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl mcp: "+format+"\n", args...)
 	}
-	var sess *client.Session
-	if !*plain {
-		if sess, err = openRunSession(ctx, c, w, logf); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("mcp: %w", err)
+	k, err := openKeeper(ctx, c, client.KeeperConfig{PlainRenewals: *plain, Window: w, TTL: *ttl}, logf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
+		return fmt.Errorf("mcp: %w", err)
 	}
-	if sess != nil {
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = sess.Close(cctx)
-		}()
-		logf("holding leases through a session (window %v)", sess.Window())
-		if ttlSet {
-			logf("--ttl %v does not apply: through a session the service frees the leases within the window (%v) of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, sess.Window())
-		}
-	} else {
-		logf("holding leases with plain renewals")
+	defer k.Close()
+	logf("holding leases %v", k)
+	if ttlSet && k.Span() != *ttl {
+		logf("--ttl %v does not apply: %v the service frees the leases within %v of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, k, k.Span())
 	}
-	cfg.Session = sess
+	cfg.Keeper = k
 	srv, err := leasemcp.New(c, cfg)
 	if err != nil {
 		return usageError("mcp: %v", err)

@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -67,7 +65,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
-	var sess *client.Session // nil: plain renewals
+	var k *client.Keeper
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var mu sync.Mutex
@@ -85,8 +83,7 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 			ReleaseTimeout: max(*grace, time.Second),
 			Priority:       *priority,
 			Preempt:        *preempt,
-			Session:        sess,
-			PlainRenewals:  sess == nil,
+			Keeper:         k,
 			// Asked to yield, the Elector steps down by itself (no callback):
 			// the leading ctx ends with ErrYielded, CMD is stopped as on any
 			// end of leadership, and the release carries its checkpoint.
@@ -161,29 +158,19 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	if _, err := newElector(); err != nil {
 		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
 	}
-	if !*plain {
-		if sess, err = openRunSession(ctx, c, window, logf); err != nil {
-			if ctx.Err() != nil {
-				return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
-			}
-			return fmt.Errorf("run: %w", err)
+	if k, err = openKeeper(ctx, c, client.KeeperConfig{PlainRenewals: *plain, Window: window, TTL: *ttl}, logf); err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
 		}
+		return fmt.Errorf("run: %w", err)
 	}
-	if sess != nil {
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(*grace, time.Second))
-			defer cancel()
-			_ = sess.Close(cctx)
-		}()
-		if !set["grace"] {
-			*grace = sess.Window() / 10
-		}
-		logf("holding %s through a session (window %v)", *name, sess.Window())
-		if set["ttl"] {
-			logf("--ttl %v does not apply: through a session the service holds the lease at its session TTL and frees it within the window (%v) of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, sess.Window())
-		}
-	} else {
-		logf("holding %s with plain renewals", *name)
+	defer k.Close()
+	if !set["grace"] {
+		*grace = k.Span() / 10
+	}
+	logf("holding %s %v", *name, k)
+	if set["ttl"] && k.Span() != *ttl {
+		logf("--ttl %v does not apply: %v the service frees the lease within %v of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, k, k.Span())
 	}
 	if el, err = newElector(); err != nil {
 		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
@@ -318,42 +305,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// openRunSession opens the session run holds its lease through, retrying
-// while the service is unreachable; nil (and no error) when the service
-// offers no sessions or refuses one at its session limit: then run holds
-// its lease with plain renewals.
-func openRunSession(ctx context.Context, c *client.Client, window time.Duration, logf func(string, ...any)) (*client.Session, error) {
-	tries := 0
-	for {
-		s, err := c.OpenSession(ctx, client.SessionConfig{Window: window})
-		switch {
-		case err == nil:
-			return s, nil
-		case errors.Is(err, client.ErrSessionsUnsupported):
-			logf("the service offers no sessions")
-			return nil, nil
-		case errors.Is(err, client.ErrSessionLimit):
-			logf("the service's session limit is reached")
-			return nil, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.Is(err, client.ErrDenied), errors.Is(err, client.ErrInvalid):
-			return nil, err
-		}
-		logf("opening a session failed (%v); retrying", err)
-		if tries++; tries == 1 && (errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, new(*net.DNSError))) {
-			logf("hint: no leasesvc answers at the URL; point leasectl at it with --url URL or LEASESVC_URL")
-		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // runWindow returns the session window of run and mcp: --window (set

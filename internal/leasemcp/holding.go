@@ -18,6 +18,7 @@ const driftMargin = client.DefaultDriftMargin
 // holding is one lease the session holds. Its mutable fields are guarded by
 // Server.mu.
 type holding struct {
+	kh    *client.Holding // the Keeper's, from the acquire
 	name  string
 	token int64
 	ttl   time.Duration
@@ -67,23 +68,22 @@ func lossReason(cause error) string {
 	return cause.Error()
 }
 
-// adopt starts renewing the holding l, acquired by a request sent at sent,
-// and records it as held. It returns false when the session is ending; the
-// holding is then released.
-func (s *Server) adopt(l client.Lease, ttl time.Duration, sent time.Time) (*holding, bool) {
+// adopt starts renewing the holding kh and records it as held. It returns
+// false when the session is ending; the holding is then released.
+func (s *Server) adopt(kh *client.Holding, ttl time.Duration) (*holding, bool) {
 	ctx, stop := context.WithCancel(context.Background())
+	l := kh.Lease()
 	h := &holding{
-		name: l.Name, token: l.FencingToken, ttl: ttl, lease: l, proof: proofOf(l),
-		safeUntil: s.safeUntil(ttl, sent),
+		kh: kh, name: l.Name, token: l.FencingToken, ttl: ttl, lease: l, proof: proofOf(l),
+		safeUntil: kh.Deadline(),
 		stop:      stop, done: make(chan struct{}), led: make(chan struct{}),
 	}
 	el, err := client.NewElector(s.c, l.Name, client.ElectorConfig{
-		Holder:        s.cfg.Holder,
-		TTL:           ttl,
-		Wait:          -1, // never wait on the service: a holding of another means ours is gone
-		Session:       s.cfg.Session,
-		PlainRenewals: s.cfg.Session == nil,
-		Logger:        s.cfg.Logger,
+		Holder: s.cfg.Holder,
+		TTL:    ttl,
+		Wait:   -1, // never wait on the service: a holding of another means ours is gone
+		Keeper: s.cfg.Keeper,
+		Logger: s.cfg.Logger,
 		OnStartedLeading: func(term context.Context) {
 			s.lead(h, term)
 		},
@@ -238,7 +238,7 @@ func (s *Server) release(h *holding) error {
 	s.removeHeldResource(h.name)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReleaseTimeout)
 	defer cancel()
-	err := s.releaseLease(ctx, h.name, h.token)
+	_, err := h.kh.Release(ctx, nil)
 	if err != nil && !errors.Is(err, client.ErrLost) {
 		return fmt.Errorf("release %q (fencing token %d): %w", h.name, h.token, err)
 	}
@@ -267,7 +267,7 @@ func (s *Server) forgetStale(ctx context.Context, name string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("wait for the renewal of the lost holding %d of %q to stop: %w", h.token, name, context.Cause(ctx))
 	}
-	if err := s.releaseLease(ctx, name, h.token); err != nil && !errors.Is(err, client.ErrLost) {
+	if _, err := h.kh.Release(ctx, nil); err != nil && !errors.Is(err, client.ErrLost) {
 		return fmt.Errorf("release the lost holding %d of %q first: %w", h.token, name, err)
 	}
 	s.mu.Lock()

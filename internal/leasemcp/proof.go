@@ -14,12 +14,7 @@ func proofOf(l client.Lease) string { return string(l.Proof) }
 
 // window is the window of the session the server holds its leases
 // through; 0 with plain renewals.
-func (s *Server) window() time.Duration {
-	if s.cfg.Session == nil {
-		return 0
-	}
-	return s.cfg.Session.Window()
-}
+func (s *Server) window() time.Duration { return s.cfg.Keeper.Window() }
 
 // windowSeconds is window in seconds, for a tool result.
 func (s *Server) windowSeconds() float64 { return s.window().Seconds() }
@@ -29,7 +24,7 @@ func (s *Server) windowSeconds() float64 { return s.window().Seconds() }
 // renewals): the service holds the lease at its own session TTL and frees
 // it within the window if this server dies.
 func (s *Server) ttlNote(ttlSeconds float64) string {
-	if ttlSeconds == 0 || s.cfg.Session == nil {
+	if ttlSeconds == 0 || s.window() == 0 {
 		return ""
 	}
 	return fmt.Sprintf(" ttlSeconds does not apply: this server holds your leases through a session, and the service frees them within %s seconds if it dies.",

@@ -33,11 +33,11 @@ type Config struct {
 	// Logger receives a line for every holding gained, lost and released.
 	// Default: no logging.
 	Logger *slog.Logger
-	// Session, if not nil, is the session the server holds its leases
-	// through (docs/contract.md §14): acquires, checkpoints and releases
+	// Keeper holds the server's leases (client.NewKeeper): through a
+	// session (docs/contract.md §14), acquires, checkpoints and releases
 	// travel over it and the service frees the leases within its window
-	// when the process dies. Nil: plain renewals every TTL/3.
-	Session *client.Session
+	// when the process dies. Nil: a Keeper of plain renewals every TTL/3.
+	Keeper *client.Keeper
 }
 
 // Server is one MCP session's lease holder. Its zero value is not usable;
@@ -87,10 +87,17 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Keeper == nil {
+		k, err := client.NewKeeper(context.Background(), c, client.KeeperConfig{PlainRenewals: true, TTL: cfg.TTL, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("leasemcp.New: %w", err)
+		}
+		cfg.Keeper = k
+	}
 	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{},
 		inputs: map[string]*inputCheck{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions:       instructions(cfg.Holder, holdingMode(cfg.Session)),
+		Instructions:       instructions(cfg.Holder, holdingMode(cfg.Keeper)),
 		Logger:             slog.New(slog.DiscardHandler),
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
@@ -190,10 +197,7 @@ func instructions(holder, mode string) string {
 
 // holdingMode says how the server holds its leases, for the agent and
 // the log.
-func holdingMode(s *client.Session) string {
-	if s == nil {
-		return "with plain renewals: if this server dies, they expire at their ttlSeconds"
-	}
-	return fmt.Sprintf("through a session (window %v): if this server dies, the service frees them within the window, "+
-		"and ttlSeconds does not apply", s.Window())
+func holdingMode(k *client.Keeper) string {
+	return fmt.Sprintf("%v: if this server dies, the service frees them within %v of the last confirmation "+
+		"(ttlSeconds applies to plain renewals only)", k, k.Span())
 }

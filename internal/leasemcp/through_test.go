@@ -51,7 +51,11 @@ func TestThroughASession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sess.Close(context.Background()) }()
-	srv, err := leasemcp.New(sdk, leasemcp.Config{Holder: "through", TTL: 3 * time.Second, Session: sess})
+	k, err := client.NewKeeper(t.Context(), sdk, client.KeeperConfig{Session: sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := leasemcp.New(sdk, leasemcp.Config{Holder: "through", TTL: 3 * time.Second, Keeper: k})
 	if err != nil {
 		t.Fatal(err)
 	}

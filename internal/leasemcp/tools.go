@@ -294,23 +294,17 @@ func (s *Server) acquire(ctx context.Context, name string, req client.AcquireReq
 	if err := s.forgetStale(ctx, name); err != nil {
 		return client.Lease{}, err
 	}
-	sent := time.Now()
-	l, err := s.acquireLease(ctx, name, req)
+	kh, err := s.cfg.Keeper.Acquire(ctx, name, req)
 	if err != nil {
 		return client.Lease{}, err
 	}
-	if s.cfg.Session == nil && time.Since(sent) > req.TTL/6 {
-		// The acquire waited or was slow: a renew sent now gives a safe
-		// deadline that is not mostly spent already.
-		now := time.Now()
-		if r, err := s.c.Renew(ctx, name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: l.FencingToken}); err == nil {
-			if len(r.Checkpoint) == 0 { // keep what the holding inherited
-				r.Checkpoint, r.CheckpointToken = l.Checkpoint, l.CheckpointToken
-			}
-			l, sent = r, now
-		}
+	// An acquire that waited or was slow: a deadline not mostly spent
+	// already (a renew sent now, or the session's next heartbeat).
+	if !kh.Fresh(ctx, 0) {
+		return client.Lease{}, fmt.Errorf("the holding of %q ended before it could be confirmed: %w", name, errors.Join(kh.Err(), ctx.Err()))
 	}
-	if _, ok := s.adopt(l, req.TTL, sent); !ok {
+	l := kh.Lease()
+	if _, ok := s.adopt(kh, req.TTL); !ok {
 		return client.Lease{}, errors.New("the session is ending: the lease was released")
 	}
 	return l, nil
@@ -395,7 +389,7 @@ func (s *Server) writeCheckpoint(ctx context.Context, h *holding, cp map[string]
 		return client.Lease{}, fmt.Errorf("checkpoint is %d bytes as JSON, more than %d: record less (where you are, not what you did)",
 			len(raw), client.MaxCheckpointBytes)
 	}
-	l, err := s.renewLease(ctx, h.name, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: h.token, Checkpoint: raw})
+	l, err := h.kh.Renew(ctx, client.RenewRequest{Holder: s.cfg.Holder, FencingToken: h.token, Checkpoint: raw})
 	if errors.Is(err, client.ErrLost) {
 		s.lose(h, "the service answered lease_lost to the renew that carried a checkpoint (the holding expired, was "+
 			"revoked or was taken over): "+err.Error())
