@@ -28,8 +28,12 @@ export type HoldingEvent =
   | { kind: "lost"; error: LeaseError }
   | { kind: "refused"; error: unknown };
 
-/** Where a holding stands: "held" while kept; "lost", "refused", "released" or "transferred" once it is not. */
-export type HoldingState = "held" | "lost" | "refused" | "released" | "transferred";
+/**
+ * Where a holding stands: "held" while kept; "lost", "refused",
+ * "released" or "transferred" once it is not; "dropped" once the agent
+ * stopped keeping it without a release (Holding.drop).
+ */
+export type HoldingState = "held" | "lost" | "refused" | "released" | "transferred" | "dropped";
 
 /** What a holding needs of its keeper. */
 export interface HoldingDeps {
@@ -209,6 +213,16 @@ export abstract class Holding {
     this.deps.done(this);
   }
 
+  /**
+   * Stops keeping the holding without releasing it and without telling
+   * the listeners: plain renewals stop (the lease runs out at its expiry);
+   * through a session it stays the session's, so acquiring it again
+   * through the same session answers it. No-op once it is over.
+   */
+  drop(): void {
+    if (this.#state === "held" || this.#state === "refused") this.#end("dropped", new Error("dropped"));
+  }
+
   /** Stops what keeps the holding (renewal timers, the session's watch); idempotent. */
   protected abstract halt(): void;
 
@@ -221,9 +235,14 @@ export abstract class Holding {
   /** Sends the transfer. */
   protected abstract sendTransfer(req: LetGo & { to: string; reserveMs?: number | undefined }, signal: AbortSignal): Promise<Lease>;
 
+  /** Whether a release may still act: the service may still count the holding (held, refused, or lost only by its deadline). */
+  get releasable(): boolean {
+    return this.#state === "held" || this.#state === "refused" || (this.#state === "lost" && !this.#gone);
+  }
+
   /** Whether release or transfer may act: the holding is held, or stopped while the service may still count it. */
   #live(what: string): void {
-    if (this.#state === "held" || this.#state === "refused" || (this.#state === "lost" && !this.#gone)) return;
+    if (this.releasable) return;
     throw new LeaseLostError(`leasesvc: cannot ${what} "${this.name}": the holding is over (${String(this.#why)})`, { code: "lease_lost" });
   }
 

@@ -4,7 +4,7 @@ import type { Client } from "./client.js";
 import { type Clock, clockSleep, systemClock } from "./clock.js";
 import { RateLimitedError } from "./errors.js";
 import type { Holding, HoldingDeps } from "./holding.js";
-import { type HoldRequest, type PlainConfig, PlainHolding, permanent } from "./plainholding.js";
+import { type HoldRequest, type PlainConfig, PlainHolding, permanent, plainSpan } from "./plainholding.js";
 import { type Session, SessionEndedError, SessionLimitError, SessionsUnsupportedError } from "./session.js";
 import { SessionHolding } from "./sessionholding.js";
 import { useSharedSession } from "./shared.js";
@@ -128,7 +128,7 @@ export class Keeper {
     const driftMargin = opts.driftMargin ?? 0.1;
     if (!(driftMargin >= 0.01 && driftMargin <= 0.5)) throw new RangeError(`leasesvc Keeper: driftMargin ${driftMargin} must be within 0.01 … 0.5`);
     const renewIntervalMs = opts.renewIntervalMs ?? ttlMs / 3;
-    if (!(renewIntervalMs > 0 && renewIntervalMs < ttlMs * (1 - driftMargin))) throw new RangeError(`leasesvc Keeper: renewIntervalMs ${renewIntervalMs} must be positive and below ttlMs × (1 − driftMargin)`);
+    if (!(renewIntervalMs > 0 && renewIntervalMs < plainSpan(ttlMs, driftMargin))) throw new RangeError(`leasesvc Keeper: renewIntervalMs ${renewIntervalMs} must be positive and below ttlMs × (1 − driftMargin)`);
     const jitter = opts.renewJitter ?? 0.1;
     if (!(jitter >= 0 && jitter <= 0.5)) throw new RangeError(`leasesvc Keeper: renewJitter ${jitter} must be within 0 … 0.5`);
     const initial = Math.max(1, Math.min(100, ttlMs / 30));

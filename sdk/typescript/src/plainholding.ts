@@ -8,6 +8,16 @@ export function permanent(err: unknown): boolean {
   return err instanceof InvalidArgumentError || err instanceof DeniedError;
 }
 
+/**
+ * plainSpan is how long after sending a successful acquire or renew the
+ * holder may act: ttlMs × (1 − driftMargin). The plain deadline
+ * (PlainHolding.deadline) is that send time + plainSpan; option checks
+ * use it too.
+ */
+export function plainSpan(ttlMs: number, driftMargin: number): number {
+  return ttlMs * (1 - driftMargin);
+}
+
 /** How a keeper renews plainly. */
 export interface PlainConfig {
   readonly client: Client;
@@ -58,7 +68,7 @@ export class PlainHolding extends Holding {
 
   /** The plain deadline: the send time of the last successful acquire or renew + TTL × (1 − driftMargin). */
   get deadline(): number {
-    return this.#sentAt + this.#cfg.ttlMs * (1 - this.#cfg.driftMargin);
+    return this.#sentAt + plainSpan(this.#cfg.ttlMs, this.#cfg.driftMargin);
   }
 
   get confirmedAt(): number {

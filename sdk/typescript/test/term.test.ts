@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { performance } from "node:perf_hooks";
 import { Client } from "../src/client.js";
 import { DeniedError, LeaseLostError, SafeDeadlineError } from "../src/errors.js";
-import { Term, type TermHost } from "../src/term.js";
+import { Keeper } from "../src/keeper.js";
+import { Term } from "../src/term.js";
 import { FakeService } from "./helpers/fake.js";
+import { FakeClock } from "./helpers/fakeclock.js";
+
+// A term leads on a Keeper's holding (issue 38): it follows the holding's
+// deadline, less its margin, and ends when the holding is lost or refused.
+// Timers run on a FakeClock.
 
 let fake: FakeService;
 before(async () => {
@@ -20,59 +25,61 @@ beforeEach(() => {
 
 let seq = 0;
 
-/** A term of a fresh holding on the fake, with a host that records what the term told it. */
-async function newTerm(spanMs = 2_000): Promise<{ t: Term; ended: Promise<unknown>; renewals: Array<{ sentAt: number; deadline: number }>; name: string }> {
+/** A term of a fresh plain holding (TTL 3 s: deadline = send time + 2,700 ms) on the fake, with deps that record what the term told them. */
+async function newTerm(marginMs = 700): Promise<{ t: Term; clock: FakeClock; ended: Promise<unknown>; renewals: Array<{ sentAt: number; deadline: number }>; name: string }> {
   const c = new Client(fake.url, { backoff: { initialMs: 5, maxMs: 20 }, requestTimeoutMs: 2000 });
+  const clock = new FakeClock();
+  const k = new Keeper(c, { mode: "plain", ttlMs: 3_000, renewIntervalMs: 20, renewJitter: 0, retryBackoff: { initialMs: 5, maxMs: 5 }, clock });
   const name = `term.${process.pid}.${++seq}`;
-  const sent = performance.now();
-  const l = await c.acquire(name, { holder: "h", ttlMs: 3_000 });
+  const h = await k.hold(name, { holder: "h" });
   const renewals: Array<{ sentAt: number; deadline: number }> = [];
   let end!: (reason: unknown) => void;
   const ended = new Promise<unknown>((r) => (end = r));
-  const host: TermHost = {
-    client: c,
-    name,
-    holder: "h",
+  const t = new Term({
+    holding: h,
+    clock,
     logger: { info() {}, warn() {} },
-    spanMs,
-    releaseTimeoutMs: 1_000,
-    renewDelay: () => 20,
-    retryDelay: () => 5,
-    attemptTimeoutMs: () => 500,
+    marginMs,
     end: (reason) => end(reason),
+    yieldRequested: () => undefined,
     renewed: (_l, sentAt, deadline) => renewals.push({ sentAt, deadline }),
-  };
-  const t = new Term(host, l.fencingToken, sent);
-  return { t, ended, renewals, name };
+  });
+  return { t, clock, ended, renewals, name };
 }
 
-/** waitFor polls cond every few ms until it holds. */
-async function waitFor(what: string, cond: () => boolean): Promise<void> {
-  const until = performance.now() + 10_000;
-  while (!cond()) {
-    if (performance.now() > until) assert.fail("timed out waiting for " + what);
-    await new Promise((r) => setTimeout(r, 5));
+/** renewed resolves once n renewals were reported, advancing the clock a renewal interval at a time. */
+async function renewed(r: { clock: FakeClock; renewals: unknown[] }, n: number): Promise<void> {
+  while (r.renewals.length < n) {
+    const before = r.renewals.length;
+    r.clock.advance(20);
+    const until = Date.now() + 10_000;
+    while (r.renewals.length === before) {
+      if (Date.now() > until) assert.fail("no renewal reported");
+      await new Promise((res) => setImmediate(res));
+    }
   }
 }
 
 describe("term phases", () => {
-  test("renewing: each renew moves the safe deadline to its send time + span", async () => {
-    const { t, renewals } = await newTerm();
+  test("renewing: each renewal moves the stop time to its send time + TTL × (1 − driftMargin) − margin", async () => {
+    const r = await newTerm();
+    const { t } = r;
     assert.equal(t.phase, "renewing");
     t.start();
-    await waitFor("two renewals", () => renewals.length >= 2);
+    await renewed(r, 2);
     assert.equal(t.phase, "renewing");
-    for (const r of renewals) assert.equal(r.deadline, r.sentAt + 2_000);
-    assert.equal(t.sentAt, renewals.at(-1)!.sentAt);
+    for (const x of r.renewals) assert.equal(x.deadline, x.sentAt + 2_700 - 700);
+    assert.equal(t.sentAt, r.renewals.at(-1)!.sentAt);
     await t.finish(true);
     assert.equal(t.phase, "released");
     assert.equal(fake.count(":release"), 1);
   });
 
   test("lease_lost: gone, ended at once, nothing released", async () => {
-    const { t, ended } = await newTerm();
+    const { t, clock, ended } = await newTerm();
     fake.script.push({ match: ":renew", status: 409, code: "lease_lost" });
     t.start();
+    clock.advance(20);
     assert.ok((await ended) instanceof LeaseLostError);
     assert.equal(t.phase, "gone");
     assert.ok(t.closed instanceof LeaseLostError);
@@ -83,25 +90,35 @@ describe("term phases", () => {
   });
 
   test("refused for good: stopped, and a release may still end it", async () => {
-    const { t, ended } = await newTerm();
+    const { t, clock, ended } = await newTerm();
     fake.script.push({ match: ":renew", status: 403, code: "permission_denied" });
     t.start();
+    clock.advance(20);
     assert.ok((await ended) instanceof DeniedError);
     assert.equal(t.phase, "stopped");
+    const releases = fake.count(":release");
     await t.finish(true);
     assert.equal(t.phase, "released");
+    assert.equal(fake.count(":release"), releases + 1);
   });
 
-  test("renewals failing: stopped at the safe deadline", async () => {
-    const { t, ended } = await newTerm(300);
+  test("renewals failing: stopped at the safe deadline less the margin, before the holding's deadline", async () => {
+    const { t, clock, ended } = await newTerm(300);
     fake.fault = "unavailable";
     t.start();
+    const stopAt = t.stopAt;
+    assert.equal(stopAt, t.holding.deadline - 300);
+    clock.advance(stopAt - clock.now() - 1);
+    assert.equal(t.phase, "renewing");
+    clock.advance(1);
     const reason = await ended;
     assert.ok(reason instanceof SafeDeadlineError, String(reason));
     assert.equal(t.phase, "stopped");
+    assert.equal(t.holding.state, "held", "the holding's own deadline is still ahead");
     fake.fault = "none";
     await t.finish(false);
     assert.equal(t.phase, "stopped");
+    assert.equal(t.holding.state, "dropped");
   });
 
   test("transferred: gone, and finish releases nothing", async () => {
