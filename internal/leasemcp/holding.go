@@ -10,11 +10,6 @@ import (
 	"github.com/leasesvc/leasesvc/client"
 )
 
-// driftMargin is the fraction of the TTL given up to clock-rate
-// differences, as the Elector's default: the safe deadline comes at 90% of
-// the TTL.
-const driftMargin = client.DefaultDriftMargin
-
 // holding is one lease the session holds. Its mutable fields are guarded by
 // Server.mu.
 type holding struct {
