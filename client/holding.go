@@ -285,3 +285,57 @@ func (h *Holding) unconfirmed() error {
 	}
 	return errors.New("no answer to the renew in time")
 }
+
+// Hold acquires the lease name as Acquire does and keeps it until it is
+// released, transferred or lost: through a session the service renews it;
+// with plain renewals a goroutine renews it every TTL/3 (retrying failures
+// with RetryBackoff), moving its deadline, and ends it when a renew
+// answers lease_lost, is refused for good, or the deadline passes first.
+// Hold is for owners that do not renew by themselves (tools, workers); an
+// Elector's term renews its holding with its checkpoints.
+func (k *Keeper) Hold(ctx context.Context, name string, req AcquireRequest) (*Holding, error) {
+	h, err := k.Acquire(ctx, name, req)
+	if err != nil {
+		return nil, err
+	}
+	if h.held == nil {
+		go h.keep()
+	}
+	return h, nil
+}
+
+// keep renews a plain holding until it ends (Hold).
+func (h *Holding) keep() {
+	clock := h.k.cfg.Clock
+	every := max(h.ttl/3, time.Millisecond)
+	wait, failures := every, 0
+	for {
+		t := clock.NewTimer(min(wait, max(0, h.Deadline().Sub(clock.Now()))))
+		select {
+		case <-h.done:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if !clock.Now().Before(h.Deadline()) {
+			h.end(fmt.Errorf("%w: no renew succeeded before the safe deadline", ErrLost))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_, err := h.renew(ctx, RenewRequest{}, callOpts{attempts: 1})
+		cancel()
+		switch {
+		case err == nil:
+			wait, failures = every, 0
+		case isLost(err):
+			return // renew ended the holding
+		case permanent(err):
+			h.end(err)
+			return
+		default:
+			h.k.cfg.Logger.Warn("leasesvc keeper: renew failed", "lease", h.name, "fencingToken", h.token, "err", err)
+			wait = retryDelay(h.k.cfg.RetryBackoff, err, failures)
+			failures++
+		}
+	}
+}

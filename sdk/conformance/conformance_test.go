@@ -107,6 +107,9 @@ func TestConformance(t *testing.T) {
 			t.Run("revoke", func(t *testing.T) {
 				revokeCase(t, lang, argv, with(base("revoke"), "LEASESVC_URL", revoking.URL, "LEASESVC_TOKEN", agentToken(lang.name)), revoking)
 			})
+			t.Run("keeper", func(t *testing.T) {
+				keeperCase(t, lang, argv, with(base("keeper"), "LEASESVC_URL", revoking.URL, "LEASESVC_TOKEN", agentToken(lang.name)), revoking)
+			})
 			t.Run("freeze", func(t *testing.T) { freezeCase(t, lang, argv, base, plain) })
 			if lang.sessions {
 				t.Run("session", func(t *testing.T) { sessionCase(t, lang, argv, base("session"), plain) })

@@ -85,11 +85,11 @@ func main() {
 	cases := map[string]func(context.Context, env) error{
 		"basic": basic, "wait": wait, "ratelimit": ratelimit, "freeze": freeze, "revoke": revoke,
 		"succession": succession, "delete": deleteCase, "session": session,
-		"fence": fenceCase,
+		"fence": fenceCase, "keeper": keeperCase,
 	}
-	elector := map[string]bool{"freeze": true, "revoke": true, "session": true}
+	elector := map[string]bool{"freeze": true, "revoke": true, "session": true, "keeper": true}
 	if len(os.Args) != 2 || cases[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete|session|fence")
+		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete|session|fence|keeper")
 		os.Exit(2)
 	}
 	ttlMs, err := strconv.Atoi(os.Getenv("LEASE_TTL_MS"))
