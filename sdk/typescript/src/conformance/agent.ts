@@ -8,7 +8,7 @@
  */
 import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
-import { Client, Elector, type Lease, LeaseError, LeaseHeldError, LeaseReservedError, SafeDeadlineError, electorDefaults } from "../index.js";
+import { Client, Elector, type Holding, type HoldingEvent, Keeper, type Lease, LeaseError, LeaseHeldError, LeaseReservedError, SafeDeadlineError, electorDefaults } from "../index.js";
 import { fenceCase } from "./fence.js";
 
 /** emit writes one step line at once. */
@@ -227,6 +227,62 @@ async function elector(c: Client, name: string, a: string, ttlMs: number, kind: 
   await e.run(stop);
 }
 
+/** nextEvent resolves to h's first event that want accepts; rejects when stop aborts first. */
+function nextEvent(h: Holding, stop: AbortSignal, want: (ev: HoldingEvent) => boolean): Promise<HoldingEvent> {
+  return new Promise((resolve, reject) => {
+    const onStop = (): void => {
+      off();
+      reject(stop.reason);
+    };
+    const off = h.onChange((ev) => {
+      if (!want(ev)) return;
+      off();
+      stop.removeEventListener("abort", onStop);
+      resolve(ev);
+    });
+    if (stop.aborted) onStop();
+    else stop.addEventListener("abort", onStop, { once: true });
+  });
+}
+
+/**
+ * The "keeper" case of PROTOCOL.md (issue 38): a Keeper in mode
+ * LEASE_KEEPER (plain: TTL LEASE_TTL_MS; session: window 1,000 ms) holds
+ * LEASE_NAME, reports its deadline moving by itself, writes a checkpoint,
+ * reports the loss after the driver's revoke, holds again and releases
+ * with a checkpoint. A stop (or stdin's end) closes the keeper.
+ */
+async function keeperCase(c: Client, name: string, holder: string, ttlMs: number, stop: AbortSignal): Promise<void> {
+  const mode = env("LEASE_KEEPER", "session");
+  if (mode !== "plain" && mode !== "session") throw new Error(`conformance agent: LEASE_KEEPER ${JSON.stringify(mode)} must be plain or session`);
+  const log = (m: string, f?: Record<string, unknown>): void => void process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`);
+  const k = new Keeper(c, { mode, ttlMs, ...(mode === "session" ? { windowMs: 1000 } : {}), logger: { info: log, warn: log } });
+  emit({ step: "keeper", mode });
+  const ahead = (h: Holding): number => Math.round((h.deadline - k.clock.now()) * 10) / 10;
+  try {
+    const h = await k.hold(name, { holder, signal: stop });
+    // Listen before anything else can move the deadline.
+    const from = h.deadline;
+    const moved = nextEvent(h, stop, (ev) => ev.kind === "moved" && ev.deadline > from);
+    const lost = nextEvent(h, stop, (ev) => ev.kind === "lost");
+    lost.catch(() => undefined); // awaited later; a stop before then is not an unhandled rejection
+    emit({ step: "held", token: h.token, mode: k.mode, aheadMs: ahead(h) });
+    await moved;
+    emit({ step: "moved", token: h.token, aheadMs: ahead(h) });
+    await step("checkpoint", () => h.renew({ n: 1 }), (l) => ({ token: l.fencingToken, checkpointN: checkpointN(l) }));
+    const ev = await lost;
+    emit({ step: "lost", token: h.token, error: ev.kind === "lost" ? codeOf(ev.error) : ev.kind });
+    const h2 = await k.hold(name, { holder, signal: stop });
+    emit({ step: "held", token: h2.token, mode: k.mode, aheadMs: ahead(h2) });
+    await step("released", () => h2.release({ n: 2 }), (l) => ({ held: l?.held ?? false, checkpointN: l === undefined ? 0 : checkpointN(l) }));
+    emit({ step: "done" });
+  } catch (err) {
+    if (!stop.aborted) throw err;
+  } finally {
+    await k.close();
+  }
+}
+
 async function main(): Promise<number> {
   const kase = process.argv[2] ?? "";
   const token = process.env["LEASESVC_TOKEN"] ?? "";
@@ -256,11 +312,14 @@ async function main(): Promise<number> {
     case "session":
       await sessionCase(c, name, holder, ttlMs);
       return 0;
+    case "keeper":
+      await keeperCase(c, name, holder, ttlMs, stopSignal());
+      return 0;
     case "fence":
       await fenceCase(c, env("LEASESVC_URL"), name, holder, ttlMs, env("LEASE_PROOF"), emit);
       return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete, session or fence)\n`);
+  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete, session, fence or keeper)\n`);
   return 2;
 }
 
