@@ -84,7 +84,6 @@ type Elector struct {
 	c    *Client
 	name string
 	cfg  ElectorConfig
-	safe time.Duration // TTL × (1 − DriftMargin)
 
 	running atomic.Bool
 
@@ -118,7 +117,7 @@ func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client.NewElector: %w", err)
 	}
-	return &Elector{c: c, name: name, cfg: cfg, safe: safeSpan(cfg.TTL, cfg.DriftMargin),
+	return &Elector{c: c, name: name, cfg: cfg,
 		cancelBefore: given, plainCancelBefore: cfg.CancelBefore}, nil
 }
 

@@ -231,7 +231,7 @@ func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
 	if cfg.CancelBefore < 0 {
 		return cfg, fmt.Errorf("ElectorConfig.CancelBefore %v must not be negative", cfg.CancelBefore)
 	}
-	safe := safeSpan(cfg.TTL, cfg.DriftMargin)
+	safe := SafeSpan(cfg.TTL, cfg.DriftMargin)
 	if cfg.CancelBefore == 0 {
 		cfg.CancelBefore = min(DefaultCancelBefore, cfg.TTL/10, max(0, safe-cfg.RenewInterval-time.Millisecond))
 	}
@@ -280,8 +280,10 @@ func (cfg ElectorConfig) withDefaults() (ElectorConfig, error) {
 	return cfg, nil
 }
 
-// safeSpan is how long after sending a successful acquire or renew the
-// holder may act: ttl × (1 − margin).
-func safeSpan(ttl time.Duration, margin float64) time.Duration {
-	return time.Duration(float64(ttl) * (1 - margin))
+// SafeSpan is how long after the send of a confirmation (an acquire or
+// renew that succeeded, an acknowledged heartbeat) a holding may be acted
+// on: span (a TTL or a session window) × (1 − margin). Every safe
+// deadline of this package is a send time plus SafeSpan.
+func SafeSpan(span time.Duration, margin float64) time.Duration {
+	return time.Duration(float64(span) * (1 - margin))
 }

@@ -53,7 +53,7 @@ func (e *Elector) cancelBeforeFor(w time.Duration) (time.Duration, error) {
 	if e.cancelBefore == 0 {
 		cb = min(e.plainCancelBefore, w/10)
 	}
-	if room := safeSpan(w, e.cfg.DriftMargin) - w/2; cb >= room {
+	if room := SafeSpan(w, e.cfg.DriftMargin) - w/2; cb >= room {
 		return 0, fmt.Errorf("ElectorConfig.CancelBefore %v must be below %v for a session window of %v", cb, room, w)
 	}
 	return cb, nil

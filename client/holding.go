@@ -84,7 +84,7 @@ func (h *Holding) Deadline() time.Time {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.sent.Add(safeSpan(h.ttl, h.k.cfg.DriftMargin))
+	return h.sent.Add(SafeSpan(h.ttl, h.k.cfg.DriftMargin))
 }
 
 // Changed returns a channel closed the next time Deadline moves.

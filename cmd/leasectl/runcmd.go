@@ -230,7 +230,7 @@ func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.D
 	// The Elector renews every ttl/3 and cancels the term 2×grace before
 	// the safe deadline, at ttl × (1 − drift margin): that must come after
 	// the renewal.
-	safe := time.Duration(float64(*ttl) * (1 - client.DefaultDriftMargin))
+	safe := client.SafeSpan(*ttl, client.DefaultDriftMargin)
 	if limit := (safe - *ttl/3) / 2; *grace >= limit {
 		return flagError(fs, "--grace %v is too long for --ttl %v: it must be below %v (CMD gets SIGTERM 2×grace before the safe deadline at %d%% of the ttl, which must come after the renewal at ttl/3); lower --grace or raise --ttl",
 			*grace, *ttl, limit.Round(time.Millisecond), int(100*(1-client.DefaultDriftMargin)))
@@ -337,7 +337,7 @@ func runWindow(e *env, fs *flag.FlagSet, w time.Duration, set bool, grace time.D
 	if w < client.MinSessionWindow || w > client.MaxSessionWindow || w%time.Millisecond != 0 {
 		return 0, flagError(fs, "%s %v: must be whole milliseconds within %v … %v", src, w, client.MinSessionWindow, client.MaxSessionWindow)
 	}
-	room := time.Duration(float64(w)*(1-client.DefaultDriftMargin)) - w/2
+	room := client.SafeSpan(w, client.DefaultDriftMargin) - w/2
 	if graceSet && 2*grace >= room {
 		return 0, flagError(fs, "--grace %v is too long for %s %v: CMD gets SIGTERM 2×grace before the session's deadline, which must leave half the window for a heartbeat; give --grace below %v or a longer window",
 			grace, src, w, (room / 2).Round(time.Millisecond))
