@@ -339,3 +339,13 @@ func (h *Holding) keep() {
 		}
 	}
 }
+
+// TTL returns the lease duration the holding's renewals ask for; 0
+// through a session, whose leases the service holds at its own session
+// TTL and ends within the window of the session's end.
+func (h *Holding) TTL() time.Duration {
+	if h.held != nil {
+		return 0
+	}
+	return h.ttl
+}

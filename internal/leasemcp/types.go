@@ -104,14 +104,11 @@ func leaseView(l client.Lease, mine bool) LeaseView {
 }
 
 func heldView(h *holding, window time.Duration) HeldLease {
-	v := HeldLease{
+	return HeldLease{
 		Name: h.name, FencingToken: h.token, Proof: h.proof, Holder: h.lease.Holder, WindowSeconds: window.Seconds(),
+		TTLSeconds:  h.kh.TTL().Seconds(),
 		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil, Priority: h.lease.Priority, YieldTo: h.yieldTo,
 	}
-	if window == 0 {
-		v.TTLSeconds = h.ttl.Seconds()
-	}
-	return v
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
