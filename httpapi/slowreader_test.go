@@ -58,16 +58,25 @@ func bulkServer(t *testing.T, n int, lim httpapi.Limits) (*httptest.Server, *hub
 	return srv, events, logs
 }
 
-// stalledRequest sends a GET of path on a connection with a small receive
-// buffer and never reads the answer; the connection closes with the test.
-func stalledRequest(t *testing.T, srv *httptest.Server, path string) net.Conn {
+// stalledRequest sends a GET of path on a connection with a receive buffer
+// of rcvbuf bytes (0: the system's default) and never reads the answer; the
+// connection closes with the test.
+//
+// A small buffer stalls the server sooner, but only suits a client that
+// never reads again: once the window has closed on a 4 KiB buffer, Linux
+// sends what the server queued one zero-window probe at a time, a few KiB
+// per persist timeout, so reading a megabyte the server's send buffer holds
+// takes minutes.
+func stalledRequest(t *testing.T, srv *httptest.Server, path string, rcvbuf int) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	if rcvbuf > 0 {
+		_ = c.(*net.TCPConn).SetReadBuffer(rcvbuf)
+	}
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +137,7 @@ func TestAnswersAreNotHTMLEscaped(t *testing.T) {
 // its own.
 func TestResponseWriteDeadline(t *testing.T) {
 	srv, _, logs := bulkServer(t, 1000, httpapi.Limits{WriteTimeout: 200 * time.Millisecond, PageBytes: httpapi.MaxPageBytes})
-	stalledRequest(t, srv, "/v1/leases?pageSize=1000")
+	stalledRequest(t, srv, "/v1/leases?pageSize=1000", 4096)
 	waitLog(t, logs, 20*time.Second, `"msg":"request"`, `"route":"/v1/leases"`)
 }
 
@@ -186,7 +195,7 @@ func TestListPageBytes(t *testing.T) {
 // once a write has waited WriteTimeout, with its slot given back.
 func TestStalledStreamIsClosed(t *testing.T) {
 	srv, _, logs := bulkServer(t, 1000, httpapi.Limits{WriteTimeout: 200 * time.Millisecond, StreamBuffer: 64 << 10})
-	stalledRequest(t, srv, "/v1/leases:watch")
+	stalledRequest(t, srv, "/v1/leases:watch", 4096)
 	waitLog(t, logs, 20*time.Second, `"msg":"request"`, `"route":"/v1/leases:watch"`)
 }
 
@@ -194,7 +203,7 @@ func TestStalledStreamIsClosed(t *testing.T) {
 // lifetime, however long its write may wait.
 func TestStalledStreamLifetime(t *testing.T) {
 	srv, _, logs := bulkServer(t, 1000, httpapi.Limits{WriteTimeout: time.Hour, StreamLifetime: 300 * time.Millisecond})
-	stalledRequest(t, srv, "/v1/leases:watch")
+	stalledRequest(t, srv, "/v1/leases:watch", 4096)
 	waitLog(t, logs, 20*time.Second, `"msg":"request"`, `"route":"/v1/leases:watch"`)
 }
 
@@ -217,7 +226,9 @@ func TestBigSnapshotAtClientPace(t *testing.T) {
 // with the reason.
 func TestStreamOverflow(t *testing.T) {
 	srv, events, logs := bulkServer(t, 1, httpapi.Limits{StreamBuffer: 64 << 10})
-	c := stalledRequest(t, srv, "/v1/leases:watch")
+	// The default receive buffer: this client reads again, the rest of
+	// what the server queued (stalledRequest).
+	c := stalledRequest(t, srv, "/v1/leases:watch", 0)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != 200 {
