@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, afterEach, before, describe, test } from "node:test";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { Client, Keeper, LeaseError, LeaseLostError, type Holding, type HoldingEvent, type KeeperOptions } from "@leasesvc/client";
+import { Client, Elector, Keeper, LeaseError, LeaseLostError, type Holding, type HoldingEvent, type KeeperOptions } from "@leasesvc/client";
 import { FakeService } from "./helpers/fake.js";
 import { FakeClock } from "./helpers/fakeclock.js";
 import { FakeSessionServer } from "./helpers/fakesession.js";
@@ -208,5 +208,37 @@ describe("keeper, sessions", () => {
     assert.equal(k.mode, "plain");
     assert.equal(h.mode, "plain");
     assert.ok(logs.some((l) => l.startsWith("leasesvc keeper: plain renewals") && l.includes("session limit")), logs.join("\n"));
+  });
+});
+
+describe("an Elector over a given keeper", () => {
+  test("leads through it, releases on a graceful stop, and leaves the keeper open", async () => {
+    const { k } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const name = lease();
+    let led!: (token: number) => void;
+    const leading = new Promise<number>((r) => (led = r));
+    const e = new Elector(client(rest.url), name, {
+      holder: "a",
+      ttlMs: 3000,
+      keeper: k,
+      onStartedLeading: (signal, token) =>
+        new Promise<void>((resolve) => {
+          led(token);
+          signal.addEventListener("abort", () => resolve());
+        }),
+    });
+    const ac = new AbortController();
+    const run = e.run(ac.signal);
+    const token = await leading;
+    assert.equal(k.mode, "plain");
+    assert.equal(e.token, token);
+    assert.equal(e.safeDeadline, e.lastSentAt + 3000 * 0.9);
+    const releases = rest.count(":release");
+    ac.abort();
+    await run;
+    assert.equal(rest.count(":release"), releases + 1);
+    assert.equal(k.failed, undefined, "the keeper stays open");
+    const h = await k.hold(name, { holder: "a" });
+    assert.equal(h.token, token + 1);
   });
 });
