@@ -20,94 +20,100 @@ import (
 // free that long, leaving a tombstone (the next acquire continues the
 // token), and keeps the done markers of leasectl mcp, the leases freed
 // since, and its own lease (docs/contract.md §15).
+// Fake time (testing/synctest): the backend's clock and the sweeper's.
 func TestRetainFreeDeletes(t *testing.T) {
-	var offset atomic.Int64 // backend time = real time + offset
-	store := memory.New(memory.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
-	var mu sync.Mutex
-	var deleted []lease.Event
-	m, err := lease.NewManager(store, lease.Config{MinTTL: 100 * time.Millisecond, OnChange: func(ev lease.Event) {
-		if ev.Type == lease.EventDeleted {
-			mu.Lock()
-			deleted = append(deleted, ev)
-			mu.Unlock()
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	free := func(name string) {
-		t.Helper()
-		l, err := m.Acquire(ctx, lease.AcquireRequest{Name: name, Holder: "h", TTL: time.Second})
+	synctest.Test(t, func(t *testing.T) {
+		var offset atomic.Int64 // backend time = real time + offset
+		store := memory.New(memory.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
+		var mu sync.Mutex
+		var deleted []lease.Event
+		oldGone := make(chan struct{}) // the deleted event of "old"
+		m, err := lease.NewManager(store, lease.Config{MinTTL: 100 * time.Millisecond, OnChange: func(ev lease.Event) {
+			if ev.Type == lease.EventDeleted {
+				mu.Lock()
+				deleted = append(deleted, ev)
+				mu.Unlock()
+				if ev.Lease.Name == "old" {
+					close(oldGone)
+				}
+			}
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Release(ctx, lease.ReleaseRequest{Name: name, Holder: "h", FencingToken: l.FencingToken}); err != nil {
+		ctx := t.Context()
+		free := func(name string) {
+			t.Helper()
+			l, err := m.Acquire(ctx, lease.AcquireRequest{Name: name, Holder: "h", TTL: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Release(ctx, lease.ReleaseRequest{Name: name, Holder: "h", FencingToken: l.FencingToken}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		free("task.done") // before "old" in expire-time order: the scan passes it first
+		key, err := proofkey.Publish(ctx, store, proofkey.Config{Instance: "i"})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	free("task.done") // before "old" in expire-time order: the scan passes it first
-	key, err := proofkey.Publish(ctx, store, proofkey.Config{Instance: "i"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := key.Close(ctx); err != nil { // ended: free, like "old"
-		t.Fatal(err)
-	}
-	free("old")
-	offset.Add(int64(2 * time.Hour))
-	free("recent")
-	if _, err := m.Acquire(ctx, lease.AcquireRequest{Name: "held", Holder: "h", TTL: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-
-	scans := &countingScanner{ExpiryScanner: store, before: func() time.Time {
-		return time.Now().Add(time.Duration(offset.Load()) - 30*time.Minute)
-	}}
-	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scans, Holder: "sw", Emit: func(lease.Event) {},
-		TTL: 5 * time.Second, Interval: 20 * time.Millisecond, RetainFree: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(runCtx); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := m.Get(ctx, "old"); errors.Is(err, lease.ErrNotFound) {
-			break
+		if err := key.Close(ctx); err != nil { // ended: free, like "old"
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
+		free("old")
+		offset.Add(int64(2 * time.Hour))
+		free("recent")
+		if _, err := m.Acquire(ctx, lease.AcquireRequest{Name: "held", Holder: "h", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+
+		scans := &countingScanner{ExpiryScanner: store, before: func() time.Time {
+			return time.Now().Add(time.Duration(offset.Load()) - 30*time.Minute)
+		}}
+		s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scans, Holder: "sw", Emit: func(lease.Event) {},
+			TTL: 5 * time.Second, Interval: 20 * time.Millisecond, RetainFree: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = s.Run(runCtx); close(done) }()
+		defer func() { cancel(); <-done }()
+
+		select {
+		case <-oldGone:
+		case <-time.After(10 * time.Second):
 			t.Fatal(`"old", free for 2h, was not deleted with RetainFree 1h`)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if snap, err := lease.GetWith(ctx, store.Get, lease.KeyRecordPrefix+key.Kid()); err != nil || snap.Record == nil || lease.Tombstone(snap.Record) {
-		t.Errorf("the proof key's record after the retention sweep: %+v, %v; want it kept", snap.Record, err)
-	}
-	for _, name := range []string{"task.done", "recent", "held", sweeper.DefaultLeaseName} {
-		if _, err := m.Get(ctx, name); err != nil {
-			t.Errorf("Get(%s) after the retention sweep = %v, want it kept", name, err)
+		if _, err := m.Get(ctx, "old"); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf(`Get("old") after its deleted event = %v, want not found`, err)
 		}
-	}
-	mu.Lock()
-	got := append([]lease.Event(nil), deleted...)
-	mu.Unlock()
-	if len(got) != 1 || got[0].Lease.Name != "old" || got[0].Reason != sweeper.RetentionReason || got[0].Operator != "" {
-		t.Fatalf("deleted events %+v, want one for old with reason %q", got, sweeper.RetentionReason)
-	}
-	l, err := m.Acquire(ctx, lease.AcquireRequest{Name: "old", Holder: "h2", TTL: time.Second})
-	if err != nil || l.FencingToken != 2 {
-		t.Fatalf("Acquire of the retained-away lease = %+v, %v; want token 2", l, err)
-	}
-	// Caught up, the retention scan waits RetainEvery (10 s) before it
-	// looks again, while the expiry scan runs every 20 ms.
-	time.Sleep(300 * time.Millisecond)
-	if n := scans.retention.Load(); n != 1 {
-		t.Fatalf("%d retention scans, want 1 within RetainEvery", n)
-	}
+		if snap, err := lease.GetWith(ctx, store.Get, lease.KeyRecordPrefix+key.Kid()); err != nil || snap.Record == nil || lease.Tombstone(snap.Record) {
+			t.Errorf("the proof key's record after the retention sweep: %+v, %v; want it kept", snap.Record, err)
+		}
+		for _, name := range []string{"task.done", "recent", "held", sweeper.DefaultLeaseName} {
+			if _, err := m.Get(ctx, name); err != nil {
+				t.Errorf("Get(%s) after the retention sweep = %v, want it kept", name, err)
+			}
+		}
+		mu.Lock()
+		got := append([]lease.Event(nil), deleted...)
+		mu.Unlock()
+		if len(got) != 1 || got[0].Lease.Name != "old" || got[0].Reason != sweeper.RetentionReason || got[0].Operator != "" {
+			t.Fatalf("deleted events %+v, want one for old with reason %q", got, sweeper.RetentionReason)
+		}
+		l, err := m.Acquire(ctx, lease.AcquireRequest{Name: "old", Holder: "h2", TTL: time.Second})
+		if err != nil || l.FencingToken != 2 {
+			t.Fatalf("Acquire of the retained-away lease = %+v, %v; want token 2", l, err)
+		}
+		// Caught up, the retention scan waits RetainEvery (10 s) before it
+		// looks again, while the expiry scan runs every 20 ms.
+		<-time.After(300 * time.Millisecond)
+		synctest.Wait()
+		if n := scans.retention.Load(); n != 1 {
+			t.Fatalf("%d retention scans, want 1 within RetainEvery", n)
+		}
+	})
 }
 
 // countingScanner counts the scans whose window ends before before(): the
@@ -169,7 +175,7 @@ func TestRetainFreeCountsReservation(t *testing.T) {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { _ = s.Run(runCtx); close(done) }()
-		time.Sleep(3 * time.Minute) // fake time: the sweeper scans all along
+		elapse(3 * time.Minute) // the sweeper scans all along
 		cancel()
 		<-done
 		mu.Lock()
