@@ -4,72 +4,69 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
-	"github.com/leasesvc/leasesvc/client/internal/fakeclock"
 )
 
-// await waits (on the wall clock, at most 10s) for ch to close.
-func await(t *testing.T, what string, ch <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
+// handlerTransport answers requests in-process, so that a client and the
+// service run together in a synctest bubble (no sockets).
+type handlerTransport struct{ serve http.HandlerFunc }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.serve(rec, r)
+	return rec.Result(), nil
 }
 
-// armed waits until the fake clock has a timer due at at.
-func armed(t *testing.T, clock *fakeclock.Clock, at time.Time) {
+// bubbleKeeper returns a Keeper of plain renewals (TTL 30s) on the real
+// lease API in-process, on the bubble's clock; call it inside
+// synctest.Test.
+func bubbleKeeper(t *testing.T) (*client.Keeper, *service, *client.Client) {
 	t.Helper()
-	for {
-		changed := clock.Changed()
-		if next, ok := clock.Next(); ok && next.Equal(at) {
-			return
-		}
-		await(t, "a timer at "+at.String(), changed)
-	}
-}
-
-// plainKeeper returns a Keeper of plain renewals (TTL 30s) on a service and
-// clock of its own.
-func plainKeeper(t *testing.T) (*client.Keeper, *service, *fakeclock.Clock) {
-	t.Helper()
-	clock := fakeclock.New(epoch)
-	s := newService(t, clock)
-	k, err := client.NewKeeper(t.Context(), s.client(t, client.Config{MaxAttempts: 1}),
-		client.KeeperConfig{PlainRenewals: true, TTL: 30 * time.Second, Clock: clock})
+	s := newServiceHandler(t, nil)
+	c, err := client.New("http://localhost", client.Config{MaxAttempts: 1,
+		HTTPClient: &http.Client{Transport: handlerTransport{s.serve}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Close)
-	return k, s, clock
+	k, err := client.NewKeeper(t.Context(), c, client.KeeperConfig{PlainRenewals: true, TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close(); close(s.closing) })
+	return k, s, c
 }
 
 // TestKeeperHoldPlain: a plain holding's deadline is the send time of the
 // last successful acquire or renew + TTL × (1 − DriftMargin); Hold renews
 // it every TTL/3, moving the deadline (Changed), and a renew answered
 // lease_lost ends it (Done, Err matches ErrLost).
-func TestKeeperHoldPlain(t *testing.T) {
-	k, s, clock := plainKeeper(t)
+func TestKeeperHoldPlain(t *testing.T) { synctest.Test(t, keeperHoldPlain) }
+
+func keeperHoldPlain(t *testing.T) {
+	k, s, _ := bubbleKeeper(t)
 	if k.Mode() != "plain" || k.Span() != 30*time.Second || k.Window() != 0 {
 		t.Fatalf("Mode %q Span %v Window %v", k.Mode(), k.Span(), k.Window())
 	}
+	start := time.Now()
 	h, err := k.Hold(t.Context(), "svc.keeper", client.AcquireRequest{Holder: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := epoch.Add(27 * time.Second); !h.Deadline().Equal(want) || h.Token() != 1 {
-		t.Fatalf("deadline %v token %d, want %v and 1", h.Deadline(), h.Token(), want)
+	if want := start.Add(27 * time.Second); !h.Deadline().Equal(want) || h.Token() != 1 || h.TTL() != 30*time.Second {
+		t.Fatalf("deadline %v token %d TTL %v, want %v, 1 and 30s", h.Deadline(), h.Token(), h.TTL(), want)
 	}
 	for i := 1; i <= 2; i++ {
-		changed := h.Changed()
-		armed(t, clock, epoch.Add(time.Duration(i)*10*time.Second))
-		clock.Advance(10 * time.Second)
-		await(t, "the deadline to move", changed)
-		if want := epoch.Add(time.Duration(i)*10*time.Second + 27*time.Second); !h.Deadline().Equal(want) {
+		<-h.Changed() // the bubble's clock runs to the next renewal
+		if since := time.Since(start); since != time.Duration(i)*10*time.Second {
+			t.Fatalf("renewal %d came %v after the acquire, want every TTL/3", i, since)
+		}
+		if want := time.Now().Add(27 * time.Second); !h.Deadline().Equal(want) {
 			t.Fatalf("after renewal %d the deadline is %v, want %v", i, h.Deadline(), want)
 		}
 	}
@@ -77,60 +74,40 @@ func TestKeeperHoldPlain(t *testing.T) {
 		t.Fatalf("Err of a live holding: %v", err)
 	}
 	s.set(lost)
-	armed(t, clock, epoch.Add(30*time.Second))
-	clock.Advance(10 * time.Second)
-	await(t, "the loss", h.Done())
-	if !errors.Is(h.Err(), client.ErrLost) {
-		t.Fatalf("Err %v, want ErrLost", h.Err())
+	<-h.Done()
+	if since := time.Since(start); since != 30*time.Second || !errors.Is(h.Err(), client.ErrLost) {
+		t.Fatalf("ended %v in with %v, want at the third renewal (30s) with ErrLost", since, h.Err())
 	}
 }
 
 // TestKeeperHoldPlainRunsOut: while every renew fails, the holding ends
 // at its deadline, not before, with an error that matches ErrLost.
-func TestKeeperHoldPlainRunsOut(t *testing.T) {
-	k, s, clock := plainKeeper(t)
+func TestKeeperHoldPlainRunsOut(t *testing.T) { synctest.Test(t, keeperHoldPlainRunsOut) }
+
+func keeperHoldPlainRunsOut(t *testing.T) {
+	k, s, _ := bubbleKeeper(t)
 	h, err := k.Hold(t.Context(), "svc.keeper", client.AcquireRequest{Holder: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.set(unavailable)
 	deadline := h.Deadline()
-	for {
-		select {
-		case <-h.Done():
-			if clock.Now().Before(deadline) {
-				t.Fatalf("ended at %v, before its deadline %v", clock.Now(), deadline)
-			}
-			if !errors.Is(h.Err(), client.ErrLost) {
-				t.Fatalf("Err %v, want ErrLost", h.Err())
-			}
-			return
-		default:
-		}
-		changed := clock.Changed()
-		next, ok := clock.Next()
-		if !ok {
-			select { // the renew in flight fails, and a timer is set or the holding ends
-			case <-changed:
-			case <-h.Done():
-			case <-time.After(10 * time.Second):
-				t.Fatal("timed out waiting for a timer or the end")
-			}
-			continue
-		}
-		if next.After(deadline) {
-			t.Fatalf("a timer at %v, after the deadline %v, and the holding still lives", next, deadline)
-		}
-		clock.Advance(next.Sub(clock.Now()))
-		await(t, "the next timer", changed)
+	<-h.Done()
+	if !time.Now().Equal(deadline) || !errors.Is(h.Err(), client.ErrLost) {
+		t.Fatalf("ended at %v with %v, want at its deadline %v with ErrLost", time.Now(), h.Err(), deadline)
+	}
+	if n := s.renews.Load(); n < 3 {
+		t.Fatalf("%d renews tried before the deadline, want the retries", n)
 	}
 }
 
-// TestKeeperReleaseAndTransfer: a release through the holding writes its
-// checkpoint and ends the holding with no error; a transfer hands it over.
-func TestKeeperReleaseAndTransfer(t *testing.T) {
-	k, s, _ := plainKeeper(t)
-	c := s.client(t, client.Config{})
+// TestKeeperReleaseAndTransfer: a renew through the holding writes its
+// checkpoint; a release writes one and ends the holding with no error; a
+// transfer hands it over.
+func TestKeeperReleaseAndTransfer(t *testing.T) { synctest.Test(t, keeperReleaseAndTransfer) }
+
+func keeperReleaseAndTransfer(t *testing.T) {
+	k, _, c := bubbleKeeper(t)
 	h, err := k.Hold(t.Context(), "svc.keeper", client.AcquireRequest{Holder: "agent-a"})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +119,7 @@ func TestKeeperReleaseAndTransfer(t *testing.T) {
 	if _, err := h.Release(t.Context(), json.RawMessage(`{"n":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	await(t, "the holding to end", h.Done())
+	<-h.Done()
 	if h.Err() != nil {
 		t.Fatalf("Err after a release: %v", h.Err())
 	}
@@ -156,7 +133,7 @@ func TestKeeperReleaseAndTransfer(t *testing.T) {
 	if _, err := h.Transfer(t.Context(), client.TransferRequest{To: "agent-b"}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, "the holding to end", h.Done())
+	<-h.Done()
 	if l, err := c.Acquire(t.Context(), "svc.keeper", client.AcquireRequest{Holder: "agent-b", TTL: time.Minute}); err != nil || l.FencingToken != 3 {
 		t.Fatalf("the successor's acquire: %+v, %v", l, err)
 	}

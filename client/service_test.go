@@ -47,6 +47,21 @@ type service struct {
 
 func newService(t testing.TB, clock *fakeclock.Clock) *service {
 	t.Helper()
+	s := newServiceHandler(t, clock)
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(func() {
+		close(s.closing)
+		s.handler.CloseStreams()
+		s.CloseClientConnections()
+		s.Close()
+	})
+	return s
+}
+
+// newServiceHandler returns the service without a server: its serve
+// answers in-process (bubbleClient).
+func newServiceHandler(t testing.TB, clock *fakeclock.Clock) *service {
+	t.Helper()
 	var now func() time.Time = memory.MonotonicClock()
 	if clock != nil {
 		now = clock.Now
@@ -60,55 +75,51 @@ func newService(t testing.TB, clock *fakeclock.Clock) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &service{clock: clock, handler: h, closing: make(chan struct{})}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &service{clock: clock, handler: h, closing: make(chan struct{})}
+}
+
+// serve answers r as the service does, with its fault.
+func (s *service) serve(w http.ResponseWriter, r *http.Request) {
+	h := s.handler
+	if strings.HasSuffix(r.URL.Path, ":renew") {
+		s.renews.Add(1)
+	}
+	if strings.HasSuffix(r.URL.Path, ":acquire") {
+		s.acquires.Add(1)
+	}
+	f := fault(s.fault.Load())
+	if !strings.HasPrefix(r.URL.Path, "/v1/leases") {
+		f = healthy // the faults are of lease operations
+	}
+	switch f {
+	case limited:
+		w.Header().Set("Retry-After", "5")
+		problem(w, http.StatusTooManyRequests, "resource_exhausted", nil)
+		return
+	case unavailable:
+		w.Header().Set("Retry-After", "1")
+		problem(w, http.StatusServiceUnavailable, "unavailable", nil)
+		return
+	case hang:
+		_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client going away
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	case drop:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return
+	case lost:
 		if strings.HasSuffix(r.URL.Path, ":renew") {
-			s.renews.Add(1)
-		}
-		if strings.HasSuffix(r.URL.Path, ":acquire") {
-			s.acquires.Add(1)
-		}
-		f := fault(s.fault.Load())
-		if !strings.HasPrefix(r.URL.Path, "/v1/leases") {
-			f = healthy // the faults are of lease operations
-		}
-		switch f {
-		case limited:
-			w.Header().Set("Retry-After", "5")
-			problem(w, http.StatusTooManyRequests, "resource_exhausted", nil)
+			problem(w, http.StatusConflict, "lease_lost", nil)
 			return
-		case unavailable:
-			w.Header().Set("Retry-After", "1")
-			problem(w, http.StatusServiceUnavailable, "unavailable", nil)
-			return
-		case hang:
-			_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client going away
-			select {
-			case <-r.Context().Done():
-			case <-s.closing:
-			}
-			return
-		case drop:
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
-			return
-		case lost:
-			if strings.HasSuffix(r.URL.Path, ":renew") {
-				problem(w, http.StatusConflict, "lease_lost", nil)
-				return
-			}
 		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		close(s.closing)
-		h.CloseStreams()
-		s.CloseClientConnections()
-		s.Close()
-	})
-	return s
+	}
+	h.ServeHTTP(w, r)
 }
 
 func (s *service) set(f fault) { s.fault.Store(int32(f)) }
