@@ -54,6 +54,18 @@
 // closed. Against a service without sessions OpenSession returns
 // ErrSessionsUnsupported.
 //
+// # Keepers
+//
+// A Keeper (NewKeeper) holds leases for one agent, by plain renewals or
+// through a session, chosen once when it is built; its Holdings carry the
+// safe deadline (Holding.Deadline: a send time plus SafeSpan), say when it
+// moves (Changed) and when the holding ends (Done, Err), and renew,
+// release and transfer with checkpoints over REST or the socket.
+// Keeper.Hold keeps a holding renewed for owners that do not renew by
+// themselves; an Elector campaigns and leads over a Keeper
+// (ElectorConfig.Keeper, or one it builds from its config), and so do
+// leasectl run and leasectl mcp.
+//
 // An Elector holds its lease through the Client's shared session by
 // default (one per Client, opened when the first Elector runs, closed when
 // the last stops), or through ElectorConfig.Session; ElectorConfig.
