@@ -258,7 +258,7 @@ export abstract class Holding {
     const sentAt = this.deps.clock.now();
     try {
       const l = await this.write(cp, opts.signal, sentAt);
-      if (cp !== undefined && (checkpoint === undefined ? this.#gen === gen : this.#pending === undefined)) this.#pending = undefined;
+      if (checkpoint === undefined && cp !== undefined) this.stored(gen); // the staged checkpoint is stored, unless restaged meanwhile
       return l;
     } catch (err) {
       if (err instanceof LeaseLostError) this.lose(err, true);

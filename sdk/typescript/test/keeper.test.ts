@@ -125,6 +125,18 @@ describe("keeper, plain renewals", () => {
     assert.equal(clock.armed, 0);
   });
 
+  test("a staged checkpoint goes with the next renewal and is then no longer pending", async () => {
+    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const h = await k.hold(lease(), { holder: "a" });
+    h.stage({ n: 7 });
+    assert.deepEqual(h.pending, { n: 7 });
+    const moved = next(h, "moved");
+    clock.advance(1000);
+    await moved;
+    assert.deepEqual(rest.seen.at(-1)!.body["checkpoint"], { n: 7 });
+    assert.equal(h.pending, undefined);
+  });
+
   test("transfer ends the holding (not lost)", async () => {
     const { k } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
