@@ -222,6 +222,13 @@ func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.of
 
 func (c *offsetClock) AfterFunc(d time.Duration, f func()) session.Timer { return time.AfterFunc(d, f) }
 
+// elapse lets d of fake time pass in a synctest bubble, then waits until
+// every goroutine of the bubble is blocked: what d brings has happened.
+func elapse(d time.Duration) {
+	<-time.After(d)
+	synctest.Wait()
+}
+
 // lapsedRecord is a Backend on which the session record's renewal finds
 // the record run out.
 type lapsedRecord struct{ session.Backend }
@@ -253,12 +260,11 @@ func recordLapseIsExpiry(t *testing.T) {
 	if s.Heartbeat(func() {}) {
 		t.Fatal("acked after the record was found run out")
 	}
-	time.Sleep(session.MinWindow - time.Millisecond)
+	elapse(session.MinWindow - time.Millisecond)
 	if got, err := m.Get(t.Context(), "x"); err != nil || !got.Held() {
 		t.Fatalf("the lease %v after the lapse was found: %+v, %v; want held until a window has passed", session.MinWindow-time.Millisecond, got, err)
 	}
-	time.Sleep(time.Millisecond)
-	synctest.Wait()
+	elapse(time.Millisecond)
 	got, err := m.Get(t.Context(), "x")
 	if err != nil || got.Held() || got.FencingToken != l.FencingToken || got.SessionKey == "" {
 		t.Fatalf("the lease a window after the lapse: %+v, %v; want ended with the same token, as a session expiry", got, err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -124,7 +125,11 @@ func TestRacingResumes(t *testing.T) {
 // TestAckNeedsSafeLeases: while renewals fail, acks stop before a lease's
 // safe deadline comes within a window of now; they resume after a renewal
 // succeeds.
-func TestAckNeedsSafeLeases(t *testing.T) {
+func TestAckNeedsSafeLeases(t *testing.T) { synctest.Test(t, ackNeedsSafeLeases) }
+
+// ackNeedsSafeLeases runs in fake time: the agent's heartbeats on a
+// ticker, the registry's renewals on the bubble's clock.
+func ackNeedsSafeLeases(t *testing.T) {
 	m := manager(t, memory.New())
 	g := &gated{Backend: session.Manager{M: m}}
 	r := newRegistry(t, g, session.Config{LeaseTTL: time.Second})
@@ -141,29 +146,34 @@ func TestAckNeedsSafeLeases(t *testing.T) {
 		t.Fatal("no ack right after the acquire")
 	}
 	g.failRenew.Store(true)
+	heartbeat := time.NewTicker(10 * time.Millisecond) // the agent's interval
+	defer heartbeat.Stop()
 	for s.Heartbeat(func() {}) {
 		// TTL 1s: the acquire's send time + 0.9s must stay a window (0.2s)
 		// ahead, so acks stop within 0.7s of the last write.
 		if time.Since(start) > 700*time.Millisecond {
 			t.Fatalf("still acked %v after the last successful write", time.Since(start))
 		}
-		time.Sleep(10 * time.Millisecond) // the heartbeat interval
+		<-heartbeat.C
+	}
+	if time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("acks stopped %v after the last successful write, want acks while the deadline (0.9s) is more than a window ahead", time.Since(start))
 	}
 	g.failRenew.Store(false)
 	s.Kick()
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.Heartbeat(func() {}) {
-		if time.Now().After(deadline) {
-			t.Fatal("no ack after renewals came back")
-		}
-		time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the renewal the kick started has returned
+	if !s.Heartbeat(func() {}) {
+		t.Fatal("no ack after renewals came back")
 	}
 }
 
 // TestShutdownMoves: Shutdown asks the socket to move, and returns once
 // the session was resumed elsewhere; the moved session's leases are
 // untouched.
-func TestShutdownMoves(t *testing.T) {
+func TestShutdownMoves(t *testing.T) { synctest.Test(t, shutdownMoves) }
+
+// shutdownMoves runs in fake time: the agent's heartbeats on a ticker.
+func shutdownMoves(t *testing.T) {
 	store := memory.New()
 	m := manager(t, store)
 	old := newRegistry(t, session.Manager{M: m}, session.Config{})
@@ -193,7 +203,9 @@ func TestShutdownMoves(t *testing.T) {
 		t.Fatalf("resume: %v %v %v", taken, lost, err)
 	}
 	defer ns.Close(context.Background())
-	s.Detach(p) // the agent closed the old socket
+	s.Detach(p)                                        // the agent closed the old socket
+	heartbeat := time.NewTicker(50 * time.Millisecond) // the agent's interval
+	defer heartbeat.Stop()
 	for {
 		select {
 		case <-done:
@@ -206,7 +218,7 @@ func TestShutdownMoves(t *testing.T) {
 			if !ns.Heartbeat(func() {}) {
 				t.Fatal("the resumed session is not acked")
 			}
-			time.Sleep(50 * time.Millisecond) // the agent's heartbeat interval
+			<-heartbeat.C
 		}
 	}
 }
