@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -214,13 +215,16 @@ func TestLimiterConcurrent(t *testing.T) {
 	}
 }
 
-func TestLimiterRealClock(t *testing.T) {
+func TestLimiterRealClock(t *testing.T) { synctest.Test(t, limiterRealClock) }
+
+// limiterRealClock is TestLimiterRealClock's body, run in a synctest bubble: fake time.
+func limiterRealClock(t *testing.T) {
 	l := NewLimiter(1000, 1)
 	l.Allow("k")
 	if ok, retry := l.Allow("k"); ok || retry != time.Second {
 		t.Fatalf("second request = %v, %v, want refused with retry 1s", ok, retry)
 	}
-	time.Sleep(5 * time.Millisecond)
+	<-time.After(5 * time.Millisecond) // the bubble's clock: time.Now, as the limiter's default
 	if ok, _ := l.Allow("k"); !ok {
 		t.Fatal("refused after the refill time")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend/memory"
@@ -67,7 +68,10 @@ func TestTransferReservedForPrincipal(t *testing.T) {
 // it does not replace it (its priority and preemption, and so the yield
 // request it makes, stay), and taking the lease under that name does not
 // remove it.
-func TestRegistrationOwnedByPrincipal(t *testing.T) {
+func TestRegistrationOwnedByPrincipal(t *testing.T) { synctest.Test(t, registrationOwnedByPrincipal) }
+
+// registrationOwnedByPrincipal is TestRegistrationOwnedByPrincipal's body, run in a synctest bubble: fake time.
+func registrationOwnedByPrincipal(t *testing.T) {
 	ctx := t.Context()
 	m, err := lease.NewManager(memory.New(), lease.Config{})
 	if err != nil {
@@ -96,11 +100,9 @@ func TestRegistrationOwnedByPrincipal(t *testing.T) {
 		}
 		return l
 	}
-	for deadline := time.Now().Add(10 * time.Second); get().YieldTo() != "cand"; {
-		if time.Now().After(deadline) {
-			t.Fatal("alice's candidate never registered")
-		}
-		time.Sleep(time.Millisecond) // polls a condition: the registration is written by the waiter's goroutine
+	synctest.Wait() // the registration is written by the waiter's goroutine
+	if get().YieldTo() != "cand" {
+		t.Fatal("alice's candidate never registered")
 	}
 	// bob waits under alice's holder name with priority 0, briefly.
 	if _, err := m.Acquire(ctx, lease.AcquireRequest{Name: name, Holder: "cand", TTL: time.Minute, Principal: bob,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -33,6 +34,11 @@ func mustAcquire(t *testing.T, m *lease.Manager, req lease.AcquireRequest) lease
 }
 
 func TestWaitingAcquireIsWokenByRelease(t *testing.T) {
+	synctest.Test(t, waitingAcquireIsWokenByRelease)
+}
+
+// waitingAcquireIsWokenByRelease is TestWaitingAcquireIsWokenByRelease's body, run in a synctest bubble: fake time.
+func waitingAcquireIsWokenByRelease(t *testing.T) {
 	m := newManager(t)
 	a := mustAcquire(t, m, lease.AcquireRequest{Name: "w", Holder: "a", TTL: time.Minute})
 	got := make(chan lease.Lease, 1)
@@ -103,6 +109,11 @@ func TestWaitStopsWhenTheCallerGoesAway(t *testing.T) {
 // TestWaitersAreServedInArrivalOrder queues three waiters; each release
 // hands the lease to the next in the order they arrived.
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	synctest.Test(t, waitersAreServedInArrivalOrder)
+}
+
+// waitersAreServedInArrivalOrder is TestWaitersAreServedInArrivalOrder's body, run in a synctest bubble: fake time.
+func waitersAreServedInArrivalOrder(t *testing.T) {
 	m := newManager(t)
 	cur := mustAcquire(t, m, lease.AcquireRequest{Name: "q", Holder: "first", TTL: time.Minute})
 	var mu sync.Mutex
@@ -144,7 +155,10 @@ func (s *triedStore) Try(ctx context.Context, name string, decide backend.Decide
 	return s.Store.Try(ctx, name, decide)
 }
 
-func TestWakeFromElsewhere(t *testing.T) {
+func TestWakeFromElsewhere(t *testing.T) { synctest.Test(t, wakeFromElsewhere) }
+
+// wakeFromElsewhere is TestWakeFromElsewhere's body, run in a synctest bubble: fake time.
+func wakeFromElsewhere(t *testing.T) {
 	store := memory.New()
 	a, _ := lease.NewManager(store, lease.Config{})
 	bStore := &triedStore{Store: store}
@@ -232,37 +246,38 @@ func TestWokenWaiterExpectsAWrite(t *testing.T) {
 		{"expiry", func(*testing.T, *lease.Manager, lease.Lease) {}, "try,try,try"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &hintedStore{Store: memory.New(), name: "h"}
-			m, err := lease.NewManager(store, lease.Config{MinTTL: 10 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := mustAcquire(t, m, lease.AcquireRequest{Name: "h", Holder: "a", TTL: 300 * time.Millisecond})
-			got := make(chan error, 1)
-			go func() {
-				_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "h", Holder: "b", TTL: time.Second, Wait: 10 * time.Second})
-				got <- err
-			}()
-			waitFor(t, func() bool { return store.calls() == "try,try" }) // a's acquire, b's refused attempt
-			tc.end(t, m, h)
-			if err := <-got; err != nil {
-				t.Fatalf("waiting acquire: %v", err)
-			}
-			if c := store.calls(); c != tc.want {
-				t.Fatalf("calls %s, want %s", c, tc.want)
-			}
+			synctest.Test(t, func(t *testing.T) { // fake time
+				store := &hintedStore{Store: memory.New(), name: "h"}
+				m, err := lease.NewManager(store, lease.Config{MinTTL: 10 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := mustAcquire(t, m, lease.AcquireRequest{Name: "h", Holder: "a", TTL: 300 * time.Millisecond})
+				got := make(chan error, 1)
+				go func() {
+					_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "h", Holder: "b", TTL: time.Second, Wait: 10 * time.Second})
+					got <- err
+				}()
+				waitFor(t, func() bool { return store.calls() == "try,try" }) // a's acquire, b's refused attempt
+				tc.end(t, m, h)
+				if err := <-got; err != nil {
+					t.Fatalf("waiting acquire: %v", err)
+				}
+				if c := store.calls(); c != tc.want {
+					t.Fatalf("calls %s, want %s", c, tc.want)
+				}
+			})
 		})
 	}
 }
 
+// waitFor fails the test unless cond holds once every goroutine of the
+// test's synctest bubble is blocked.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if !cond() {
+		t.Fatal("condition not reached once the bubble was idle")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -55,10 +56,16 @@ func (b *bus) Listen(ctx context.Context, got func(string)) error {
 // reaches Handler.Ended; Close flushes the queue; Subscribe returns nil
 // once its context is done.
 func TestNotifierCarriesEventsToOtherInstances(t *testing.T) {
+	synctest.Test(t, notifierCarriesEventsToOtherInstances)
+}
+
+// notifierCarriesEventsToOtherInstances is TestNotifierCarriesEventsToOtherInstances's body, run in a synctest bubble: fake time.
+func notifierCarriesEventsToOtherInstances(t *testing.T) {
 	b := &bus{}
 	log := slog.New(slog.DiscardHandler)
 	var a, other notify.Transport = notify.NewNotifier(b, "a", log), notify.NewNotifier(b, "b", log)
 	got := map[string]chan lease.Event{"a": make(chan lease.Event, 8), "b": make(chan lease.Event, 8)}
+	defer func() { _ = other.Close(context.Background()) }() // its sender ends with the bubble
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	woken := make(chan string, 8)
@@ -67,8 +74,9 @@ func TestNotifierCarriesEventsToOtherInstances(t *testing.T) {
 	go func() {
 		subscribed <- other.Subscribe(ctx, notify.Handler{Event: func(ev lease.Event) { got["b"] <- ev }, Ended: func(n string) { woken <- n }})
 	}()
-	for b.listeners() < 2 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // both Subscribes listen
+	if n := b.listeners(); n != 2 {
+		t.Fatalf("%d listeners, want 2", n)
 	}
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	ev := func(typ lease.EventType, token int64, md string) lease.Event {
