@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -23,7 +24,7 @@ type term struct {
 	token    int64
 }
 
-func (r *term) config(clock *fakeclock.Clock, holder string) client.ElectorConfig {
+func (r *term) config(clock client.Clock, holder string) client.ElectorConfig {
 	return client.ElectorConfig{
 		Holder: holder,
 		Clock:  clock,
@@ -134,42 +135,51 @@ func TestElectorLeadsRenewsAndReleases(t *testing.T) {
 	}
 }
 
-func TestTwoElectorsOneLeadsThenHandOver(t *testing.T) {
-	clock := fakeclock.New(epoch)
-	s := newService(t, clock)
-	c := s.client(t, client.Config{MaxAttempts: 1})
+// TestTwoElectorsOneLeadsThenHandOver: of two Electors of one lease, one
+// leads at every instant through a minute of renewals; when it stops, the
+// other takes over with the next token at once (its acquire waited on the
+// service).
+func TestTwoElectorsOneLeadsThenHandOver(t *testing.T) { synctest.Test(t, twoElectorsHandOver) }
+
+func twoElectorsHandOver(t *testing.T) {
+	s := newServiceHandler(t, nil)
+	c := s.bubbleClient(t)
 	var ra, rb term
-	a, err := client.NewElector(c, "svc.two", ra.config(clock, "agent-a"))
+	cfg := func(r *term, holder string) client.ElectorConfig {
+		cfg := r.config(client.SystemClock{}, holder)
+		cfg.Wait = time.Minute // the bubble's clock drives the service's waits too
+		return cfg
+	}
+	a, err := client.NewElector(c, "svc.two", cfg(&ra, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopA := runElector(t, a)
-	waitFor(t, "a leading", func() bool { n, _, _ := ra.get(); return n == 1 })
-	b, err := client.NewElector(c, "svc.two", rb.config(clock, "agent-b"))
+	synctest.Wait()
+	if n, _, _ := ra.get(); n != 1 {
+		t.Fatalf("a started leading %d times, want 1", n)
+	}
+	b, err := client.NewElector(c, "svc.two", cfg(&rb, "agent-b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runElector(t, b)
-	waitFor(t, "b polling", func() bool { h, _ := b.Leader(); return h == "agent-a" && clock.Timers() == 3 })
-	for range 6 {
-		clock.Advance(5 * time.Second)
-		time.Sleep(5 * time.Millisecond) // let the requests of both land
-		if a.IsLeader() == b.IsLeader() {
+	synctest.Wait()
+	if h, _ := b.Leader(); h != "agent-a" {
+		t.Fatalf("b sees %q leading, want agent-a", h)
+	}
+	for range 12 {
+		advance(5 * time.Second)
+		if !a.IsLeader() || b.IsLeader() {
 			t.Fatalf("a leads %v, b leads %v", a.IsLeader(), b.IsLeader())
 		}
 	}
 	if err := stopA(); err != nil { // a releases
 		t.Fatal(err)
 	}
-	for i := 0; !b.IsLeader(); i++ {
-		if i > 200 {
-			t.Fatal("b did not take over after a released")
-		}
-		clock.Advance(time.Second)
-		time.Sleep(time.Millisecond)
-	}
-	if tok, _ := b.Token(); tok != 2 {
-		t.Fatalf("b's token %d, want 2", tok)
+	synctest.Wait()
+	if tok, _ := b.Token(); !b.IsLeader() || tok != 2 {
+		t.Fatalf("after a released, b leads %v with token %d, want token 2 at once", b.IsLeader(), tok)
 	}
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
@@ -196,55 +206,52 @@ func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 		{"503 default CancelBefore", unavailable, client.ErrUnavailable, 0, client.DefaultCancelBefore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := fakeclock.New(epoch)
-			s := newService(t, clock)
-			c := s.client(t, client.Config{MaxAttempts: 1})
-			var rec term
-			cfg := rec.config(clock, "agent-a")
-			cfg.CancelBefore = tc.cancelBefore
-			e, _ := client.NewElector(c, "svc.fail", cfg)
-			runElector(t, e)
-			t.Cleanup(func() { s.set(healthy) }) // before the Elector stops
-			waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
-			// One good renew at +10s moves the deadline to 10 + 27 − CancelBefore.
-			clock.Advance(10 * time.Second)
-			waitFor(t, "renewed", func() bool { return s.renews.Load() == 1 && clock.Timers() == 2 })
-			renewedAt := clock.Now()
-			s.set(tc.f)
-			deadline := renewedAt.Add(27*time.Second - tc.want)
-			for clock.Now().Before(deadline.Add(-time.Second)) {
-				clock.Advance(time.Second)
-				if tc.f == hang {
-					time.Sleep(2 * time.Millisecond) // a hanging renew does not come back
-					continue
+			synctest.Test(t, func(t *testing.T) {
+				s := newServiceHandler(t, nil)
+				c := s.bubbleClient(t)
+				var rec term
+				cfg := rec.config(client.SystemClock{}, "agent-a")
+				cfg.CancelBefore = tc.cancelBefore
+				e, _ := client.NewElector(c, "svc.fail", cfg)
+				start := time.Now()
+				runElector(t, e)
+				t.Cleanup(func() { s.set(healthy) }) // before the Elector stops
+				synctest.Wait()
+				if n, _, _ := rec.get(); n != 1 {
+					t.Fatalf("started leading %d times, want 1", n)
 				}
-				// A renew the second fired is back and its retry armed once the
-				// safe deadline's timer has the retry's beside it again.
-				waitFor(t, "the failed renew back and its retry armed", func() bool { return clock.Timers() == 2 })
-			}
-			clock.Advance(deadline.Sub(clock.Now()) - time.Millisecond)
-			_, _, ctx := rec.get()
-			time.Sleep(5 * time.Millisecond)
-			if ctx.Err() != nil {
-				t.Fatalf("cancelled before the safe deadline: %v", context.Cause(ctx))
-			}
-			if s.renews.Load() < 3 && tc.f != hang { // a hanging renew is not retried until its attempt times out
-				t.Fatalf("only %d renews tried", s.renews.Load())
-			}
-			clock.Advance(time.Millisecond)
-			waitFor(t, "the leading ctx cancelled", func() bool { return ctx.Err() != nil })
-			cause := context.Cause(ctx)
-			if !errors.Is(cause, client.ErrSafeDeadline) || !errors.Is(cause, tc.cause) {
-				t.Fatalf("cause %v, want ErrSafeDeadline and %v", cause, tc.cause)
-			}
-			if at := rec.cancelledAt(t); !at.Equal(deadline) {
-				t.Fatalf("cancelled at +%v, want +%v", at.Sub(epoch), deadline.Sub(epoch))
-			}
-			waitFor(t, "OnStoppedLeading", func() bool { _, n, _ := rec.get(); return n == 1 })
-			if e.IsLeader() {
-				t.Fatal("IsLeader after the deadline")
-			}
-			s.set(healthy)
+				// One good renew at +10s moves the deadline to 10 + 27 − CancelBefore.
+				advance(10 * time.Second)
+				if n := s.renews.Load(); n != 1 {
+					t.Fatalf("%d renews in the first 10s, want 1", n)
+				}
+				renewed := time.Unix(0, s.renewed.Load()) // sent then: no time passes in-process
+				s.set(tc.f)
+				deadline := renewed.Add(27*time.Second - tc.want)
+				advance(time.Until(deadline) - time.Millisecond)
+				_, _, ctx := rec.get()
+				if ctx.Err() != nil {
+					t.Fatalf("cancelled before the safe deadline: %v", context.Cause(ctx))
+				}
+				if s.renews.Load() < 3 && tc.f != hang { // a hanging renew is not retried until its attempt times out
+					t.Fatalf("only %d renews tried", s.renews.Load())
+				}
+				advance(time.Millisecond)
+				if ctx.Err() == nil {
+					t.Fatal("not cancelled at the safe deadline")
+				}
+				cause := context.Cause(ctx)
+				if !errors.Is(cause, client.ErrSafeDeadline) || !errors.Is(cause, tc.cause) {
+					t.Fatalf("cause %v, want ErrSafeDeadline and %v", cause, tc.cause)
+				}
+				if at := rec.cancelledAt(t); !at.Equal(deadline) {
+					t.Fatalf("cancelled at +%v, want +%v", at.Sub(start), deadline.Sub(start))
+				}
+				if _, n, _ := rec.get(); n != 1 || e.IsLeader() {
+					t.Fatalf("OnStoppedLeading called %d times, IsLeader %v after the deadline", n, e.IsLeader())
+				}
+				s.set(healthy)
+			})
 		})
 	}
 }

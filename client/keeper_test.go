@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,32 +11,18 @@ import (
 	"github.com/leasesvc/leasesvc/client"
 )
 
-// handlerTransport answers requests in-process, so that a client and the
-// service run together in a synctest bubble (no sockets).
-type handlerTransport struct{ serve http.HandlerFunc }
-
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.serve(rec, r)
-	return rec.Result(), nil
-}
-
 // bubbleKeeper returns a Keeper of plain renewals (TTL 30s) on the real
 // lease API in-process, on the bubble's clock; call it inside
 // synctest.Test.
 func bubbleKeeper(t *testing.T) (*client.Keeper, *service, *client.Client) {
 	t.Helper()
 	s := newServiceHandler(t, nil)
-	c, err := client.New("http://localhost", client.Config{MaxAttempts: 1,
-		HTTPClient: &http.Client{Transport: handlerTransport{s.serve}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s.bubbleClient(t)
 	k, err := client.NewKeeper(t.Context(), c, client.KeeperConfig{PlainRenewals: true, TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close(); close(s.closing) })
+	t.Cleanup(k.Close)
 	return k, s, c
 }
 

@@ -40,6 +40,7 @@ type service struct {
 	clock    *fakeclock.Clock
 	fault    atomic.Int32
 	renews   atomic.Int32 // renew requests seen
+	renewed  atomic.Int64 // when the last renew request came, Unix ns
 	acquires atomic.Int32 // acquire requests seen
 	handler  *httpapi.Handler
 	closing  chan struct{} // closed when the test ends
@@ -83,6 +84,7 @@ func (s *service) serve(w http.ResponseWriter, r *http.Request) {
 	h := s.handler
 	if strings.HasSuffix(r.URL.Path, ":renew") {
 		s.renews.Add(1)
+		s.renewed.Store(time.Now().UnixNano())
 	}
 	if strings.HasSuffix(r.URL.Path, ":acquire") {
 		s.acquires.Add(1)
