@@ -156,12 +156,12 @@ func ExampleElector_preemption() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan struct{})
+	done, leading := make(chan struct{}), make(chan struct{})
 
 	var primary *client.Elector
 	primary, err = client.NewElector(c, "jobs.scheduler", client.ElectorConfig{
 		Holder: "old", TTL: 3 * time.Second, Priority: 1,
-		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+		OnStartedLeading: func(ctx context.Context) { close(leading); <-ctx.Done() },
 		OnYieldRequested: func(ctx context.Context, to string) {
 			// Save where the work stands; the Elector then steps down.
 			if err := primary.Checkpoint(ctx, map[string]int{"offset": 812}); err != nil {
@@ -187,9 +187,7 @@ func ExampleElector_preemption() {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = primary.Run(ctx) })
-	for !primary.IsLeader() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-leading
 	wg.Go(func() { _ = standby.Run(ctx) })
 	<-done
 	cancel()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/client"
@@ -339,9 +340,11 @@ func TestElectorCheckpoint(t *testing.T) {
 // TestElectorStepsDownWithoutCallback: with no OnYieldRequested, a leader
 // asked to yield steps down at once, releasing with the checkpoint it set
 // last; an Elector of the same priority that preempts asks nothing.
-func TestElectorStepsDownWithoutCallback(t *testing.T) {
-	s := newService(t, nil)
-	c := s.client(t, client.Config{})
+func TestElectorStepsDownWithoutCallback(t *testing.T) { synctest.Test(t, stepsDownWithoutCallback) }
+
+func stepsDownWithoutCallback(t *testing.T) {
+	s := newServiceHandler(t, nil)
+	c := s.bubbleClient(t)
 	const name = "succ.default"
 	var low, peer, high leadRecord
 	cfg := realConfig("low", low.lead)
@@ -351,7 +354,10 @@ func TestElectorStepsDownWithoutCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	runElector(t, lowE)
-	waitFor(t, "low leading", func() bool { return low.terms() == 1 })
+	synctest.Wait()
+	if low.terms() != 1 {
+		t.Fatalf("low leads %d terms, want 1", low.terms())
+	}
 	if err := lowE.SetCheckpoint(json.RawMessage(`{"at":"low"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -364,11 +370,11 @@ func TestElectorStepsDownWithoutCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopPeer := runElector(t, peerE)
-	waitFor(t, "peer registered", func() bool {
-		l, err := c.Get(t.Context(), name)
-		return err == nil && l.Candidates == 1
-	})
-	time.Sleep(500 * time.Millisecond) // two renewals of low
+	synctest.Wait()
+	if l, err := c.Get(t.Context(), name); err != nil || l.Candidates != 1 {
+		t.Fatalf("the peer is not registered as a candidate: %+v, %v", l, err)
+	}
+	advance(500 * time.Millisecond) // two renewals of low
 	if l, _ := c.Get(t.Context(), name); l.YieldRequested || !lowE.IsLeader() {
 		t.Fatalf("a candidate of the same priority made low yield: %+v", l)
 	}
@@ -383,14 +389,19 @@ func TestElectorStepsDownWithoutCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	runElector(t, highE)
-	waitFor(t, "high leading", func() bool { return high.terms() == 1 })
+	advance(time.Second) // low's next renewal hears of high, and low steps down
+	if high.terms() != 1 {
+		t.Fatalf("high leads %d terms, want 1", high.terms())
+	}
 	high.mu.Lock()
 	tok, cp := high.tokens[0], high.checkpoint[0]
 	high.mu.Unlock()
 	if tok != 2 || cp != `{"at":"low"}` {
 		t.Fatalf("high leads with token %d and checkpoint %s", tok, cp)
 	}
-	waitFor(t, "low's term over", func() bool { return low.ended() == 1 })
+	if low.ended() != 1 {
+		t.Fatalf("low's terms ended: %d, want 1", low.ended())
+	}
 	low.mu.Lock()
 	defer low.mu.Unlock()
 	if !errors.Is(low.causes[0], client.ErrYielded) {
