@@ -163,7 +163,9 @@ func pausedResume(t *testing.T, env map[string]string, a *e2e.Service) {
 	// The agent waits for B's answer, in vain, then gives up on B while
 	// its session still lives on A (A ends it a window after the agent's
 	// last message there).
-	time.Sleep(pausedWindow / 3)
+	if !faultWait(ctx, pausedWindow/3) {
+		t.Fatal(ctx.Err())
+	}
 
 	// It gives up on B and resumes on C with a later epoch.
 	cc, err := rawsession.Dial(ctx, c.URL, nil, nil)
@@ -202,7 +204,9 @@ func pausedResume(t *testing.T, env map[string]string, a *e2e.Service) {
 	}()
 
 	// B wakes and reads the late resume; the agent goes on leading via C.
-	time.Sleep(pausedWindow)
+	if !faultWait(ctx, pausedWindow) { // B stays paused for a window
+		t.Fatal(ctx.Err())
+	}
 	if err := b.Thaw(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +244,9 @@ func pausedResume(t *testing.T, env map[string]string, a *e2e.Service) {
 		t.Fatalf("the candidate got %d %s at %v; want 200 after the agent's deadline %v", got.code, got.body,
 			got.at.Format("15:04:05.000"), until.Format("15:04:05.000"))
 	}
-	time.Sleep(leadFor)
+	if !faultWait(ctx, leadFor) { // a late resume would land within it
+		t.Fatal(ctx.Err())
+	}
 	for _, in := range []*e2e.Service{a, b, c} {
 		r := e2e.Client{URL: in.URL}.Do(t, http.MethodGet, "/v1/leases/"+name, "", "")
 		if r.Status != http.StatusOK || r.Holder() != "candidate" || r.Token() != held.FencingToken+1 || r.Body["held"] != true {

@@ -37,7 +37,7 @@ var faults = []fault{
 		for _, dir := range []string{"upstream", "downstream"} {
 			addToxic(t, in, fmt.Sprintf(`{"name":"delay-%s","type":"latency","stream":%q,"attributes":{"latency":150,"jitter":100}}`, dir, dir))
 		}
-		time.Sleep(4 * time.Second)
+		faultWait(t.Context(), 4*time.Second)
 		removeToxic(t, in, "delay-upstream")
 		removeToxic(t, in, "delay-downstream")
 	}},
@@ -46,7 +46,9 @@ var faults = []fault{
 		old := in.svc
 		in.mu.Unlock()
 		old.Kill()
-		time.Sleep(500 * time.Millisecond)
+		if !faultWait(t.Context(), 500*time.Millisecond) { // down, then restarted
+			return
+		}
 		svc := e2e.StartService(t, in.env)
 		in.mu.Lock()
 		in.svc = svc
@@ -56,20 +58,20 @@ var faults = []fault{
 	{"paused (SIGSTOP, then SIGCONT) while session agents hold through it", safetyPause + 8*time.Second, pauseInstance},
 	{"backend connection cut (refused) for 3s", 3 * time.Second, func(t *testing.T, _ *safetyRun, in *safetyInstance, _ *pubsub.Client) {
 		in.proxy.Stop()
-		time.Sleep(3 * time.Second)
+		faultWait(t.Context(), 3*time.Second)
 		if err := in.proxy.Start(); err != nil {
 			t.Fatalf("restore the fault proxy of instance %d: %v", in.idx, err)
 		}
 	}},
 	{"Pub/Sub emulator stopped for 3s and restarted", 20 * time.Second, func(t *testing.T, r *safetyRun, _ *safetyInstance, client *pubsub.Client) {
 		emulators.StopPubSub(t)
-		time.Sleep(3 * time.Second)
+		faultWait(t.Context(), 3*time.Second)
 		emulators.RestartPubSub(t)
 		createTopic(t, client, r.cfg.topic) // the restarted emulator has forgotten it
 	}},
 	{"backend blackholed for 3s (bytes dropped, connections closed after 2.5s)", 3 * time.Second, func(t *testing.T, _ *safetyRun, in *safetyInstance, _ *pubsub.Client) {
 		addToxic(t, in, `{"name":"blackhole","type":"timeout","stream":"upstream","attributes":{"timeout":2500}}`)
-		time.Sleep(3 * time.Second)
+		faultWait(t.Context(), 3*time.Second)
 		removeToxic(t, in, "blackhole")
 	}},
 }
@@ -82,7 +84,9 @@ func (r *safetyRun) injectFaults(t *testing.T, end time.Time, client *pubsub.Cli
 	start := time.Now()
 	var log []string
 	for i := 0; ; i++ {
-		time.Sleep(faultQuiet)
+		if !faultWait(r.ctx, faultQuiet) {
+			return log
+		}
 		all := faults
 		if r.cfg.faults != nil {
 			all = r.cfg.faults

@@ -56,6 +56,7 @@ type safetyConfig struct {
 // safetyRun is the state of one run.
 type safetyRun struct {
 	cfg    safetyConfig
+	ctx    context.Context // the test's: its end stops the waits of faults (hold)
 	insts  []*safetyInstance
 	rec    history.Recorder
 	stats  counters
@@ -157,7 +158,7 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	// Not beside the timing-bound freeze cases of sdk/conformance (see
 	// e2e.Exclusive).
 	e2e.Exclusive(t, "timing")
-	r := &safetyRun{cfg: cfg, hc: &http.Client{Transport: &http.Transport{
+	r := &safetyRun{cfg: cfg, ctx: t.Context(), hc: &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second,
 	}}}
 	defer r.hc.CloseIdleConnections()
@@ -243,9 +244,7 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 		sessionFaultsDone <- sessionLog{}
 	}
 	faults := r.injectFaults(t, start.Add(cfg.duration), pubsubClient)
-	if d := time.Until(start.Add(cfg.duration)); d > 0 {
-		time.Sleep(d)
-	}
+	faultWait(r.ctx, time.Until(start.Add(cfg.duration))) // the fault-free tail
 	sl := <-sessionFaultsDone
 	if sl.err != nil {
 		t.Errorf("session fault: %v", sl.err)
@@ -335,7 +334,9 @@ func (r *safetyRun) finalReads(t *testing.T, names []string, entries []history.E
 	}
 	if d := time.Until(lastMaybe.Add(12 * time.Second)); d > 0 {
 		t.Logf("waiting %v for unanswered operations to land or time out", d.Round(time.Millisecond))
-		time.Sleep(d)
+		if !faultWait(r.ctx, d) {
+			t.Fatalf("the test ended while unanswered operations could still land: %v", r.ctx.Err())
+		}
 	}
 	finals := map[string]*lease.Lease{}
 	c := &contender{id: -1, run: r, rng: rand.New(rand.NewPCG(1, 2))}
@@ -351,7 +352,9 @@ func (r *safetyRun) finalReads(t *testing.T, names []string, entries []history.E
 			if time.Now().After(deadline) {
 				t.Fatalf("final read of %s: no answer in a minute", name)
 			}
-			time.Sleep(200 * time.Millisecond)
+			if !faultWait(r.ctx, 200*time.Millisecond) { // before the next try
+				t.Fatalf("final read of %s: %v", name, r.ctx.Err())
+			}
 		}
 	}
 	return finals
@@ -380,4 +383,23 @@ func withoutLease(entries []history.Entry, name string) []history.Entry {
 		}
 	}
 	return out
+}
+
+// faultWait waits d, or until ctx ends; it reports whether all of d
+// passed. It is for the wall-clock waits of the fault harnesses: a fault's
+// length, the quiet between faults, the span a late request could land in.
+// Those waits are the faults themselves, not waits for an outcome; unlike
+// a plain sleep they end with the test.
+func faultWait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }

@@ -79,7 +79,7 @@ func pauseInstance(t *testing.T, r *safetyRun, in *safetyInstance, _ *pubsub.Cli
 	in.mu.Unlock()
 	at := time.Now()
 	svc.Freeze(t)
-	time.Sleep(safetyPause)
+	faultWait(r.ctx, safetyPause) // thawed however the wait ends
 	if err := svc.Thaw(); err != nil {
 		t.Fatalf("instance %d: %v", in.idx, err)
 	}

@@ -72,27 +72,27 @@ type sessionFault struct {
 // sessionFaults are injected, in turn over the instances, beside the
 // run's other faults (injectSessionFaults) when it has session contenders.
 var sessionFaults = []sessionFault{
-	{name: "session sockets delayed 150±100 ms each way for 3s", do: func(_ *safetyRun, in *safetyInstance) error {
+	{name: "session sockets delayed 150±100 ms each way for 3s", do: func(r *safetyRun, in *safetyInstance) error {
 		for _, dir := range []string{"upstream", "downstream"} {
 			spec := fmt.Sprintf(`{"name":"sdelay-%s","type":"latency","stream":%q,"attributes":{"latency":150,"jitter":100}}`, dir, dir)
 			if _, err := in.front.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
 				return err
 			}
 		}
-		time.Sleep(3 * time.Second)
+		faultWait(r.ctx, 3*time.Second)
 		return errors.Join(in.front.Toxics.RemoveToxic(context.Background(), "sdelay-upstream"),
 			in.front.Toxics.RemoveToxic(context.Background(), "sdelay-downstream"))
 	}},
-	{name: "session sockets cut (front proxy stopped) for 2s", do: func(_ *safetyRun, in *safetyInstance) error {
+	{name: "session sockets cut (front proxy stopped) for 2s", do: func(r *safetyRun, in *safetyInstance) error {
 		in.front.Stop()
-		time.Sleep(2 * time.Second)
+		faultWait(r.ctx, 2*time.Second)
 		return in.front.Start()
 	}},
-	{name: "session sockets blackholed for 2s (bytes dropped)", do: func(_ *safetyRun, in *safetyInstance) error {
+	{name: "session sockets blackholed for 2s (bytes dropped)", do: func(r *safetyRun, in *safetyInstance) error {
 		if _, err := in.front.Toxics.AddToxicJson(strings.NewReader(`{"name":"sblackhole","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)); err != nil {
 			return err
 		}
-		time.Sleep(2 * time.Second)
+		faultWait(r.ctx, 2*time.Second)
 		return in.front.Toxics.RemoveToxic(context.Background(), "sblackhole")
 	}},
 	{name: "late frames: a socket's renew and the next socket's resume held at the front until the agent resumed elsewhere, then delivered; the resume that took the session replayed on new sockets",
@@ -107,7 +107,9 @@ func (r *safetyRun) injectSessionFaults(end time.Time) ([]string, error) {
 	start := time.Now()
 	var log []string
 	for i := 0; ; i++ {
-		time.Sleep(time.Second)
+		if !faultWait(r.ctx, time.Second) {
+			return log, nil
+		}
 		f := sessionFaults[i%len(sessionFaults)]
 		need := 3 * time.Second
 		if f.once && i >= len(sessionFaults) {
