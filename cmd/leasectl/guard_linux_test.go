@@ -96,21 +96,16 @@ func TestRunGuardKillsTreeWhenLeasectlIsKilled(t *testing.T) {
 	}
 	killed := time.Now()
 	_ = leasectl.Wait()
-	for l := living(pids); len(l) > 0; l = living(pids) {
-		if time.Since(killed) > time.Second {
-			t.Fatalf("still running 1s after leasectl's SIGKILL: %v; output:\n%s", l, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if took, ok := e2e.Poll(time.Second-time.Since(killed), 10*time.Millisecond, func() bool { return len(living(pids)) == 0 }); !ok {
+		t.Fatalf("still running 1s after leasectl's SIGKILL: %v; output:\n%s", living(pids), out.String())
+	} else {
+		t.Logf("CMD's tree gone %v after leasectl's SIGKILL", took)
 	}
-	t.Logf("CMD's tree gone %v after leasectl's SIGKILL", time.Since(killed))
-	for {
-		if _, err := os.Stat(filepath.Dir(cp)); os.IsNotExist(err) {
-			break
-		}
-		if time.Since(killed) > 5*time.Second {
-			t.Fatalf("checkpoint directory %s still there 5s after leasectl's SIGKILL", filepath.Dir(cp))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, ok := e2e.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+		_, err := os.Stat(filepath.Dir(cp))
+		return os.IsNotExist(err)
+	}); !ok {
+		t.Fatalf("checkpoint directory %s still there 5s after leasectl's SIGKILL", filepath.Dir(cp))
 	}
 }
 
@@ -126,22 +121,16 @@ func TestRunGuardHoldsDeadlineWhenLeasectlIsFrozen(t *testing.T) {
 	// again (TestRunCampaignsAgainAfterALostTerm).
 	leasectl, pids, _, out := startTree(t, bin, svc.URL, name, "3s", "--exit-on-loss")
 	// Renewals extend the guard's deadline: the tree outlives the first.
-	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if l := living(pids); len(l) != len(pids) {
-			t.Fatalf("only %v running while leasectl renews; output:\n%s", l, out.String())
-		}
+	if _, died := e2e.Poll(3500*time.Millisecond, 50*time.Millisecond, func() bool { return len(living(pids)) != len(pids) }); died {
+		t.Fatalf("only %v running while leasectl renews; output:\n%s", living(pids), out.String())
 	}
 	if err := leasectl.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
-	for l := living(pids); len(l) > 0; l = living(pids) {
-		if time.Since(stopped) > 5*time.Second {
-			t.Fatalf("still running 5s after leasectl was frozen with a 3s TTL: %v; output:\n%s", l, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	died, ok := e2e.Poll(5*time.Second, 10*time.Millisecond, func() bool { return len(living(pids)) == 0 })
+	if !ok {
+		t.Fatalf("still running 5s after leasectl was frozen with a 3s TTL: %v; output:\n%s", living(pids), out.String())
 	}
-	died := time.Since(stopped)
 	c := e2e.Client{URL: svc.URL}
 	r := c.Get(t, "/v1/leases/"+name)
 	if r.Body["held"] != true || r.Token() != 1 {

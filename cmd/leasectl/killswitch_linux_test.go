@@ -30,15 +30,15 @@ func alive(pid int) bool {
 // waitFile waits up to 20s for path to hold a line and returns it.
 func waitFile(t *testing.T, path string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			return strings.TrimSpace(string(b))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var line string
+	if _, ok := e2e.Poll(20*time.Second, 20*time.Millisecond, func() bool {
+		b, err := os.ReadFile(path)
+		line = strings.TrimSpace(string(b))
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	}); !ok {
+		t.Fatalf("%s not written within 20s", path)
 	}
-	t.Fatalf("%s not written within 20s", path)
-	return ""
+	return line
 }
 
 // TestRunKillSwitch: when leasectl run is killed with SIGKILL, its CMD dies
@@ -71,14 +71,11 @@ func TestRunKillSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	killed := time.Now()
-	for alive(pid) {
-		if time.Since(killed) > time.Second {
-			t.Fatalf("CMD (pid %d) still running 1s after leasectl was killed with SIGKILL", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	took, ok := e2e.Poll(time.Second, 10*time.Millisecond, func() bool { return !alive(pid) })
+	if !ok {
+		t.Fatalf("CMD (pid %d) still running 1s after leasectl was killed with SIGKILL", pid)
 	}
-	t.Logf("CMD gone %v after leasectl's SIGKILL", time.Since(killed))
+	t.Logf("CMD gone %v after leasectl's SIGKILL", took)
 	start("second")
 	g := strings.Fields(waitFile(t, filepath.Join(dir, "second")))
 	if g[1] != "2" {

@@ -203,11 +203,7 @@ func (b *syncBuffer) String() string {
 
 func waitOutput(t *testing.T, b *syncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(b.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output has no %q:\n%s", want, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, ok := e2e.Poll(10*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(b.String(), want) }); !ok {
+		t.Fatalf("output has no %q:\n%s", want, b.String())
 	}
 }

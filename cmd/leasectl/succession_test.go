@@ -85,16 +85,13 @@ while :; do sleep 0.05; done`
 	}()
 	waitOutput(t, &lowOut, "low inherited:[]") // the first leader's checkpoint file is empty
 	c := e2e.Client{URL: svc.URL}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := c.Get(t, "/v1/leases/"+name)
-		if cp, _ := json.Marshal(r.Body["checkpoint"]); string(cp) == `{"n":1}` {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CMD's checkpoint never reached the service: %s", r.Raw)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r e2e.Response
+	if _, ok := e2e.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		r = c.Get(t, "/v1/leases/"+name)
+		cp, _ := json.Marshal(r.Body["checkpoint"])
+		return string(cp) == `{"n":1}`
+	}); !ok {
+		t.Fatalf("CMD's checkpoint never reached the service: %s", r.Raw)
 	}
 
 	highScript := `echo "high inherited:[$(cat "$LEASE_CHECKPOINT_FILE")] by $LEASE_CHECKPOINT_TOKEN token $LEASE_FENCING_TOKEN"`

@@ -333,10 +333,7 @@ func TestLostHoldingIsNeverRevived(t *testing.T) {
 
 func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, ok := e2e.Poll(d, 100*time.Millisecond, cond); !ok {
+		t.Fatalf("condition not met within %v", d)
 	}
 }
