@@ -1,6 +1,7 @@
 """``Elector``: campaigns for one lease and keeps it while this process
 leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7),
-through a session by default (docs/contract.md §14)."""
+over a :class:`~leasesvc.Keeper` (through a session by default,
+docs/contract.md §14)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .backoff import Backoff
 from .client import Client, _Cancel
-from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError, LeaseReservedError, RateLimitedError,
-                     SessionHeldError, SessionsUnsupportedError, UnavailableError)
+from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError,
+                     LeaseReservedError, RateLimitedError, SessionHeldError, UnavailableError)
+from .keeper import Holding, Keeper, keeper_for
 from .lease import Lease
-from .session import Session, SessionLimitError
-from .term import GONE, RELEASED, RENEWING, Term
+from .term import GONE, RELEASED, RENEWING, Term, TermState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
 
 #: The lease duration an Elector asks for by default, seconds.
 DEFAULT_TTL = 30.0
@@ -213,6 +217,10 @@ class Elector:
             default the Client's shared session.
         plain_renewals: keep the lease with plain renewals every
             ``renew_interval``, never through a session.
+        keeper: the :class:`~leasesvc.Keeper` to hold the lease with
+            (excludes ``session`` and ``plain_renewals``); default one built
+            from the options above. Its TTL, renewal interval, jitter, drift
+            margin, backoff and clock then keep the lease.
     """
 
     def __init__(
@@ -239,8 +247,9 @@ class Elector:
         on_yield_requested: Optional[Callable[[Term, str], None]] = None,
         logger: Optional[logging.Logger] = None,
         clock: Callable[[], float] = time.monotonic,
-        session: Optional[Session] = None,
+        session: Optional["Session"] = None,
         plain_renewals: bool = False,
+        keeper: Optional[Keeper] = None,
     ) -> None:
         if client is None:
             raise ValueError("leasesvc.Elector: client is None")
@@ -270,8 +279,6 @@ class Elector:
             raise ValueError(f"leasesvc.Elector: priority {priority} must be within 0 … {MAX_PRIORITY}")
         if preempt and wait < 0:
             raise ValueError("leasesvc.Elector: preempt needs waiting acquires: wait must not be negative")
-        if session is not None and plain_renewals:
-            raise ValueError("leasesvc.Elector: session and plain_renewals exclude each other")
         if retry_backoff is None:
             initial = max(0.001, min(0.1, ttl / 30))
             retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
@@ -297,9 +304,12 @@ class Elector:
         self._on_yield = on_yield_requested
         self._log = logger or logging.getLogger("leasesvc")
         self._clock = clock
-        self._given_session = session
         self.plain_renewals = plain_renewals
-        self._mode = ""  # "session" or "plain", once said in the log
+        #: The :class:`~leasesvc.Keeper` that holds the lease.
+        self.keeper = keeper_for(client, keeper, session=session, plain_renewals=plain_renewals, ttl=ttl,
+                                 renew_interval=ri, renew_jitter=renew_jitter, drift_margin=drift_margin,
+                                 retry_backoff=retry_backoff, release_timeout=release_timeout, clock=clock,
+                                 logger=self._log, label=f"leasesvc elector {name} ({holder})")
 
         #: Set while this Elector leads; cleared at once when a term ends.
         self.leading = threading.Event()
@@ -308,6 +318,7 @@ class Elector:
         self._running = False
         self._acquiring: Optional[_Cancel] = None
         self._term: Optional[Term] = None
+        self._st: Optional[TermState] = None  # the current term's state
         self._leader: Tuple[str, int] = ("", 0)
         self._thread: Optional[threading.Thread] = None
         self._cb_name = f"leasesvc-leader-{name}-{id(self)}"
@@ -340,14 +351,15 @@ class Elector:
 
     # --- succession (docs/contract.md §8) --------------------------------
 
-    def _open_term(self) -> Term:
-        """The term checkpoints and transfers act on (under _cond)."""
-        t = self._term
-        if t is None:
+    def _open_term(self) -> Tuple[Term, TermState]:
+        """The term checkpoints and transfers act on, and its state (under
+        _cond)."""
+        t, st = self._term, self._st
+        if t is None or st is None:
             raise NotLeadingError("leasesvc.Elector: not leading")
-        if t._closed is not None:
-            raise NotLeadingError(f"leasesvc.Elector: the holding is over: {t._closed}")
-        return t
+        if st.closed is not None:
+            raise NotLeadingError(f"leasesvc.Elector: the holding is over: {st.closed}")
+        return t, st
 
     def set_checkpoint(self, value: Dict[str, Any]) -> None:
         """Record ``value``, a JSON object of at most 16 KiB, as the
@@ -365,10 +377,12 @@ class Elector:
         """
         cp = _encode_checkpoint(value)
         with self._cond:
-            t = self._open_term()
-            t._pending, t._gen = cp, t._gen + 1
-            t._want_write(self._clock() + self.renew_interval)
+            t, st = self._open_term()
+            st.pending, st.gen = cp, st.gen + 1
+            st.want_write(self._clock() + self.renew_interval)
             self._cond.notify_all()
+        if t.holding is not None:
+            t.holding.stage(cp)  # (the keeper's next renewal of its own, if any, writes it)
 
     def checkpoint(self, value: Dict[str, Any]) -> Lease:
         """:meth:`set_checkpoint`, then write it at once with a renew of the
@@ -384,18 +398,15 @@ class Elector:
         """
         cp = _encode_checkpoint(value)
         with self._cond:
-            t = self._open_term()
-            t._pending, t._gen = cp, t._gen + 1
-            gen = t._gen
-        via: Optional[Session] = t._via
-        if via is not None:
-            d = via._renew(self.name, self.holder, t.token, checkpoint=cp, timeout=self._attempt_timeout())
-        else:
-            d = self._c._renew(self.name, self.holder, t.token, checkpoint=cp, attempts=1, timeout=self._attempt_timeout())
+            t, st = self._open_term()
+            st.pending, st.gen = cp, st.gen + 1
+            gen = st.gen
+        assert t.holding is not None
+        lease = t.holding.renew(cp, timeout=self._attempt_timeout())
         with self._cond:
-            if t._gen == gen:
-                t._pending = None
-        return Lease.from_json(d)
+            if st.gen == gen:
+                st.pending = None
+        return lease
 
     def transfer(self, to: str, checkpoint: Optional[Dict[str, Any]] = None, *,
                  reserve: Optional[float] = None) -> Lease:
@@ -421,31 +432,23 @@ class Elector:
             raise ValueError(f"leasesvc.Elector.transfer: the successor {to!r} must be another holder than {self.holder!r}")
         cp = _encode_checkpoint(checkpoint) if checkpoint is not None else None
         with self._cond:
-            t = self._open_term()
+            t, st = self._open_term()
             if cp is None:
-                cp = t._pending
-        body: Dict[str, Any] = {"holder": self.holder, "fencingToken": t.token, "to": to}
-        if cp is not None:
-            body["checkpoint"] = cp
-        if reserve is not None:
-            body["reserveMs"] = max(1, int(round(reserve * 1000)))
-        via: Optional[Session] = t._via
-        if via is not None:
-            d = via._transfer(dict(body, name=self.name), timeout=self.release_timeout)
-        else:
-            d = self._c._transfer(self.name, body, timeout=self.release_timeout)
+                cp = st.pending
+        assert t.holding is not None
+        lease = t.holding.transfer(to, reserve, cp, timeout=self.release_timeout)
         with self._cond:
-            t._transferred = True
-            t._pending = None
-            if t._closed is None:
-                t._closed = TransferredError(to)
+            st.transferred = True
+            st.pending = None
+            if st.closed is None:
+                st.closed = TransferredError(to)
             if t.cause is None:
                 t.cause, t.ended_at = TransferredError(to), self._clock()
             self.leading.clear()
             t.ended.set()
             self._cond.notify_all()
         self._log.info("leasesvc elector %s (%s): transferred to %s, fencing token %d", self.name, self.holder, to, t.token)
-        return Lease.from_json(d)
+        return lease
 
     # --- life cycle -------------------------------------------------------
 
@@ -513,7 +516,7 @@ class Elector:
                 got = self._campaign()
                 if got is None:
                     return
-                if self._lead(*got):
+                if self._lead(got):
                     return
         finally:
             with self._cond:
@@ -556,41 +559,9 @@ class Elector:
     def _attempt_timeout(self) -> float:
         return max(0.001, min(self._c.request_timeout, self.renew_interval))
 
-    def _session(self) -> Optional[Session]:
-        """The session to hold the lease through, or None for plain
-        renewals (the service offers no sessions or refuses another at its
-        session limit, or plain_renewals); says in the log which, when it
-        changes.
-
-        Raises:
-            LeaseError: the shared session could not be opened (retried).
-            RuntimeError: the session given to the Elector is closed.
-        """
-        if self.plain_renewals:
-            return self._say("plain", "plain renewals (plain_renewals=True)")
-        s = self._given_session
-        if s is not None and s.closed:
-            raise RuntimeError("leasesvc.Elector: its session is closed")
-        if s is None:
-            try:
-                s = self._c._shared_session()
-            except SessionsUnsupportedError as e:
-                return self._say("plain", f"plain renewals (the service offers no sessions: {e.status})")
-            except SessionLimitError:  # not remembered: the next campaign asks again
-                return self._say("plain", "plain renewals (the service's session limit is reached)")
-        self._say("session", f"holding through a session (window {s.window:g}s)")
-        return s
-
-    def _say(self, mode: str, line: str) -> None:
-        if self._mode != mode:
-            self._mode = mode
-            self._log.info("leasesvc elector %s (%s): %s", self.name, self.holder, line)
-        return None
-
-    def _campaign(self) -> Optional[Tuple[Lease, float, Optional[Session]]]:
-        """Acquire the lease; return it, the local time the acquire (or
-        the renew that confirmed it) was sent and the session it is held
-        through (None: plain renewals), or None on stop()."""
+    def _campaign(self) -> Optional[Holding]:
+        """Acquire the lease through the keeper; return the holding, or None
+        on stop()."""
         failures = 0
         wait = False  # the first acquire, and the first after a failure, does not wait
         while True:
@@ -601,18 +572,12 @@ class Elector:
                 self._acquiring = cancel
             w = max(self.wait_on_service, 0.0) if wait else 0.0
             sent = self._clock()
-            sess: Optional[Session] = None
+            h: Optional[Holding] = None
             try:
-                sess = self._session()
                 ranked = self.priority > 0 or self.preempt
-                if sess is not None:
-                    d = sess._acquire(self.name, self.holder, metadata=self.metadata, wait=w,
-                                      priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
-                                      cancel=cancel)
-                else:
-                    d = self._c._acquire(self.name, self.holder, self.ttl, metadata=self.metadata, wait=w,
-                                         priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
-                                         attempts=1, cancel=cancel)
+                h = self.keeper.hold(self.name, self.holder, metadata=self.metadata, wait=w,
+                                     priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
+                                     cancel=cancel)
                 err: Optional[LeaseError] = None
             except LeaseError as e:
                 err = e
@@ -621,33 +586,14 @@ class Elector:
                     self._acquiring = None
                     stopping = self._stopping
             if stopping:
-                if err is None and sess is not None:
-                    self._abandon_session(sess, Lease.from_json(d))
-                elif sess is None and (err is None or cancel.cancelled):
-                    self._abandon()  # (a session releases a late answer itself)
+                if h is not None:
+                    self._give_up(h)
                 return None
-            if err is None:
-                lease = Lease.from_json(d)
-                self._observe(lease)
-                if sess is not None:
-                    return lease, sent, sess  # the session's heartbeats keep it
-                if self._clock() - sent <= self.renew_interval / 2:
-                    return lease, sent, None
-                # The acquire waited on the service: the holding began well
-                # after it was sent. A renew sent now gives a deadline that
-                # is not mostly spent already.
-                now = self._clock()
-                try:
-                    r = self._c._renew(self.name, self.holder, lease.fencing_token, attempts=1,
-                                       timeout=self._attempt_timeout())
-                    renewed = Lease.from_json(r)
-                    if renewed.checkpoint is None:  # (it survives; keep what the acquire inherited)
-                        renewed.checkpoint, renewed.checkpoint_token = lease.checkpoint, lease.checkpoint_token
-                    return renewed, now, None
-                except LeaseLostError:
-                    continue  # it ran out meanwhile: campaign again
-                except LeaseError:
-                    return lease, sent, None  # lead on the acquire's deadline, however short
+            if h is not None:
+                self._observe(h.lease)
+                return h
+            if isinstance(err, LeaseLostError):
+                continue  # it ran out before the keeper confirmed it: campaign again
             if isinstance(err, (LeaseHeldError, LeaseReservedError)):
                 failures = 0
                 self._observe(err.lease)
@@ -671,72 +617,59 @@ class Elector:
                     return None
                 failures += 1
 
-    def _abandon_session(self, sess: Session, lease: Lease) -> None:
-        """Release a holding acquired through the session as stop() came."""
-        if not lease.held or lease.holder != self.holder:
+    def _give_up(self, h: Holding) -> None:
+        """Release a holding acquired as stop() came."""
+        if not h.lease.held or h.lease.holder != self.holder:
             return
         try:
-            sess._release(self.name, self.holder, lease.fencing_token, timeout=self.release_timeout)
+            h.release(timeout=self.release_timeout)
         except LeaseError as e:
             self._log.warning("leasesvc elector %s (%s): release failed: %s", self.name, self.holder, e)
 
-    def _abandon(self) -> None:
-        """Release a holding that an acquire cancelled in flight may have
-        obtained without this Elector hearing of it."""
-        try:
-            lease = self._c.get(self.name)
-            if lease.held and lease.holder == self.holder:
-                self._c._release(self.name, self.holder, lease.fencing_token, attempts=2,
-                                 timeout=self.release_timeout)
-        except LeaseError:
-            pass
-
     # --- lead -------------------------------------------------------------
 
-    def _session_stop_at(self, sess: Session, lease: Lease) -> Optional[float]:
-        """When a term held through ``sess`` must stop now: its deadline
-        less cancel_before, waiting up to a window for a heartbeat's
-        acknowledgement when it has passed; None when there is none (or the
-        session no longer holds the lease)."""
-        cb = self._session_cancel_before(sess)
-        d = sess.deadline()
+    def _cancel_before(self, h: Holding) -> float:
+        """cancel_before for a term on ``h``: at most what the holding
+        allows (a tenth of a session's window)."""
+        return min(self.cancel_before, h.cancel_before_cap)
+
+    def _stop_at(self, h: Holding) -> Optional[float]:
+        """When a term on ``h`` must stop now: its deadline less
+        cancel_before, waiting up to a renewal period for a confirmation
+        when it has passed; None when there is none (or the holding ended)."""
+        cb = self._cancel_before(h)
+        d = h.deadline
         if d is None or self._clock() >= d - cb:
-            d = sess._wait_deadline(self._clock() + cb, sess.window)
-        if d is None or self._clock() >= d - cb or not sess._holds(self.name, lease.fencing_token):
-            self._log.warning("leasesvc elector %s (%s): the session's heartbeats are not acknowledged; not leading "
-                              "on fencing token %d", self.name, self.holder, lease.fencing_token)
+            d = h.wait_deadline(self._clock() + cb, h.period)
+        if d is None or self._clock() >= d - cb or h.ended.is_set():
+            self._log.warning("leasesvc elector %s (%s): the holding's deadline is not confirmed; not leading "
+                              "on fencing token %d", self.name, self.holder, h.token)
             return None
         return d - cb
 
-    def _session_cancel_before(self, sess: Session) -> float:
-        """cancel_before for a term held through ``sess``: at most a tenth
-        of its window."""
-        return min(self.cancel_before, sess.window / 10)
-
-    def _lead(self, lease: Lease, sent: float, sess: Optional[Session] = None) -> bool:
-        """Run one term for the holding ``lease``, acquired or renewed by a
-        request sent at ``sent`` (held through ``sess`` when given). True
-        when run() should return (stop or resignation), False to campaign
-        again."""
-        clock = self._clock
-        if sess is not None:
-            s_stop = self._session_stop_at(sess, lease)
-            if s_stop is None:
-                if self._sleep(self._retry_delay(UnavailableError("no heartbeat acknowledged"), 0)):
-                    return False  # campaign again: the session's repeated acquire finds the holding
-                self._abandon_session(sess, lease)
+    def _lead(self, h: Holding) -> bool:
+        """Run one term on the holding ``h``. True when run() should return
+        (stop or resignation), False to campaign again."""
+        try:
+            stop_at = self._stop_at(h)
+            if stop_at is None:
+                if self._sleep(self._retry_delay(UnavailableError("no deadline confirmed"), 0)):
+                    return False  # campaign again: the repeated acquire finds the holding
+                self._give_up(h)
                 return True
-            stop_at = s_stop
-        else:
-            stop_at = sent + self._safe - self.cancel_before
-        if clock() >= stop_at:
-            return False  # too late to lead on this holding
-        term = Term(lease)
-        term._via = sess
+            return self._lead_on(h, stop_at)
+        finally:
+            h.forget()  # (a no-op once released, transferred or lost)
+
+    def _lead_on(self, h: Holding, stop_at: float) -> bool:
+        """:meth:`_lead`, once the holding's deadline is confirmed."""
+        st = TermState()
+        term = Term(h.lease, h, st)
         cond = self._cond
-        results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]] = []
+        results: List[Tuple[Optional[Lease], Optional[LeaseError], float]] = []
         pushed: List[Tuple[str, Dict[str, Any]]] = []
         cb_done = threading.Event()
+        cb = self._cancel_before(h)
 
         def end(cause: BaseException) -> None:
             with cond:
@@ -745,32 +678,27 @@ class Elector:
                 self.leading.clear()
                 term.ended.set()
 
-        # (the session's pushes reach the term from before its callback starts)
-        watch = 0
-        if sess is not None:
-            cb = self._session_cancel_before(sess)
-
-            def on_session(kind: str, msg: Dict[str, Any]) -> None:
-                with cond:
-                    if kind == "deadline":
-                        term._follow(msg["deadline"] - cb)
-                    else:
-                        pushed.append((kind, msg))
-                    cond.notify_all()
-
+        def on_change(kind: str, info: Dict[str, Any]) -> None:
             with cond:
-                term._arm_session(stop_at)
-            watch = sess._watch(self.name, term.token, on_session)
-            d = sess.deadline()
-            with cond:
-                if d is not None:
-                    term._follow(d - cb)
-                if not sess._holds(self.name, term.token):  # lost before the watch began
-                    pushed.append(("lost", {"name": self.name, "fencingToken": term.token, "reason": "lost"}))
-        else:
-            term._arm(sent, self._safe - self.cancel_before, sent + self._jittered(self.renew_interval))
+                if kind == "moved" and info["deadline"] is not None:
+                    st.follow(info["deadline"] - cb)
+                if kind == "moved" and info["checkpoint"] is not None:
+                    st.written(info["checkpoint"])
+                if kind != "moved" or (info["lease"] is not None and not info["call"]):
+                    pushed.append((kind, info))
+                cond.notify_all()
+
+        # (the keeper's changes reach the term from before its callback starts)
         with cond:
-            self._term = term
+            st.arm(stop_at)
+        watch = h.on_change(on_change)
+        d = h.deadline
+        with cond:
+            if d is not None:
+                st.follow(d - cb)
+            if h.ended.is_set() and h.lost:  # lost before the watch began
+                pushed.append(("lost", {"error": h.cause}))
+            self._term, self._st = term, st
             self.leading.set()
         self._log.info("leasesvc elector %s (%s): leading, fencing token %d", self.name, self.holder, term.token)
 
@@ -791,17 +719,13 @@ class Elector:
 
         def renew(at: float) -> None:
             with cond:
-                cp, gen = term._pending, term._gen
+                cp, gen = st.pending, st.gen
             try:
-                if sess is not None:
-                    r = sess._renew(self.name, self.holder, term.token, checkpoint=cp, timeout=self._attempt_timeout())
-                else:
-                    r = self._c._renew(self.name, self.holder, term.token, checkpoint=cp, attempts=1,
-                                       timeout=self._attempt_timeout())
+                lease = h.renew(cp, timeout=self._attempt_timeout())
                 with cond:
-                    if cp is not None and term._gen == gen:
-                        term._pending = None  # stored
-                res: Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float] = (r, None, at)
+                    if cp is not None and st.gen == gen:
+                        st.pending = None  # stored
+                res: Tuple[Optional[Lease], Optional[LeaseError], float] = (lease, None, at)
             except LeaseError as e:
                 res = (None, e, at)
             except Exception as e:  # never leave the loop waiting for an answer
@@ -811,23 +735,22 @@ class Elector:
                 cond.notify_all()
 
         try:
-            return self._lead_loop(term, end, results, cb_done, renew, pushed)
+            return self._lead_loop(term, st, end, results, cb_done, renew, pushed)
         finally:
-            if sess is not None:
-                sess._unwatch(watch)
+            h.off(watch)
             end(StoppedError("the Elector's run ended"))  # a no-op unless something raised
             with cond:
-                if term._closed is None:
-                    term._closed = term.cause
+                if st.closed is None:
+                    st.closed = term.cause
                 if self._term is term:
-                    self._term = None
+                    self._term, self._st = None, None
 
-    def _lead_loop(self, term: Term, end: Callable[[BaseException], None],
-                   results: List[Tuple[Optional[Dict[str, Any]], Optional[LeaseError], float]],
+    def _lead_loop(self, term: Term, st: TermState, end: Callable[[BaseException], None],
+                   results: List[Tuple[Optional[Lease], Optional[LeaseError], float]],
                    cb_done: threading.Event, renew: Callable[[float], None],
                    pushed: List[Tuple[str, Dict[str, Any]]]) -> bool:
-        """The event loop of one term: the term's renewals, their answers and
-        its safe deadline, and what its session pushes (lost, revoked,
+        """The event loop of one term: its deadline, the checkpoints it
+        writes, what its keeper tells (renewed, failed, refused, lost,
         yield); the campaign's side: stop(), a step-down and the callback's
         return."""
         clock, cond = self._clock, self._cond
@@ -842,56 +765,47 @@ class Elector:
                     now = clock()
                     if (self._stopping and why != "graceful") or cb_done.is_set() or results or pushed:
                         break
-                    if term.phase == RENEWING and term._transferred:
+                    if term.phase == RENEWING and st.transferred:
                         break
-                    if term._yield_ready and not yield_seen:
+                    if st.yield_ready and not yield_seen:
                         break
-                    if term._due(now):
+                    if st.due(now):
                         break
-                    cond.wait(term._wait(now))
+                    cond.wait(st.wait(now))
                 got, results[:] = list(results), []
                 news, pushed[:] = list(pushed), []
                 stopping = self._stopping
-                transferred, yield_ready = term._transferred, term._yield_ready
+                transferred, yield_ready = st.transferred, st.yield_ready
             now = clock()
             if transferred:
-                term._on_transferred()  # the service ended the holding: nothing to renew, nothing to release
+                st.on_transferred()  # the service ended the holding: nothing to renew, nothing to release
             if yield_ready and not yield_seen:
                 yield_seen = True
                 if term.leading:  # (not when the term already ended otherwise)
                     why = "yielded"
                     self._log.info("leasesvc elector %s (%s): stepping down for %s, fencing token %d",
-                                   self.name, self.holder, term._yield_to, term.token)
-                    end(YieldedError(term._yield_to))
-            for kind, msg in news:
-                if kind == "yield":
-                    if term.leading and why != "graceful":
-                        self._ask_yield(term, str(msg.get("to", "")))
-                    continue
-                lost = LeaseLostError(f"the session reports the lease {kind}: {msg.get('reason', '')}".rstrip(": "))
-                with cond:
-                    was = term._on_gone(lost)
-                if was or term.leading:
-                    self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
-                                      self.name, self.holder, term.token, lost)
-                end(lost)
-            deadline = term._check_deadline(now)
+                                   self.name, self.holder, st.yield_to, term.token)
+                    end(YieldedError(st.yield_to))
+            with cond:
+                deadline = st.check_deadline(now)
             if deadline is not None:
                 self._log.warning("leasesvc elector %s (%s): safe deadline reached, fencing token %d: %s",
-                                  self.name, self.holder, term.token, term._last_err or "no answer to the renew in time")
+                                  self.name, self.holder, term.token, st.last_err or "no answer to the renew in time")
                 end(deadline)
+            for kind, info in news:
+                self._on_keeper(term, st, kind, info, why, end)
             if stopping and why != "graceful":
                 why = "graceful"
                 end(StoppedError("Elector.stop"))
                 self._log.info("leasesvc elector %s (%s): stopping", self.name, self.holder)
             for r, err, at in got:
                 with cond:
-                    kind, v = term._on_result(r, err, at, lambda: self._jittered(self.renew_interval), self._retry_delay, clock())
+                    kind, v = st.on_result(r, err, at, lambda: self._jittered(self.renew_interval), self._retry_delay, clock())
                 if kind == "renewed":
                     if self._on_renewed is not None:
                         self._hook("on_renewed", self._on_renewed, v, at)
                     if v.yield_requested and term.leading and why != "graceful":
-                        self._ask_yield(term, v.yield_to)
+                        self._ask_yield(term, st, v.yield_to)
                 elif kind == "ended":
                     self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
                                       self.name, self.holder, term.token, v)
@@ -903,17 +817,48 @@ class Elector:
                     why = "resigned"
                 end(ResignedError("on_started_leading returned") if why == "resigned" else StoppedError("term over"))
                 with cond:
-                    if term._transferred:
-                        term._on_transferred()
+                    if st.transferred:
+                        st.on_transferred()
                 if why and term.phase != GONE:
-                    self._release(term)
+                    self._release(term, st)
                 self._log.info("leasesvc elector %s (%s): stopped leading, fencing token %d",
                                self.name, self.holder, term.token)
                 if self._on_stopped is not None:
                     self._hook("on_stopped_leading", self._on_stopped)
                 return why in ("graceful", "resigned")
-            if term._take_renew(clock()):
+            with cond:
+                take = st.take_renew(clock())
+            if take:
                 threading.Thread(target=renew, args=(clock(),), daemon=True).start()
+
+    def _on_keeper(self, term: Term, st: TermState, kind: str, info: Dict[str, Any], why: str,
+                   end: Callable[[BaseException], None]) -> None:
+        """What the term's keeper told: a renewal it made on its own (or a
+        yield push), a failed or refused renewal, the holding lost."""
+        if kind == "moved":
+            lease: Lease = info["lease"]
+            if info["sent"] is not None and self._on_renewed is not None:
+                self._hook("on_renewed", self._on_renewed, lease, info["sent"])
+            if lease.yield_requested and term.leading and why != "graceful":
+                self._ask_yield(term, st, lease.yield_to)
+        elif kind == "failed":
+            with self._cond:
+                st.last_err = info["error"]
+            self._log.warning("leasesvc elector %s (%s): renew failed: %s", self.name, self.holder, info["error"])
+        elif kind == "refused":
+            with self._cond:
+                st.stop(info["error"])
+            self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
+                              self.name, self.holder, term.token, info["error"])
+            end(info["error"])
+        else:
+            lost = info["error"]
+            with self._cond:
+                was = st.on_gone(lost)
+            if was or term.leading:
+                self._log.warning("leasesvc elector %s (%s): leadership lost, fencing token %d: %s",
+                                  self.name, self.holder, term.token, lost)
+            end(lost)
 
     def _hook(self, what: str, f: Optional[Callable[..., None]], *args: Any) -> None:
         """Call a user hook; an exception in it is logged, not raised into
@@ -925,14 +870,14 @@ class Elector:
         except Exception:
             self._log.exception("leasesvc elector %s: %s raised", self.name, what)
 
-    def _ask_yield(self, term: Term, to: str) -> None:
+    def _ask_yield(self, term: Term, st: TermState, to: str) -> None:
         """A renew answered that ``to`` asks this term to step down: call
         on_yield_requested (once per term) in a thread of its own; the lead
         loop steps down when it returned."""
         with self._cond:
-            if term._yield_to:
+            if st.yield_to:
                 return
-            term._yield_to = to or "?"
+            st.yield_to = to or "?"
         self._log.info("leasesvc elector %s (%s): %s asks to step down, fencing token %d",
                        self.name, self.holder, to, term.token)
 
@@ -944,26 +889,21 @@ class Elector:
                 self._log.exception("leasesvc elector %s: on_yield_requested raised", self.name)
             finally:
                 with self._cond:
-                    term._yield_ready = True
+                    st.yield_ready = True
                     self._cond.notify_all()
 
         threading.Thread(target=ask, name=f"leasesvc-yield-{self.name}", daemon=True).start()
 
-    def _release(self, term: Term) -> None:
+    def _release(self, term: Term, st: TermState) -> None:
         with self._cond:
-            cp = term._pending
-            term._pending = None
-            if term._closed is None:
-                term._closed = StoppedError("released")
-            term._phase = RELEASED
-        token = term.token
-        via: Optional[Session] = term._via
+            cp = st.pending
+            st.pending = None
+            if st.closed is None:
+                st.closed = StoppedError("released")
+            st.phase = RELEASED
+        assert term.holding is not None
         try:
-            if via is not None:
-                via._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout)
-                return
-            self._c._release(self.name, self.holder, token, checkpoint=cp, timeout=self.release_timeout,
-                             attempts=self._c.max_attempts)
+            term.holding.release(cp, timeout=self.release_timeout)
         except LeaseError as e:
             self._log.warning("leasesvc elector %s (%s): release failed; the lease runs out at its expiry: %s",
                               self.name, self.holder, e)

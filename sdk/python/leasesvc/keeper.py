@@ -101,6 +101,7 @@ class Holding:
         self.cause: Optional[BaseException] = None
         self.ended = threading.Event()
         self._watch = 0
+        self._staged: Optional[Dict[str, Any]] = None  # a checkpoint the next renewal carries
         if session is None:
             self._deadline: Optional[float] = self._plain_deadline(sent)
             self._next = sent + keeper._jittered()
@@ -122,6 +123,11 @@ class Holding:
         return PLAIN if self._sess is None else SESSION
 
     @property
+    def session(self) -> Optional[Session]:
+        """The session the holding is kept through; None for plain renewals."""
+        return self._sess
+
+    @property
     def lease(self) -> Lease:
         """The latest lease seen: the acquire's answer, then each renew's
         (with ``yield_requested`` set by a yield push)."""
@@ -140,6 +146,12 @@ class Holding:
         """The most a leader should stop before the deadline and still lead:
         a tenth of a session's window (no bound for plain renewals)."""
         return math.inf if self._sess is None else self._sess.window / 10
+
+    @property
+    def period(self) -> float:
+        """How long one keeping period lasts, seconds: the session's window,
+        or the plain renewal interval."""
+        return self._k.renew_interval if self._sess is None else self._sess.window
 
     @property
     def lost(self) -> bool:
@@ -188,12 +200,24 @@ class Holding:
             except Exception:
                 self._k.log.exception("leasesvc keeper: a %s listener raised", kind)
 
-    def _moved(self, lease: Optional[Lease], sent: Optional[float], call: bool) -> None:
+    def stage(self, checkpoint: Optional[Dict[str, Any]]) -> None:
+        """Have the next renewal the keeper makes on its own carry
+        ``checkpoint`` (it replaces one staged before; None unstages). A
+        holding kept through a session makes none: write it with
+        :meth:`renew`. The ``moved`` change of the renewal that wrote it
+        names it (``info["checkpoint"]``)."""
+        with self._cond:
+            self._staged = checkpoint
+
+    def _moved(self, lease: Optional[Lease], sent: Optional[float], call: bool,
+               wrote: Optional[Dict[str, Any]] = None) -> None:
         """A renew answered (``lease``, sent at ``sent``) or a heartbeat's
         ack moved the deadline."""
         with self._cond:
             if self._over:
                 return
+            if wrote is not None and self._staged is wrote:
+                self._staged = None
             if lease is not None:
                 if lease.checkpoint is None:  # (it survives; keep what the acquire inherited)
                     lease.checkpoint, lease.checkpoint_token = self._lease.checkpoint, self._lease.checkpoint_token
@@ -207,7 +231,7 @@ class Holding:
                 self._deadline = self._sess.deadline()
             deadline = self._deadline
             self._cond.notify_all()
-        self._tell("moved", {"deadline": deadline, "lease": lease, "sent": sent, "call": call})
+        self._tell("moved", {"deadline": deadline, "lease": lease, "sent": sent, "call": call, "checkpoint": wrote})
 
     def _lose(self, err: BaseException) -> None:
         """The holding ended without a release or transfer."""
@@ -231,6 +255,11 @@ class Holding:
         self._end_watch()
         self.ended.set()
         self._k._forget(self)
+
+    def forget(self) -> None:
+        """Stop keeping the holding without releasing it (no more renewals,
+        no more changes told); a no-op once it ended."""
+        self._finish()
 
     def _end_watch(self) -> None:
         if self._sess is not None and self._watch:
@@ -266,7 +295,7 @@ class Holding:
                     return
                 now = self._clock.now()
                 late = now >= self._deadline  # type: ignore[operator]
-                last = self._last_err
+                last, cp = self._last_err, self._staged
             if late:
                 err = LeaseLostError("no renewal confirmed before the deadline"
                                      + (f": {last}" if last is not None else ""))
@@ -277,7 +306,8 @@ class Holding:
                 return
             sent = self._clock.now()
             try:
-                r = k.client._renew(self.name, self.holder, self.token, attempts=1, timeout=k._attempt_timeout())
+                r = k.client._renew(self.name, self.holder, self.token, checkpoint=cp, attempts=1,
+                                    timeout=k._attempt_timeout())
             except LeaseLostError as e:
                 self._lose(e)
                 return
@@ -297,7 +327,7 @@ class Holding:
                 continue
             with self._cond:
                 self._next = sent + k._jittered()
-            self._moved(Lease.from_json(r), sent, False)
+            self._moved(Lease.from_json(r), sent, False, cp)
 
     # --- operations -----------------------------------------------------
 
@@ -323,7 +353,7 @@ class Holding:
             self._lose(e)
             raise
         lease = Lease.from_json(r)
-        self._moved(lease, sent, True)
+        self._moved(lease, sent, True, checkpoint)
         return lease
 
     def release(self, checkpoint: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None) -> Lease:
@@ -562,3 +592,24 @@ class Keeper:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def keeper_for(client: "Client", keeper: Optional[Keeper] = None, *, session: Optional[Session] = None,
+               plain_renewals: bool = False, **opts: Any) -> Keeper:
+    """The keeper an Elector's options ask for: ``keeper`` itself when
+    given, else one holding through ``session`` (a Session), by plain
+    renewals (``plain_renewals``) or through the Client's shared session;
+    ``opts`` are the :class:`Keeper`'s. The one place outside the keeper
+    where the options choose how leases are kept.
+
+    Raises:
+        ValueError: options that exclude each other.
+    """
+    if session is not None and plain_renewals:
+        raise ValueError("leasesvc.Elector: session and plain_renewals exclude each other")
+    if keeper is not None:
+        if session is not None or plain_renewals:
+            raise ValueError("leasesvc.Elector: keeper excludes session and plain_renewals")
+        return keeper
+    mode: Union[str, Session] = session if session is not None else PLAIN if plain_renewals else SESSION
+    return Keeper(client, mode=mode, **opts)

@@ -73,11 +73,12 @@ class ElectorSessionTest(unittest.TestCase):
         e = self.elector()
         e.start()
         term = self.rec.next(self)
-        s = term._via
-        self.assertIsNotNone(s)
+        h = term.holding
+        assert h is not None
+        self.assertIsNotNone(h.session)
         self.f.acking = False
         self.assertTrue(term.wait(10))
-        last = s.deadline()
+        last = h.session.deadline()  # type: ignore[union-attr]
         self.assertIsInstance(term.cause, leasesvc.SafeDeadlineError)
         self.assertLessEqual(term.ended_at, last, "the term ends by the deadline of the last acked heartbeat")
         self.assertFalse(e.is_leader())
@@ -173,7 +174,7 @@ class ElectorSessionTest(unittest.TestCase):
         e = self.elector(session=s)
         th = e.start()
         term = self.rec.next(self)
-        self.assertIs(term._via, s)
+        self.assertIs(term.holding.session, s)  # type: ignore[union-attr]
         with self.assertRaises(ValueError):
             leasesvc.Elector(self.client, "a", session=s, plain_renewals=True)
         s.close()  # the term is lost, and the Elector cannot go on with a closed session
