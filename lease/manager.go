@@ -26,6 +26,13 @@ type Config struct {
 	// holding (acquired, released), synchronously on the request's
 	// goroutine; it must not block.
 	OnChange func(Event)
+	// OnWait, if set, is called each time a waiting acquire (Wait > 0)
+	// begins to wait: after its first attempt was refused (a candidate is
+	// registered by then), or at once when others wait ahead of it, and
+	// again after each wake-up or refused retry. It runs on the acquire's
+	// goroutine and must not block. For tests, which wait on it instead of
+	// guessing when a wait has begun.
+	OnWait func(name, holder string)
 }
 
 // Defaults of Config.

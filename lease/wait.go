@@ -181,6 +181,9 @@ func (m *Manager) acquireWaiting(ctx context.Context, req AcquireRequest, md []b
 				return l, err
 			}
 		}
+		if m.cfg.OnWait != nil {
+			m.cfg.OnWait(req.Name, req.Holder)
+		}
 		select {
 		case <-me.wake:
 		case <-backstop.C:

@@ -291,3 +291,45 @@ func TestEventEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestOnWaitReportsWaitsBegun: Config.OnWait tells when a waiting acquire
+// begins to wait (after its refused attempt; at once behind another
+// waiter), and not when an acquire takes the lease without waiting.
+func TestOnWaitReportsWaitsBegun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		began := make(chan string, 8)
+		m, err := lease.NewManager(memory.New(), lease.Config{OnWait: func(name, holder string) { began <- name + "/" + holder }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := mustAcquire(t, m, lease.AcquireRequest{Name: "x", Holder: "a", TTL: time.Minute, Wait: time.Second})
+		got := make(chan error, 2)
+		for _, h := range []string{"b", "c"} {
+			go func() {
+				_, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: h, TTL: time.Minute, Wait: time.Minute})
+				got <- err
+			}()
+			if w := <-began; w != "x/"+h {
+				t.Fatalf("OnWait(%s), want x/%s", w, h)
+			}
+			if n := m.Waiting(); n < 1 {
+				t.Fatalf("OnWait before the acquire waits: Waiting() = %d", n)
+			}
+		}
+		if len(began) != 0 {
+			t.Fatalf("OnWait for a's acquire, which did not wait: %s", <-began)
+		}
+		if _, err := m.Release(t.Context(), lease.ReleaseRequest{Name: "x", Holder: "a", FencingToken: a.FencingToken}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("the first waiter after the release: %v", err)
+		}
+		synctest.Wait()
+		for len(began) > 0 {
+			if w := <-began; w != "x/c" { // c waits on behind b
+				t.Fatalf("OnWait(%s) after the release, want only x/c", w)
+			}
+		}
+	})
+}
