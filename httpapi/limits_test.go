@@ -48,7 +48,8 @@ func limitServer(t *testing.T, store backend.Store, withAuth bool, cfg httpapi.C
 		cfg.Authenticator = authn
 		cfg.Audit = audit.New(cfg.Logger)
 	}
-	m, err := lease.NewManager(store, lease.Config{OnChange: cfg.Events.Publish})
+	waits := newWaitNotes()
+	m, err := lease.NewManager(store, lease.Config{OnChange: cfg.Events.Publish, OnWait: waits.note})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +57,7 @@ func limitServer(t *testing.T, store backend.Store, withAuth bool, cfg httpapi.C
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitsOf.Store(h, waits)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, h, logs
@@ -181,7 +183,7 @@ func TestWaitingAcquireCaps(t *testing.T) {
 	}
 	a1 := waitingAcquire(h, "10.0.0.1", name, 2500)
 	b1 := waitingAcquire(h, "10.0.0.2", name, 2500)
-	time.Sleep(300 * time.Millisecond) // both wait now
+	waitsFor(t, h).await(t, name, "w-10.0.0.1", "w-10.0.0.2") // both wait now
 	check := func(w *httptest.ResponseRecorder, what string) {
 		t.Helper()
 		if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), `"resource_exhausted"`) || w.Header().Get("Retry-After") == "" {
@@ -212,7 +214,7 @@ func TestCloseStreamsAnswersWaiters(t *testing.T) {
 	for i := range 3 {
 		waits = append(waits, waitingAcquire(h, fmt.Sprintf("10.0.0.%d", i), name, 60000))
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitsFor(t, h).await(t, name, "w-10.0.0.0", "w-10.0.0.1", "w-10.0.0.2")
 	start := time.Now()
 	h.CloseStreams()
 	for _, c := range append(waits, waitingAcquire(h, "10.0.1.1", name, 60000)) {

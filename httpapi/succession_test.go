@@ -37,10 +37,13 @@ func succInstanceWith(t *testing.T, store backend.Store, cfg lease.Config) (e2e.
 	t.Helper()
 	events := hub.New()
 	cfg.OnChange = events.Publish
+	waits := newWaitNotes()
+	cfg.OnWait = waits.note
 	m, err := lease.NewManager(store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitsOf.Store(m, waits)
 	h, err := httpapi.New(m, httpapi.Config{Events: events, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -98,14 +101,16 @@ func (p *pending) answer(t *testing.T, d time.Duration) e2e.Response {
 	return e2e.Response{}
 }
 
-// pendingFor reports whether the acquire is still unanswered after d.
+// pendingFor reports whether the acquire is still unanswered after d; an
+// answer before then ends the wait at once.
 func (p *pending) pendingFor(d time.Duration) bool {
-	time.Sleep(d)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
 	case r := <-p.done:
 		p.done <- r // keep the answer for answer
 		return false
-	default:
+	case <-timer.C:
 		return true
 	}
 }
@@ -485,7 +490,7 @@ var oldLeaseKeys = []string{"name", "holder", "fencingToken", "ttlMs", "acquireT
 // succession field see no succession member, in answers, problems or
 // events, and a plain waiting acquire is not registered as a candidate.
 func TestWithoutPriorityTheContractIsUnchanged(t *testing.T) {
-	c, _ := succInstance(t, memory.New())
+	c, m := succInstance(t, memory.New())
 	name := "succ-plain"
 	p := "/v1/leases/" + name
 	watch := e2e.Watch(t, c.URL, name)
@@ -511,7 +516,7 @@ func TestWithoutPriorityTheContractIsUnchanged(t *testing.T) {
 	check("a's acquire", c.Post(t, p+":acquire", `{"holder":"a","ttlMs":60000,"metadata":{"x":1}}`), 200)
 	b := startAcquire(t, c, name, `{"holder":"b","ttlMs":60000,"waitMs":30000}`)
 	check("c's acquire", c.Post(t, p+":acquire", `{"holder":"c","ttlMs":60000}`), 409)
-	time.Sleep(50 * time.Millisecond) // b's wait has begun
+	waitsFor(t, m).await(t, name, "b")
 	check("get while b waits", c.Get(t, p), 200)
 	check("a's renew", c.Post(t, p+":renew", `{"holder":"a","fencingToken":1,"ttlMs":30000}`), 200)
 	check("a's repeat acquire", c.Post(t, p+":acquire", `{"holder":"a","ttlMs":60000}`), 200)
@@ -651,7 +656,7 @@ func TestCrashTakeoverByTheBestCandidate(t *testing.T) {
 // a newcomer that ranks after both registered candidates waits
 // unregistered; one that ranks before the last takes its place.
 func TestCandidatesAreBounded(t *testing.T) {
-	c, _ := succInstanceWith(t, memory.New(), lease.Config{MaxCandidates: 2})
+	c, m := succInstanceWith(t, memory.New(), lease.Config{MaxCandidates: 2})
 	name := "succ-bounded"
 	p := "/v1/leases/" + name
 	if r := c.Post(t, p+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != 200 {
@@ -666,24 +671,14 @@ func TestCandidatesAreBounded(t *testing.T) {
 	}
 	waitCandidates(t, c, name, 2)
 	all = append(all, startAcquire(t, c, name, `{"holder":"p1","ttlMs":30000,"waitMs":30000,"priority":1,"preempt":true}`))
-	time.Sleep(200 * time.Millisecond) // p1's first attempt
+	waitsFor(t, m).await(t, name, "p1") // p1's first attempt was refused
 	if r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1}`); r.Body["candidates"] != 2.0 || r.Body["yieldTo"] != nil {
 		t.Fatalf("renew with a full list and p1 waiting = %s, want 2 candidates and no yield to the unregistered p1", r.Raw)
 	}
 	all = append(all, startAcquire(t, c, name, `{"holder":"p9","ttlMs":30000,"waitMs":30000,"priority":9,"preempt":true}`))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1}`)
-		if r.Body["yieldTo"] == "p9" {
-			if r.Body["candidates"] != 2.0 {
-				t.Fatalf("renew once p9 registered = %s, want 2 candidates", r.Raw)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("p9 never registered: %s", r.Raw)
-		}
-		time.Sleep(10 * time.Millisecond)
+	waitsFor(t, m).await(t, name, "p9") // registered on its first attempt
+	if r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1}`); r.Body["yieldTo"] != "p9" || r.Body["candidates"] != 2.0 {
+		t.Fatalf("renew once p9 registered = %s, want a yield to p9 and 2 candidates", r.Raw)
 	}
 	if r := c.Post(t, p+":release", `{"holder":"a","fencingToken":1}`); r.Body["reservedFor"] != "p9" || r.Body["held"] != false {
 		t.Fatalf("a's release = %s, want the lease reserved for p9", r.Raw)
