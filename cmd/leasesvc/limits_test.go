@@ -124,10 +124,7 @@ func TestAuthNoneListensOnLoopback(t *testing.T) {
 	var stdout syncWriter
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"-port", "0"}, envOf(nil), &stdout, io.Discard) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stdout.String(), "leasesvc listening") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	stdout.await(10*time.Second, contains("leasesvc listening"))
 	cancel()
 	<-done
 	if !strings.Contains(stdout.String(), `"addr":"127.0.0.1:`) {
@@ -210,10 +207,7 @@ func TestAllowedHostsWithoutAuth(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"-port", "0"}, envOf(tc.env), &stdout, io.Discard) }()
 		addr := regexp.MustCompile(`"addr":"[^"]*:([0-9]+)"`)
-		deadline := time.Now().Add(10 * time.Second)
-		for addr.FindStringSubmatch(stdout.String()) == nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond) // polls for the start-up line
-		}
+		stdout.await(10*time.Second, func(out string) bool { return addr.MatchString(out) }) // the start-up line
 		m := addr.FindStringSubmatch(stdout.String())
 		if m == nil {
 			cancel()

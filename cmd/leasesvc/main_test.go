@@ -113,12 +113,8 @@ func TestRunStopsOnContextCancel(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"-port", "0"}, func(string) string { return "" }, &stdout, &bytes.Buffer{})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stdout.String(), "leasesvc listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line in 10s: %s", stdout.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !stdout.await(10*time.Second, contains("leasesvc listening")) {
+		t.Fatalf("no listening line in 10s: %s", stdout.String())
 	}
 	cancel()
 	select {
@@ -132,14 +128,48 @@ func TestRunStopsOnContextCancel(t *testing.T) {
 }
 
 type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed, and replaced, by each write; nil until await
 }
 
 func (w *syncWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.grew != nil {
+		close(w.grew)
+		w.grew = nil
+	}
 	return w.b.Write(p)
+}
+
+// await returns once cond holds of what was written, testing it after each
+// write, and reports false if limit passed first.
+func (w *syncWriter) await(limit time.Duration, cond func(string) bool) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		if cond(w.b.String()) {
+			w.mu.Unlock()
+			return true
+		}
+		if w.grew == nil {
+			w.grew = make(chan struct{})
+		}
+		grew := w.grew
+		w.mu.Unlock()
+		select {
+		case <-grew:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// contains returns a condition for await: s was written.
+func contains(s string) func(string) bool {
+	return func(out string) bool { return strings.Contains(out, s) }
 }
 
 func (w *syncWriter) String() string {
