@@ -12,7 +12,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _websocket
-from .errors import InternalError, InvalidArgumentError, LeaseError, SessionsUnsupportedError, UnavailableError
+from .errors import (InternalError, InvalidArgumentError, LeaseError, RateLimitedError, SessionsUnsupportedError,
+                     UnavailableError)
 
 #: The WebSocket subprotocol of sessions: v2, whose resumes carry the
 #: epoch the agent proposes (docs/contract.md §14, Old clients).
@@ -163,3 +164,13 @@ def losses(sent: Mapping[str, Tuple[str, int]], ans: Dict[str, Any]) -> List[Dic
             out.append({"type": "lost", "name": name, "fencingToken": token,
                         "reason": str(why.get("reason", "lost"))})
     return out
+
+
+class SessionLimitError(RateLimitedError):
+    """The service refused to open a session at its session limit
+    (``LEASESVC_MAX_SESSIONS`` or ``LEASESVC_MAX_SESSIONS_PER_CALLER``: 429
+    ``resource_exhausted`` answered to ``open``, docs/contract.md §14). An
+    Elector then holds with plain renewals, and asks for a session again on
+    its next campaign. (A 429 before the upgrade is the caller's rate
+    limit, a plain :class:`~leasesvc.RateLimitedError`.)"""
+

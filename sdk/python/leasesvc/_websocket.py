@@ -20,24 +20,34 @@ when the server broke the protocol or the message size limit and the
 client closed the connection for it, and :class:`ReceiveTimeoutError` when
 :meth:`WebSocket.recv` saw no whole message before its timeout (the
 connection stays usable).
+
+The frame codec, defaults and errors are in :mod:`leasesvc._ws_frames`,
+the reading of the handshake's answer in :mod:`leasesvc._ws_handshake`;
+this module re-exports what they define.
 """
 
 from __future__ import annotations
 
 import base64
 import codecs
-import hashlib
-import json
 import os
-import re
-import selectors
 import socket
 import ssl
 import struct
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+from ._ws_frames import (_MAX_REASON, _OPCODES, _OWN_HEADERS, _READ_CHUNK, _TOKEN,  # noqa: F401 (re-exported)
+                         CLOSE_ABNORMAL, CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, CLOSE_INVALID_DATA,
+                         CLOSE_MESSAGE_TOO_BIG, CLOSE_NO_STATUS, CLOSE_NORMAL, CLOSE_POLICY_VIOLATION,
+                         CLOSE_PROTOCOL_ERROR, CLOSE_UNSUPPORTED_DATA, DEFAULT_CLOSE_TIMEOUT,
+                         DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_WRITE_TIMEOUT, OP_BINARY,
+                         OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, ConnectionClosedError,
+                         HandshakeError, ProtocolError, ReceiveTimeoutError, WebSocketError, _close_payload,
+                         _Dropped, _Fail, _remaining, _wait, accept_key, encode_frame, mask, valid_close_code)
+from ._ws_handshake import _check_upgrade, _left, _read_body, _read_head
 
 __all__ = [
     "WebSocket",
@@ -48,204 +58,6 @@ __all__ = [
     "ProtocolError",
     "ReceiveTimeoutError",
 ]
-
-#: Defaults, in seconds and bytes.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_WRITE_TIMEOUT = 10.0
-DEFAULT_CLOSE_TIMEOUT = 2.0
-DEFAULT_MAX_MESSAGE_SIZE = 4 << 20
-
-#: Close codes (RFC 6455 §7.4.1).
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-CLOSE_PROTOCOL_ERROR = 1002
-CLOSE_UNSUPPORTED_DATA = 1003
-CLOSE_NO_STATUS = 1005
-CLOSE_ABNORMAL = 1006
-CLOSE_INVALID_DATA = 1007
-CLOSE_POLICY_VIOLATION = 1008
-CLOSE_MESSAGE_TOO_BIG = 1009
-CLOSE_INTERNAL_ERROR = 1011
-
-OP_CONTINUATION = 0x0
-OP_TEXT = 0x1
-OP_BINARY = 0x2
-OP_CLOSE = 0x8
-OP_PING = 0x9
-OP_PONG = 0xA
-_OPCODES = (OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG)
-
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_MAX_HEAD = 64 << 10  # the handshake answer's status line and headers
-_MAX_REFUSAL_BODY = 64 << 10  # what is kept of a refusal's body
-_MAX_REASON = 123  # bytes of a close frame's reason
-_READ_CHUNK = 256 << 10
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110 token
-_OWN_HEADERS = frozenset(
-    ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
-     "sec-websocket-protocol", "sec-websocket-extensions", "content-length", "transfer-encoding"])
-_Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)
-
-
-class WebSocketError(Exception):
-    """Base of every error of this module."""
-
-
-class HandshakeError(WebSocketError):
-    """The connection could not be opened: the server could not be reached
-    or did not answer in time (``status`` 0), refused the upgrade (its HTTP
-    status, headers and body are kept, so a problem+json refusal can be
-    read), or answered 101 in a way RFC 6455 does not allow (wrong
-    ``Sec-WebSocket-Accept``, a subprotocol that was not asked for, ...).
-
-    Attributes:
-        status: the HTTP status of the answer; 0 when none arrived.
-        reason: the answer's reason phrase.
-        headers: the answer's headers, names in lower case (repeated
-            headers joined with ``", "``).
-        body: the answer's body (at most 64 KiB of it).
-    """
-
-    def __init__(self, message: str, *, status: int = 0, reason: str = "",
-                 headers: Optional[Mapping[str, str]] = None, body: bytes = b"") -> None:
-        self.status = status
-        self.reason = reason
-        self.headers: Dict[str, str] = dict(headers or {})
-        self.body = body
-        super().__init__(message)
-
-    def header(self, name: str) -> Optional[str]:
-        """The answer's header ``name`` (any case), or None."""
-        return self.headers.get(name.lower())
-
-    @property
-    def retry_after(self) -> float:
-        """The answer's ``Retry-After`` in seconds (the delay form); 0 when
-        absent or not a positive number of seconds."""
-        try:
-            v = float((self.header("Retry-After") or "").strip())
-        except ValueError:
-            return 0.0
-        return v if v > 0 and v == v and v != float("inf") else 0.0
-
-    def problem(self) -> Optional[Dict[str, Any]]:
-        """The body decoded as a JSON object (an RFC 9457 problem), or None
-        when it is not one."""
-        try:
-            v = json.loads(self.body)
-        except ValueError:
-            return None
-        return v if isinstance(v, dict) else None
-
-
-class ConnectionClosedError(WebSocketError):
-    """The connection is closed; every later send or receive raises this
-    same error.
-
-    Attributes:
-        code: the close code that ended the connection: the server's when
-            it closed first (1005 when its close frame carried none), the
-            client's when it closed first (by :meth:`WebSocket.close`, or
-            for a :class:`ProtocolError`), 1006 when the connection ended
-            without a close frame.
-        reason: the close frame's reason, or a description of the failure.
-        by_peer: the server closed first (a close frame, or the connection
-            dropped).
-        clean: both close frames were exchanged.
-    """
-
-    def __init__(self, code: int, reason: str = "", *, by_peer: bool = False, clean: bool = False) -> None:
-        self.code = code
-        self.reason = reason
-        self.by_peer = by_peer
-        self.clean = clean
-        who = "the server" if by_peer else "the client"
-        msg = f"WebSocket closed by {who} with code {code}"
-        if reason:
-            msg += f": {reason}"
-        super().__init__(msg)
-
-
-class ProtocolError(ConnectionClosedError):
-    """The server broke RFC 6455 or a limit (code 1002 protocol error,
-    1003 a binary message, 1007 a text message that is not UTF-8, 1009 a
-    message larger than the maximum): the client sent a close frame with
-    that code and closed the connection."""
-
-
-class ReceiveTimeoutError(WebSocketError, TimeoutError):
-    """:meth:`WebSocket.recv` saw no whole message before its timeout. The
-    connection is unharmed: a later receive continues where this one
-    stopped."""
-
-
-class _Fail(Exception):
-    """Internal: the server broke the protocol; close with this code."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-class _Dropped(Exception):
-    """Internal: the connection ended without a close frame."""
-
-
-def accept_key(key: str) -> str:
-    """The ``Sec-WebSocket-Accept`` a server must answer to ``key``."""
-    return base64.b64encode(hashlib.sha1(key.encode("ascii") + _GUID).digest()).decode("ascii")
-
-
-def mask(key: bytes, data: bytes) -> bytes:
-    """``data`` XOR-ed with the 4-byte masking ``key`` repeated (RFC 6455
-    §5.3); its own inverse."""
-    n = len(data)
-    if n == 0:
-        return b""
-    k = (key * (n // 4 + 1))[:n]
-    return (int.from_bytes(data, "little") ^ int.from_bytes(k, "little")).to_bytes(n, "little")
-
-
-def encode_frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
-    """One client frame: masked with a fresh random key (RFC 6455 §5.2)."""
-    n = len(payload)
-    b0 = (0x80 if fin else 0) | opcode
-    if n < 126:
-        head = struct.pack("!BB", b0, 0x80 | n)
-    elif n < 1 << 16:
-        head = struct.pack("!BBH", b0, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", b0, 0x80 | 127, n)
-    key = os.urandom(4)
-    return head + key + mask(key, payload)
-
-
-def valid_close_code(code: int) -> bool:
-    """Whether ``code`` may travel in a close frame (RFC 6455 §7.4)."""
-    return code in (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014) or 3000 <= code <= 4999
-
-
-def _close_payload(code: int, reason: str) -> bytes:
-    """A close frame's payload, the reason cut to 123 bytes of whole
-    characters."""
-    r = reason.encode("utf-8")[:_MAX_REASON].decode("utf-8", "ignore").encode("utf-8")
-    return struct.pack("!H", code) + r
-
-
-def _wait(sock: socket.socket, write: bool, timeout: Optional[float]) -> bool:
-    """Wait until ``sock`` is readable (or writable); False on timeout."""
-    try:
-        with _Selector() as sel:
-            sel.register(sock, selectors.EVENT_WRITE if write else selectors.EVENT_READ)
-            return bool(sel.select(timeout))
-    except (ValueError, OSError) as e:  # closed under us
-        raise _Dropped(f"wait: {e}") from e
-
-
-def _remaining(deadline: Optional[float]) -> Optional[float]:
-    """Seconds until ``deadline`` (a monotonic time), None for none."""
-    return None if deadline is None else deadline - time.monotonic()
 
 
 class WebSocket:
@@ -688,124 +500,3 @@ def connect(url: str, *, subprotocols: Sequence[str] = (), headers: Optional[Map
         raise HandshakeError(f"WebSocket handshake with {where}: {type(e).__name__}: {e}") from e
     return WebSocket(sock, url=url, subprotocol=chosen, headers=answer, buffered=rest,
                      max_message_size=max_message_size, write_timeout=write_timeout)
-
-
-def _left(deadline: float) -> float:
-    """Seconds until ``deadline``, at least a little; socket.timeout once
-    it has passed."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise socket.timeout("timed out")
-    return left
-
-
-def _read_head(sock: socket.socket, deadline: float) -> Tuple[int, str, Dict[str, str], bytes]:
-    """Read the answer's status line and headers; also return the bytes read
-    past them."""
-    buf = b""
-    while True:
-        end = buf.find(b"\r\n\r\n")
-        if end >= 0:
-            break
-        if len(buf) > _MAX_HEAD:
-            raise HandshakeError(f"the handshake's answer has more than {_MAX_HEAD} bytes of headers")
-        sock.settimeout(_left(deadline))
-        chunk = sock.recv(16 << 10)
-        if not chunk:
-            raise HandshakeError("the server closed the connection before answering the handshake")
-        buf += chunk
-    head, rest = buf[:end].decode("latin-1"), buf[end + 4:]
-    lines = head.split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise HandshakeError(f"the handshake's answer is not HTTP/1.1: {lines[0][:100]!r}")
-    status, phrase = int(parts[1]), (parts[2] if len(parts) > 2 else "")
-    answer: Dict[str, str] = {}
-    last = ""
-    for line in lines[1:]:
-        if line[:1] in (" ", "\t") and last:  # obsolete line folding
-            answer[last] += " " + line.strip()
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HandshakeError(f"malformed header line in the handshake's answer: {line[:100]!r}")
-        last = name.strip().lower()
-        value = value.strip()
-        answer[last] = answer[last] + ", " + value if last in answer else value
-    return status, phrase, answer, rest
-
-
-def _read_body(sock: socket.socket, headers: Dict[str, str], rest: bytes, deadline: float) -> bytes:
-    """Read what can be read of a refusal's body (at most 64 KiB, until the
-    deadline): chunked, by Content-Length, or until the connection closes.
-    A body that cannot be read whole is returned as far as it was read."""
-    buf = bytearray(rest)
-
-    def more() -> bool:
-        try:
-            sock.settimeout(_left(deadline))
-            chunk = sock.recv(16 << 10)
-        except OSError:
-            return False
-        buf.extend(chunk)
-        return bool(chunk)
-
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        out = bytearray()
-        while len(out) < _MAX_REFUSAL_BODY:
-            while b"\r\n" not in buf:
-                if len(buf) > 1024 or not more():
-                    return bytes(out)
-            line, _, tail = bytes(buf).partition(b"\r\n")
-            try:
-                size = int(line.split(b";")[0].strip(), 16)
-            except ValueError:
-                return bytes(out)
-            if size == 0:
-                break
-            buf[:] = tail
-            want = min(size, _MAX_REFUSAL_BODY - len(out))
-            while len(buf) < want:
-                if not more():
-                    out += buf
-                    return bytes(out[:_MAX_REFUSAL_BODY])
-            out += buf[:want]
-            if want < size:
-                break
-            del buf[:size]
-            while len(buf) < 2:
-                if not more():
-                    return bytes(out)
-            del buf[:2]
-        return bytes(out)
-    try:
-        length: Optional[int] = int(headers["content-length"])
-    except (KeyError, ValueError):
-        length = None
-    want = _MAX_REFUSAL_BODY if length is None else min(max(length, 0), _MAX_REFUSAL_BODY)
-    while len(buf) < want and more():
-        pass
-    return bytes(buf[:want])
-
-
-def _check_upgrade(answer: Dict[str, str], key: str, subprotocols: Sequence[str], status: int,
-                   phrase: str) -> Optional[str]:
-    """Check a 101 answer (RFC 6455 §4.1); return the chosen subprotocol."""
-
-    def refuse(why: str) -> HandshakeError:
-        return HandshakeError(f"WebSocket handshake: {why}", status=status, reason=phrase, headers=answer)
-
-    if answer.get("upgrade", "").strip().lower() != "websocket":
-        raise refuse(f"Upgrade is {answer.get('upgrade')!r}, want 'websocket'")
-    if "upgrade" not in [t.strip().lower() for t in answer.get("connection", "").split(",")]:
-        raise refuse(f"Connection is {answer.get('connection')!r}, want 'Upgrade'")
-    if answer.get("sec-websocket-accept", "").strip() != accept_key(key):
-        raise refuse(f"Sec-WebSocket-Accept is {answer.get('sec-websocket-accept')!r}, want {accept_key(key)!r}")
-    if answer.get("sec-websocket-extensions", "").strip():
-        raise refuse(f"the server chose extensions {answer['sec-websocket-extensions']!r}, none was offered")
-    chosen = answer.get("sec-websocket-protocol", "").strip() or None
-    if subprotocols and chosen is None:
-        raise refuse(f"the server chose no subprotocol; offered {', '.join(subprotocols)}")
-    if chosen is not None and chosen not in subprotocols:
-        raise refuse(f"the server chose subprotocol {chosen!r}, not one offered ({', '.join(subprotocols) or 'none'})")
-    return chosen

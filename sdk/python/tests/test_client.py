@@ -11,6 +11,7 @@ import unittest.mock
 from typing import Any, List
 
 import leasesvc
+import leasesvc.watch
 from leasesvc.backoff import Backoff
 
 from ._support import FakeService, Request, lease_json, problem
@@ -291,7 +292,7 @@ class WatchTest(FakeTestCase):
                              ("many lines", f"event: acquired\ndata: {cut}\n\n")):
             with self.subTest(label):
                 f = self.serve(lambda req, frame=frame: sse([": hi\n\n", frame], hold=5))
-                with unittest.mock.patch.object(leasesvc.client, "MAX_ANSWER_BYTES", 1000):
+                with unittest.mock.patch.object(leasesvc.watch, "MAX_ANSWER_BYTES", 1000):
                     w = leasesvc.Client(f.url, backoff=FAST).watch("a")
                     self.addCleanup(w.close)
                     with self.assertRaises(leasesvc.InternalError) as cm:

@@ -98,6 +98,10 @@ class SdistTest(unittest.TestCase):
             for f in ("PKG-INFO", "pyproject.toml", "README.md", "leasesvc/__init__.py", "leasesvc/aio.py",
                       "leasesvc/py.typed"):
                 self.assertIn(root + f, members)
+            pkg_dir = os.path.join(os.path.dirname(leasesvc.__file__))
+            for f in sorted(os.listdir(pkg_dir)):  # every module, the split ones included (keeper, holding, ...)
+                if f.endswith(".py"):
+                    self.assertIn(root + "leasesvc/" + f, members)
             pkg = tar.extractfile(root + "PKG-INFO")
             assert pkg is not None
             info = Parser().parsestr(pkg.read().decode())

@@ -251,7 +251,7 @@ class ReconnectTest(SessionTestCase):
         from unittest import mock
 
         f = self.fake()
-        with mock.patch("leasesvc.session.SILENT_MIN", 0.5):
+        with mock.patch("leasesvc._session_sockets.SILENT_MIN", 0.5):
             s = self.session(f, window=0.2)
             s.acquire("x", "me")
             f.acking = False  # nothing arrives any more: a half-open connection looks the same
