@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import queue
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Tuple
 
 import leasesvc
 from leasesvc import fence
@@ -298,9 +299,60 @@ def case_fence(env: Env) -> None:
     emit(step="done")
 
 
+def case_keeper(env: Env) -> None:
+    """The ``keeper`` case of PROTOCOL.md (issue 38): a Keeper (LEASE_KEEPER
+    = plain: renewals at LEASE_TTL_MS; session: a session of window 1 s)
+    holds LEASE_NAME, moves its deadline by itself, writes a checkpoint,
+    reports the loss the driver's revoke causes, holds it again and
+    releases it with a checkpoint. A stop line or EOF at any time closes
+    the keeper and exits 0."""
+    mode = os.environ.get("LEASE_KEEPER", "session")
+    k = leasesvc.Keeper(env.client, mode=mode, window=1.0 if mode == "session" else None, ttl=env.ttl)
+
+    def stop_on_stdin() -> None:
+        wait_for_stop()
+        k.close()
+        sys.stdout.flush()
+        os._exit(0)
+
+    threading.Thread(target=stop_on_stdin, daemon=True).start()
+    emit(step="keeper", mode=mode)
+    changes: "queue.Queue[Tuple[str, Dict[str, Any]]]" = queue.Queue()
+
+    def hold() -> leasesvc.Holding:
+        h = k.hold(env.name, env.holder)
+        h.on_change(lambda kind, info: changes.put((kind, info)))
+        d = h.wait_deadline(float("-inf"), 5.0)  # (a session's first ack came with its open)
+        emit(step="held", token=h.token, mode=h.mode, aheadMs=int(((d or 0) - time.monotonic()) * 1000))
+        return h
+
+    def next_change(want: str, until: Callable[[Dict[str, Any]], bool]) -> Dict[str, Any]:
+        while True:
+            kind, info = changes.get(timeout=30)
+            if kind == want and until(info):
+                return info
+            if kind == "lost":
+                emit(step="lost", token=h.token, error=code(info["error"]))
+                raise SystemExit(1)
+
+    h = hold()
+    first = h.deadline or 0.0
+    info = next_change("moved", lambda i: not i["call"] and i["deadline"] is not None and i["deadline"] > first)
+    emit(step="moved", token=h.token, aheadMs=int((info["deadline"] - time.monotonic()) * 1000))
+    r = h.renew({"n": 1})
+    emit(step="checkpoint", token=r.fencing_token, checkpointN=_checkpoint_n(r))
+    info = next_change("lost", lambda i: True)
+    emit(step="lost", token=h.token, error=code(info["error"]))
+    h = hold()
+    rel = h.release({"n": 2})
+    emit(step="released", held=rel.held, checkpointN=_checkpoint_n(rel))
+    emit(step="done")
+    k.close()
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
          "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete,
-         "session": case_session, "fence": case_fence}
+         "session": case_session, "fence": case_fence, "keeper": case_keeper}
 
 
 def main() -> None:
