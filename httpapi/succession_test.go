@@ -289,7 +289,8 @@ func TestLeaseReservedForTheBestCandidate(t *testing.T) {
 // lease_lost, the watch stream shows released with successor, and a
 // reservation nobody takes lapses at reserveMs.
 func TestTransferHandsOverWithCheckpoint(t *testing.T) {
-	c, _ := succInstance(t, memory.New())
+	clock := memory.NewManualClock(time.Now()) // the backend's: reservations lapse on it
+	c, _ := succInstance(t, memory.New(memory.WithClock(clock.Now)))
 	name := "succ-transfer"
 	p := "/v1/leases/" + name
 	if r := c.Post(t, p+":acquire", `{"holder":"a","ttlMs":60000}`); r.Status != 200 {
@@ -360,7 +361,11 @@ func TestTransferHandsOverWithCheckpoint(t *testing.T) {
 	if r := c.Post(t, p+":acquire", `{"holder":"c","ttlMs":30000}`); r.Status != 409 || r.Code() != "lease_reserved" {
 		t.Fatalf("c's acquire during d's reservation = %d %s, want lease_reserved", r.Status, r.Raw)
 	}
-	time.Sleep(300 * time.Millisecond)
+	clock.Advance(199 * time.Millisecond)
+	if r := c.Post(t, p+":acquire", `{"holder":"c","ttlMs":30000}`); r.Status != 409 || r.Code() != "lease_reserved" {
+		t.Fatalf("c's acquire 1 ms before d's reservation lapses = %d %s, want lease_reserved", r.Status, r.Raw)
+	}
+	clock.Advance(time.Millisecond) // reserveMs 200 have passed
 	if r := c.Post(t, p+":acquire", `{"holder":"c","ttlMs":30000}`); r.Status != 200 || r.Token() != 3 || checkpointOf(r) != `{"of":[1,2],"step":7}` {
 		t.Fatalf("c's acquire after the reservation lapsed = %d %s, want token 3 with the checkpoint", r.Status, r.Raw)
 	}
@@ -371,7 +376,8 @@ func TestTransferHandsOverWithCheckpoint(t *testing.T) {
 // with release, and with a repeated release of that ended holding, after a
 // release. Only the current holding writes it.
 func TestCheckpointOutlivesTheHolding(t *testing.T) {
-	c, _ := succInstance(t, memory.New())
+	clock := memory.NewManualClock(time.Now()) // the backend's: holdings expire on it
+	c, _ := succInstance(t, memory.New(memory.WithClock(clock.Now)))
 	p := "/v1/leases/succ-checkpoint"
 	if r := c.Post(t, p+":acquire", `{"holder":"a","ttlMs":1000}`); r.Status != 200 || r.Body["checkpoint"] != nil {
 		t.Fatalf("a's acquire = %d %s, want no checkpoint yet", r.Status, r.Raw)
@@ -388,7 +394,7 @@ func TestCheckpointOutlivesTheHolding(t *testing.T) {
 	if r := c.Post(t, p+":renew", `{"holder":"x","fencingToken":1,"checkpoint":{"n":99}}`); r.Status != 409 || r.Code() != "lease_lost" {
 		t.Fatalf("another holder's renew with a checkpoint = %d %s, want lease_lost", r.Status, r.Raw)
 	}
-	time.Sleep(1100 * time.Millisecond) // a's holding runs out
+	clock.Advance(time.Second) // a's holding (ttlMs 1000) runs out
 	if r := c.Post(t, p+":renew", `{"holder":"a","fencingToken":1,"checkpoint":{"n":98}}`); r.Status != 409 || r.Code() != "lease_lost" {
 		t.Fatalf("renew of the expired holding with a checkpoint = %d %s, want lease_lost", r.Status, r.Raw)
 	}
