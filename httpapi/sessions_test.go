@@ -288,6 +288,9 @@ func TestSessionDeathReleases(t *testing.T) {
 	defer in.hub.Unsubscribe(sub)
 	w := dial(t, in.srv.URL, "")
 	op := w.open(200)
+	rec := session.RecordName(session.Key(op["sessionId"].(string)))
+	recSub := in.hub.Subscribe(rec)
+	defer in.hub.Unsubscribe(recSub)
 	w.send("acquire", map[string]any{"name": "a", "holder": "h"})
 	w.expect("result")
 	var last time.Time
@@ -312,14 +315,9 @@ func TestSessionDeathReleases(t *testing.T) {
 	}
 	// The session is over once its record is released (after its leases:
 	// a resume before that restarts it): resuming it is 404.
-	rec := session.RecordName(session.Key(op["sessionId"].(string)))
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if l, err := in.m.Get(t.Context(), rec); err == nil && !l.Held() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the session record is still held 20s after the session died")
-		}
+	waitEvent(t, recSub, func(ev lease.Event) bool { return ev.Type == lease.EventReleased })
+	if l, err := in.m.Get(t.Context(), rec); err != nil || l.Held() {
+		t.Fatalf("the session record after its released event: %+v, %v; want released", l, err)
 	}
 	w2 := dial(t, in.srv.URL, "")
 	w2.send("resume", map[string]any{"sessionId": op["sessionId"], "epoch": 2})
