@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // batcher is Loop's group commit over a BatchStore: the attempts that
@@ -252,45 +250,40 @@ func batchContext(batch []*op) (context.Context, context.CancelFunc) {
 	}
 }
 
-// batchers holds the batcher of each (BatchStore, batch limit) in the
-// process, so that the Loops over one store share it: one transaction at a
-// time leaves the process per store however many Loops drive it (several
-// lease.Managers over one store, as tests make; the Spanner emulator fails
-// a transaction that another interrupts). An entry goes when no Loop holds
-// its batcher any more.
-var batchers struct {
+// Batcher is a group commit that several Loops over one store share
+// (WithBatcher): one transaction at a time then leaves the process for that
+// store, however many Loops drive it, as when the service's lease.Manager
+// and its proof-key issuer drive one Store, or a test runs several Managers
+// over one emulator, which fails a transaction that another interrupts. A
+// Loop given none has a batcher of its own. The zero value is ready to use;
+// a Batcher serves the Loops of one store with one batch limit (the first
+// Loop's): NewLoop panics for a Loop over another.
+type Batcher struct {
 	mu sync.Mutex
-	m  map[batchKey]weak.Pointer[batcher]
+	b  *batcher // made by the first Loop
 }
 
-type batchKey struct {
-	store BatchStore
-	max   int
+// NewBatcher returns a Batcher for the Loops to share (WithBatcher).
+func NewBatcher() *Batcher { return new(Batcher) }
+
+// bind returns the batcher of the Loops given sb, making it for s and max
+// at the first.
+func (sb *Batcher) bind(s BatchStore, max int) *batcher {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.b == nil {
+		sb.b = &batcher{store: s, max: max}
+		return sb.b
+	}
+	if !sameStore(sb.b.store, s) || sb.b.max != max {
+		panic(fmt.Sprintf("backend: NewLoop: the Batcher serves a %T with MaxBatch %d; this Loop drives a %T with MaxBatch %d", sb.b.store, sb.b.max, s, max))
+	}
+	return sb.b
 }
 
-// sharedBatcher returns the process's batcher of s with limit max; one of
-// its own for a store whose type cannot be a map key.
-func sharedBatcher(s BatchStore, max int) *batcher {
-	if !reflect.TypeOf(s).Comparable() {
-		return &batcher{store: s, max: max}
-	}
-	key := batchKey{s, max}
-	batchers.mu.Lock()
-	defer batchers.mu.Unlock()
-	if b := batchers.m[key].Value(); b != nil {
-		return b
-	}
-	b := &batcher{store: s, max: max}
-	if batchers.m == nil {
-		batchers.m = map[batchKey]weak.Pointer[batcher]{}
-	}
-	batchers.m[key] = weak.Make(b)
-	runtime.AddCleanup(b, func(k batchKey) {
-		batchers.mu.Lock()
-		defer batchers.mu.Unlock()
-		if batchers.m[k].Value() == nil {
-			delete(batchers.m, k)
-		}
-	}, key)
-	return b
+// sameStore reports whether a and b are the same store; a store whose type
+// cannot be compared is never the same as another.
+func sameStore(a, b BatchStore) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }

@@ -247,13 +247,13 @@ func TestConformanceBatched(t *testing.T) {
 	}, backendtest.Options{})
 }
 
-// TestLoopBatchSharedPerStore: two Loops over one store share its batcher,
-// so one transaction at a time leaves the process for that store: an
-// attempt through the second waits behind one through the first and joins
-// the next batch.
-func TestLoopBatchSharedPerStore(t *testing.T) {
+// TestLoopBatchShared: two Loops given one Batcher share it, so one
+// transaction at a time leaves them for their store: an attempt through the
+// second waits behind one through the first and joins the next batch.
+func TestLoopBatchShared(t *testing.T) {
 	f := &fakeBatch{Store: memory.New(), max: 50}
-	first, second := backend.NewLoop(f), backend.NewLoop(f)
+	shared := backend.NewBatcher()
+	first, second := backend.NewLoop(f, backend.WithBatcher(shared)), backend.NewLoop(f, backend.WithBatcher(shared))
 	release := hold(t, first, "blocker")
 	wait := queue(t, second, []string{"a", "b"}, []backend.Decide{write, write})
 	release()
@@ -262,5 +262,57 @@ func TestLoopBatchSharedPerStore(t *testing.T) {
 	}
 	if len(f.batches) != 1 || len(f.batches[0]) != 2 {
 		t.Fatalf("batches %v, want the two attempts of the second Loop in one", f.batches)
+	}
+	if a1, _, _ := first.BatchStats(); a1 != 3 {
+		t.Errorf("the shared batcher ran %d attempts, want 3 (the blocker and the two of the second Loop)", a1)
+	}
+}
+
+// TestLoopBatchOwnByDefault: Loops over one store given no Batcher each
+// have their own (no state shared in the process): the attempts queued
+// behind a transaction of the first are not in the second's queue.
+func TestLoopBatchOwnByDefault(t *testing.T) {
+	f := &fakeBatch{Store: memory.New(), max: 50}
+	first, second := backend.NewLoop(f), backend.NewLoop(f)
+	release := hold(t, first, "blocker")
+	wait := queue(t, first, []string{"a", "b"}, []backend.Decide{write, write})
+	if n := backend.BatchQueued(second); n != 0 {
+		t.Errorf("the second Loop's batcher holds %d queued attempts of the first's, want 0: its own", n)
+	}
+	release()
+	if _, errs := wait(); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if a, _, _ := second.BatchStats(); a != 0 {
+		t.Errorf("the second Loop's batcher ran %d attempts, want none", a)
+	}
+}
+
+// TestLoopBatcherOneStore: a Batcher serves the Loops of one store with one
+// batch limit; NewLoop refuses (panics) to give it to a Loop over another
+// or with another limit, whose attempts would go to the wrong store.
+func TestLoopBatcherOneStore(t *testing.T) {
+	f := &fakeBatch{Store: memory.New(), max: 50}
+	shared := backend.NewBatcher()
+	backend.NewLoop(f, backend.WithBatcher(shared))
+	for what, build := range map[string]func(){
+		"another store": func() { backend.NewLoop(&fakeBatch{Store: memory.New(), max: 50}, backend.WithBatcher(shared)) },
+		"another limit": func() { backend.NewLoop(f, backend.WithBatcher(shared), backend.WithMaxBatch(10)) },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "the Batcher serves") {
+					t.Errorf("NewLoop with the Batcher of %s: panic %v, want one saying so", what, p)
+				}
+			}()
+			build()
+		}()
+	}
+	off := backend.NewLoop(f, backend.WithBatcher(shared), backend.WithMaxBatch(1)) // batching off: the Batcher is ignored
+	if _, err := off.Update(t.Context(), "a", write); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, _ := off.BatchStats(); a != 0 {
+		t.Errorf("a Loop with batching off, given the Batcher, batched %d attempts; want none", a)
 	}
 }

@@ -45,10 +45,14 @@ type Hints struct {
 	// MaxBatch is how many attempts on distinct names one transaction of a
 	// BatchStore may carry (see BatchStore); 0 or 1 turns batching off.
 	// Loop ignores it for a Store that is not a BatchStore. With batching
-	// on, one transaction at a time leaves the process per store, whatever
-	// the number of Loops over it (OneAtATime then only keeps the per-name
-	// gate).
+	// on, one transaction at a time leaves the Loop's batcher (OneAtATime
+	// then only keeps the per-name gate); see Batcher for Loops that share
+	// one.
 	MaxBatch int
+	// Batcher, if set, is the group commit the Loop shares with the other
+	// Loops given it (see Batcher); nil gives a batching Loop its own.
+	// Loop ignores it without batching.
+	Batcher *Batcher
 }
 
 // LoopOption sets one of the Hints of a Loop, over what the Store declares.
@@ -71,6 +75,10 @@ func WithRetryHook(f func(reason string)) LoopOption { return func(h *Hints) { h
 
 // WithMaxBatch sets Hints.MaxBatch.
 func WithMaxBatch(n int) LoopOption { return func(h *Hints) { h.MaxBatch = n } }
+
+// WithBatcher sets Hints.Batcher: the Loop batches through b, with the
+// other Loops given b.
+func WithBatcher(b *Batcher) LoopOption { return func(h *Hints) { h.Batcher = b } }
 
 // Hinter is implemented by a Store that asks Loop for more than the zero
 // Hints.
@@ -109,7 +117,9 @@ type Loop struct {
 }
 
 // NewLoop returns the Loop over s, driven as s declares (Hinter) and then
-// as opts say.
+// as opts say. With batching on, its batcher is Hints.Batcher when set
+// (NewLoop panics if that one serves another store or batch limit), else
+// its own.
 func NewLoop(s Store, opts ...LoopOption) *Loop {
 	l := &Loop{store: s}
 	if h, ok := s.(Hinter); ok {
@@ -122,15 +132,19 @@ func NewLoop(s Store, opts ...LoopOption) *Loop {
 		l.hints.MaxAttempts = DefaultMaxAttempts
 	}
 	if bs, ok := s.(BatchStore); ok && l.hints.MaxBatch > 1 {
-		l.batch = sharedBatcher(bs, l.hints.MaxBatch)
+		if sb := l.hints.Batcher; sb != nil {
+			l.batch = sb.bind(bs, l.hints.MaxBatch)
+		} else {
+			l.batch = &batcher{store: bs, max: l.hints.MaxBatch}
+		}
 	}
 	return l
 }
 
-// BatchStats returns what the Loop's batcher (shared by the Loops over the
-// same store in the process) has done: the attempts it ran, the transactions that carried them (a batch that was split counts
-// one more per attempt made alone), and how many batches were split. All
-// zero without batching.
+// BatchStats returns what the Loop's batcher (with those of the other Loops
+// given the same Batcher) has done: the attempts it ran, the transactions
+// that carried them (a batch that was split counts one more per attempt
+// made alone), and how many batches were split. All zero without batching.
 func (l *Loop) BatchStats() (attempts, transactions, splits int64) {
 	if l.batch == nil {
 		return 0, 0, 0

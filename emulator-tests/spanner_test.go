@@ -196,8 +196,13 @@ func TestSpannerConformance(t *testing.T) {
 			// once, after 11 s). That is the emulator's scheduling, not
 			// contention the default bound is for; the test's context still
 			// bounds the retries.
+			// WithBatcher: the suite builds a Loop per test and per racing
+			// worker, and Managers, over this one Store; they share one
+			// batcher, as the service's Loops do, so that one batched
+			// transaction at a time reaches the emulator.
 			s := spannerStore(t, spannerstore.WithLoop(backend.WithReadFirst(c.fast)), spannerstore.WithLoop(backend.WithOneAtATime(true)),
-				spannerstore.WithBatchMax(c.batchMax), spannerstore.WithLoop(backend.WithMaxAttempts(1000)))
+				spannerstore.WithBatchMax(c.batchMax), spannerstore.WithLoop(backend.WithMaxAttempts(1000)),
+				spannerstore.WithLoop(backend.WithBatcher(backend.NewBatcher())))
 			t.Cleanup(func() {
 				attempts, txns, splits := s.BatchStats()
 				t.Logf("retried read-write transactions: %d; batched %d attempts in %d transactions (%d split)",
@@ -227,7 +232,9 @@ func TestSpannerRaceAcrossClients(t *testing.T) {
 		loops  []*backend.Loop // one per store, as one per service instance
 	)
 	for _, c := range []*spanner.Client{first, second} {
-		s, err := spannerstore.New(c, spannerstore.WithLoop(backend.WithOneAtATime(true)))
+		// The Loop and the Manager below share the store's batcher, as
+		// one service instance's Loops do.
+		s, err := spannerstore.New(c, spannerstore.WithLoop(backend.WithOneAtATime(true), backend.WithBatcher(backend.NewBatcher())))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,7 +74,9 @@ func open(ctx context.Context, getenv func(string) string, _ backend.OpenOptions
 		pool.Close()
 		return backend.Opened{}, fmt.Errorf("postgres at %s:%d, database %q (within %v): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, startTimeout, err)
 	}
-	return backend.Opened{Store: s, Close: func() error { pool.Close(); return nil }}, nil
+	// One batcher for every Loop the service builds over s (its
+	// lease.Manager's and its proof-key issuer's).
+	return backend.Opened{Store: s, Loop: []backend.LoopOption{backend.WithBatcher(backend.NewBatcher())}, Close: func() error { pool.Close(); return nil }}, nil
 }
 
 // envBatchMax reads LEASESVC_POSTGRES_BATCH_MAX: 1–BatchMaxLimit, unset

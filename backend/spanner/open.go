@@ -107,9 +107,13 @@ func open(ctx context.Context, getenv func(string) string, o backend.OpenOptions
 // loopOptions are the service's settings for the Loop over s: the read-first
 // mode of LEASESVC_SPANNER_FAST_PATH, one read-write transaction at a time
 // on the emulator (which runs one at a time and fails the one a newcomer
-// interrupts), and each retry counted (Retries) and reported to onRetry.
+// interrupts), each retry counted (Retries) and reported to onRetry, and
+// one batcher for every Loop the service builds over s (its lease.Manager's
+// and its proof-key issuer's), so that one transaction at a time leaves the
+// process for s.
 func loopOptions(s *Store, fastPath FastPath, emulator bool, onRetry func(reason string)) []backend.LoopOption {
-	return []backend.LoopOption{backend.WithReadFirst(fastPath), backend.WithOneAtATime(emulator), backend.WithRetryHook(s.countRetries(onRetry))}
+	return []backend.LoopOption{backend.WithReadFirst(fastPath), backend.WithOneAtATime(emulator), backend.WithRetryHook(s.countRetries(onRetry)),
+		backend.WithBatcher(backend.NewBatcher())}
 }
 
 // envBatchMax reads LEASESVC_SPANNER_BATCH_MAX: 1–BatchMaxLimit, unset

@@ -93,7 +93,7 @@ func TestEnvBatchMax(t *testing.T) {
 // (backend.Opened.Loop), applied over what the Store declares, are what
 // the service's Loop used when the Store carried them (WithLoop): the
 // read-first mode asked for, one at a time on the emulator, the Store's
-// batch limit, and each retry counted by Retries and reported to the hook.
+// batch limit, one Batcher for the Loops to share, and each retry counted by Retries and reported to the hook.
 func TestLoopOptions(t *testing.T) {
 	s := &Store{cfg: config{batchMax: 7}}
 	var reasons []string
@@ -101,8 +101,8 @@ func TestLoopOptions(t *testing.T) {
 	for _, o := range loopOptions(s, FastPathNever, true, func(r string) { reasons = append(reasons, r) }) {
 		o(&h)
 	}
-	if h.ReadFirst != FastPathNever || !h.OneAtATime || h.MaxBatch != 7 || h.MaxAttempts != 0 {
-		t.Fatalf("hints = %+v; want read-first never, one at a time, MaxBatch 7, the default MaxAttempts", h)
+	if h.ReadFirst != FastPathNever || !h.OneAtATime || h.MaxBatch != 7 || h.MaxAttempts != 0 || h.Batcher == nil {
+		t.Fatalf("hints = %+v; want read-first never, one at a time, MaxBatch 7, the default MaxAttempts, a Batcher for the service's Loops to share", h)
 	}
 	h.OnRetry("aborted")
 	if s.Retries() != 1 || len(reasons) != 1 || reasons[0] != "aborted" {
