@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend"
@@ -44,7 +45,10 @@ func refreshHandler(t *testing.T, store backend.Store, every time.Duration) *Han
 // TestRefreshScanIsSharedPerPrefix: every stream of a prefix shares one
 // paced read of it (one List per scan, however many streams), another
 // prefix has its own, and the read stops with the prefix's last stream.
-func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
+func TestRefreshScanIsSharedPerPrefix(t *testing.T) { synctest.Test(t, refreshScanIsSharedPerPrefix) }
+
+// refreshScanIsSharedPerPrefix is TestRefreshScanIsSharedPerPrefix's body, run in a synctest bubble: fake time.
+func refreshScanIsSharedPerPrefix(t *testing.T) {
 	store := &countingStore{Store: memory.New()}
 	h := refreshHandler(t, store, 20*time.Millisecond)
 	rs := h.api.refresh
@@ -64,18 +68,12 @@ func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
 		t.Fatal("two prefixes share a refresher")
 	}
 	other.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r.mu.Lock()
-		gen := r.gen
-		r.mu.Unlock()
-		if gen >= 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d scans in 10 s", gen)
-		}
-		time.Sleep(5 * time.Millisecond)
+	elapse(5 * 20 * time.Millisecond) // five intervals
+	r.mu.Lock()
+	gen := r.gen
+	r.mu.Unlock()
+	if gen < 5 {
+		t.Fatalf("%d scans in five intervals, want 5", gen)
 	}
 	for _, s := range subs {
 		s.close()
@@ -87,7 +85,7 @@ func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
 		t.Fatalf("%d refreshers left after their streams closed", left)
 	}
 	r.mu.Lock()
-	gen := r.gen
+	gen = r.gen
 	r.mu.Unlock()
 	// One List per scan of p. (each fits a page), at most one more in
 	// flight, and q.'s few: not one per stream.
@@ -95,8 +93,8 @@ func TestRefreshScanIsSharedPerPrefix(t *testing.T) {
 	if n > int64(gen)+4 {
 		t.Fatalf("%d List calls for %d scans of p. with 5 streams: the streams do not share the scan", n, gen)
 	}
-	time.Sleep(100 * time.Millisecond) // five intervals: a scan still running would list again
-	if m := store.lists.Load(); m > n+1 {
+	elapse(5 * 20 * time.Millisecond) // five intervals: a scan still running would list again
+	if m := store.lists.Load(); m != n {
 		t.Fatalf("the scans went on after the last stream closed: %d → %d List calls", n, m)
 	}
 }
@@ -197,4 +195,11 @@ func TestRefreshPrefixesCap(t *testing.T) {
 	}
 	b.close()
 	c.close()
+}
+
+// elapse lets d of fake time pass in a synctest bubble, then waits until
+// every goroutine of the bubble is blocked: what d brings has happened.
+func elapse(d time.Duration) {
+	<-time.After(d)
+	synctest.Wait()
 }
