@@ -409,13 +409,17 @@ func TestSessionResumeElsewhere(t *testing.T) {
 // beatUntil heartbeats (acked) every 50ms until done reports true.
 func (w *wsClient) beatUntil(done func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	limit := time.NewTimer(20 * time.Second)
+	defer limit.Stop()
+	heartbeat := time.NewTicker(50 * time.Millisecond) // the agent's interval
+	defer heartbeat.Stop()
 	for !done() {
-		if time.Now().After(deadline) {
+		w.ackedHeartbeat()
+		select {
+		case <-heartbeat.C:
+		case <-limit.C:
 			w.t.Fatal("condition not met in 20s")
 		}
-		w.ackedHeartbeat()
-		time.Sleep(50 * time.Millisecond) // the heartbeat interval, not a wait for an outcome
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -13,7 +14,10 @@ import (
 // TestPrefixStreamGone: after dropped events the stream lists the leases
 // again; one it showed that is not listed any more was deleted, and gets
 // one deleted event (docs/contract.md §15), once.
-func TestPrefixStreamGone(t *testing.T) {
+func TestPrefixStreamGone(t *testing.T) { synctest.Test(t, prefixStreamGone) }
+
+// prefixStreamGone is TestPrefixStreamGone's body, run in a synctest bubble: fake time.
+func prefixStreamGone(t *testing.T) {
 	w := httptest.NewRecorder()
 	a := &api{log: slog.New(slog.DiscardHandler), stopCtx: t.Context(),
 		cfg: Config{Limits: Limits{StreamLifetime: time.Minute, WriteTimeout: time.Minute, StreamBuffer: 1 << 20}}}
@@ -38,22 +42,15 @@ func TestPrefixStreamGone(t *testing.T) {
 	}
 }
 
-// drained waits until the stream's writer has written all that was queued.
+// drained fails the test unless the stream's writer has written all that
+// was queued once the test's synctest bubble is idle.
 func drained(t *testing.T, s *stream) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.mu.Lock()
-		n, err := s.queued, s.err
-		s.mu.Unlock()
-		switch {
-		case err != nil:
-			t.Fatalf("stream ended: %v", err)
-		case n == 0:
-			return
-		case time.Now().After(deadline):
-			t.Fatalf("%d bytes still queued after 10 s", n)
-		}
-		time.Sleep(time.Millisecond) // polls the writer's progress
+	synctest.Wait()
+	s.mu.Lock()
+	n, err := s.queued, s.err
+	s.mu.Unlock()
+	if err != nil || n != 0 {
+		t.Fatalf("the stream's writer idle with %d bytes queued, error %v", n, err)
 	}
 }
