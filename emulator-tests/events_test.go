@@ -91,8 +91,7 @@ func subscribe(t testing.TB, client *pubsub.Client, topic string) *subscriber {
 				s.msgs = append(s.msgs, r)
 				s.mu.Unlock()
 			})
-			if ctx.Err() == nil { // the emulator went away: recreate and go on
-				time.Sleep(200 * time.Millisecond)
+			if faultWait(ctx, 200*time.Millisecond) { // the emulator went away (a fault): recreate and go on
 				_ = create()
 			}
 		}

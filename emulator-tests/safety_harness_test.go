@@ -403,3 +403,24 @@ func faultWait(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// faultPoll tests cond every 10 ms until it holds, limit has passed or ctx
+// ends, and reports whether it held. It is for the fault harness's looks
+// at state that sends no event (an agent leading, a frame held back, a
+// session pinned to an instance), from the harness's own goroutine.
+func faultPoll(ctx context.Context, limit time.Duration, cond func() bool) bool {
+	end := time.NewTimer(limit)
+	defer end.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-end.C:
+			return cond()
+		case <-tick.C:
+		}
+	}
+	return true
+}

@@ -91,9 +91,7 @@ func lateFrames(r *safetyRun, in *safetyInstance) error {
 	token, start := l.FencingToken, e.Return
 	// The agent leads from its first acknowledged heartbeat (window/4
 	// after the open).
-	for end := time.Now().Add(lateWindow/4 + safetyRequestTimeout); !a.Leads() && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	faultPoll(r.ctx, lateWindow/4+safetyRequestTimeout, a.Leads)
 
 	// 1. Hold the socket to I and the next resume on J.
 	sid := opened.SessionID
@@ -110,9 +108,7 @@ func lateFrames(r *safetyRun, in *safetyInstance) error {
 		defer close(renewed)
 		c.do(a, &renew, rawsession.Message{Type: "renew", Name: c.name, Holder: c.holder, FencingToken: token, Checkpoint: cp})
 	}()
-	for end := time.Now().Add(2 * time.Second); !hi.holds("renew") && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	faultPoll(r.ctx, 2*time.Second, func() bool { return hi.holds("renew") })
 
 	// 2. Cut it: the agent resumes on J (held), then on K.
 	hi.cut()

@@ -56,18 +56,15 @@ func pauseInstance(t *testing.T, r *safetyRun, in *safetyInstance, _ *pubsub.Cli
 	var pinned []*sessionContender
 	resumes := map[*sessionContender]int{}
 	if in.frames != nil {
-		for end := time.Now().Add(pauseFind); ; {
+		faultPoll(r.ctx, pauseFind, func() bool {
 			for _, c := range r.sessions {
 				if ok, n := c.pin(in.frames.url); ok {
 					pinned = append(pinned, c)
 					resumes[c] = n
 				}
 			}
-			if len(pinned) > 0 || !time.Now().Before(end) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return len(pinned) > 0
+		})
 	}
 	defer func() {
 		for _, c := range pinned {
@@ -92,9 +89,7 @@ func pauseInstance(t *testing.T, r *safetyRun, in *safetyInstance, _ *pubsub.Cli
 		}
 		return n
 	}
-	for end := time.Now().Add(pauseAfter); resumed() < len(pinned) && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	faultPoll(r.ctx, pauseAfter, func() bool { return resumed() >= len(pinned) })
 	r.mu.Lock()
 	r.paused.pinned += len(pinned)
 	r.paused.resumed += resumed()

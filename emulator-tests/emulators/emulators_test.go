@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -91,7 +93,14 @@ func helperMain() int {
 		return 1
 	}
 	fmt.Println(p.sid)
-	time.Sleep(10 * time.Minute)
+	// The test kills this process (SIGKILL); an interrupt, or ten minutes,
+	// ends it too, should that test have gone.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	select {
+	case <-stop:
+	case <-time.After(10 * time.Minute):
+	}
 	return 0
 }
 
