@@ -28,16 +28,17 @@ func (a *api) timeout(r *http.Request, extra int64) (context.Context, context.Ca
 	return context.WithTimeout(r.Context(), a.cfg.RequestTimeout+millis(max(extra, 0)))
 }
 
-// decode reads a request body and lets fields take its fields. When any
-// field is bad it answers 400 naming every bad one, those of the semantic
-// check validate included, and returns false.
-func (a *api) decode(w http.ResponseWriter, r *http.Request, fields func(b *body), validate func() error) bool {
+// decode reads a request body and lets fields take its fields (one of the
+// decoders of request.go), which returns the semantic check of what it
+// read. When any field is bad it answers 400 naming every bad one, those
+// of that check included, and returns false.
+func (a *api) decode(w http.ResponseWriter, r *http.Request, fields func(b *body) (validate func() error)) bool {
 	b, p := readBody(w, r)
 	if p != nil {
 		a.fail(w, r, *p)
 		return false
 	}
-	fields(b)
+	validate := fields(b)
 	if len(b.bad) > 0 {
 		b.merge(validate())
 		a.fail(w, r, *b.problem())
@@ -48,22 +49,10 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, fields func(b *body
 
 func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.AcquireRequest{Name: name, Principal: principalOf(r)}
-	var wait int64
-	if !a.decode(w, r, func(b *body) {
-		req.Holder = b.str("holder", true)
-		ttl, _ := b.integer("ttlMs", true)
-		req.TTL = millis(ttl)
-		req.Metadata = b.object("metadata")
-		wait, _ = b.integer("waitMs", false)
-		req.Wait = millis(wait)
-		prio, hasPrio := b.integer("priority", false)
-		req.Priority, req.Candidate = clampInt(prio), hasPrio
-		req.Preempt = b.boolean("preempt")
-		b.only("holder", "ttlMs", "metadata", "waitMs", "priority", "preempt")
-	}, func() error { return a.m.ValidateAcquire(req) }) {
+	if !a.decode(w, r, func(b *body) func() error { return a.decodeAcquire(b, &req, fromREST) }) {
 		return
 	}
-	ctx, cancel := a.timeout(r, wait)
+	ctx, cancel := a.timeout(r, req.Wait.Milliseconds())
 	defer cancel()
 	if req.Wait > 0 {
 		if a.stopCtx.Err() != nil {
@@ -97,18 +86,7 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.RenewRequest{Name: name, Principal: principalOf(r)}
-	if !a.decode(w, r, func(b *body) {
-		req.Holder = b.str("holder", true)
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		ttl, hasTTL := b.integer("ttlMs", false)
-		req.TTL = millis(ttl)
-		req.Metadata = b.object("metadata")
-		req.Checkpoint = b.object("checkpoint")
-		b.only("holder", "fencingToken", "ttlMs", "metadata", "checkpoint")
-		if hasTTL && ttl == 0 { // 0 would mean "keep" to the Manager: refuse it here
-			b.fail("ttlMs", "must be between %d and %d", a.m.Config().MinTTL.Milliseconds(), a.m.Config().MaxTTL.Milliseconds())
-		}
-	}, func() error { return a.m.ValidateRenew(req) }) {
+	if !a.decode(w, r, func(b *body) func() error { return a.decodeRenew(b, &req, fromREST) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -119,12 +97,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request, name string) {
 
 func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.ReleaseRequest{Name: name, Principal: principalOf(r)}
-	if !a.decode(w, r, func(b *body) {
-		req.Holder = b.str("holder", true)
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		req.Checkpoint = b.object("checkpoint")
-		b.only("holder", "fencingToken", "checkpoint")
-	}, func() error { return lease.ValidateRelease(req) }) {
+	if !a.decode(w, r, func(b *body) func() error { return decodeRelease(b, &req, fromREST) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -135,24 +108,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request, name string) {
 
 func (a *api) transfer(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.TransferRequest{Name: name, Principal: principalOf(r)}
-	if !a.decode(w, r, func(b *body) {
-		req.Holder = b.str("holder", true)
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		req.To = b.str("to", true)
-		req.Checkpoint = b.object("checkpoint")
-		ms, hasMs := b.integer("reserveMs", false)
-		req.Reserve = millis(ms)
-		req.ToPrincipal = b.str("toPrincipal", false)
-		b.only("holder", "fencingToken", "to", "checkpoint", "reserveMs", "toPrincipal")
-		if hasMs && ms < 1 { // 0 would mean the default to the Manager: refuse it here
-			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
-		}
-		if _, has := b.fields["toPrincipal"]; has && (req.ToPrincipal == "" || a.cfg.Authenticator == nil) {
-			// "" would mean the caller's own; without authentication every
-			// caller is the anonymous principal and there is none to name.
-			b.fail("toPrincipal", "must name an authenticated principal; it needs authentication on (LEASESVC_AUTH)")
-		}
-	}, func() error { return lease.ValidateTransfer(req) }) {
+	if !a.decode(w, r, func(b *body) func() error { return a.decodeTransfer(b, &req, fromREST) }) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)
@@ -169,7 +125,7 @@ func clampInt(n int64) int {
 
 func (a *api) revoke(w http.ResponseWriter, r *http.Request, name string) {
 	req := lease.RevokeRequest{Name: name, Operator: principalOf(r)}
-	if !a.decode(w, r, func(b *body) {
+	if !a.decode(w, r, func(b *body) func() error {
 		req.Reason = b.str("reason", true)
 		tok, hasTok := b.integer("fencingToken", false)
 		req.FencingToken = tok
@@ -177,7 +133,8 @@ func (a *api) revoke(w http.ResponseWriter, r *http.Request, name string) {
 		if hasTok && tok < 1 { // 0 would mean "any holding" to the Manager: refuse it here
 			b.fail("fencingToken", "must be an integer ≥ 1 when given")
 		}
-	}, func() error { return lease.ValidateRevoke(req) }) {
+		return func() error { return lease.ValidateRevoke(req) }
+	}) {
 		return
 	}
 	ctx, cancel := a.timeout(r, 0)

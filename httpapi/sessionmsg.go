@@ -285,55 +285,30 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		c.answerError(id, *p)
 		return true
 	}
-	name := b.str("name", true)
-	holder := b.str("holder", true)
+	var name string
 	var run func(ctx context.Context) (lease.Lease, error)
 	var validate func() error
 	var wait time.Duration
 	switch typ {
 	case "acquire":
-		req := lease.AcquireRequest{Name: name, Holder: holder, Principal: c.principal, TTL: s.TTL(), Session: validationRef}
-		req.Metadata = b.object("metadata")
-		ms, _ := b.integer("waitMs", false)
-		req.Wait = millis(ms)
-		prio, hasPrio := b.integer("priority", false)
-		req.Priority, req.Candidate = clampInt(prio), hasPrio
-		req.Preempt = b.boolean("preempt")
-		b.only("type", "id", "name", "holder", "metadata", "waitMs", "priority", "preempt")
-		wait = req.Wait
-		validate = func() error { return c.a.m.ValidateAcquire(req) }
+		req := lease.AcquireRequest{Principal: c.principal, TTL: s.TTL(), Session: validationRef}
+		validate = c.a.decodeAcquire(b, &req, fromSocket)
+		name, wait = req.Name, req.Wait
 		run = func(ctx context.Context) (lease.Lease, error) { req.Session = nil; return s.Acquire(ctx, req) }
 	case "renew":
-		req := lease.RenewRequest{Name: name, Holder: holder, Principal: c.principal}
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		req.Metadata = b.object("metadata")
-		req.Checkpoint = b.object("checkpoint")
-		b.only("type", "id", "name", "holder", "fencingToken", "metadata", "checkpoint")
-		validate = func() error { return c.a.m.ValidateRenew(req) }
+		req := lease.RenewRequest{Principal: c.principal}
+		validate = c.a.decodeRenew(b, &req, fromSocket)
+		name = req.Name
 		run = func(ctx context.Context) (lease.Lease, error) { return s.Renew(ctx, req) }
 	case "release":
-		req := lease.ReleaseRequest{Name: name, Holder: holder, Principal: c.principal}
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		req.Checkpoint = b.object("checkpoint")
-		b.only("type", "id", "name", "holder", "fencingToken", "checkpoint")
-		validate = func() error { return lease.ValidateRelease(req) }
+		req := lease.ReleaseRequest{Principal: c.principal}
+		validate = decodeRelease(b, &req, fromSocket)
+		name = req.Name
 		run = func(ctx context.Context) (lease.Lease, error) { return s.Release(ctx, req) }
 	default:
-		req := lease.TransferRequest{Name: name, Holder: holder, Principal: c.principal}
-		req.FencingToken, _ = b.integer("fencingToken", true)
-		req.To = b.str("to", true)
-		req.Checkpoint = b.object("checkpoint")
-		ms, hasMs := b.integer("reserveMs", false)
-		req.Reserve = millis(ms)
-		req.ToPrincipal = b.str("toPrincipal", false)
-		b.only("type", "id", "name", "holder", "fencingToken", "to", "checkpoint", "reserveMs", "toPrincipal")
-		if hasMs && ms < 1 {
-			b.fail("reserveMs", "must be between 1 and %d", lease.MaxTransferReserve.Milliseconds())
-		}
-		if _, has := b.fields["toPrincipal"]; has && (req.ToPrincipal == "" || c.a.cfg.Authenticator == nil) {
-			b.fail("toPrincipal", "must name an authenticated principal; it needs authentication on (LEASESVC_AUTH)")
-		}
-		validate = func() error { return lease.ValidateTransfer(req) }
+		req := lease.TransferRequest{Principal: c.principal}
+		validate = c.a.decodeTransfer(b, &req, fromSocket)
+		name = req.Name
 		run = func(ctx context.Context) (lease.Lease, error) { return s.Transfer(ctx, req) }
 	}
 	if strings.HasPrefix(name, session.RecordPrefix) {
