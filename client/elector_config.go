@@ -137,7 +137,8 @@ type ElectorConfig struct {
 	// session.
 	PlainRenewals bool
 	// Keeper, if not nil, holds the lease (NewKeeper); Session and
-	// PlainRenewals are then not read, and Run does not close it. Several
+	// PlainRenewals are then not read, the Keeper's DriftMargin and Clock
+	// make the holdings' deadlines, and Run does not close it. Several
 	// Electors may share one Keeper. Nil: Run builds one from Session,
 	// PlainRenewals, TTL, DriftMargin, Clock and Logger, and closes it when
 	// it returns.
