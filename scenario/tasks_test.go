@@ -38,6 +38,7 @@ type sink struct {
 	first   map[int64]time.Time // first accepted write per token
 	refused int                 // writes refused for a stale token
 	forged  []string            // fence.Reason of proofs refused as not the service's
+	checked chan struct{}       // closed, and dropped, by each proof checked; nil until await
 }
 
 // newSink returns a sink of lease that verifies proofs with the keys of
@@ -60,6 +61,10 @@ func newSink(t testing.TB, url, lease string) *sink {
 // cancel its check (a key fetch cut short would count as a refusal).
 func (s *sink) admit(proof string) (int64, bool) {
 	c, err := s.guard.Check(context.Background(), s.lease, proof)
+	if s.checked != nil {
+		close(s.checked)
+		s.checked = nil
+	}
 	switch reason := fence.Reason(err); reason {
 	case "":
 		return c.FencingToken, true
@@ -116,6 +121,30 @@ func (s *sink) count() int {
 	return len(s.writes)
 }
 
+// await returns once cond (called under s.mu) holds, testing it after each
+// proof the sink checks, and reports false if limit passed first.
+func (s *sink) await(limit time.Duration, cond func() bool) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if cond() {
+			s.mu.Unlock()
+			return true
+		}
+		if s.checked == nil {
+			s.checked = make(chan struct{})
+		}
+		checked := s.checked
+		s.mu.Unlock()
+		select {
+		case <-checked:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
 // tokenNow is the highest token the sink has admitted.
 func (s *sink) tokenNow() int64 { return s.guard.Highest(s.lease) }
 
@@ -143,6 +172,7 @@ type agent struct {
 	px     *proxy
 	e      *client.Elector
 	zombie atomic.Bool // set: act like a paused process that wakes up late
+	late   chan error  // a zombie's late write: nil if refused (buffered)
 	terms  atomic.Int32
 }
 
@@ -179,7 +209,7 @@ func TestFiveAgentsThousandTasks(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	start := time.Now()
 	for i := range team {
-		a := &agent{name: fmt.Sprintf("agent-%d", i+1), px: newProxy(t, svc.URL[len("http://"):])}
+		a := &agent{name: fmt.Sprintf("agent-%d", i+1), px: newProxy(t, svc.URL[len("http://"):]), late: make(chan error, 1)}
 		team[i] = a
 		e, err := client.NewElector(newClient(t, a.px.URL()), name, client.ElectorConfig{
 			Holder: a.name, TTL: ttl, Wait: 10 * time.Second,
@@ -213,18 +243,20 @@ func TestFiveAgentsThousandTasks(t *testing.T) {
 	// The killer: at a third and at two thirds of the tasks, cut the leader
 	// off; the second time it also freezes like a paused process.
 	var kills []string
+	var zombie *agent
 	cuts := map[int64]time.Time{} // token of the leader cut off → when
-	killAt := func(n int, zombie bool) {
+	killAt := func(n int, freeze bool) {
 		eventually(t, 30*time.Second, fmt.Sprintf("%d tasks done", n), func() bool { return s.count() >= n })
 		mu.Lock()
 		leader := leaderOf[s.tokenNow()]
 		mu.Unlock()
-		if zombie {
+		if freeze {
+			zombie = leader
 			leader.zombie.Store(true)
 		}
 		cuts[s.tokenNow()] = time.Now()
 		leader.px.Cut()
-		kills = append(kills, fmt.Sprintf("%s (token %d) at %d tasks, zombie %v", leader.name, s.tokenNow(), s.count(), zombie))
+		kills = append(kills, fmt.Sprintf("%s (token %d) at %d tasks, zombie %v", leader.name, s.tokenNow(), s.count(), freeze))
 	}
 	// The forger: halfway, two writes of a task not yet done, with a token
 	// far above the leader's, that an agent could invent or copy.
@@ -256,7 +288,14 @@ func TestFiveAgentsThousandTasks(t *testing.T) {
 		t.Fatalf("not done in 60s: %d tasks", s.count())
 	}
 	elapsed := time.Since(start)
-	time.Sleep(1500 * time.Millisecond) // the zombie wakes and tries its late write
+	select { // the zombie wakes and tries its late write
+	case err := <-zombie.late:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("the zombie did not try its late write within 15s of the last task")
+	}
 	cancel()
 	wg.Wait()
 
@@ -315,12 +354,16 @@ func coordinate(ctx context.Context, a *agent, proof string, token int64, s *sin
 			continue
 		}
 		if a.zombie.Load() {
-			// Paused mid-task until well after a newer holder wrote.
-			deadline := time.Now().Add(10 * time.Second)
-			for s.tokenNow() <= token && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
+			// Paused mid-task until after a newer holder's proof.
+			s.await(10*time.Second, func() bool { return s.guard.Highest(s.lease) > token })
+			var err error
+			if s.write(proof, task) { // refused: stale token
+				err = fmt.Errorf("%s's late write of task %d with token %d was accepted", a.name, task, token)
 			}
-			s.write(proof, task) // refused: stale token
+			select {
+			case a.late <- err:
+			default: // told already
+			}
 			return
 		}
 		if ctx.Err() != nil {
