@@ -98,7 +98,7 @@ func TestRevokeEndToEnd(t *testing.T) {
 		t.Fatal("the Elector did not lead within 20 s")
 	}
 
-	time.Sleep(300 * time.Millisecond) // well inside the term
+	// The term runs (OnStartedLeading was called): revoke it now.
 	revokedAt := time.Now()
 	l, err := ops.Revoke(t.Context(), name, client.RevokeRequest{Reason: "drill: hand over", FencingToken: 1})
 	if err != nil {
