@@ -114,11 +114,18 @@ func TestTwoElectorsExactlyOneLeads(t *testing.T) {
 	a := campaign(t, newClient(t, svc.URL), name, "agent-a", ttl)
 	eventually(t, 5*time.Second, "a leads", a.leading.Load)
 	b := campaign(t, newClient(t, svc.URL), name, "agent-b", ttl)
-	for range 300 { // 3 s: two renewals
+	sample := time.NewTicker(10 * time.Millisecond)
+	defer sample.Stop()
+	for end := time.After(3 * time.Second); ; { // two renewals
 		if a.leading.Load() == b.leading.Load() {
 			t.Fatalf("a leading %v, b leading %v", a.leading.Load(), b.leading.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-sample.C:
+			continue
+		case <-end:
+		}
+		break
 	}
 	if !a.leading.Load() {
 		t.Fatal("a lost the lead while its renewals were fine")
