@@ -94,18 +94,17 @@ func must(b *testing.B, r e2e.Response) e2e.Response {
 // waitFor returns when the message with ce-id id arrived.
 func (s *subscriber) waitFor(tb testing.TB, id string, limit time.Duration) time.Time {
 	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		s.mu.Lock()
+	var at time.Time
+	if !s.await(limit, func() bool {
 		for _, m := range s.msgs {
 			if m.attrs["ce-id"] == id {
-				s.mu.Unlock()
-				return m.at
+				at = m.at
+				return true
 			}
 		}
-		s.mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
+		return false
+	}) {
+		tb.Fatalf("message %s not received in %v", id, limit)
 	}
-	tb.Fatalf("message %s not received in %v", id, limit)
-	return time.Time{}
+	return at
 }

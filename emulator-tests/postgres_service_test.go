@@ -60,12 +60,8 @@ func TestPostgresServiceRestart(t *testing.T) {
 			svc = e2e.StartService(t, postgresServiceEnv(c))
 		case 1:
 			c.Restart() // a crash of the database: the same service goes on once it is back
-			deadline := time.Now().Add(20 * time.Second)
-			for cl.Get(t, "/readyz").Status != http.StatusOK {
-				if time.Now().After(deadline) {
-					t.Fatalf("not ready 20s after PostgreSQL restarted:\n%s", svc.Output())
-				}
-				time.Sleep(100 * time.Millisecond)
+			if !faultPoll(t.Context(), 20*time.Second, func() bool { return cl.Get(t, "/readyz").Status == http.StatusOK }) {
+				t.Fatalf("not ready 20s after PostgreSQL restarted:\n%s", svc.Output())
 			}
 		}
 		cl = e2e.Client{URL: svc.URL}
