@@ -21,9 +21,10 @@ import (
 
 // instance is an in-process leasesvc with sessions over store.
 type instance struct {
-	m   *lease.Manager
-	reg *session.Registry
-	srv *httptest.Server
+	m      *lease.Manager
+	reg    *session.Registry
+	srv    *httptest.Server
+	events *hub.Hub
 }
 
 func newInstance(t *testing.T, store backend.Store) *instance {
@@ -48,18 +49,52 @@ func newInstance(t *testing.T, store backend.Store) *instance {
 		srv.Close()
 		reg.Stop()
 	})
-	return &instance{m: m, reg: reg, srv: srv}
+	return &instance{m: m, reg: reg, srv: srv, events: h}
 }
 
-// waitFor polls cond every 10ms for at most d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+// wakeup wakes waitFor: an agent's Trace calls it on each line (an ack
+// is one), so that a test sees the agent lead as soon as it does.
+type wakeup struct {
+	mu sync.Mutex
+	c  chan struct{} // closed, and replaced, by trace
+}
+
+// trace is an Agent's Trace.
+func (w *wakeup) trace(string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c != nil {
+		close(w.c)
+		w.c = nil
+	}
+}
+
+// next returns a channel closed by the next trace line.
+func (w *wakeup) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c == nil {
+		w.c = make(chan struct{})
+	}
+	return w.c
+}
+
+// waitFor tests cond after each of the agent's trace lines (w) until it
+// holds, failing t after d.
+func waitFor(t *testing.T, w *wakeup, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
+	limit := time.NewTimer(d)
+	defer limit.Stop()
+	for {
+		next := w.next()
+		if cond() {
+			return
+		}
+		select {
+		case <-next:
+		case <-limit.C:
 			t.Fatalf("%s: not within %v", what, d)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -68,7 +103,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // longer than that.
 func TestAgentLeadsAndDies(t *testing.T) {
 	in := newInstance(t, memory.New())
-	a := &rawsession.Agent{URLs: []string{in.srv.URL}, Window: 300 * time.Millisecond}
+	w := &wakeup{}
+	a := &rawsession.Agent{URLs: []string{in.srv.URL}, Window: 300 * time.Millisecond, Trace: w.trace}
 	if _, err := a.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,17 +115,26 @@ func TestAgentLeadsAndDies(t *testing.T) {
 	if g, err := in.m.Get(t.Context(), "x"); err != nil || !g.Session {
 		t.Fatalf("not held through a session: %+v, %v", g, err)
 	}
-	waitFor(t, time.Second, "the agent leads", a.Leads)
+	waitFor(t, w, time.Second, "the agent leads", a.Leads)
 	if d := time.Until(a.Deadline()); d > 270*time.Millisecond {
 		t.Fatalf("deadline %v ahead, more than window × 0.9", d)
 	}
+	sub := in.events.Subscribe("x")
+	defer in.events.Unsubscribe(sub)
 	a.Kill()
 	deadline := a.Deadline()
-	waitFor(t, 2*time.Second, "the lease is released", func() bool {
-		g, err := in.m.Get(context.Background(), "x")
-		return err == nil && !g.Held()
-	})
+	select {
+	case ev := <-sub.C:
+		if !ev.Ends() {
+			t.Fatalf("after the kill: %s event, want the holding ended", ev.Type)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the lease is not released within 2s of the kill")
+	}
 	g, _ := in.m.Get(t.Context(), "x")
+	if g.Held() {
+		t.Fatalf("after its released event the lease is held: %+v", g)
+	}
 	if g.ExpireTime.Before(deadline) {
 		t.Fatalf("released at %v, before the agent's deadline %v", g.ExpireTime, deadline)
 	}
@@ -105,7 +150,8 @@ func TestAgentResumes(t *testing.T) {
 	store := memory.New()
 	one, two := newInstance(t, store), newInstance(t, store)
 	resumed := make(chan rawsession.Message, 1)
-	a := &rawsession.Agent{URLs: []string{one.srv.URL, two.srv.URL}, Window: 500 * time.Millisecond,
+	w := &wakeup{}
+	a := &rawsession.Agent{URLs: []string{one.srv.URL, two.srv.URL}, Window: 500 * time.Millisecond, Trace: w.trace,
 		OnResume: func(_ string, m rawsession.Message) { resumed <- m }}
 	if _, err := a.Open(t.Context()); err != nil {
 		t.Fatal(err)
@@ -115,7 +161,7 @@ func TestAgentResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the agent leads", a.Leads)
+	waitFor(t, w, time.Second, "the agent leads", a.Leads)
 	go one.reg.Shutdown(context.Background(), context.Background())
 	select {
 	case m := <-resumed:
