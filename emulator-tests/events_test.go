@@ -61,31 +61,17 @@ func createTopic(t testing.TB, client *pubsub.Client, topic string) {
 type subscriber struct {
 	mu   sync.Mutex
 	msgs []received
-	got  chan struct{} // closed, and dropped, by each message; nil until await
+	got  e2e.Changes // notified at each message
 }
 
 // await returns once cond (called under s.mu) holds, testing it after each
 // message received, and reports false if limit passed first.
 func (s *subscriber) await(limit time.Duration, cond func() bool) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
+	return s.got.Await(limit, func() bool {
 		s.mu.Lock()
-		if cond() {
-			s.mu.Unlock()
-			return true
-		}
-		if s.got == nil {
-			s.got = make(chan struct{})
-		}
-		got := s.got
-		s.mu.Unlock()
-		select {
-		case <-got:
-		case <-timer.C:
-			return false
-		}
-	}
+		defer s.mu.Unlock()
+		return cond()
+	})
 }
 
 func subscribe(t testing.TB, client *pubsub.Client, topic string) *subscriber {
@@ -114,11 +100,8 @@ func subscribe(t testing.TB, client *pubsub.Client, topic string) *subscriber {
 				m.Ack()
 				s.mu.Lock()
 				s.msgs = append(s.msgs, r)
-				if s.got != nil {
-					close(s.got)
-					s.got = nil
-				}
 				s.mu.Unlock()
+				s.got.Notify()
 			})
 			if faultWait(ctx, 200*time.Millisecond) { // the emulator went away (a fault): recreate and go on
 				_ = create()

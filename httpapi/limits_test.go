@@ -29,12 +29,12 @@ import (
 // limitServer serves the API over store (memory when nil) on a real
 // listener, with static tokens and the test policy when withAuth, and cfg's
 // other fields; its log goes to the returned buffer.
-func limitServer(t *testing.T, store backend.Store, withAuth bool, cfg httpapi.Config) (*httptest.Server, *httpapi.Handler, *logBuffer) {
+func limitServer(t *testing.T, store backend.Store, withAuth bool, cfg httpapi.Config) (*httptest.Server, *httpapi.Handler, *e2e.SyncBuffer) {
 	t.Helper()
 	if store == nil {
 		store = memory.New()
 	}
-	logs := &logBuffer{}
+	logs := &e2e.SyncBuffer{}
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.Events = hub.New()
 	if withAuth {

@@ -30,7 +30,7 @@ func bigMetadata(n int) []byte {
 // "bulk.0000"… of 32 KiB each (16 KiB of metadata and of checkpoint, the
 // most of each), with limits lim; its log goes to the returned buffer and
 // its changes to the returned hub.
-func bulkServer(t *testing.T, n int, lim httpapi.Limits) (*httptest.Server, *hub.Hub, *logBuffer) {
+func bulkServer(t *testing.T, n int, lim httpapi.Limits) (*httptest.Server, *hub.Hub, *e2e.SyncBuffer) {
 	t.Helper()
 	store := memory.New()
 	events := hub.New()
@@ -48,7 +48,7 @@ func bulkServer(t *testing.T, n int, lim httpapi.Limits) (*httptest.Server, *hub
 			t.Fatal(err)
 		}
 	}
-	logs := &logBuffer{}
+	logs := &e2e.SyncBuffer{}
 	h, err := httpapi.New(m, httpapi.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Events: events, Heartbeat: time.Hour, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +85,9 @@ func stalledRequest(t *testing.T, srv *httptest.Server, path string, rcvbuf int)
 
 // waitLog waits until the log holds a line with every one of parts, and
 // fails the test if none does within limit.
-func waitLog(t *testing.T, logs *logBuffer, limit time.Duration, parts ...string) {
+func waitLog(t *testing.T, logs *e2e.SyncBuffer, limit time.Duration, parts ...string) {
 	t.Helper()
-	if !logs.await(limit, func(out string) bool { return hasLine(out, parts...) }) {
+	if !logs.Await(limit, func(out string) bool { return hasLine(out, parts...) }) {
 		t.Fatalf("no log line with %q within %v", parts, limit)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
 // waitNotes records the waiting acquires a Manager reported beginning to
@@ -65,48 +63,4 @@ func waitsFor(t *testing.T, key any) *waitNotes {
 		t.Fatalf("no waitNotes for %T", key)
 	}
 	return w.(*waitNotes)
-}
-
-// logBuffer is an e2e.SyncBuffer that await can wait on: each write wakes
-// it to look again.
-type logBuffer struct {
-	e2e.SyncBuffer
-	mu   sync.Mutex
-	grew chan struct{} // closed, and dropped, by each write; nil until await
-}
-
-// Write appends p and wakes await.
-func (b *logBuffer) Write(p []byte) (int, error) {
-	n, err := b.SyncBuffer.Write(p)
-	b.mu.Lock()
-	if b.grew != nil {
-		close(b.grew)
-		b.grew = nil
-	}
-	b.mu.Unlock()
-	return n, err
-}
-
-// await returns once cond holds of what was written, testing it after each
-// write, and reports false if limit passed first.
-func (b *logBuffer) await(limit time.Duration, cond func(string) bool) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		b.mu.Lock()
-		if cond(b.String()) {
-			b.mu.Unlock()
-			return true
-		}
-		if b.grew == nil {
-			b.grew = make(chan struct{})
-		}
-		grew := b.grew
-		b.mu.Unlock()
-		select {
-		case <-grew:
-		case <-timer.C:
-			return false
-		}
-	}
 }

@@ -38,7 +38,7 @@ type sink struct {
 	first   map[int64]time.Time // first accepted write per token
 	refused int                 // writes refused for a stale token
 	forged  []string            // fence.Reason of proofs refused as not the service's
-	checked chan struct{}       // closed, and dropped, by each proof checked; nil until await
+	checked e2e.Changes         // notified at each proof checked
 }
 
 // newSink returns a sink of lease that verifies proofs with the keys of
@@ -61,10 +61,7 @@ func newSink(t testing.TB, url, lease string) *sink {
 // cancel its check (a key fetch cut short would count as a refusal).
 func (s *sink) admit(proof string) (int64, bool) {
 	c, err := s.guard.Check(context.Background(), s.lease, proof)
-	if s.checked != nil {
-		close(s.checked)
-		s.checked = nil
-	}
+	s.checked.Notify()
 	switch reason := fence.Reason(err); reason {
 	case "":
 		return c.FencingToken, true
@@ -124,25 +121,11 @@ func (s *sink) count() int {
 // await returns once cond (called under s.mu) holds, testing it after each
 // proof the sink checks, and reports false if limit passed first.
 func (s *sink) await(limit time.Duration, cond func() bool) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
+	return s.checked.Await(limit, func() bool {
 		s.mu.Lock()
-		if cond() {
-			s.mu.Unlock()
-			return true
-		}
-		if s.checked == nil {
-			s.checked = make(chan struct{})
-		}
-		checked := s.checked
-		s.mu.Unlock()
-		select {
-		case <-checked:
-		case <-timer.C:
-			return false
-		}
-	}
+		defer s.mu.Unlock()
+		return cond()
+	})
 }
 
 // tokenNow is the highest token the sink has admitted.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/httpapi"
+	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -121,10 +122,10 @@ func TestAuthNoneListensOnLoopback(t *testing.T) {
 	}
 	// The real start-up line says where it listens.
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout syncWriter
+	var stdout e2e.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"-port", "0"}, envOf(nil), &stdout, io.Discard) }()
-	stdout.await(10*time.Second, contains("leasesvc listening"))
+	stdout.Await(10*time.Second, contains("leasesvc listening"))
 	cancel()
 	<-done
 	if !strings.Contains(stdout.String(), `"addr":"127.0.0.1:`) {
@@ -203,11 +204,11 @@ func TestAllowedHostsWithoutAuth(t *testing.T) {
 		{map[string]string{"LEASESVC_LISTEN": "0.0.0.0", "LEASESVC_ALLOWED_HOSTS": "leasesvc.internal"}, false, http.StatusOK},
 	} {
 		ctx, cancel := context.WithCancel(t.Context())
-		var stdout syncWriter
+		var stdout e2e.SyncBuffer
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"-port", "0"}, envOf(tc.env), &stdout, io.Discard) }()
 		addr := regexp.MustCompile(`"addr":"[^"]*:([0-9]+)"`)
-		stdout.await(10*time.Second, func(out string) bool { return addr.MatchString(out) }) // the start-up line
+		stdout.Await(10*time.Second, func(out string) bool { return addr.MatchString(out) }) // the start-up line
 		m := addr.FindStringSubmatch(stdout.String())
 		if m == nil {
 			cancel()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,12 +107,12 @@ func TestConfigDefaultsAndOverrides(t *testing.T) {
 // cancelling its context, as SIGTERM does in main.
 func TestRunStopsOnContextCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout syncWriter
+	var stdout e2e.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-port", "0"}, func(string) string { return "" }, &stdout, &bytes.Buffer{})
 	}()
-	if !stdout.await(10*time.Second, contains("leasesvc listening")) {
+	if !stdout.Await(10*time.Second, contains("leasesvc listening")) {
 		t.Fatalf("no listening line in 10s: %s", stdout.String())
 	}
 	cancel()
@@ -127,53 +126,7 @@ func TestRunStopsOnContextCancel(t *testing.T) {
 	}
 }
 
-type syncWriter struct {
-	mu   sync.Mutex
-	b    bytes.Buffer
-	grew chan struct{} // closed, and replaced, by each write; nil until await
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.grew != nil {
-		close(w.grew)
-		w.grew = nil
-	}
-	return w.b.Write(p)
-}
-
-// await returns once cond holds of what was written, testing it after each
-// write, and reports false if limit passed first.
-func (w *syncWriter) await(limit time.Duration, cond func(string) bool) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		w.mu.Lock()
-		if cond(w.b.String()) {
-			w.mu.Unlock()
-			return true
-		}
-		if w.grew == nil {
-			w.grew = make(chan struct{})
-		}
-		grew := w.grew
-		w.mu.Unlock()
-		select {
-		case <-grew:
-		case <-timer.C:
-			return false
-		}
-	}
-}
-
 // contains returns a condition for await: s was written.
 func contains(s string) func(string) bool {
 	return func(out string) bool { return strings.Contains(out, s) }
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

@@ -294,15 +294,24 @@ func freePort() (int, error) {
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and a reader,
 // such as a process's output or a handler's log.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changes Changes
 }
 
 // Write appends p.
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
+	n, err := b.b.Write(p)
+	b.mu.Unlock()
+	b.changes.Notify()
+	return n, err
+}
+
+// Await returns true once cond holds of what was written, testing it now
+// and after each write, or false when limit passes first.
+func (b *SyncBuffer) Await(limit time.Duration, cond func(string) bool) bool {
+	return b.changes.Await(limit, func() bool { return cond(b.String()) })
 }
 
 // String returns what was written so far.
