@@ -7,6 +7,7 @@ callback's return. A mixin of ``Elector``, which owns the state."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
@@ -16,15 +17,37 @@ from .lease import Lease
 from .leadership import ResignedError, StoppedError, YieldedError
 from .term import GONE, RELEASED, RENEWING, Term, TermState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .elector import Elector as _Base
-else:
-    _Base = object
 
 
-class Leading(_Base):
+class Leading(object):
     """Runs the terms of an :class:`~leasesvc.Elector` (a mixin: the
     Elector holds the state)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # What the host (Elector) defines and the terms use, typed as there.
+        name: str
+        holder: str
+        cancel_before: float
+        renew_interval: float
+        release_timeout: float
+        leading: threading.Event
+        _cond: threading.Condition
+        _stopping: bool
+        _clock: Callable[[], float]
+        _log: logging.Logger
+        _cb_name: str
+        _on_started: Optional[Callable[[Term], None]]
+        _on_stopped: Optional[Callable[[], None]]
+        _on_renewed: Optional[Callable[[Lease, float], None]]
+        _on_yield: Optional[Callable[[Term, str], None]]
+        _term: Optional[Term]
+        _st: Optional[TermState]
+
+        def _sleep(self, d: float) -> bool: ...
+        def _jittered(self, d: float) -> float: ...
+        def _retry_delay(self, err: BaseException, failures: int) -> float: ...
+        def _attempt_timeout(self) -> float: ...
+        def _give_up(self, h: Holding) -> None: ...
 
     def _cancel_before(self, h: Holding) -> float:
         """cancel_before for a term on ``h``: at most what the holding

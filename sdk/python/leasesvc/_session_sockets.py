@@ -8,6 +8,7 @@ which owns the state it reads and writes."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
@@ -19,9 +20,9 @@ from .errors import (InternalError, LeaseError, NotFoundError, RateLimitedError,
                      UnavailableError)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .session import Session as _Base
-else:
-    _Base = object
+    from .client import Client
+    from .session import Watcher
+
 
 #: A socket on which nothing at all arrived for this many windows (at least
 #: SILENT_MIN seconds) while heartbeats went out is taken for dead (a
@@ -30,9 +31,51 @@ SILENT_WINDOWS = 4
 SILENT_MIN = 5.0
 
 
-class Sockets(_Base):
+class Sockets(object):
     """Heartbeats, handshakes, readers, reconnects and moves of a
     :class:`~leasesvc.Session` (a mixin: ``Session`` holds the state)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # What the host (Session) defines and the sockets use, typed as there.
+        _c: Client
+        window: float
+        drift_margin: float
+        heartbeat_interval: float
+        lease_ttl: float
+        _log: logging.Logger
+        _clock: Callable[[], float]
+        _heartbeats: bool
+        _url: str
+        _mu: threading.Lock
+        _cond: threading.Condition
+        _send_mu: threading.Lock
+        _seq: int
+        _sid: str
+        _epoch: int
+        _top: int
+        _conn: Optional[Conn]
+        _gen: int
+        _hb: Dict[int, float]
+        _deadline: Optional[float]
+        _acks: int
+        _held: Dict[str, Tuple[str, int]]
+        _watchers: Dict[int, Tuple[str, int, Watcher]]
+        _closing: bool
+        _reconnecting: bool
+        _moving: bool
+        resumes: int
+        restarts: int
+
+        def _send(self, conn: Conn, msg: Dict[str, Any], call: Optional[Call] = None,
+                  heartbeat: bool = False) -> int: ...
+        def _push(self, kind: str, msg: Dict[str, Any], conn: Optional[Conn] = None) -> None: ...
+        def _call_watcher(self, w: Watcher, kind: str, msg: Dict[str, Any]) -> None: ...
+        def _forget(self, name: str, token: int) -> None: ...
+        def _lose_all(self, reason: str) -> None: ...
+        def _release(self, name: str, holder: str, fencing_token: int, *,
+                     checkpoint: Optional[Dict[str, Any]] = None,
+                     timeout: Optional[float] = None) -> Dict[str, Any]: ...
+        def close(self, timeout: Optional[float] = None) -> None: ...
 
     # --- heartbeats -----------------------------------------------------
 
@@ -323,7 +366,9 @@ class Sockets(_Base):
             elif late and typ == "result" and call.op in ("release", "transfer"):
                 self._forget(call.name, call.token)  # done after all
         elif typ == "error":
-            p = msg.get("problem") if isinstance(msg.get("problem"), dict) else {}
+            p = msg.get("problem")
+            if not isinstance(p, dict):
+                p = {}
             self._log.warning("leasesvc session: the service refused the socket: %s %s", p.get("code", ""),
                               p.get("detail", ""))
         elif typ in ("lost", "revoked", "yield"):

@@ -510,6 +510,7 @@ class Elector(Leading):
             if h is not None:
                 self._observe(h.lease)
                 return h
+            assert err is not None  # (hold returned a holding or raised)
             if isinstance(err, LeaseLostError):
                 continue  # it ran out before the keeper confirmed it: campaign again
             if isinstance(err, (LeaseHeldError, LeaseReservedError)):
