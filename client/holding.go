@@ -171,7 +171,7 @@ func (h *Holding) Renew(ctx context.Context, req RenewRequest) (Lease, error) {
 
 // renew is Renew with o for plain renewals' request.
 func (h *Holding) renew(ctx context.Context, req RenewRequest, o callOpts) (Lease, error) {
-	req = h.fill(req)
+	req.Holder, req.FencingToken = h.who(req.Holder, req.FencingToken)
 	sent := h.k.cfg.Clock.Now()
 	var l Lease
 	var err error
@@ -190,22 +190,23 @@ func (h *Holding) renew(ctx context.Context, req RenewRequest, o callOpts) (Leas
 	return Lease{}, err
 }
 
-// fill defaults req's holder and token to the holding's.
-func (h *Holding) fill(req RenewRequest) RenewRequest {
-	if req.Holder == "" {
-		req.Holder = h.Lease().Holder
+// who defaults a request's holder and fencing token to the holding's.
+func (h *Holding) who(holder string, token int64) (string, int64) {
+	if holder == "" {
+		holder = h.Lease().Holder
 	}
-	if req.FencingToken == 0 {
-		req.FencingToken = h.token
+	if token == 0 {
+		token = h.token
 	}
-	return req
+	return holder, token
 }
 
 // Release ends the holding now, writing checkpoint if not nil. The
 // holding ends whatever the answer, except a failure that leaves it
 // unknown (a Session keeps such a release going through its resume).
 func (h *Holding) Release(ctx context.Context, checkpoint []byte) (Lease, error) {
-	req := ReleaseRequest{Holder: h.Lease().Holder, FencingToken: h.token, Checkpoint: checkpoint}
+	req := ReleaseRequest{Checkpoint: checkpoint}
+	req.Holder, req.FencingToken = h.who("", 0)
 	var l Lease
 	var err error
 	if s := h.k.sess; s != nil {
@@ -223,12 +224,7 @@ func (h *Holding) Release(ctx context.Context, checkpoint []byte) (Lease, error)
 // req.FencingToken default to the holding's), writing req.Checkpoint if
 // set; on success the holding ends.
 func (h *Holding) Transfer(ctx context.Context, req TransferRequest) (Lease, error) {
-	if req.Holder == "" {
-		req.Holder = h.Lease().Holder
-	}
-	if req.FencingToken == 0 {
-		req.FencingToken = h.token
-	}
+	req.Holder, req.FencingToken = h.who(req.Holder, req.FencingToken)
 	var l Lease
 	var err error
 	if s := h.k.sess; s != nil {
