@@ -44,6 +44,8 @@ func TestRequestRulesSameOverRESTAndSocket(t *testing.T) {
 		{"renew without fencingToken", "renew", map[string]any{"holder": "h"}, []string{"fencingToken"}},
 		{"renew with fencingToken a string", "renew", map[string]any{"holder": "h", "fencingToken": "1"}, []string{"fencingToken"}},
 		{"renew with fencingToken 0", "renew", map[string]any{"holder": "h", "fencingToken": 0}, []string{"fencingToken"}},
+		{"renew with fencingToken past 2^53 - 1", "renew", map[string]any{"holder": "h", "fencingToken": int64(1) << 53}, []string{"fencingToken"}},
+		{"release with fencingToken past 2^53 - 1", "release", map[string]any{"holder": "h", "fencingToken": int64(1) << 53}, []string{"fencingToken"}},
 		{"renew with a checkpoint too large", "renew", map[string]any{"holder": "h", "fencingToken": 1, "checkpoint": big}, []string{"checkpoint"}},
 		{"release without holder and fencingToken", "release", map[string]any{}, []string{"holder", "fencingToken"}},
 		{"release with checkpoint not an object", "release", map[string]any{"holder": "h", "fencingToken": 1, "checkpoint": []int{1}}, []string{"checkpoint"}},

@@ -45,8 +45,8 @@ func ValidateRevoke(req RevokeRequest) error {
 			}
 		}
 	}
-	if req.FencingToken < 0 {
-		v.add("fencingToken", "must be an integer ≥ 1 when given")
+	if req.FencingToken < 0 || req.FencingToken > MaxToken {
+		v.add("fencingToken", "must be an integer between 1 and %d when given", int64(MaxToken))
 	}
 	return v.err()
 }

@@ -51,8 +51,8 @@ func checkSession(v *violations, ref *SessionRef, needWindow bool) {
 	if len(ref.Key) != SessionKeyLen || strings.Trim(ref.Key, "0123456789abcdef") != "" {
 		v.add("session.key", "must be %d lower-case hex characters", SessionKeyLen)
 	}
-	if ref.Epoch < 1 {
-		v.add("session.epoch", "must be an integer ≥ 1")
+	if ref.Epoch < 1 || ref.Epoch > MaxToken {
+		v.add("session.epoch", "must be an integer between 1 and %d", int64(MaxToken))
 	}
 	if ref.Window < 0 || ref.Window%time.Millisecond != 0 || needWindow && ref.Window == 0 {
 		v.add("session.windowMs", "must be a whole number of milliseconds > 0")

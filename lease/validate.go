@@ -68,9 +68,15 @@ func checkHolder(v *violations, holder string) {
 	}
 }
 
+// MaxToken is the largest fencing token (and session epoch) the service
+// accepts or hands out: 2⁵³ − 1, the largest integer a JavaScript number
+// holds exactly, so that every SDK reads every token it is given
+// (docs/contract.md §14, Operations in flight).
+const MaxToken = 1<<53 - 1
+
 func checkToken(v *violations, token int64) {
-	if token < 1 {
-		v.add("fencingToken", "must be an integer ≥ 1")
+	if token < 1 || token > MaxToken {
+		v.add("fencingToken", "must be an integer between 1 and %d", int64(MaxToken))
 	}
 }
 
