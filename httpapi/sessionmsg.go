@@ -109,8 +109,12 @@ func window(b *body) (time.Duration, bool) {
 func (c *sessionConn) refuseStart(r *http.Request, id int64, err error) bool {
 	var limit *session.LimitError
 	var win *session.WindowError
+	var epochErr *session.EpochError
 	var p problem
 	switch {
+	case errors.As(err, &epochErr):
+		p = problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "epoch", Description: "must be at most " + strconv.FormatInt(epochErr.Max, 10) + ": a resume proposes one more than every epoch the agent has seen or proposed"}}}
 	case errors.As(err, &win):
 		p = problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
 			violations: []lease.FieldViolation{{Field: "windowMs", Description: "must be an integer between 200 and 60000"}}}
@@ -204,6 +208,8 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 		b.fail("epoch", "required: resumes are ordered by the agent; speak %s (docs/contract.md §14)", SessionSubprotocol)
 	case b.fields["epoch"] == nil, hasEpoch && epoch < 1:
 		b.fail("epoch", "required: a positive integer, one more than every epoch the agent has seen or proposed for the session")
+	case epoch > lease.MaxToken:
+		b.fail("epoch", "must be at most %d", int64(lease.MaxToken))
 	}
 	if len(b.bad) > 0 {
 		c.answerError(id, *b.problem())
@@ -215,23 +221,32 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
 	defer cancel()
-	s, leases, lost, err := c.slot.Resume(ctx, c.principal, sid, epoch, w, claims, c)
+	// The resumed answer is queued as the session attaches to this socket,
+	// before any push about it (docs/contract.md §14, S6).
+	s, _, _, err := c.slot.Resume(ctx, c.principal, sid, epoch, w, claims, c, func(s *session.Session, taken []lease.Lease) func([]lease.Lease, []session.Lost) {
+		proofs := make(map[string]wire.Lease, len(taken))
+		for _, l := range taken { // a resume may restart a holding: each carries its proof
+			proofs[l.Name] = c.a.withProof(c.ctx, l)
+		}
+		m := c.opened("resumed", id, s, sid) // not under the session's lock: it reads the epoch
+		return func(leases []lease.Lease, lost []session.Lost) {
+			ls := make([]wire.Lease, 0, len(leases))
+			for _, l := range leases {
+				ls = append(ls, proofs[l.Name])
+			}
+			m["leases"] = ls
+			lj := make([]map[string]any, 0, len(lost))
+			for _, l := range lost {
+				lj = append(lj, map[string]any{"name": l.Name, "fencingToken": l.FencingToken, "reason": l.Reason})
+			}
+			m["lost"] = lj
+			c.send(m)
+		}
+	})
 	if err != nil {
 		return c.refuseStart(r, id, err)
 	}
 	c.attach(s)
-	m := c.opened("resumed", id, s, sid)
-	ls := make([]wire.Lease, 0, len(leases))
-	for _, l := range leases { // a resume may restart a holding: each carries its proof
-		ls = append(ls, c.a.withProof(c.ctx, l))
-	}
-	m["leases"] = ls
-	lj := make([]map[string]any, 0, len(lost))
-	for _, l := range lost {
-		lj = append(lj, map[string]any{"name": l.Name, "fencingToken": l.FencingToken, "reason": l.Reason})
-	}
-	m["lost"] = lj
-	c.send(m)
 	return true
 }
 
@@ -294,7 +309,22 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		req := lease.AcquireRequest{Principal: c.principal, TTL: s.TTL(), Session: validationRef}
 		validate = c.a.decodeAcquire(b, &req, fromSocket)
 		name, wait = req.Name, req.Wait
-		run = func(ctx context.Context) (lease.Lease, error) { req.Session = nil; return s.Acquire(ctx, req) }
+		run = func(ctx context.Context) (lease.Lease, error) {
+			req.Session = nil
+			// The result is queued as the lease enters the session's table,
+			// under its lock (docs/contract.md §14, S6): every push about
+			// the lease follows it, every ack after it counts the lease.
+			return s.Acquire(ctx, req, func(l lease.Lease) func() {
+				b, err := wire.Marshal(map[string]any{"type": "result", "re": id, "lease": c.a.withProof(c.ctx, l)})
+				if err != nil { // cannot happen: the lease and its proof are plain JSON
+					c.a.log.Error("session: encoding a result failed", "err", err)
+					return func() {
+						c.answerError(id, problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1, detail: "the answer could not be encoded; retry"})
+					}
+				}
+				return func() { c.sendEncoded(b) }
+			})
+		}
 	case "renew":
 		req := lease.RenewRequest{Principal: c.principal}
 		validate = c.a.decodeRenew(b, &req, fromSocket)
@@ -382,11 +412,9 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 			c.answerError(id, c.opProblem(r, err))
 			return
 		}
-		out := wire.FromLease(l)
-		if typ == "acquire" {
-			out = c.a.withProof(c.ctx, l)
+		if typ != "acquire" { // an acquire's result was queued with the table (S6)
+			c.send(map[string]any{"type": "result", "re": id, "lease": wire.FromLease(l)})
 		}
-		c.send(map[string]any{"type": "result", "re": id, "lease": out})
 	}()
 	return true
 }
@@ -401,6 +429,9 @@ func (c *sessionConn) opProblem(r *http.Request, err error) problem {
 	case errors.Is(err, session.ErrClosed):
 		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
 			detail: "the session ended on this socket (moved, expired or closed): resume, and retry through the resumed session"}
+	case errors.Is(err, session.ErrUnsafe):
+		return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
+			detail: "the backend answered too late for the holding to be safe for a window; it was ended: retry the acquire"}
 	}
 	return c.a.errorProblem(r, err)
 }

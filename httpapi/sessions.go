@@ -224,6 +224,11 @@ func (c *sessionConn) send(v any) {
 		c.a.log.Error("session: encoding a message failed", "err", err)
 		return
 	}
+	c.sendEncoded(b)
+}
+
+// sendEncoded queues one encoded message, as send does.
+func (c *sessionConn) sendEncoded(b []byte) {
 	n := int64(len(b))
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -73,7 +73,7 @@ func TestNoAckOnceDeathDecided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); err != nil {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if waitAck(t, acked) {
@@ -92,11 +92,11 @@ func TestNoAckOnceMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, []Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, nopConn{})
+	s2, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, []Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, nopConn{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

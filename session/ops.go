@@ -16,9 +16,13 @@ func (s *Session) withSession(ctx context.Context) (context.Context, context.Can
 }
 
 // Acquire acquires a lease into the session, at the session's TTL and for
-// its principal. Beyond the session's lease limit it returns a
-// *LimitError.
-func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.Lease, error) {
+// its principal, and queues its answer (answer, if not nil) under the
+// session's lock as the lease enters the session's table. The answer goes
+// out only while the write it answers is safe for a window beyond that
+// moment (S5): an acquire answered late by the backend is renewed once
+// first, and is ErrUnsafe, its holding ended, when the renewal is late
+// too. Beyond the session's lease limit it returns a *LimitError.
+func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer Answer) (lease.Lease, error) {
 	s.mu.Lock()
 	if s.state != live {
 		s.mu.Unlock()
@@ -31,38 +35,66 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 	s.pending++
 	ref := s.ref()
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.pending--
+		s.mu.Unlock()
+	}()
 	req.Principal, req.TTL = s.principal, s.ttl
 	ctx, cancel := s.withSession(ctx)
 	defer cancel()
 	sent := s.clock.Now()
 	l, err := s.r.b.Acquire(ctx, ref, req)
-	s.mu.Lock()
-	s.pending--
 	if err != nil {
-		s.mu.Unlock()
 		if s.movedOn(err) || s.ctx.Err() != nil {
 			return lease.Lease{}, ErrClosed
 		}
 		return lease.Lease{}, err
 	}
-	if s.state != live || s.epoch != ref.Epoch {
-		// The session ended while the acquire was under way: the holding
-		// must not outlive it.
+	for renewed := false; ; renewed = true {
+		var queue func()
+		if answer != nil {
+			queue = answer(l)
+		}
+		s.mu.Lock()
+		switch {
+		case s.state != live || s.epoch != ref.Epoch:
+			// The session ended while the acquire was under way: the
+			// holding must not outlive it.
+			s.mu.Unlock()
+			s.expireUnanswered(ctx, ref, l)
+			return lease.Lease{}, ErrClosed
+		case s.leases[l.Name] != nil && s.leases[l.Name].token > l.FencingToken:
+			// A later holding's answer came first (acquires and a release
+			// answered out of order): the table keeps the later token, and
+			// this stale answer leads nothing.
+			s.mu.Unlock()
+			return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
+		case !s.safeFor(sent, s.clock.Now()):
+			s.mu.Unlock()
+			if renewed {
+				s.expireUnanswered(ctx, ref, l)
+				return lease.Lease{}, ErrUnsafe
+			}
+			// The backend answered late (S5): the holding may have run out
+			// already. Write it again and answer from that write.
+			sent = s.clock.Now()
+			l, err = s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTL: s.ttl, Principal: s.principal})
+			if err != nil {
+				if s.movedOn(err) || s.ctx.Err() != nil {
+					return lease.Lease{}, ErrClosed
+				}
+				return lease.Lease{}, err
+			}
+			continue
+		}
+		s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
+		if queue != nil {
+			queue()
+		}
 		s.mu.Unlock()
-		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl/3)
-		defer cancel()
-		_, _ = s.r.b.Expire(ectx, ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})
-		return lease.Lease{}, ErrClosed
+		break
 	}
-	if cur := s.leases[l.Name]; cur != nil && cur.token > l.FencingToken {
-		// A later holding's answer came first (acquires and a release
-		// answered out of order): the table keeps the later token, and
-		// this stale answer leads nothing.
-		s.mu.Unlock()
-		return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
-	}
-	s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
-	s.mu.Unlock()
 	s.r.track(l.Name, s)
 	if since(s.clock, sent) > s.ttl/10 {
 		// A waiting acquire wrote long after it was sent: its safe

@@ -25,7 +25,7 @@ func openHolding(t *testing.T, r *session.Registry, w time.Duration, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "h"})
+	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: name, Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +45,12 @@ func TestLateResumeLoses(t *testing.T) {
 	m := manager(t, memory.New())
 	a, b, c := newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{})
 	_, id, l := openHolding(t, a, time.Second, "x")
-	sc, _, _, err := c.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes())
+	sc, _, _, err := c.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close(context.Background())
-	_, _, _, err = b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes())
+	_, _, _, err = b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes(), nil)
 	var ce *session.ConflictError
 	if !errors.As(err, &ce) || ce.Epoch != 3 || !errors.Is(err, session.ErrConflict) {
 		t.Fatalf("late resume at epoch 2 after one at 3: %v; want a ConflictError at epoch 3", err)
@@ -63,7 +63,7 @@ func TestLateResumeLoses(t *testing.T) {
 		t.Fatalf("the lease after the late resume: %+v, %v; want held at epoch 3", got, err)
 	}
 	// A duplicate of R2 (the same epoch) is refused too.
-	if _, _, _, err := b.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes()); !errors.Is(err, session.ErrConflict) {
+	if _, _, _, err := b.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes(), nil); !errors.Is(err, session.ErrConflict) {
 		t.Fatalf("a duplicated resume at epoch 3: %v; want ErrConflict", err)
 	}
 }
@@ -78,11 +78,11 @@ func earlierOwnerLetsGo(t *testing.T) {
 	m := manager(t, memory.New())
 	a, b, c := newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{})
 	sa, id, l := openHolding(t, a, session.MinWindow, "x")
-	sb, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes())
+	sb, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, _, _, err := c.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes())
+	sc, _, _, err := c.Resume(t.Context(), "c", "", id, 3, 0, claim(l), newPushes(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +157,10 @@ func lostBeforeAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "h"}); err != nil {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "h"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "y", Holder: "h"}); err != nil {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "y", Holder: "h"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Revoke(t.Context(), lease.RevokeRequest{Name: "x", Reason: "stuck", Operator: "ops"}); err != nil {
@@ -196,7 +196,7 @@ func renewLostBeforeAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	x, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "h"})
+	x, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "x", Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestOpsOnEndedSession(t *testing.T) {
 	m := manager(t, memory.New())
 	a, b := newRegistry(t, session.Manager{M: m}, session.Config{}), newRegistry(t, session.Manager{M: m}, session.Config{})
 	sa, id, l := openHolding(t, a, time.Second, "x")
-	sb, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes())
+	sb, _, _, err := b.Resume(t.Context(), "c", "", id, 2, 0, claim(l), newPushes(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -23,7 +24,7 @@ type Registry struct {
 	spare     map[string]int                   // spare slots of sockets (Slot)
 	names     map[string]map[*Session]struct{} // lease name → the sessions holding it here
 	closing   bool
-	ending    int           // sessions whose end is still writing
+	ending    atomic.Int64  // sessions whose end is still writing
 	changed   chan struct{} // closed and replaced whenever a session leaves or finishes ending
 	stopHub   func()
 }
@@ -118,15 +119,15 @@ func (r *Registry) unreserve(caller string) {
 // beginEnd counts a session whose end is writing; finishEnd uncounts it.
 // Shutdown waits for both the sessions and their ends.
 func (r *Registry) beginEnd() {
-	r.mu.Lock()
-	r.ending++
-	r.mu.Unlock()
+	// An atomic, not r.mu: beginEnd runs under a session's lock, and the
+	// registry takes session locks under r.mu (register).
+	r.ending.Add(1)
 }
 
 func (r *Registry) finishEnd() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ending--
+	r.ending.Add(-1)
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -154,33 +155,30 @@ func (r *Registry) newSession(key, principal, caller string, window time.Duratio
 // s's death timer and renewals. A session of the key at a higher epoch
 // already here wins (docs/contract.md §14, S1): s is not registered and
 // register returns a *ConflictError.
-func (r *Registry) register(s *Session, c Conn) error {
+func (r *Registry) register(s *Session, c Conn, attach func()) error {
 	r.mu.Lock()
-	if old := r.byKey[s.key]; old != nil {
+	old := r.byKey[s.key]
+	if old != nil {
 		if e := old.Epoch(); e > s.epoch {
 			r.mu.Unlock()
 			return &ConflictError{Epoch: e}
 		}
 	}
-	r.mu.Unlock()
+	// Nothing can push to s before it is in byKey and its leases are
+	// tracked, both below: what attach queues (the resumed answer) is the
+	// first message of the socket about s (docs/contract.md §14, S6).
 	s.mu.Lock()
 	s.conn = c
 	s.lastRecv = s.clock.Now() // the resume that made it owner counts as a message (S3)
 	s.death = s.clock.AfterFunc(s.window, s.watchDeath)
+	if attach != nil {
+		attach()
+	}
 	names := make([]string, 0, len(s.leases))
 	for n := range s.leases {
 		names = append(names, n)
 	}
 	s.mu.Unlock()
-	r.mu.Lock()
-	old := r.byKey[s.key]
-	if old != nil && old.Epoch() > s.epoch {
-		r.mu.Unlock()
-		s.mu.Lock()
-		s.death.Stop()
-		s.mu.Unlock()
-		return &ConflictError{Epoch: old.Epoch()}
-	}
 	r.byKey[s.key] = s
 	for _, n := range names {
 		r.trackLocked(n, s)
@@ -262,7 +260,7 @@ func (r *Registry) open(ctx context.Context, sl *Slot, caller, principal string,
 		return nil, "", fmt.Errorf("session: writing the session record: %w", err)
 	}
 	s.record = held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
-	_ = r.register(s, c) // a new key: nothing here to conflict with
+	_ = r.register(s, c, nil) // a new key: nothing here to conflict with
 	r.cfg.Audit.Session(ctx, "session_open", "ok", principal, s.ShortKey(), "")
 	return s, id, nil
 }
@@ -275,12 +273,37 @@ func (r *Registry) open(ctx context.Context, sl *Slot, caller, principal string,
 // *ConflictError (ErrConflict), and nothing is registered. It returns the
 // leases taken over and those that were lost, with the reasons the failed
 // takeovers found. window 0 keeps the session's.
-func (r *Registry) Resume(ctx context.Context, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
-	return r.resume(ctx, nil, caller, principal, id, epoch, window, claims, c)
+//
+// The answer, made by answer (nil: none), is queued as the session
+// attaches to c, before anything else about it can be (S6); a lease whose
+// takeover was answered too late is written once more first, and one not
+// safe for a window beyond that moment even then is answered lost
+// (expired) and ended (S5).
+func (r *Registry) Resume(ctx context.Context, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn, answer ResumeAnswer) (*Session, []lease.Lease, []Lost, error) {
+	return r.resume(ctx, nil, caller, principal, id, epoch, window, claims, c, answer)
+}
+
+// ResumeAnswer makes the answer to a resume of s that took leases over,
+// outside the session's lock (it may sign proofs), and returns what
+// queues it with the leases and losses finally answered; that runs under
+// the session's lock as the session attaches to its socket.
+type ResumeAnswer func(s *Session, taken []lease.Lease) (queue func(leases []lease.Lease, lost []Lost))
+
+// MaxEpochJump is how far above the session's epoch a resume may propose
+// (docs/contract.md §14, Operations in flight): a session can always be
+// resumed again, below lease.MaxToken.
+const MaxEpochJump = 1_000_000
+
+// EpochError is a resume proposing an epoch more than MaxEpochJump above
+// the session's, or above lease.MaxToken (400 invalid_argument).
+type EpochError struct{ Max int64 }
+
+func (e *EpochError) Error() string {
+	return fmt.Sprintf("session: the proposed epoch must be at most %d", e.Max)
 }
 
 // resume is Resume, on the socket's slot sl when it is not nil.
-func (r *Registry) resume(ctx context.Context, sl *Slot, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
+func (r *Registry) resume(ctx context.Context, sl *Slot, caller, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn, answer ResumeAnswer) (*Session, []lease.Lease, []Lost, error) {
 	fail := func(err error) (*Session, []lease.Lease, []Lost, error) {
 		r.refused(ctx, "session_resume", principal, "", err)
 		return nil, nil, nil, err
@@ -310,6 +333,9 @@ func (r *Registry) resume(ctx context.Context, sl *Slot, caller, principal, id s
 	}
 	if epoch <= rec.Epoch {
 		return fail(&ConflictError{Epoch: rec.Epoch})
+	}
+	if limit := min(rec.Epoch+MaxEpochJump, lease.MaxToken); epoch > limit {
+		return fail(&EpochError{Max: limit})
 	}
 	if window == 0 {
 		window = rec.Window
@@ -377,9 +403,38 @@ func (r *Registry) resume(ctx context.Context, sl *Slot, caller, principal, id s
 			lost = append(lost, Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: LostExpired})
 		}
 	}
-	if err := r.register(s, c); err != nil {
+	if leases, err = r.safeAnswers(ctx, s, ref, leases, &lost); err != nil {
 		r.unreserve(caller)
 		return fail(err)
+	}
+	var queue func([]lease.Lease, []Lost)
+	if answer != nil {
+		queue = answer(s, leases)
+	}
+	var unsafe []lease.Lease
+	attach := func() { // s.mu held: the last check of S5, and the answer (S6)
+		now := s.clock.Now()
+		ok := leases[:0:0]
+		for _, l := range leases {
+			if h := s.leases[l.Name]; h != nil && s.safeFor(h.sent, now) {
+				ok = append(ok, l)
+				continue
+			}
+			delete(s.leases, l.Name)
+			unsafe = append(unsafe, l)
+			lost = append(lost, Lost{Name: l.Name, FencingToken: l.FencingToken, Reason: LostExpired})
+		}
+		leases = ok
+		if queue != nil {
+			queue(leases, lost)
+		}
+	}
+	if err := r.register(s, c, attach); err != nil {
+		r.unreserve(caller)
+		return fail(err)
+	}
+	for _, l := range unsafe {
+		s.expireUnanswered(ctx, ref, l)
 	}
 	r.observe(func(o Observer) { o.Resume() })
 	r.cfg.Audit.Session(ctx, "session_resume", "ok", principal, s.ShortKey(), "")
@@ -444,7 +499,7 @@ func (r *Registry) Shutdown(ctx, end context.Context) {
 	}
 	for {
 		r.mu.Lock()
-		n, ch := len(r.byKey)+r.ending, r.changed
+		n, ch := len(r.byKey)+int(r.ending.Load()), r.changed
 		r.mu.Unlock()
 		if n == 0 {
 			return

@@ -109,7 +109,7 @@ func TestRacingResumes(t *testing.T) {
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, _, _, err := other.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes())
+			_, _, _, err := other.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes(), nil)
 			errs <- err
 		}()
 	}
@@ -139,7 +139,7 @@ func ackNeedsSafeLeases(t *testing.T) {
 	}
 	defer s.Close(context.Background())
 	start := time.Now()
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); err != nil {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !s.Heartbeat(func() {}) {
@@ -182,7 +182,7 @@ func shutdownMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func shutdownMoves(t *testing.T) {
 		t.Fatalf("open while shutting down: %v", err)
 	}
 	next := newRegistry(t, session.Manager{M: manager(t, store)}, session.Config{})
-	ns, taken, lost, err := next.Resume(t.Context(), "c2", "", id, 2, 0, []session.Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, newPushes())
+	ns, taken, lost, err := next.Resume(t.Context(), "c2", "", id, 2, 0, []session.Claim{{Name: "a", Holder: "h", FencingToken: l.FencingToken}}, newPushes(), nil)
 	if err != nil || len(taken) != 1 || len(lost) != 0 {
 		t.Fatalf("resume: %v %v %v", taken, lost, err)
 	}
@@ -256,7 +256,7 @@ func TestLongWaitIsRenewedAtOnce(t *testing.T) {
 	}
 	// The other holding runs out after 3.1 s; the session's acquire waits
 	// for it, so its write comes more than TTL/10 = 3 s after its send.
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "h", Wait: 10 * time.Second}); err != nil {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "h", Wait: 10 * time.Second}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -286,11 +286,11 @@ func TestLateEndOfRestartedHolding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"})
+	a, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "b", Holder: "h"})
+	b, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "b", Holder: "h"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestLateEndOfRestartedHolding(t *testing.T) {
 	next := newRegistry(t, session.Manager{M: m}, session.Config{Events: h})
 	p := newPushes()
 	ns, taken, lost, err := next.Resume(t.Context(), "c", "", id, 2, 0, []session.Claim{
-		{Name: "a", Holder: "h", FencingToken: a.FencingToken}, {Name: "b", Holder: "h", FencingToken: b.FencingToken}}, p)
+		{Name: "a", Holder: "h", FencingToken: a.FencingToken}, {Name: "b", Holder: "h", FencingToken: b.FencingToken}}, p, nil)
 	if err != nil || len(taken) != 2 || len(lost) != 0 {
 		t.Fatalf("resume: %v %v %v", taken, lost, err)
 	}
@@ -333,12 +333,12 @@ func TestResumeWritesWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 2*time.Second, nil, newPushes())
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 2*time.Second, nil, newPushes(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close(context.Background())
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}); !errors.Is(err, session.ErrClosed) {
+	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, nil); !errors.Is(err, session.ErrClosed) {
 		t.Fatalf("the resumed-over session acquired: %v", err)
 	}
 	rec, err := m.Get(t.Context(), session.RecordName(session.Key(id)))
@@ -360,7 +360,7 @@ func TestResumeHereAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes())
+	ns, _, _, err := r.Resume(t.Context(), "c", "", id, 2, 0, nil, newPushes(), nil)
 	if err != nil {
 		t.Fatalf("resume here at the caller's limit: %v", err)
 	}

@@ -129,8 +129,8 @@ func (sl *Slot) Open(ctx context.Context, principal string, window time.Duration
 // Resume resumes a session on the slot, as Registry.Resume does with the
 // slot's caller; the slot passes to the session. A spare slot resumes only
 // a session of the caller registered here.
-func (sl *Slot) Resume(ctx context.Context, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn) (*Session, []lease.Lease, []Lost, error) {
-	return sl.r.resume(ctx, sl, sl.caller, principal, id, epoch, window, claims, c)
+func (sl *Slot) Resume(ctx context.Context, principal, id string, epoch int64, window time.Duration, claims []Claim, c Conn, answer ResumeAnswer) (*Session, []lease.Lease, []Lost, error) {
+	return sl.r.resume(ctx, sl, sl.caller, principal, id, epoch, window, claims, c, answer)
 }
 
 // Slots returns the slots taken now: held by sockets or sessions, and

@@ -99,7 +99,7 @@ func TestSpareSlotResumesHere(t *testing.T) {
 	if _, _, err := spare.Open(t.Context(), "", time.Second, newPushes()); !errors.As(err, &limit) {
 		t.Fatalf("open on a spare slot: %v; want a LimitError", err)
 	}
-	ns, _, _, err := spare.Resume(t.Context(), "", id, 2, 0, nil, newPushes())
+	ns, _, _, err := spare.Resume(t.Context(), "", id, 2, 0, nil, newPushes(), nil)
 	if err != nil {
 		t.Fatalf("resume on a spare slot of a session here: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestSpareSlotResumesHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Release()
-	if _, _, _, err := sp.Resume(t.Context(), "", id, 3, 0, nil, newPushes()); err != nil {
+	if _, _, _, err := sp.Resume(t.Context(), "", id, 3, 0, nil, newPushes(), nil); err != nil {
 		t.Fatalf("a second move of the same session on a spare slot: %v", err)
 	}
 }

@@ -102,14 +102,14 @@ func TestAcquireAnswersOutOfOrder(t *testing.T) {
 			}
 		}()
 		req := lease.AcquireRequest{Name: "L", Holder: "agent"}
-		first, err := s.Acquire(ctx, req)
+		first, err := s.Acquire(ctx, req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b.stall.Store(true)
 		late := make(chan error, 1)
 		go func() { // decided first (the holding again), answered last
-			_, err := s.Acquire(ctx, req)
+			_, err := s.Acquire(ctx, req, nil)
 			late <- err
 		}()
 		synctest.Wait()
@@ -117,7 +117,7 @@ func TestAcquireAnswersOutOfOrder(t *testing.T) {
 		if _, err := s.Release(ctx, lease.ReleaseRequest{Name: "L", Holder: "agent", FencingToken: first.FencingToken}); err != nil {
 			t.Fatal(err)
 		}
-		led, err := s.Acquire(ctx, req) // the agent leads this one
+		led, err := s.Acquire(ctx, req, nil) // the agent leads this one
 		if err != nil || led.FencingToken == first.FencingToken {
 			t.Fatalf("acquire after the release: %v, token %d", err, led.FencingToken)
 		}
