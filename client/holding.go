@@ -75,12 +75,17 @@ func (h *Holding) Lease() Lease {
 
 // Deadline returns the holding's safe deadline on the Keeper's clock:
 // through a session, the session's (zero before its first acknowledged
-// heartbeat); with plain renewals, the send time of the last acquire or
+// heartbeat), and until an ack arrives after the holding's answer no later
+// than the acquire's send time + the session lease TTL × (1 −
+// DriftMargin) (docs/contract.md §14, A4); with plain renewals, the send time of the last acquire or
 // renew that succeeded + the acquire's TTL × (1 − DriftMargin), the one place this
 // package writes that formula (docs/contract.md §2).
 func (h *Holding) Deadline() time.Time {
 	if s := h.k.sess; s != nil {
-		return s.Deadline()
+		if h.held == nil {
+			return s.Deadline()
+		}
+		return s.holdingDeadline(h.held)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

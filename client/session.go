@@ -189,6 +189,16 @@ type sessionHolding struct {
 	lost         chan struct{} // closed when the holding is gone
 	lostErr      error         // why; set before lost is closed
 	yield        chan string   // a preempting candidate asks for the lease
+	// vouched (guarded by the Session's mu) is set once an ack counted
+	// that arrived after the holding's answer: only from then on do the
+	// session's acks vouch for it (docs/contract.md §14, A4). Until then
+	// it is led at most until capAt.
+	vouched bool
+	// capAt is the acquire's send time + the session lease TTL × (1 −
+	// DriftMargin): how long the acquire's own write is safe, whatever
+	// the acks say. Zero for a holding a resume listed (every ack of the
+	// resumed socket arrives after its answer).
+	capAt time.Time
 }
 
 // OpenSession opens a session with the service (docs/contract.md §14). It
@@ -264,29 +274,55 @@ func (s *Session) holding(name string, token int64) *sessionHolding {
 // claim the holding, so until it is acquired again through the current
 // socket nothing may lead it; it is recorded all the same, so that a
 // later resume claims it.
-func (s *Session) addHolding(sc *sconn, l Lease) bool {
+//
+// sent is the acquire's send time: until an ack arrives after this answer,
+// the holding is led at most until sent + the session lease TTL × (1 −
+// DriftMargin) (docs/contract.md §14, A4).
+func (s *Session) addHolding(sc *sconn, l Lease, sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := holdingKey{l.Name, l.FencingToken}
-	if s.holdings[k] == nil && !s.closed {
+	var capAt time.Time
+	if s.leaseTTL > 0 { // a service that does not say it: the acks alone
+		capAt = sent.Add(SafeSpan(s.leaseTTL, s.cfg.DriftMargin))
+	}
+	if h := s.holdings[k]; h == nil && !s.closed {
 		s.holdings[k] = &sessionHolding{name: l.Name, holder: l.Holder, token: l.FencingToken,
-			lost: make(chan struct{}), yield: make(chan string, 1)}
+			lost: make(chan struct{}), yield: make(chan string, 1), capAt: capAt}
+	} else if h != nil {
+		// Acquired again (through a resumed socket): acks vouch for it
+		// only from this answer on.
+		h.vouched, h.capAt = false, capAt
+		s.signalLocked()
 	}
 	return sc.retiredAt.IsZero()
 }
 
-// dropHolding forgets a holding that ended: released, transferred (err
-// nil: nobody is told) or lost (err says why).
-func (s *Session) dropHolding(name string, token int64, err error) {
+// holdingDeadline is the deadline of the holding h: the session's (A3),
+// and no later than h.capAt until an ack arrived after h's answer (A4).
+func (s *Session) holdingDeadline(h *sessionHolding) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dropLocked(holdingKey{name, token}, err)
+	d := s.deadlineLocked()
+	if !h.vouched && !h.capAt.IsZero() && h.capAt.Before(d) {
+		d = h.capAt
+	}
+	return d
 }
 
-func (s *Session) dropLocked(k holdingKey, err error) {
+// dropHolding forgets a holding that ended: released, transferred (err
+// nil: nobody is told) or lost (err says why). It reports whether the
+// session held it.
+func (s *Session) dropHolding(name string, token int64, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropLocked(holdingKey{name, token}, err)
+}
+
+func (s *Session) dropLocked(k holdingKey, err error) bool {
 	h := s.holdings[k]
 	if h == nil {
-		return
+		return false
 	}
 	delete(s.holdings, k)
 	if err == nil {
@@ -294,6 +330,7 @@ func (s *Session) dropLocked(k holdingKey, err error) {
 	}
 	h.lostErr = err
 	close(h.lost)
+	return true
 }
 
 // loseAllLocked ends every holding with err; s.mu is held.

@@ -28,6 +28,11 @@ type sconn struct {
 	// quietSince is when the first heartbeat went out since anything last
 	// arrived on the socket; zero when none did (the silent-socket rule).
 	quietSince time.Time
+	// lostEarly holds the lost and revoked pushes that arrived for a
+	// holding the agent does not hold yet while an acquire of its lease
+	// was in flight here: the result that follows is not led
+	// (docs/contract.md §14, A5).
+	lostEarly map[holdingKey]error
 
 	// retiredAt (guarded by the Session's mu) is when an open or resume
 	// went out on a later socket; zero while none did. That resume claimed
@@ -55,6 +60,7 @@ type pendingCall struct {
 	typ       string
 	name      string // the lease of a release or transfer
 	token     int64
+	sent      time.Time       // when the request went out, on the Session's clock
 	ch        chan callAnswer // buffered
 	abandoned bool            // its caller gave up: a holding it gives is released
 }
@@ -204,6 +210,7 @@ func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) 
 		return inMsg{}, &Error{kind: ErrUnavailable, Err: fmt.Errorf("%w: %w", errSocketClosed, err)}
 	}
 	sc.pending[m.ID] = p
+	p.sent = s.cfg.Clock.Now()
 	sc.mu.Unlock()
 	err := s.write(ctx, sc, m)
 	sc.wmu.Unlock()
@@ -215,6 +222,9 @@ func (s *Session) call(ctx context.Context, sc *sconn, m outMsg) (inMsg, error) 
 	}
 	select {
 	case a := <-p.ch:
+		if a.in.lostFirst != nil {
+			return a.in, a.in.lostFirst
+		}
 		if a.err == nil && a.in.Type == "error" {
 			return a.in, a.in.problem()
 		}
@@ -320,14 +330,24 @@ func (s *Session) take(sc *sconn, m inMsg) {
 		}
 		p := sc.pending[re]
 		delete(sc.pending, re)
+		var lostFirst error
+		if p != nil && p.typ == "acquire" {
+			lostFirst = sc.answeredAcquireLocked(p, m)
+		}
 		sc.mu.Unlock()
 		if p == nil {
 			return
 		}
-		held := m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held
+		held := m.Type == "result" && p.typ == "acquire" && m.Lease != nil && m.Lease.Held && lostFirst == nil
 		switch {
+		case lostFirst != nil:
+			// Its lost came first (A5): the holding left the instance's
+			// table before its answer was read, and no ack covers it.
+			s.cfg.Logger.Warn("leasesvc session: an acquire was answered after its holding's lost; not leading it",
+				"lease", m.Lease.Name, "fencingToken", m.Lease.FencingToken)
+			m = inMsg{Type: "error", Re: m.Re, lostFirst: lostFirst}
 		case held:
-			m.unvouched = !s.addHolding(sc, *m.Lease)
+			m.unvouched = !s.addHolding(sc, *m.Lease, p.sent)
 		case m.Type == "result" && (p.typ == "release" || p.typ == "transfer"):
 			m.unvouched = !s.settle(sc, holdingKey{p.name, p.token})
 		}
@@ -354,7 +374,9 @@ func (s *Session) take(sc *sconn, m inMsg) {
 	switch m.Type {
 	case "lost", "revoked":
 		s.cfg.Logger.Warn("leasesvc session: lease lost", "lease", m.Name, "fencingToken", m.FencingToken, "type", m.Type, "reason", m.Reason)
-		s.dropHolding(m.Name, m.FencingToken, lostError(m))
+		if !s.dropHolding(m.Name, m.FencingToken, lostError(m)) {
+			sc.lostBeforeAnswer(m)
+		}
 	case "yield":
 		if h := s.holding(m.Name, m.FencingToken); h != nil {
 			select {
@@ -438,8 +460,17 @@ func (s *Session) acked(sc *sconn, sent time.Time) {
 	if !sc.retiredAt.IsZero() {
 		return
 	}
+	moved := false
+	for _, h := range s.holdings { // it arrived after their answers (A4)
+		if !h.vouched {
+			h.vouched, moved = true, true
+		}
+	}
 	if sent.After(s.ackedSent) {
 		s.ackedSent = sent
+		moved = true
+	}
+	if moved {
 		s.signalLocked()
 	}
 }

@@ -56,6 +56,9 @@ type inMsg struct {
 	// arrived on a socket after a resume began elsewhere
 	// (Session.addHolding, Session.settle).
 	unvouched bool
+	// lostFirst is an acquire's result that came after a lost or revoked
+	// push for its holding (sconn.lostEarly): the call fails with it.
+	lostFirst error
 }
 
 // lostLease is a holding a resume could not take back.
