@@ -61,14 +61,29 @@ type Agent struct {
 	// retired are the sockets a resume began after: their acks count no
 	// more, and no heartbeat goes on them.
 	retired map[*Conn]bool
-	dropped map[string]time.Time // holdings lost: name → until when the agent led them
-	acked   time.Time            // latest acked heartbeat's send time over every socket
-	stopped bool                 // frozen or killed: sends nothing more
-	beats   int64                // heartbeats sent
-	ended   bool                 // the service ended the session (a resume found it gone)
-	stop    chan struct{}
-	done    chan struct{}
-	lastErr error
+	// latest is the socket on which open or resume was last sent: the
+	// current socket of A2 from that moment, whose pushes count even
+	// before its resumed arrives.
+	latest *Conn
+	// leaseTTL is the session lease TTL the service answered.
+	leaseTTL time.Duration
+	// unvouched are the holdings no ack has vouched for yet: an ack
+	// counts for a holding only when it was read after the holding's
+	// answer on the current socket (A4).
+	unvouched map[string]unvouched
+	// acquiring counts the acquires in flight per lease, and lostEarly
+	// the lost and revoked pushes read for a holding not held yet while
+	// one was: the answer that follows is not led (A5).
+	acquiring map[string]int
+	lostEarly map[Held]bool
+	dropped   map[string]time.Time // holdings lost: name → until when the agent led them
+	acked     time.Time            // latest acked heartbeat's send time over every socket
+	stopped   bool                 // frozen or killed: sends nothing more
+	beats     int64                // heartbeats sent
+	ended     bool                 // the service ended the session (a resume found it gone)
+	stop      chan struct{}
+	done      chan struct{}
+	lastErr   error
 }
 
 // Open opens the session and starts heartbeating.
@@ -86,8 +101,10 @@ func (a *Agent) Open(ctx context.Context) (Message, error) {
 		return m, fmt.Errorf("open: %w", err)
 	}
 	a.mu.Lock()
-	a.conn, a.id, a.window, a.epoch = c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond, m.Epoch
+	a.conn, a.latest, a.id, a.window, a.epoch = c, c, m.SessionID, time.Duration(m.WindowMs)*time.Millisecond, m.Epoch
+	a.leaseTTL = time.Duration(m.LeaseTTLMs) * time.Millisecond
 	a.held, a.dropped, a.retired = map[string]Held{}, map[string]time.Time{}, map[*Conn]bool{}
+	a.unvouched, a.acquiring, a.lostEarly = map[string]unvouched{}, map[string]int{}, map[Held]bool{}
 	a.traceLocked("opened on %s, window %v", c.URL, a.window)
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.mu.Unlock()
@@ -109,19 +126,30 @@ func (a *Agent) dial(ctx context.Context, url string) (*Conn, error) {
 // go to OnPush (a lost or revoked holding is forgotten first). A retired
 // socket's pushes are ignored (docs/contract.md §14, A2): the resume that
 // retired it says what is still held.
+//
+// The current socket is the one the last open or resume went on, from
+// the moment it was sent: its lost and revoked pushes count even before
+// its resumed is read (a move is followed only once it is read).
 func (a *Agent) push(c *Conn, m Message) {
 	a.mu.Lock()
-	retired := c == nil || a.retired[c] || a.conn != c
+	retired := c == nil || a.retired[c] || a.latest != c
+	settled := c == a.conn
 	a.mu.Unlock()
 	if retired {
 		return
 	}
 	switch m.Type {
 	case "move":
+		if !settled {
+			return
+		}
 		go a.move()
 	case "lost", "revoked":
 		a.mu.Lock()
-		a.dropLocked(m.Name, m.FencingToken)
+		if !a.dropLocked(m.Name, m.FencingToken) && a.acquiring[m.Name] > 0 {
+			a.lostEarly[Held{Name: m.Name, FencingToken: m.FencingToken}] = true
+			a.traceLocked("%s %s token %d read before its acquire's answer: that answer leads nothing", m.Type, m.Name, m.FencingToken)
+		}
 		a.mu.Unlock()
 	}
 	if a.OnPush != nil {
@@ -149,6 +177,41 @@ func (a *Agent) Deadline() time.Time {
 		return time.Time{}
 	}
 	return a.acked.Add(time.Duration(float64(a.window) * (1 - a.Margin)))
+}
+
+// unvouched is a holding no ack has vouched for yet (A4): it is led at most
+// until capAt (its acquire's send time + the session lease TTL × (1 −
+// margin)) until conn, the current socket, reads an ack after its answer,
+// which came after conn's acks-th ack.
+type unvouched struct {
+	conn  *Conn
+	acks  int64
+	capAt time.Time
+}
+
+// LeaseDeadline returns until when the agent leads its holding of name:
+// Deadline, and no later than its acquire's send time + the session lease
+// TTL × (1 − margin) until an ack is read after its answer on the current
+// socket (docs/contract.md §14, A4); the zero time when it holds none.
+func (a *Agent) LeaseDeadline(name string) time.Time {
+	d := a.Deadline()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.held[name]; !ok {
+		return time.Time{}
+	}
+	u, ok := a.unvouched[name]
+	if !ok {
+		return d
+	}
+	if u.conn == a.conn && !a.retired[u.conn] && u.conn.Acks() > u.acks {
+		delete(a.unvouched, name)
+		return d
+	}
+	if a.leaseTTL > 0 && u.capAt.Before(d) {
+		return u.capAt
+	}
+	return d
 }
 
 // Leads reports whether the agent leads now (before its deadline).
@@ -271,6 +334,7 @@ func (a *Agent) resume(old *Conn) bool {
 	}
 	a.noteAckLocked(old)
 	a.retired[old] = true
+	a.latest = c
 	a.epoch++
 	epoch := a.epoch
 	a.traceLocked("resume from %s to %s at epoch %d with %v; %s retired", old.URL, c.URL, epoch, a.held, old.URL)
@@ -306,6 +370,10 @@ func (a *Agent) resume(old *Conn) bool {
 	for _, l := range m.Lost {
 		a.dropLocked(l.Name, l.FencingToken)
 	}
+	for name, u := range a.unvouched { // every ack here is read after the resumed (A4)
+		u.conn, u.acks = c, m.AcksBefore
+		a.unvouched[name] = u
+	}
 	a.conn, a.url = c, next
 	a.mu.Unlock()
 	if a.OnResume != nil {
@@ -319,12 +387,13 @@ func (a *Agent) resume(old *Conn) bool {
 // dropLocked forgets a lost holding, noting until when the agent led it:
 // now, or its deadline if that came first (the acks of the socket that
 // reported the loss do not vouch for it).
-func (a *Agent) dropLocked(name string, token int64) {
+func (a *Agent) dropLocked(name string, token int64) bool {
 	h, ok := a.held[name]
 	if !ok || h.FencingToken != token {
-		return
+		return false
 	}
 	delete(a.held, name)
+	delete(a.unvouched, name)
 	if a.conn != nil {
 		a.noteAckLocked(a.conn)
 	}
@@ -336,6 +405,7 @@ func (a *Agent) dropLocked(name string, token int64) {
 	}
 	a.dropped[name] = until
 	a.traceLocked("dropped %s token %d: led until %s", name, token, clock(until))
+	return true
 }
 
 // Dropped reports whether the holding of name was lost (pushed lost or
@@ -404,11 +474,27 @@ func (a *Agent) Acquire(ctx context.Context, name, holder string, wait time.Dura
 func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 	m.Type = "acquire"
 	name, holder := m.Name, m.Holder
+	a.mu.Lock()
+	a.acquiring[name]++
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if a.acquiring[name]--; a.acquiring[name] == 0 {
+			delete(a.acquiring, name)
+			for k := range a.lostEarly {
+				if k.Name == name {
+					delete(a.lostEarly, k)
+				}
+			}
+		}
+		a.mu.Unlock()
+	}()
 	for {
 		c, err := a.usable(ctx)
 		if err != nil {
 			return lease.Lease{}, err
 		}
+		sent := time.Now()
 		ans, err := c.Request(ctx, m)
 		if err != nil {
 			return lease.Lease{}, err
@@ -418,6 +504,13 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 			return l, err
 		}
 		a.mu.Lock()
+		if a.lostEarly[Held{Name: name, FencingToken: l.FencingToken}] {
+			// Its lost was read first (A5): the holding left the
+			// instance's table before this answer, and no ack covers it.
+			a.traceLocked("acquire of %s token %d answered after its lost: not led", name, l.FencingToken)
+			a.mu.Unlock()
+			return lease.Lease{}, fmt.Errorf("rawsession: acquire of %s token %d answered after its lost: %w", name, l.FencingToken, lease.ErrLost)
+		}
 		if cur, ok := a.held[name]; ok && cur.FencingToken > l.FencingToken {
 			// A later holding's answer came first (requests answered out
 			// of order): the later token stays, and this one leads nothing.
@@ -428,6 +521,7 @@ func (a *Agent) AcquireAs(ctx context.Context, m Message) (lease.Lease, error) {
 		if !a.retired[c] {
 			a.traceLocked("acquired %s token %d on %s", name, l.FencingToken, c.URL)
 			a.held[name] = Held{Name: name, Holder: holder, FencingToken: l.FencingToken}
+			a.unvouched[name] = unvouched{conn: c, acks: ans.AcksBefore, capAt: sent.Add(time.Duration(float64(a.leaseTTL) * (1 - a.Margin)))}
 			a.mu.Unlock()
 			return l, nil
 		}

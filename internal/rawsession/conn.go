@@ -54,6 +54,11 @@ type Message struct {
 	Priority     int             `json:"priority,omitempty"`
 	Preempt      bool            `json:"preempt,omitempty"`
 	Operator     string          `json:"operator,omitempty"`
+
+	// AcksBefore, on an answer, is how many acks the socket had read
+	// before it (docs/contract.md §14, A4: only an ack read after a
+	// holding's answer vouches for it).
+	AcksBefore int64 `json:"-"`
 }
 
 // Lost is one lease a resume could not take back.
@@ -110,6 +115,7 @@ type Conn struct {
 	pending map[int64]chan Message
 	beats   map[int64]time.Time // heartbeats sent and not yet acked: id → send time
 	acked   time.Time           // send time of the latest acked heartbeat
+	acks    int64               // acks read of heartbeats sent here
 	lastRx  time.Time           // when the latest message arrived (or the socket opened)
 	err     error               // why the socket ended, once done is closed
 	onPush  func(Message)
@@ -176,6 +182,7 @@ func (c *Conn) deliver(m Message) {
 	c.lastRx = time.Now()
 	if m.Type == "ack" {
 		if sent, ok := c.beats[m.Re]; ok {
+			c.acks++
 			if sent.After(c.acked) {
 				c.acked = sent
 			}
@@ -192,6 +199,7 @@ func (c *Conn) deliver(m Message) {
 	if ok && m.Re != 0 {
 		delete(c.pending, m.Re)
 	}
+	m.AcksBefore = c.acks
 	push := c.onPush
 	c.mu.Unlock()
 	if ok && m.Re != 0 {
@@ -280,6 +288,13 @@ func (c *Conn) Acked() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.acked
+}
+
+// Acks returns how many acks of its heartbeats the socket has read.
+func (c *Conn) Acks() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acks
 }
 
 // Silent returns how long nothing has arrived on the socket.
