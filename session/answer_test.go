@@ -84,7 +84,8 @@ func lateAcquire(t *testing.T, lateBy time.Duration, renewLate bool) (*lease.Man
 
 // TestLateAnswerPastTTLIsNotHeld: an acquire answered after its holding
 // ran out on the backend, and another holder took it, is not answered as
-// held: the renewal S5 asks for finds it taken.
+// held: the renewal S5 asks for finds it taken, and the acquire is
+// ErrUnsafe (a retry answers who holds it now).
 func TestLateAnswerPastTTLIsNotHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := manager(t, memory.New())
@@ -111,8 +112,8 @@ func TestLateAnswerPastTTLIsNotHeld(t *testing.T) {
 			return func() { answered = true }
 		})
 		c := <-contender
-		if answered || err == nil || !errors.Is(err, lease.ErrLost) {
-			t.Fatalf("late acquire: answered %v, err %v; want no answer and lease_lost (the contender holds token %d since %v)", answered, err, c.FencingToken, c.AcquireTime)
+		if answered || !errors.Is(err, session.ErrUnsafe) {
+			t.Fatalf("late acquire: answered %v, err %v; want no answer and ErrUnsafe (the contender holds token %d since %v)", answered, err, c.FencingToken, c.AcquireTime)
 		}
 		if s.Leases() != 0 {
 			t.Fatalf("the session holds %d leases, want 0", s.Leases())

@@ -20,8 +20,8 @@ func (s *Session) withSession(ctx context.Context) (context.Context, context.Can
 // session's lock as the lease enters the session's table. The answer goes
 // out only while the write it answers is safe for a window beyond that
 // moment (S5): an acquire answered late by the backend is renewed once
-// first, and is ErrUnsafe, its holding ended, when the renewal is late
-// too. Beyond the session's lease limit it returns a *LimitError.
+// first, and is ErrUnsafe when the holding ran out meanwhile or the
+// renewal is late too (its holding then ended). Beyond the session's lease limit it returns a *LimitError.
 func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer Answer) (lease.Lease, error) {
 	s.mu.Lock()
 	if s.state != live {
@@ -79,13 +79,19 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer 
 			// The backend answered late (S5): the holding may have run out
 			// already. Write it again and answer from that write.
 			sent = s.clock.Now()
-			l, err = s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTL: s.ttl, Principal: s.principal})
-			if err != nil {
-				if s.movedOn(err) || s.ctx.Err() != nil {
-					return lease.Lease{}, ErrClosed
-				}
+			renewed, err := s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTL: s.ttl, Principal: s.principal})
+			switch {
+			case s.movedOn(err) || s.ctx.Err() != nil:
+				return lease.Lease{}, ErrClosed
+			case errors.Is(err, lease.ErrLost):
+				// It ran out (and may be another's by now): a retry
+				// answers what holds now.
+				return lease.Lease{}, ErrUnsafe
+			case err != nil:
+				s.expireUnanswered(ctx, ref, l)
 				return lease.Lease{}, err
 			}
+			l = renewed
 			continue
 		}
 		s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
