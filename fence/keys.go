@@ -104,12 +104,27 @@ func (s StaticKeys) Key(_ context.Context, kid string) (ed25519.PublicKey, error
 // DefaultRefetch is RemoteKeys' default least time between two fetches.
 const DefaultRefetch = 10 * time.Second
 
+// DefaultMaxAge is RemoteKeys' default MaxAge.
+const DefaultMaxAge = 10 * time.Minute
+
 // RemoteKeys fetches a JWKS from a URL (the service's
 // /.well-known/jwks.json) when a kid it does not know comes, at most once
 // per Refetch: a flood of proofs under invented kids costs the service one
-// fetch per Refetch. Keys once fetched are kept for the life of the
-// RemoteKeys. Set the fields before the first Key; the zero Client, Refetch
-// and Now mean http.DefaultClient, DefaultRefetch and time.Now.
+// fetch per Refetch.
+//
+// A key is answered from memory for MaxAge after the last fetch that
+// listed it; a proof under a key older than that fetches the JWKS again
+// (rate-limited alike), and a key the JWKS has not listed for MaxAge is
+// forgotten: the service stops listing a key when its retention ends
+// (LEASESVC_PROOF_KEY_RETENTION, docs/fencing.md), so a long-running sink
+// answers ErrUnknownKey for it at most MaxAge (and one Refetch) later, as
+// a sink that never fetched it does. While the JWKS cannot be fetched, the
+// keys already known are still answered (as the service serves its cached
+// list when the backend cannot be read): only a fetch that answers forgets.
+//
+// Set the fields before the first Key; the zero Client, Refetch, MaxAge
+// and Now mean http.DefaultClient, DefaultRefetch, DefaultMaxAge and
+// time.Now.
 type RemoteKeys struct {
 	// URL is the JWKS URL, such as https://leasesvc.example/.well-known/jwks.json.
 	URL string
@@ -117,45 +132,81 @@ type RemoteKeys struct {
 	Client *http.Client
 	// Refetch is the least time between two fetches.
 	Refetch time.Duration
-	// Now is the clock of the rate limit.
+	// MaxAge is how long a key is answered after the last fetch that
+	// listed it without fetching again.
+	MaxAge time.Duration
+	// Now is the clock of the rate limit and of MaxAge.
 	Now func() time.Time
 
 	mu      sync.Mutex
-	keys    StaticKeys
+	keys    map[string]knownKey
 	fetched time.Time // last fetch attempt; zero: never
+	failed  bool      // the last fetch attempt failed
 }
 
-// Key implements Keys: a known kid is answered from memory; an unknown one
-// fetches the JWKS again unless the last fetch was less than Refetch ago.
+// knownKey is a key RemoteKeys fetched and when a fetch last listed it.
+type knownKey struct {
+	pub    ed25519.PublicKey
+	listed time.Time
+}
+
+// Key implements Keys: a kid listed less than MaxAge ago is answered from
+// memory; any other fetches the JWKS again unless the last fetch was less
+// than Refetch ago.
 func (r *RemoteKeys) Key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if k, ok := r.keys[kid]; ok {
-		return k, nil
-	}
-	now, every := time.Now, r.Refetch
+	now, every, maxAge := time.Now, r.Refetch, r.MaxAge
 	if r.Now != nil {
 		now = r.Now
 	}
 	if every <= 0 {
 		every = DefaultRefetch
 	}
-	if t := now(); !r.fetched.IsZero() && t.Sub(r.fetched) < every {
+	if maxAge <= 0 {
+		maxAge = DefaultMaxAge
+	}
+	t := now()
+	k, known := r.keys[kid]
+	if known && t.Sub(k.listed) < maxAge {
+		return k.pub, nil
+	}
+	if !r.fetched.IsZero() && t.Sub(r.fetched) < every {
+		switch {
+		case known && (r.failed || k.listed.Equal(r.fetched)):
+			// The JWKS is unreadable (serve what is known), or the last
+			// fetch listed the key (MaxAge < Refetch).
+			return k.pub, nil
+		case known:
+			delete(r.keys, kid)
+			return nil, fmt.Errorf("%w: %q was last listed in the service's JWKS %v ago (%s)", ErrUnknownKey, kid, t.Sub(k.listed).Round(time.Millisecond), r.URL)
+		}
 		return nil, fmt.Errorf("%w: %q is not in the JWKS fetched %v ago (refetched at most every %v)", ErrUnknownKey, kid, t.Sub(r.fetched).Round(time.Millisecond), every)
 	}
-	r.fetched = now()
+	r.fetched = t
 	got, err := r.fetch(ctx, kid)
-	if err != nil {
+	if r.failed = err != nil; r.failed {
+		if known {
+			return k.pub, nil
+		}
 		return nil, err
 	}
 	if r.keys == nil {
-		r.keys = StaticKeys{}
+		r.keys = map[string]knownKey{}
 	}
-	for id, k := range got {
-		r.keys[id] = k
+	for id, pub := range got {
+		r.keys[id] = knownKey{pub: pub, listed: t}
+	}
+	for id, c := range r.keys {
+		if t.Sub(c.listed) >= maxAge {
+			delete(r.keys, id) // not listed now, nor for MaxAge: its retention ended
+		}
 	}
 	if k, ok := r.keys[kid]; ok {
-		return k, nil
+		return k.pub, nil
+	}
+	if known {
+		return nil, fmt.Errorf("%w: %q is no longer in the service's JWKS (%s)", ErrUnknownKey, kid, r.URL)
 	}
 	return nil, fmt.Errorf("%w: %q is not in the service's JWKS (%s)", ErrUnknownKey, kid, r.URL)
 }

@@ -122,7 +122,7 @@ func parse(proof string) (parsed, error) {
 	if !ok1 || !ok2 || strings.Contains(sig, ".") {
 		return p, fmt.Errorf("%w: not a compact JWS (three base64url parts joined by dots)", ErrMalformed)
 	}
-	hj, err := b64.DecodeString(h)
+	hj, err := decodeSegment(h)
 	if err != nil {
 		return p, fmt.Errorf("%w: header: %w", ErrMalformed, err)
 	}
@@ -132,7 +132,7 @@ func parse(proof string) (parsed, error) {
 	if p.header.Alg != "EdDSA" || p.header.Typ != Type || p.header.Kid == "" {
 		return p, fmt.Errorf("%w: header must have alg EdDSA, typ %s and a kid (got alg %q, typ %q)", ErrMalformed, Type, p.header.Alg, p.header.Typ)
 	}
-	pj, err := b64.DecodeString(body)
+	pj, err := decodeSegment(body)
 	if err != nil {
 		return p, fmt.Errorf("%w: payload: %w", ErrMalformed, err)
 	}
@@ -142,8 +142,8 @@ func parse(proof string) (parsed, error) {
 	if p.claims.Lease == "" || p.claims.FencingToken < 1 || p.claims.Holder == "" {
 		return p, fmt.Errorf("%w: payload must name a lease, a holder and a fencing token ≥ 1", ErrMalformed)
 	}
-	if p.sig, err = b64.DecodeString(sig); err != nil || len(p.sig) != ed25519.SignatureSize {
-		return p, fmt.Errorf("%w: signature is not %d base64url bytes", ErrMalformed, ed25519.SignatureSize)
+	if p.sig, err = decodeSegment(sig); err != nil || len(p.sig) != ed25519.SignatureSize {
+		return p, fmt.Errorf("%w: signature is not %d bytes in canonical base64url", ErrMalformed, ed25519.SignatureSize)
 	}
 	p.signed = proof[:len(h)+1+len(body)]
 	return p, nil

@@ -12,7 +12,8 @@ import (
 // Python's leasesvc._ed25519, TypeScript's fence), checked against one set
 // of vectors (testdata/ed25519_vectors.json): crypto/ed25519 alone accepts
 // non-canonical encodings of a key or R and points of small order, which
-// the others refuse. A proof must verify alike everywhere.
+// the others refuse; and encoding/base64 alone accepts many spellings of
+// one segment (decodeSegment). A proof must verify alike everywhere.
 
 // errStrict reports a signature refused by the shared rules.
 var errStrict = errors.New("fence: signature refused by the strict rules")
@@ -89,4 +90,26 @@ func strictVerify(pub ed25519.PublicKey, msg, sig []byte) bool {
 		return false
 	}
 	return ed25519.Verify(pub, msg, sig)
+}
+
+// errNotCanonical: a segment decodes, but is not the one encoding of its
+// bytes.
+var errNotCanonical = errors.New("not the canonical base64url encoding of its bytes")
+
+// decodeSegment decodes one base64url segment of a proof, accepting it only
+// in its one canonical encoding (RFC 7515 §2: unpadded base64url, RFC 4648
+// §3.5: unused bits zero): encoding/base64 alone lets the last character's
+// unused low bits differ and skips CR and LF, so one proof would have many
+// spellings that all verify, and a sink that deduplicates or logs proofs by
+// their text would count them apart. Every segment counts, the signature
+// included: the signature does not cover its own encoding.
+func decodeSegment(s string) ([]byte, error) {
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if b64.EncodeToString(b) != s {
+		return nil, errNotCanonical
+	}
+	return b, nil
 }

@@ -1,7 +1,8 @@
 // Package firestorefence runs a caller's writes to Firestore in one
-// transaction only if a leasesvc proof verifies and its fencing token is
-// at least the one stored for the resource written, and stores it with
-// them (docs/fencing.md, docs/contract.md §17).
+// transaction only if a leasesvc proof verifies, is for the lease that
+// fences the resource written, and has a fencing token at least the one
+// stored for the resource, and stores it with them (docs/fencing.md,
+// docs/contract.md §17).
 //
 // The token is a document of its own per resource (collection
 // DefaultCollection unless told otherwise), read first in the
@@ -50,17 +51,29 @@ func New(c *firestore.Client, v *fence.Verifier, collection string) (*Fence, err
 	return &Fence{c: c, v: v, coll: collection}, nil
 }
 
-// Write verifies proof; then, in one transaction, reads the token of
-// resource (a document id), refuses a lower one or another lease's
+// Write verifies proof and requires it to be for lease, the lease that
+// fences resource (a document id); then, in one transaction, reads the
+// token of resource, refuses a lower one or another lease's
 // (fence.ErrStale, fence.ErrOtherLease) before writes runs, runs writes
 // (which may read more, then write), stores the proof's token and
-// commits. An error of writes rolls everything back and is returned
-// wrapped. writes may run more than once: Firestore retries a
+// commits. A proof for another lease than lease is refused with
+// fence.ErrOtherLease before the transaction, and nothing is stored, for
+// a resource never written too: a proof of any lease would otherwise bind
+// the resource to its own. A nil writes only stores the token: a
+// successor fences first, refusing its predecessor's late writes before
+// its own first write. An error of writes rolls everything back and is
+// returned wrapped. writes may run more than once: Firestore retries a
 // transaction that lost a race.
-func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(context.Context, *firestore.Transaction) error) (fence.Claims, error) {
+func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes func(context.Context, *firestore.Transaction) error) (fence.Claims, error) {
+	if lease == "" {
+		return fence.Claims{}, fmt.Errorf("firestorefence: Write of %q: lease is empty: name the lease that fences the resource", resource)
+	}
 	c, err := f.v.Verify(ctx, proof)
 	if err != nil {
 		return fence.Claims{}, err
+	}
+	if c.Lease != lease {
+		return fence.Claims{}, fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, lease, c.Lease)
 	}
 	doc := f.c.Collection(f.coll).Doc(resource)
 	err = f.c.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -75,14 +88,16 @@ func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(c
 				return fmt.Errorf("firestorefence: decode the token of %q: %w", resource, err)
 			}
 			if stored.Lease != c.Lease {
-				return fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, stored.Lease, c.Lease)
+				return fmt.Errorf("%w: %q has the token of lease %q, the proof is for %q (a document this check did not write: remove it to let %q fence the resource)", fence.ErrOtherLease, resource, stored.Lease, c.Lease, c.Lease)
 			}
 			if stored.FencingToken > c.FencingToken {
 				return fmt.Errorf("%w: token %d of lease %q, but token %d wrote %q", fence.ErrStale, c.FencingToken, c.Lease, stored.FencingToken, resource)
 			}
 		}
-		if err := writes(ctx, tx); err != nil {
-			return fmt.Errorf("firestorefence: writes of %q: %w", resource, err)
+		if writes != nil {
+			if err := writes(ctx, tx); err != nil {
+				return fmt.Errorf("firestorefence: writes of %q: %w", resource, err)
+			}
 		}
 		return tx.Set(doc, token{Lease: c.Lease, FencingToken: c.FencingToken})
 	})

@@ -57,18 +57,18 @@ func TestDeposedLeaderRefused(t *testing.T) {
 		}
 	}
 	for i, id := range []string{"first", "second"} {
-		if _, err := f.Write(ctx, "orders", proof(priv, int64(i+1)), put(id)); err != nil {
+		if _, err := f.Write(ctx, "leader", "orders", proof(priv, int64(i+1)), put(id)); err != nil {
 			t.Fatalf("leader %d: %v", i+1, err)
 		}
 	}
-	if _, err := f.Write(ctx, "orders", proof(priv, 1), put("late")); !errors.Is(err, fence.ErrStale) {
+	if _, err := f.Write(ctx, "leader", "orders", proof(priv, 1), put("late")); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("the deposed leader's late write: %v, want ErrStale", err)
 	}
-	if _, err := f.Write(ctx, "orders", proof(stranger, 99), put("forged")); !errors.Is(err, fence.ErrSignature) {
+	if _, err := f.Write(ctx, "leader", "orders", proof(stranger, 99), put("forged")); !errors.Is(err, fence.ErrSignature) {
 		t.Fatalf("a forged token: %v, want ErrSignature", err)
 	}
 	boom := errors.New("boom")
-	if _, err := f.Write(ctx, "orders", proof(priv, 3), func(ctx context.Context, tx *firestore.Transaction) error {
+	if _, err := f.Write(ctx, "leader", "orders", proof(priv, 3), func(ctx context.Context, tx *firestore.Transaction) error {
 		if err := put("partial")(ctx, tx); err != nil {
 			return err
 		}

@@ -1,7 +1,8 @@
 // Package pgfence runs a caller's writes to PostgreSQL in one transaction
-// only if a leasesvc proof verifies and its fencing token is at least the
-// one stored for the resource written, and stores the token with them
-// (docs/fencing.md, docs/contract.md §17).
+// only if a leasesvc proof verifies, is for the lease that fences the
+// resource written, and has a fencing token at least the one stored for
+// the resource, and stores the token with them (docs/fencing.md,
+// docs/contract.md §17).
 //
 // The token lives in a table of its own (Schema), one row per resource,
 // in the same database as the data: the fenced statement locks that row
@@ -72,21 +73,49 @@ RETURNING fencing_token`,
 	}, nil
 }
 
-// Write verifies proof; then, in one transaction, stores its token for
+// Write verifies proof and requires it to be for lease, the lease that
+// fences resource; then, in one transaction, stores its token for
 // resource if it is at least the stored one (of the same lease), runs
-// writes, and commits. A refused proof runs none of writes: the error
-// wraps fence.ErrStale (a higher token wrote), fence.ErrOtherLease (the
-// resource is fenced by another lease) or a Verifier error. An error of
-// writes rolls everything back, the token included, and is returned
-// wrapped.
-func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(pgx.Tx) error) (fence.Claims, error) {
+// writes, and commits. A refused proof stores nothing and runs none of
+// writes: the error wraps fence.ErrOtherLease (the proof is for another
+// lease than lease, or the resource's stored token is another lease's),
+// fence.ErrStale (a higher token wrote) or a Verifier error. A proof for
+// another lease is refused for a resource never written too: a proof of
+// any lease would otherwise bind the resource to its own. A nil writes
+// only stores the token: a successor fences first, refusing its
+// predecessor's late writes before its own first write. An error of writes
+// rolls everything back, the token included, and is returned wrapped.
+//
+// A transaction that fails to serialize with a concurrent one (SQLSTATE
+// 40001 under repeatable read or serializable isolation, or 40P01, a
+// deadlock) is rolled back and run again, writes included, a few times
+// with a short backoff while ctx allows; if every attempt fails so, the
+// error wraps ErrSerialization (and the database's error): the caller
+// may run the Write again. Keep writes free of effects outside the
+// transaction.
+func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes func(pgx.Tx) error) (fence.Claims, error) {
+	if lease == "" {
+		return fence.Claims{}, fmt.Errorf("pgfence: Write of %q: lease is empty: name the lease that fences the resource", resource)
+	}
 	c, err := f.v.Verify(ctx, proof)
 	if err != nil {
 		return fence.Claims{}, err
 	}
+	if c.Lease != lease {
+		return fence.Claims{}, fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, lease, c.Lease)
+	}
+	if err := retry(ctx, resource, func() error { return f.write(ctx, resource, c, writes) }); err != nil {
+		return fence.Claims{}, err
+	}
+	return c, nil
+}
+
+// write is one attempt of Write, with c verified and for the lease that
+// fences resource.
+func (f *Fence) write(ctx context.Context, resource string, c fence.Claims, writes func(pgx.Tx) error) error {
 	tx, err := f.db.Begin(ctx)
 	if err != nil {
-		return fence.Claims{}, fmt.Errorf("pgfence: begin: %w", err)
+		return fmt.Errorf("pgfence: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
 	var stored int64
@@ -94,21 +123,23 @@ func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(p
 	if errors.Is(err, pgx.ErrNoRows) {
 		var lease string
 		if err := tx.QueryRow(ctx, f.read, resource).Scan(&lease, &stored); err != nil {
-			return fence.Claims{}, fmt.Errorf("pgfence: read the token of %q: %w", resource, err)
+			return fmt.Errorf("pgfence: read the token of %q: %w", resource, err)
 		}
 		if lease != c.Lease {
-			return fence.Claims{}, fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, lease, c.Lease)
+			return fmt.Errorf("%w: %q has the token of lease %q, the proof is for %q (a row this check did not write: remove it to let %q fence the resource)", fence.ErrOtherLease, resource, lease, c.Lease, c.Lease)
 		}
-		return fence.Claims{}, fmt.Errorf("%w: token %d of lease %q, but token %d wrote %q", fence.ErrStale, c.FencingToken, c.Lease, stored, resource)
+		return fmt.Errorf("%w: token %d of lease %q, but token %d wrote %q", fence.ErrStale, c.FencingToken, c.Lease, stored, resource)
 	}
 	if err != nil {
-		return fence.Claims{}, fmt.Errorf("pgfence: store the token of %q: %w", resource, err)
+		return fmt.Errorf("pgfence: store the token of %q: %w", resource, err)
 	}
-	if err := writes(tx); err != nil {
-		return fence.Claims{}, fmt.Errorf("pgfence: writes of %q: %w", resource, err)
+	if writes != nil {
+		if err := writes(tx); err != nil {
+			return fmt.Errorf("pgfence: writes of %q: %w", resource, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fence.Claims{}, fmt.Errorf("pgfence: commit %q: %w", resource, err)
+		return fmt.Errorf("pgfence: commit %q: %w", resource, err)
 	}
-	return c, nil
+	return nil
 }

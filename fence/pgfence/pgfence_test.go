@@ -51,10 +51,10 @@ func TestDeposedLeaderRefused(t *testing.T) {
 			return err
 		}
 	}
-	if _, err := f.Write(ctx, "orders", proof(priv, "leader", 1), insert("first")); err != nil {
+	if _, err := f.Write(ctx, "leader", "orders", proof(priv, "leader", 1), insert("first")); err != nil {
 		t.Fatalf("leader 1: %v", err)
 	}
-	if _, err := f.Write(ctx, "orders", proof(priv, "leader", 2), insert("second")); err != nil {
+	if _, err := f.Write(ctx, "leader", "orders", proof(priv, "leader", 2), insert("second")); err != nil {
 		t.Fatalf("leader 2: %v", err)
 	}
 	ran := false
@@ -66,13 +66,13 @@ func TestDeposedLeaderRefused(t *testing.T) {
 		{"forged token", proof(stranger, "leader", 99), fence.ErrSignature},
 		{"other lease", proof(priv, "other", 99), fence.ErrOtherLease},
 	} {
-		_, err := f.Write(ctx, "orders", tc.proof, func(tx pgx.Tx) error { ran = true; return insert("late")(tx) })
+		_, err := f.Write(ctx, "leader", "orders", tc.proof, func(tx pgx.Tx) error { ran = true; return insert("late")(tx) })
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	boom := errors.New("boom")
-	if _, err := f.Write(ctx, "orders", proof(priv, "leader", 3), func(tx pgx.Tx) error {
+	if _, err := f.Write(ctx, "leader", "orders", proof(priv, "leader", 3), func(tx pgx.Tx) error {
 		if err := insert("partial")(tx); err != nil {
 			return err
 		}

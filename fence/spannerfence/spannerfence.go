@@ -1,7 +1,8 @@
 // Package spannerfence runs a caller's writes to Spanner in one read-write
-// transaction only if a leasesvc proof verifies and its fencing token is
-// at least the one stored for the resource written, and stores it with
-// them (docs/fencing.md, docs/contract.md §17).
+// transaction only if a leasesvc proof verifies, is for the lease that
+// fences the resource written, and has a fencing token at least the one
+// stored for the resource, and stores it with them (docs/fencing.md,
+// docs/contract.md §17).
 //
 // The token is a row of its own per resource (Schema), read first in the
 // transaction, which locks it: a concurrent writer of the resource waits
@@ -57,16 +58,28 @@ func New(c *spanner.Client, v *fence.Verifier, table string) (*Fence, error) {
 	return &Fence{c: c, v: v, table: table}, nil
 }
 
-// Write verifies proof; then, in one read-write transaction, reads the
-// token of resource, refuses a lower one or another lease's
-// (fence.ErrStale, fence.ErrOtherLease) before writes runs, runs writes,
-// buffers the proof's token and commits. An error of writes rolls
-// everything back and is returned wrapped. writes may run more than once:
-// the client retries an aborted transaction.
-func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(context.Context, *spanner.ReadWriteTransaction) error) (fence.Claims, error) {
+// Write verifies proof and requires it to be for lease, the lease that
+// fences resource; then, in one read-write transaction, reads the token of
+// resource, refuses a lower one or another lease's (fence.ErrStale,
+// fence.ErrOtherLease) before writes runs, runs writes, buffers the
+// proof's token and commits. A proof for another lease than lease is
+// refused with fence.ErrOtherLease before the transaction, and nothing is
+// stored, for a resource never written too: a proof of any lease would
+// otherwise bind the resource to its own. A nil writes only stores the
+// token: a successor fences first, refusing its predecessor's late writes
+// before its own first write. An error of writes rolls everything back
+// and is returned wrapped. writes may run more than once: the client
+// retries an aborted transaction.
+func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes func(context.Context, *spanner.ReadWriteTransaction) error) (fence.Claims, error) {
+	if lease == "" {
+		return fence.Claims{}, fmt.Errorf("spannerfence: Write of %q: lease is empty: name the lease that fences the resource", resource)
+	}
 	c, err := f.v.Verify(ctx, proof)
 	if err != nil {
 		return fence.Claims{}, err
+	}
+	if c.Lease != lease {
+		return fence.Claims{}, fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, lease, c.Lease)
 	}
 	_, err = f.c.ReadWriteTransaction(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
 		row, err := tx.ReadRow(ctx, f.table, spanner.Key{resource}, []string{"Lease", "FencingToken"})
@@ -81,14 +94,16 @@ func (f *Fence) Write(ctx context.Context, resource, proof string, writes func(c
 				return fmt.Errorf("spannerfence: decode the token of %q: %w", resource, err)
 			}
 			if lease != c.Lease {
-				return fmt.Errorf("%w: %q is fenced by lease %q, the proof is for %q", fence.ErrOtherLease, resource, lease, c.Lease)
+				return fmt.Errorf("%w: %q has the token of lease %q, the proof is for %q (a row this check did not write: remove it to let %q fence the resource)", fence.ErrOtherLease, resource, lease, c.Lease, c.Lease)
 			}
 			if stored > c.FencingToken {
 				return fmt.Errorf("%w: token %d of lease %q, but token %d wrote %q", fence.ErrStale, c.FencingToken, c.Lease, stored, resource)
 			}
 		}
-		if err := writes(ctx, tx); err != nil {
-			return fmt.Errorf("spannerfence: writes of %q: %w", resource, err)
+		if writes != nil {
+			if err := writes(ctx, tx); err != nil {
+				return fmt.Errorf("spannerfence: writes of %q: %w", resource, err)
+			}
 		}
 		return tx.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate(f.table,
 			[]string{"Resource", "Lease", "FencingToken", "UpdateTime"},
