@@ -75,6 +75,7 @@ from .errors import (
     RateLimitedError,
     SafeDeadline,
     SafeDeadlineError,
+    SessionForkedError,
     SessionHeldError,
     SessionsUnsupportedError,
     Unauthenticated,
@@ -109,7 +110,7 @@ __all__ = [
     "Holding", "Keeper",
     "InternalError", "InvalidArgumentError", "MAX_CHECKPOINT_BYTES", "MAX_PRIORITY", "NotLeadingError", "Lease",
     "LeaseError", "LeaseHeldError", "LeaseLostError", "LeaseReservedError", "NotFoundError", "Page",
-    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionHeldError", "SessionsUnsupportedError", "StoppedError", "Term",
+    "PermissionDeniedError", "RateLimitedError", "ResignedError", "SafeDeadlineError", "Session", "SessionForkedError", "SessionHeldError", "SessionsUnsupportedError", "StoppedError", "Term",
     "TransferredError", "UnauthenticatedError", "UnavailableError", "WATCH_IDLE", "Watch", "YieldedError",
     "default_cancel_before", "default_holder", "newer", "valid_name",
     # The names of the 0.1 releases, aliases of the classes above.

@@ -13,8 +13,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import _websocket
-from ._session_wire import Call, Conn, Hello, SessionLimitError, dial, losses, ms, problem, read_answer
+from . import _session_fork, _websocket
+from ._session_wire import (Call, Conn, Hello, SessionLimitError, dial, losses, ms, problem, read_answer,
+                            unsafe_number)
 from .backoff import Backoff
 from .errors import (InternalError, LeaseError, NotFoundError, RateLimitedError, SessionsUnsupportedError,
                      UnavailableError)
@@ -58,11 +59,14 @@ class Sockets(object):
         _hb: Dict[int, float]
         _deadline: Optional[float]
         _acks: int
+        _unacked: Dict[Tuple[str, int], float]
         _held: Dict[str, Tuple[str, int]]
         _watchers: Dict[int, Tuple[str, int, Watcher]]
         _closing: bool
         _reconnecting: bool
         _moving: bool
+        _forked: bool
+        _pid: int
         resumes: int
         restarts: int
 
@@ -81,7 +85,9 @@ class Sockets(object):
 
     def _heartbeat(self) -> bool:
         """Send one heartbeat on the current socket; False when there is
-        none (A2: never on a retired one)."""
+        none (A2: never on a retired one), and always in a forked process."""
+        if self._forked:
+            return False
         with self._mu:
             conn = self._conn
             if conn is None or conn.gen != self._gen or self._closing:
@@ -98,6 +104,8 @@ class Sockets(object):
     def _beat(self) -> None:
         """The heartbeat thread; it also replaces a socket gone silent (A3)."""
         while True:
+            if self._forked:
+                return
             with self._mu:
                 if self._closing:
                     return
@@ -124,7 +132,11 @@ class Sockets(object):
         Its instance acks until it learns it lost the session, and may have
         lost the leases to other holders meanwhile and pushed ``lost`` for
         them, pushes ignored on a retired socket; the new instance may
-        already count the window from its last message."""
+        already count the window from its last message.
+
+        A counted ack also counts, from now on, for every holding answered
+        before it arrived (A4): their deadlines become the session's, and
+        their watchers hear "deadline" even when the session's did not move."""
         with self._mu:
             sent = self._hb.pop(re_, None) if isinstance(re_, int) else None
             if sent is None:
@@ -135,9 +147,16 @@ class Sockets(object):
                 del self._hb[k]  # sent before, never acked: the service found them unsafe
             d = sent + self.window * (1 - self.drift_margin)
             self._acks += 1
-            if self._deadline is not None and d <= self._deadline:
+            # it arrived after the answer of every holding in _unacked: each is
+            # led by the session's deadline from now on (A4)
+            counted = bool(self._unacked)
+            self._unacked.clear()
+            moved = self._deadline is None or d > self._deadline
+            if not moved and not counted:
                 return
-            self._deadline = d
+            if moved:
+                self._deadline = d
+            d = self._deadline
             self._cond.notify_all()
             watchers = [w for _, _, w in self._watchers.values()]
         for w in watchers:
@@ -158,7 +177,10 @@ class Sockets(object):
     # --- the sockets ----------------------------------------------------
 
     def _dial(self) -> _websocket.WebSocket:
-        """Open a socket (the upgrade, authenticated like every request)."""
+        """Open a socket (the upgrade, authenticated like every request);
+        never from a forked process (SessionForkedError)."""
+        if self._forked:
+            raise _session_fork.refusal(self, "session")
         return dial(self._url, self._c._headers(False), self._c.request_timeout)
 
     def _hello(self, ws: _websocket.WebSocket, build: Callable[[], Optional[Dict[str, Any]]]) -> Optional[Hello]:
@@ -169,7 +191,12 @@ class Sockets(object):
         (a resume's snapshot and epoch, A1) and sending happen in one
         critical section, in the order of the stamps. A refusal (``ws``
         closed) is the hello's ``err``; a ``409 session_conflict`` names an
-        epoch the session has seen."""
+        epoch the session has seen. An epoch above 2^53 − 1, in the answer
+        or in the problem, is a protocol error (``InternalError``). Nothing
+        is sent from a forked process (SessionForkedError)."""
+        if self._forked:
+            ws.close()
+            raise _session_fork.refusal(self, "session")
         with self._send_mu:
             with self._mu:
                 msg = build()
@@ -195,12 +222,18 @@ class Sockets(object):
             if h.ans.get("type") == "error":
                 p = h.ans.get("problem")
                 seen = p.get("epoch") if isinstance(p, dict) and p.get("code") == "session_conflict" else None
+                bad = unsafe_number("epoch", seen)
+                if bad is not None:
+                    raise bad
                 if isinstance(seen, int):
                     with self._mu:
                         self._top = max(self._top, seen)
                 raise problem(p)
             if h.ans.get("type") != want:
                 raise InternalError(f"session {msg['type']}: answered {h.ans.get('type')!r}")
+            bad = unsafe_number("epoch", h.ans.get("epoch"))
+            if bad is not None:
+                raise bad
         except LeaseError as e:
             ws.close()
             h.err = e._named("session", "")
@@ -356,11 +389,21 @@ class Sockets(object):
                 if call is None:
                     return
                 late = call.abandoned
+                lease = msg.get("lease") if typ == "result" else None
+                bad = unsafe_number("fencingToken", lease.get("fencingToken")) if isinstance(lease, dict) else None
+                if bad is not None:  # a protocol error: the request fails, nothing is taken
+                    self._log.warning("leasesvc session: %s", bad)
+                    call.err = bad
+                elif call.op == "acquire" and typ == "result":
+                    if call.lost_before(lease):  # A5: its lost or revoked came first
+                        call.lost = True
+                    elif not late:
+                        call.vouched = self._take(conn, call, lease)
                 if not late:
-                    if call.op == "acquire" and typ == "result":
-                        call.vouched = self._take(conn, call, msg.get("lease"))
                     call.answer = msg
                     call.done.set()
+            if bad is not None or call.lost:
+                return
             if late and typ == "result" and call.op == "acquire":
                 self._release_late(call, msg.get("lease"))
             elif late and typ == "result" and call.op in ("release", "transfer"):
@@ -383,10 +426,15 @@ class Sockets(object):
         """(Under the lock.) An acquire answered on ``conn`` with ``lease``:
         put the holding in the table, so that every resume whose snapshot
         comes later lists it, and tell whether it is vouched for: ``conn`` is
-        still current (no resume went out since), so its acks cover it."""
+        still current (no resume went out since), so its acks cover it. Until
+        an ack arrives after this answer, the holding is led at most until
+        its acquire's send time + TTL × (1 − drift margin) (A4:
+        :meth:`~leasesvc.Session.deadline_for`)."""
         if not isinstance(lease, dict) or not lease.get("held") or str(lease.get("holder", "")) != call.holder:
             return True
-        self._held[str(lease.get("name") or call.name)] = (call.holder, int(lease.get("fencingToken") or 0))
+        name, token = str(lease.get("name") or call.name), int(lease.get("fencingToken") or 0)
+        self._held[name] = (call.holder, token)
+        self._unacked[(name, token)] = call.sent + self.lease_ttl * (1 - self.drift_margin)
         return conn.gen == self._gen
 
     def _release_late(self, call: Call, lease: Any) -> None:

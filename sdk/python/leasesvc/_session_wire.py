@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from . import _websocket
 from .errors import (InternalError, InvalidArgumentError, LeaseError, RateLimitedError, SessionsUnsupportedError,
@@ -20,6 +20,10 @@ from .errors import (InternalError, InvalidArgumentError, LeaseError, RateLimite
 SUBPROTOCOL = "leasesvc.session.v2"
 #: The statuses of an upgrade that mean "no sessions here".
 UNSUPPORTED_STATUSES = (404, 405, 501)
+#: The largest epoch or fencing token the service accepts or sends
+#: (JavaScript's Number.MAX_SAFE_INTEGER, docs/contract.md §14): a larger
+#: one from the service is a protocol error.
+MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def ms(seconds: float) -> int:
@@ -40,11 +44,22 @@ def problem(p: Any) -> LeaseError:
     return problem_error(status or 500, None, json.dumps(p).encode())
 
 
+def unsafe_number(what: str, v: Any) -> Optional[InternalError]:
+    """The protocol error of an epoch or fencing token ``v`` (named
+    ``what``) above :data:`MAX_SAFE_INTEGER`, which the service never sends;
+    None for any other value."""
+    if isinstance(v, int) and not isinstance(v, bool) and v > MAX_SAFE_INTEGER:
+        return InternalError(f"session: {what} {v} is above 2^53 - 1, which the service never sends "
+                             "(docs/contract.md §14, bounds)")
+    return None
+
+
 class Call:
     """One request awaiting its answer (its state guarded by the session's
     lock)."""
 
-    __slots__ = ("op", "name", "holder", "token", "done", "answer", "err", "abandoned", "vouched", "dropped")
+    __slots__ = ("op", "name", "holder", "token", "done", "answer", "err", "abandoned", "vouched", "dropped",
+                 "sent", "losses", "lost")
 
     def __init__(self, op: str, name: str, holder: str, token: int = 0) -> None:
         self.op, self.name, self.holder, self.token = op, name, holder, token
@@ -56,6 +71,24 @@ class Call:
         # the latest open or resume sent), so that socket's acks vouch for it
         self.vouched = True
         self.dropped = False  # the socket ended before the answer
+        #: the session clock's time the request was sent (stamped just before)
+        self.sent = 0.0
+        #: (an acquire) the fencing tokens of the lease that a ``lost`` or
+        #: ``revoked`` push on its socket named while it was in flight (0:
+        #: a push without a token), remembered until its answer (A5)
+        self.losses: Set[int] = set()
+        #: (an acquire) its ``result`` names a holding one of ``losses``
+        #: reported lost before it: the holding is not led (A5)
+        self.lost = False
+
+    def lost_before(self, lease: Any) -> bool:
+        """(An acquire.) Whether the holding of the ``result`` lease
+        ``lease`` was reported lost on the socket while the acquire was in
+        flight (A5)."""
+        if not self.losses or not isinstance(lease, dict) or not lease.get("held"):
+            return False
+        token = lease.get("fencingToken")
+        return 0 in self.losses or (isinstance(token, int) and token in self.losses)
 
 
 class Conn:

@@ -16,7 +16,7 @@ from ._lead import Leading
 from .backoff import Backoff
 from .client import Client, _Cancel
 from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError,
-                     LeaseReservedError, RateLimitedError, SessionHeldError)
+                     LeaseReservedError, RateLimitedError, SessionForkedError, SessionHeldError)
 from .keeper import Holding, Keeper, keeper_for
 from .lease import Lease
 from .leadership import (DEFAULT_DRIFT_MARGIN, DEFAULT_RENEW_JITTER, DEFAULT_TTL,  # noqa: F401 (re-exported)
@@ -421,6 +421,8 @@ class Elector(Leading):
             InvalidArgumentError, AccessDeniedError: the service refuses the Elector's
                 requests for good (a TTL out of its bounds, credentials
                 refused, ...).
+            SessionForkedError: its session was opened by the process
+                this one was forked from.
             RuntimeError: already running, or the client (or the session
                 given to it) is closed.
         """
@@ -527,7 +529,7 @@ class Elector(Leading):
                                   "holder: %s", self.name, self.holder, err)
                 if not self._sleep(self._jittered(self.renew_interval)):
                     return None
-            elif isinstance(err, (InvalidArgumentError, AccessDeniedError)):
+            elif isinstance(err, (InvalidArgumentError, AccessDeniedError, SessionForkedError)):
                 raise err
             else:
                 wait = False

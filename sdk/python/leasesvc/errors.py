@@ -28,6 +28,8 @@ CredentialsError         the token callable failed    ErrCredentials
 SessionsUnsupportedError 404/405/501 at the session   ErrSessionsUnsupported
                          upgrade
 SessionHeldError         session_held (409)           lease.ErrSessionHeld
+SessionForkedError       a Session used in a forked   (none: Go cannot fork)
+                         child process
 =======================  ===========================  =======================
 
 Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
@@ -262,6 +264,19 @@ class SessionHeldError(LeaseError):
     its session renews or ends it (an operator's revoke still ends it)."""
 
     default_code = "session_held"
+
+
+class SessionForkedError(LeaseError):
+    """A :class:`~leasesvc.Session`, or a Keeper's holding through it, was
+    used in a process forked from the one that opened it (docs/contract.md
+    §14, clones). The child's copy of the session shares the parent's socket
+    and the parent's deadline: were it to heartbeat, resume or lead, two
+    agents would hold live deadlines for the same leases, outside the rules
+    that keep one holder. So nothing of it works in the child, and nothing
+    is sent from there; the parent is unaffected. A child that needs leases
+    makes a :class:`~leasesvc.Client` and a session of its own."""
+
+    default_code = "failed_precondition"
 
 
 _BY_CODE = {

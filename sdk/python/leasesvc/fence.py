@@ -11,8 +11,10 @@ not time, fences. The holder sends it with every write (the
 
 * :class:`Verifier` checks a proof against the service's public keys: a
   :class:`RemoteKeys` fetching ``/.well-known/jwks.json`` when a ``kid`` it
-  does not know comes (at most once per 10 s), or :class:`StaticKeys` from
-  a saved JWKS (:func:`parse_jwks`) for a sink without network;
+  does not know comes (at most once per 10 s) and forgetting a key the
+  JWKS has not listed for 10 min (the service lists a key for its retention
+  after its instance ended), or :class:`StaticKeys` from a saved JWKS
+  (:func:`parse_jwks`) for a sink without network;
 * :class:`Guard` keeps the highest token it admitted per lease and refuses
   a lower one, so a deposed holder's late writes stop at the sink;
 * :meth:`Guard.check_headers` reads the header from any server's headers
@@ -60,7 +62,8 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Unio
 from . import _ed25519
 
 __all__ = [
-    "HEADER", "TYPE", "DEFAULT_REFETCH", "Claims", "FenceError", "MissingProofError", "MalformedProofError",
+    "HEADER", "TYPE", "DEFAULT_REFETCH", "DEFAULT_MAX_AGE", "Claims", "FenceError", "MissingProofError",
+    "MalformedProofError",
     "SignatureError", "UnknownKeyError", "IssuerError", "OtherLeaseError", "StaleTokenError",
     "KeysUnavailableError", "Keys", "StaticKeys", "RemoteKeys", "parse_jwks", "key_id", "Verifier", "Guard",
     "verify", "proof_from_headers",
@@ -72,6 +75,9 @@ HEADER = "Leasesvc-Fence"
 TYPE = "leasesvc-fence+jwt"
 #: The least time between two JWKS fetches of a :class:`RemoteKeys`, seconds.
 DEFAULT_REFETCH = 10.0
+#: How long a :class:`RemoteKeys` answers a key from memory after the last
+#: fetch that listed it, seconds (Go's ``fence.DefaultMaxAge``).
+DEFAULT_MAX_AGE = 600.0
 #: The longest proof read, bytes.
 MAX_PROOF = 4096
 #: The largest JWKS document read, bytes.
@@ -115,7 +121,9 @@ class MissingProofError(FenceError):
 
 class MalformedProofError(FenceError):
     """Not a compact JWS of a proof's form: a bare number, a truncated or
-    re-encoded token, another ``alg`` (``none`` included)."""
+    re-encoded token (a part that is not the one canonical base64url
+    encoding of its bytes, such as a last character whose unused low bits
+    are set), another ``alg`` (``none`` included)."""
 
     reason = "malformed"
 
@@ -129,7 +137,8 @@ class SignatureError(FenceError):
 
 class UnknownKeyError(FenceError):
     """No key of the service has the proof's ``kid`` (after a refetch, when
-    the keys can be refetched)."""
+    the keys can be refetched): a key it never listed, or no longer lists
+    (its retention ended)."""
 
     reason = "unknown_key"
 
@@ -168,10 +177,16 @@ _B64 = re.compile(r"^[A-Za-z0-9_-]*$")
 
 def _b64decode(s: str) -> bytes:
     """Decode unpadded base64url (RFC 7515 §2), refusing other alphabets,
-    padding and impossible lengths."""
+    padding, impossible lengths and every encoding but the canonical one:
+    a last character whose unused low bits are not zero decodes to the same
+    bytes as the canonical one (RFC 4648 §3.5), so it is refused, as a
+    re-encoded token."""
     if not _B64.match(s) or len(s) % 4 == 1:
         raise ValueError("not unpadded base64url")
-    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    b = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if _b64encode(b) != s:
+        raise ValueError("not the canonical base64url encoding (unused bits of the last character are set)")
+    return b
 
 
 def _b64encode(b: bytes) -> str:
@@ -258,39 +273,75 @@ class RemoteKeys(Keys):
     """The service's JWKS, fetched from ``url`` (its
     ``/.well-known/jwks.json``) when a kid it does not know comes, at most
     once per ``refetch`` seconds: a flood of proofs under invented kids
-    costs the service one fetch per ``refetch``. Keys once fetched are kept
-    for the life of the object. The fetch names the kid (``?kid=``), so an
-    instance that does not list the key yet reads the backend first.
+    costs the service one fetch per ``refetch``. The fetch names the kid
+    (``?kid=``), so an instance that does not list the key yet reads the
+    backend first.
 
-    ``clock`` (monotonic seconds) is the rate limit's; ``timeout`` bounds a
-    fetch, seconds; ``headers`` are added to the request."""
+    A key is answered from memory for ``max_age`` seconds after the last
+    fetch that listed it; a proof under an older one fetches again (within
+    the same rate limit), and a key the JWKS has not listed for
+    ``max_age`` is forgotten: the service stops listing a key when its
+    retention ends (``LEASESVC_PROOF_KEY_RETENTION``, docs/fencing.md), so
+    a long-running sink answers ``unknown_key`` for it at most ``max_age``
+    (and one ``refetch``) later, as a sink that never fetched it does.
+    While the JWKS cannot be fetched, the keys already known are still
+    answered: only a fetch that answers forgets. (As Go's
+    ``fence.RemoteKeys`` with its ``MaxAge``.)
+
+    ``clock`` (monotonic seconds) is the rate limit's and ``max_age``'s;
+    ``timeout`` bounds a fetch, seconds; ``headers`` are added to the
+    request."""
 
     def __init__(self, url: str, *, refetch: float = DEFAULT_REFETCH, timeout: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic, headers: Optional[Mapping[str, str]] = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, headers: Optional[Mapping[str, str]] = None,
+                 max_age: float = DEFAULT_MAX_AGE) -> None:
         self.url = url
         self.refetch = refetch if refetch > 0 else DEFAULT_REFETCH
+        self.max_age = max_age if max_age > 0 else DEFAULT_MAX_AGE
         self.timeout = timeout
         self.clock = clock
         self.headers = dict(headers or {})
-        self._keys: Dict[str, bytes] = {}
+        self._keys: Dict[str, Tuple[bytes, float]] = {}  # kid → (key, when a fetch last listed it)
         self._fetched: Optional[float] = None  # last fetch attempt
+        self._failed = False  # the last fetch attempt failed
         self._lock = threading.Lock()
 
     def key(self, kid: str) -> bytes:
         with self._lock:
-            k = self._keys.get(kid)
-            if k is not None:
-                return k
             now = self.clock()
+            known = self._keys.get(kid)
+            if known is not None and now - known[1] < self.max_age:
+                return known[0]
             if self._fetched is not None and now - self._fetched < self.refetch:
+                if known is not None and (self._failed or known[1] == self._fetched):
+                    # the JWKS is unreadable (answer what is known), or the
+                    # last fetch listed the key (max_age < refetch)
+                    return known[0]
+                if known is not None:
+                    del self._keys[kid]
+                    raise UnknownKeyError(f"{kid!r} was last listed in the service's JWKS {now - known[1]:.3f} s ago "
+                                          f"({self.url})")
                 raise UnknownKeyError(f"{kid!r} is not in the JWKS fetched {now - self._fetched:.3f} s ago "
                                       f"(refetched at most every {self.refetch:g} s)")
             self._fetched = now
-            self._keys.update(self._fetch(kid).keys)
-            k = self._keys.get(kid)
-            if k is None:
-                raise UnknownKeyError(f"{kid!r} is not in the service's JWKS ({self.url})")
-            return k
+            try:
+                got = self._fetch(kid).keys
+            except KeysUnavailableError:
+                self._failed = True
+                if known is not None:
+                    return known[0]  # no verdict on a key listed before
+                raise
+            self._failed = False
+            for k, pub in got.items():
+                self._keys[k] = (pub, now)
+            for k in [k for k, (_, listed) in self._keys.items() if now - listed >= self.max_age]:
+                del self._keys[k]  # not listed now, nor for max_age: its retention ended
+            found = self._keys.get(kid)
+            if found is not None:
+                return found[0]
+            if known is not None:
+                raise UnknownKeyError(f"{kid!r} is no longer in the service's JWKS ({self.url}): its retention ended")
+            raise UnknownKeyError(f"{kid!r} is not in the service's JWKS ({self.url})")
 
     def _fetch(self, kid: str) -> StaticKeys:
         parts = urllib.parse.urlsplit(self.url)

@@ -1,8 +1,11 @@
 """``Holding``: one lease a :class:`~leasesvc.Keeper` holds, by plain
 renewals or through a :class:`~leasesvc.Session`, and the keeper's
 :class:`Clock`. The holding owns its deadline (see :mod:`leasesvc.keeper`:
-the plain formula is :meth:`Holding._plain_deadline`, the session's is
-the session's own).
+the plain formula is :meth:`Holding._plain_deadline`; through a session it
+is the session's for this holding, :meth:`~leasesvc.Session.deadline_for`:
+the session's deadline once an ack came after the holding's answer, and
+until then at most its acquire's send time + the session lease TTL ×
+(1 − drift margin)).
 
 Listeners (:meth:`Holding.on_change`) hear ``moved`` (the deadline moved
 or lease fields changed, such as ``yield_requested``), ``failed`` (a
@@ -21,6 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
+from . import _session_fork
 from .backoff import Backoff
 from .errors import AccessDeniedError, InvalidArgumentError, LeaseError, LeaseLostError, RateLimitedError
 from .lease import Lease
@@ -97,7 +101,7 @@ class Holding:
             self._stopped = False  # renewals refused for good
             threading.Thread(target=self._renewals, name=f"leasesvc-keeper-{self.name}", daemon=True).start()
         else:
-            self._deadline = session.deadline()
+            self._deadline = session.deadline_for(self.name, self.token)
             self._watch = session._watch(self.name, self.token, self._on_session)
             if not session._holds(self.name, self.token):  # lost before the watch began
                 self._lose(LeaseLostError("the session no longer holds the lease"))
@@ -121,10 +125,22 @@ class Holding:
         with self._cond:
             return self._lease
 
+    def _refuse_forked(self, op: str) -> None:
+        """Raise SessionForkedError in a process forked from the one whose
+        session keeps the holding: its deadline is the parent's."""
+        if self._sess is not None and self._sess._forked:
+            raise _session_fork.refusal(self._sess, op, self.name)
+
     @property
     def deadline(self) -> Optional[float]:
         """The monotonic instant after which the agent must not act as
-        holder; None while a session has no acknowledged heartbeat."""
+        holder; None while a session has no acknowledged heartbeat.
+
+        Raises:
+            SessionForkedError: kept through a session, in a process forked
+                from the one that opened it.
+        """
+        self._refuse_forked("deadline")
         with self._cond:
             return self._deadline
 
@@ -153,7 +169,8 @@ class Holding:
     def wait_deadline(self, after: float, timeout: float) -> Optional[float]:
         """Wait up to ``timeout`` seconds (on the keeper's clock) for a
         deadline later than ``after``; the deadline then, None once the
-        holding is over."""
+        holding is over. (SessionForkedError: as :attr:`deadline`.)"""
+        self._refuse_forked("deadline")
         end = self._clock.now() + timeout
         with self._cond:
             while not self._over and (self._deadline is None or self._deadline <= after):
@@ -215,7 +232,7 @@ class Holding:
                     self._deadline = d
                 self._failures, self._last_err = 0, None
             elif self._sess is not None:
-                self._deadline = self._sess.deadline()
+                self._deadline = self._sess.deadline_for(self.name, self.token)
             deadline = self._deadline
             self._cond.notify_all()
         self._tell("moved", {"deadline": deadline, "lease": lease, "sent": sent, "call": call, "checkpoint": wrote})

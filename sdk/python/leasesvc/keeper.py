@@ -10,9 +10,15 @@ agent must not act as holder:
 * plain renewals (REST): the local monotonic send time of the last
   acquire or renew that succeeded + TTL × (1 − drift margin)
   (:meth:`Holding._plain_deadline`, the one place of that formula);
-* through a session: the session's own deadline (the send time of the
-  last acknowledged heartbeat + window × (1 − drift margin), written in
-  :mod:`leasesvc.session`).
+* through a session: the session's deadline (the send time of the last
+  acknowledged heartbeat + window × (1 − drift margin), written in
+  :mod:`leasesvc.session`) once an ack arrived after the holding's answer;
+  until then at most the acquire's send time + the session lease TTL ×
+  (1 − drift margin) (docs/contract.md §14, A4:
+  :meth:`~leasesvc.Session.deadline_for`). An acquire whose holding the
+  session reported ``lost`` or ``revoked`` before its answer raises
+  :class:`~leasesvc.LeaseLostError` (A5); a holding used in a process
+  forked from the session's raises :class:`~leasesvc.SessionForkedError`.
 
 The holdings, their changes and the keeper's clock are in
 :mod:`leasesvc.holding`.
@@ -151,6 +157,9 @@ class Keeper:
         Raises:
             LeaseHeldError, LeaseReservedError, SessionHeldError, ...: the
                 SDK's typed errors, as the acquire answered.
+            LeaseLostError: through a session, the holding was reported
+                lost before the acquire's answer (A5).
+            SessionForkedError: the session is a forked process's copy.
         """
         with self._mu:
             if self._closed:

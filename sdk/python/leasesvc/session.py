@@ -35,18 +35,35 @@ again through the resumed session, unless the resume reported the holding
 lost. A resume that fails after it was sent leaves its outcome unknown:
 the older socket is abandoned and the session resumes again (a
 ``session_conflict`` resumes again above the epoch it names).
+
+Operations in flight (§14, A4 and A5). An ack counts for a lease only if
+it arrived on the current socket after that lease's answer (its acquire's
+``result``, or the ``resumed`` that listed it): until one has, the lease is
+led at most until min(the session's deadline as it stands, the acquire's
+send time + leaseTtlMs × (1 − drift margin)) (:meth:`Session.deadline_for`,
+the deadline a :class:`~leasesvc.Holding` follows). A ``lost`` or
+``revoked`` push for a (name, token) that arrives on the current socket
+while an acquire of that name is in flight there is remembered with the
+acquire; a ``result`` with that (name, token) is not led: the acquire
+raises :class:`~leasesvc.LeaseLostError`. An epoch or fencing token above
+2^53 − 1 from the service is a protocol error (``InternalError``).
+
+Forks: a Session used in a process forked from the one that opened it
+raises :class:`~leasesvc.SessionForkedError` and sends nothing
+(:mod:`leasesvc._session_fork`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
-from . import _websocket
+from . import _session_fork, _websocket
 from ._session_sockets import SILENT_MIN, SILENT_WINDOWS, Sockets  # noqa: F401 (re-exported)
 from ._session_wire import (UNSUPPORTED_STATUSES, SUBPROTOCOL, Call, Conn, Resend,  # noqa: F401 (re-exported)
                             SessionLimitError, ms, problem)
@@ -120,7 +137,10 @@ class Session(Sockets):
         self._gen = 0  # opens and resumes sent: the stamp of the latest (Conn.gen)
         self._hb: Dict[int, float] = {}  # heartbeat id → its send time
         self._deadline: Optional[float] = None
-        self._acks = 0
+        self._acks = 0  # acks counted (on the current socket)
+        # (name, token) → its acquire's send time + TTL × (1 − margin), for each holding answered
+        # on the current socket since the last ack counted there (A4): no ack vouches for it yet
+        self._unacked: Dict[Tuple[str, int], float] = {}
         self._held: Dict[str, Tuple[str, int]] = {}  # name → (holder, token)
         self._watchers: Dict[int, Tuple[str, int, Watcher]] = {}
         self._seq_w = 0
@@ -132,6 +152,9 @@ class Session(Sockets):
         #: drop or a move), and how many times it had to start anew.
         self.resumes = 0
         self.restarts = 0
+        self._pid = os.getpid()
+        self._forked = False  # this process is a fork of the one that opened the session
+        _session_fork.track(self)
 
     def __enter__(self) -> "Session":
         return self
@@ -145,9 +168,39 @@ class Session(Sockets):
         """When leading on this session's leases must stop, on its monotonic
         clock (:func:`time.monotonic` by default): the send time of the last
         acknowledged heartbeat + window × (1 − drift margin). ``None``
-        before the first acknowledgement."""
+        before the first acknowledgement. A lease no ack has counted for
+        since its answer is led by :meth:`deadline_for` instead.
+
+        Raises:
+            SessionForkedError: in a process forked from the one that
+                opened the session.
+        """
+        if self._forked:
+            raise _session_fork.refusal(self, "deadline")
         with self._mu:
             return self._deadline
+
+    def deadline_for(self, name: str, fencing_token: int) -> Optional[float]:
+        """When leading on the session's holding of ``name`` with
+        ``fencing_token`` must stop (docs/contract.md §14, A4): the
+        session's :meth:`deadline` once an ack arrived on the current socket
+        after the holding's answer (its acquire's ``result``, or the
+        ``resumed`` that listed it); before that, at most its acquire's send
+        time + the session lease TTL × (1 − drift margin), since the acks
+        that came earlier were decided without the lease. ``None`` before
+        the session's first acknowledgement.
+
+        Raises:
+            SessionForkedError: in a forked process (see :meth:`deadline`).
+        """
+        if self._forked:
+            raise _session_fork.refusal(self, "deadline", name)
+        with self._mu:
+            d = self._deadline
+            cap = self._unacked.get((name, fencing_token))
+            if cap is None or d is None:
+                return d
+            return min(d, cap)
 
     @property
     def closed(self) -> bool:
@@ -163,7 +216,13 @@ class Session(Sockets):
 
     def held(self) -> Dict[str, Tuple[str, int]]:
         """The leases the session holds as far as it knows: name →
-        (holder, fencing token)."""
+        (holder, fencing token).
+
+        Raises:
+            SessionForkedError: in a forked process (see :meth:`deadline`).
+        """
+        if self._forked:
+            raise _session_fork.refusal(self, "held")
         with self._mu:
             return dict(self._held)
     # --- operations -----------------------------------------------------
@@ -259,7 +318,13 @@ class Session(Sockets):
         lease JSON; keep the session's list of held leases up to date. An
         acquire answered on a retired socket is acquired again through the
         current one (:meth:`_vouch`); a release or transfer cut off by its
-        session's end goes again through the resumed one (:meth:`_end`)."""
+        session's end goes again through the resumed one (:meth:`_end`).
+
+        Raises:
+            SessionForkedError: in a forked process, before anything is sent.
+        """
+        if self._forked:
+            raise _session_fork.refusal(self, op, str(body.get("name", "")))
         t = (timeout or self._c.request_timeout) + extra
         end = time.monotonic() + t
         if op in ("release", "transfer"):
@@ -324,6 +389,9 @@ class Session(Sockets):
                     raise UnavailableError("no answer through the session's current socket in time")._named(
                         "acquire", name)
                 lease, vouched = self._exchange("acquire", again, left, left, cancel)
+            except LeaseLostError:  # reported lost before its answer (A5): nothing to release
+                self._forget(name, token)
+                raise
             except LeaseError:
                 self._release_unvouched(name, holder, token)
                 raise
@@ -369,7 +437,7 @@ class Session(Sockets):
         if not call.done.wait(t):
             self._abandon(call, UnavailableError(f"no answer within {t:g} s"))
         with self._mu:
-            err, msg, dropped = call.err, call.answer, call.dropped
+            err, msg, dropped, lost = call.err, call.answer, call.dropped, call.lost
         if err is not None:
             if resend and dropped:
                 raise Resend(conn.gen, err._named(op, name))
@@ -385,6 +453,10 @@ class Session(Sockets):
         lease = msg.get("lease")
         if msg.get("type") != "result" or not isinstance(lease, dict):
             raise InternalError(f"session: answer {msg.get('type')!r} without a lease")._named(op, name)
+        if lost:
+            err = LeaseLostError(f"the session reported the holding (fencing token {lease.get('fencingToken')}) "
+                                 "lost before its acquire's answer: not led (docs/contract.md §14, A5)")
+            raise err._named(op, name)
         self._track(op, holder, body, lease)
         with self._mu:
             return lease, call.vouched
@@ -440,8 +512,14 @@ class Session(Sockets):
 
     def _send(self, conn: Conn, msg: Dict[str, Any], call: Optional[Call] = None, heartbeat: bool = False) -> int:
         """Give ``msg`` the next id and send it (ids go out in increasing
-        order); register ``call`` for its answer. A heartbeat is not sent
-        (0) on a socket a resume on a newer one was sent after."""
+        order); register ``call`` for its answer, stamped with its send
+        time. A heartbeat is not sent (0) on a socket a resume on a newer one
+        was sent after, nor anything from a forked process (0, or
+        :class:`~leasesvc.SessionForkedError` for a request)."""
+        if self._forked:
+            if heartbeat:
+                return 0
+            raise _session_fork.refusal(self, str(msg.get("type", "")), str(msg.get("name", "")))
         with self._send_mu:
             with self._mu:
                 if heartbeat and conn.superseded is not None:
@@ -451,6 +529,7 @@ class Session(Sockets):
                 msg["id"] = i
                 if call is not None:
                     conn.pending[i] = call
+                    call.sent = self._clock()
                 if heartbeat:
                     self._hb[i] = self._clock()
             conn.ws.send(json.dumps(msg, separators=(",", ":")))
@@ -480,7 +559,9 @@ class Session(Sockets):
         """A ``lost``, ``revoked`` or ``yield`` push (that arrived on
         ``conn``): to the watchers of that lease. One that arrived on a
         retired socket is ignored (A2: the resume that retired it says what
-        is still held)."""
+        is still held). A ``lost`` or ``revoked`` is also remembered by the
+        acquires of that name in flight on ``conn``, so that a ``result``
+        with its token that follows is not led (A5)."""
         name = str(msg.get("name", ""))
         token = msg.get("fencingToken")
         token = int(token) if isinstance(token, int) else 0
@@ -492,6 +573,9 @@ class Session(Sockets):
                 h = self._held.get(name)
                 if h is not None and (token == 0 or h[1] == token):
                     del self._held[name]
+                for call in conn.pending.values() if conn is not None else ():
+                    if call.op == "acquire" and call.name == name:
+                        call.losses.add(token)
             targets = [w for n, t, w in self._watchers.values() if n == name and (token == 0 or t == token)]
         if kind == "lost":
             self._log.warning("leasesvc session: lease %s (fencing token %d) lost: %s", name, token, msg.get("reason", ""))
@@ -523,7 +607,12 @@ class Session(Sockets):
         answer, close the socket and stop the threads. With a resume still
         unanswered no socket is current: the sockets close without ``close``
         and the service ends the session a window later. Closing twice is
-        harmless."""
+        harmless. In a forked process it only marks this process's copy
+        closed: nothing is sent, and the parent's socket is left alone."""
+        if self._forked:
+            self._closing = True
+            self._done.set()
+            return
         with self._mu:
             if self._closing:
                 return
