@@ -13,6 +13,7 @@ import {
 } from "./errors.js";
 import { type LeaseEvent } from "./event.js";
 import { type Lease, type Page, parseLease, parseTime } from "./lease.js";
+import { checkSendable, protocolText, unsafeOrdering } from "./safeint.js";
 import { Session, type SessionOptions } from "./session.js";
 import { readAnswer, readEvents } from "./sse.js";
 
@@ -445,6 +446,7 @@ export class Client {
     const signal = opts.signal;
     const attempts = opts.maxAttempts ?? this.maxAttempts;
     const timeout = (opts.timeoutMs ?? this.requestTimeoutMs) + (plan.extraMs ?? 0);
+    if (body !== null && typeof body === "object") checkSendable(`leasesvc ${op} "${name}"`, body as Record<string, unknown>);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     let last: LeaseError | undefined;
     for (let n = 0; ; n++) {
@@ -490,11 +492,15 @@ export class Client {
         throw transportError(op, name, ac.signal.aborted ? ac.signal.reason : err);
       }
       if (res.status === 200) {
+        let v: unknown;
         try {
-          return JSON.parse(text) as unknown;
+          v = JSON.parse(text) as unknown;
         } catch (err) {
           throw new InternalError(`leasesvc ${op} "${name}": decode answer: ${String(err)}`, { status: 200, cause: err });
         }
+        const bad = unsafeOrdering(v);
+        if (bad !== "") throw new InternalError(`leasesvc ${op} "${name}": ${protocolText(bad)}`, { status: 200 });
+        return v;
       }
       throw problemError(op, name, res, text);
     } finally {

@@ -1,4 +1,5 @@
 import { type Lease, parseLease } from "./lease.js";
+import { protocolText, unsafeOrdering } from "./safeint.js";
 
 /**
  * The kind of a watch event: a change of holding (docs/contract.md §5), or
@@ -32,6 +33,8 @@ const changeTypes = new Set<string>(["acquired", "released", "expired", "revoked
 /** parseEvent turns one Server-Sent Event of a watch stream into a LeaseEvent; it throws on one it cannot read. */
 export function parseEvent(type: string, data: string, id: string): LeaseEvent {
   const raw: unknown = JSON.parse(data);
+  const bad = unsafeOrdering(raw);
+  if (bad !== "") throw new Error(`leasesvc watch: ${type} event: ${protocolText(bad)}`);
   if (type === "lease") {
     if (raw === null) return { type: "lease", lease: null, id };
     const lease = parseLease(raw);

@@ -8,7 +8,8 @@
  * "leasesvc issued fencing token N of lease L to this holder". verify
  * checks one against the service's public keys (RemoteKeys: the JWKS at
  * /.well-known/jwks.json, fetched again on an unknown kid at most every
- * 10 s; StaticKeys: a saved JWKS for a sink without network). A Guard keeps
+ * 10 s, and a known key forgotten once the JWKS no longer lists it;
+ * StaticKeys: a saved JWKS for a sink without network). A Guard keeps
  * the highest token it has verified per lease and refuses a lower one;
  * Guard.handler does so for a fetch-style handler reading the
  * Leasesvc-Fence request header. Every refusal is a FenceError with a
@@ -29,6 +30,9 @@ export const proofType = "leasesvc-fence+jwt";
 
 /** RemoteKeys' default least time between two fetches of the JWKS, in milliseconds. */
 export const defaultRefetchMs = 10_000;
+
+/** RemoteKeys' default time a key is trusted from the fetch that last listed it before the JWKS is asked about it again, in milliseconds. */
+export const defaultMaxAgeMs = 600_000;
 
 /** The longest proof read, in bytes (as the Go package). */
 export const maxProofBytes = 4096;
@@ -55,9 +59,9 @@ export interface Claims {
 /**
  * Why a proof was refused. Stable: compare with these, not with messages.
  * - "missing": the request carries no proof (401).
- * - "malformed": not a proof of this form: a bare number, a truncated or re-encoded token, another alg (403).
+ * - "malformed": not a proof of this form: a bare number, a truncated or re-encoded token (base64url other than its one canonical encoding), another alg (403).
  * - "bad_signature": the signature does not verify with the key its kid names: forged or altered (403).
- * - "unknown_key": no key of the service has the proof's kid, after a refetch if the keys can be refetched (403).
+ * - "unknown_key": no key of the service has the proof's kid, or the service no longer lists it (its retention ended), after a refetch if the keys can be refetched (403).
  * - "wrong_issuer": issued by another service than the one expected (403).
  * - "other_lease": the proof is for another lease than the one written (403).
  * - "stale": a higher fencing token of the lease was seen: the proof's holder was deposed (409).
@@ -131,10 +135,15 @@ export interface Keys {
 
 const b64urlRE = /^[A-Za-z0-9_-]*$/;
 
-/** decodeB64url decodes unpadded base64url, refusing any other character; null when it is not. */
+/**
+ * decodeB64url decodes unpadded base64url in its one canonical encoding,
+ * refusing any other character and a last character whose unused low bits
+ * are not zero (a re-encoded token, RFC 4648 §3.5); null when it is not.
+ */
 function decodeB64url(s: string): Uint8Array | null {
   if (!b64urlRE.test(s) || s.length % 4 === 1) return null;
-  return new Uint8Array(Buffer.from(s, "base64url"));
+  const b = new Uint8Array(Buffer.from(s, "base64url"));
+  return encodeB64url(b) === s ? b : null;
 }
 
 function encodeB64url(b: Uint8Array): string {
@@ -218,7 +227,16 @@ export interface RemoteKeysOptions {
   fetch?: typeof fetch;
   /** The least time between two fetches, in milliseconds. Default defaultRefetchMs (10 s). */
   refetchMs?: number;
-  /** The clock of the rate limit, in milliseconds. Default Date.now. */
+  /**
+   * How long a fetched key is used, from the fetch that last listed it,
+   * before the JWKS is asked again (?kid=) whether it still lists it, in
+   * milliseconds: the service lists a key for its retention
+   * (LEASESVC_PROOF_KEY_RETENTION) after its instance ended, and then no
+   * more, so such a key is then forgotten and its proofs are
+   * "unknown_key". Default defaultMaxAgeMs (10 min, as the Go package's DefaultMaxAge).
+   */
+  maxAgeMs?: number;
+  /** The clock of the rate limit and of maxAgeMs, in milliseconds. Default Date.now. */
   now?: () => number;
 }
 
@@ -227,15 +245,26 @@ export interface RemoteKeysOptions {
  * kid it does not know comes, at most once per refetchMs: a flood of proofs
  * under invented kids costs the service one fetch per refetchMs. Each fetch
  * names the kid (?kid=), so an instance that does not list it yet reads
- * its backend. Keys once fetched are kept for the life of the RemoteKeys.
+ * its backend.
+ *
+ * A key is not kept for ever (docs/fencing.md: keys do not outlive their
+ * retention): maxAgeMs after the fetch that last listed it, its next use
+ * asks the JWKS again (?kid= that key, within the same refetchMs limit);
+ * an answer that does not list it forgets it (and every other key no
+ * answer listed for maxAgeMs), and its proofs are then "unknown_key".
+ * While the JWKS cannot be read a key listed before is still used: only
+ * the service's answer retires a key.
  */
 export class RemoteKeys implements Keys {
   readonly url: string;
   readonly #fetch: typeof fetch;
   readonly #refetchMs: number;
+  readonly #maxAgeMs: number;
   readonly #now: () => number;
-  readonly #keys = new Map<string, Uint8Array>();
+  /** The keys known: kid → the key and the time of the last fetch that listed it. */
+  readonly #keys = new Map<string, { key: Uint8Array; listedAt: number }>();
   #fetched: number | undefined; // the last fetch attempt
+  #failed = false; // the last fetch attempt failed
   #lock: Promise<unknown> = Promise.resolve();
   /** How many times the JWKS was fetched. */
   fetches = 0;
@@ -244,11 +273,18 @@ export class RemoteKeys implements Keys {
     this.url = url;
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#refetchMs = options.refetchMs !== undefined && options.refetchMs > 0 ? options.refetchMs : defaultRefetchMs;
+    this.#maxAgeMs = options.maxAgeMs !== undefined && options.maxAgeMs > 0 ? options.maxAgeMs : defaultMaxAgeMs;
     this.#now = options.now ?? Date.now;
   }
 
+  /** The key under kid if it was listed less than maxAgeMs ago. */
+  #fresh(kid: string, now: number): Uint8Array | undefined {
+    const k = this.#keys.get(kid);
+    return k !== undefined && now - k.listedAt < this.#maxAgeMs ? k.key : undefined;
+  }
+
   key(kid: string, signal?: AbortSignal): Promise<Uint8Array> {
-    const known = this.#keys.get(kid);
+    const known = this.#fresh(kid, this.#now());
     if (known !== undefined) return Promise.resolve(known);
     // One lookup at a time: proofs under a new kid that come together cost one fetch.
     const run = this.#lock.then(() => this.#lookup(kid, signal));
@@ -257,18 +293,40 @@ export class RemoteKeys implements Keys {
   }
 
   async #lookup(kid: string, signal?: AbortSignal): Promise<Uint8Array> {
-    const known = this.#keys.get(kid);
-    if (known !== undefined) return known;
     const now = this.#now();
+    const fresh = this.#fresh(kid, now);
+    if (fresh !== undefined) return fresh;
+    const known = this.#keys.get(kid)?.key; // listed, but maxAgeMs ago or more
     if (this.#fetched !== undefined && now - this.#fetched < this.#refetchMs) {
+      const listedAt = this.#keys.get(kid)?.listedAt;
+      // The JWKS is unreadable (what is known is served), or the last fetch listed it (maxAgeMs < refetchMs).
+      if (known !== undefined && (this.#failed || listedAt === this.#fetched)) return known;
+      if (known !== undefined) {
+        this.#keys.delete(kid);
+        throw new FenceError("unknown_key", `${JSON.stringify(kid)} was last listed in the service's JWKS ${now - listedAt!} ms ago (${this.url})`);
+      }
       throw new FenceError("unknown_key", `${JSON.stringify(kid)} is not in the JWKS fetched ${now - this.#fetched} ms ago (refetched at most every ${this.#refetchMs} ms)`);
     }
     this.#fetched = now;
-    const got = await this.#fetchJWKS(kid, signal);
-    for (const id of got.kids) this.#keys.set(id, await got.key(id));
-    const k = this.#keys.get(kid);
-    if (k === undefined) throw new FenceError("unknown_key", `${JSON.stringify(kid)} is not in the service's JWKS (${this.url})`);
-    return k;
+    let got: StaticKeys;
+    try {
+      got = await this.#fetchJWKS(kid, signal);
+      this.#failed = false;
+    } catch (e) {
+      this.#failed = true;
+      if (known !== undefined) return known; // unreadable keys retire none
+      throw e;
+    }
+    const listed = new Set(got.kids);
+    // A key no fetch listed for maxAgeMs and this one does not list either is gone too (memory stays bounded).
+    for (const [id, k] of this.#keys) if (!listed.has(id) && now - k.listedAt >= this.#maxAgeMs) this.#keys.delete(id);
+    for (const id of got.kids) this.#keys.set(id, { key: await got.key(id), listedAt: now });
+    if (!listed.has(kid)) {
+      // Asked about kid by name, the service does not list it (any more: its retention ended).
+      this.#keys.delete(kid);
+      throw new FenceError("unknown_key", `${JSON.stringify(kid)} is not in the service's JWKS (${this.url})${known !== undefined ? ": no longer listed (its retention ended)" : ""}`);
+    }
+    return this.#keys.get(kid)!.key;
   }
 
   async #fetchJWKS(kid: string, signal?: AbortSignal): Promise<StaticKeys> {

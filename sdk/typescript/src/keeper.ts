@@ -27,7 +27,9 @@ export interface KeeperOptions {
    * service offers no sessions, its session limit is reached, or this
    * runtime has no WebSocket (then with a warning: the logger's, or
    * console.warn once per process). "plain": plain renewals, always. A
-   * Session: through it; it stays open when the keeper closes.
+   * Session: through it; it stays open when the keeper closes. A keeper
+   * with a clock of its own (not the default) opens a session of its own
+   * on that clock rather than sharing the Client's.
    */
   mode?: KeeperMode | Session;
   /** The window of a session the keeper opens itself (instead of sharing the Client's), ms. */
@@ -44,7 +46,13 @@ export interface KeeperOptions {
   retryBackoff?: Partial<Backoff>;
   /** Bounds a release or transfer, ms. Default 5,000. */
   releaseTimeoutMs?: number;
-  /** The monotonic clock and timers. Default: performance.now() and the global timers. */
+  /**
+   * The monotonic clock and timers. Default: a given Session's clock, else
+   * performance.now() and the global timers. A session the keeper opens
+   * measures its deadlines on it too (SessionOptions.clock): a holding's
+   * deadline and the clock it is compared with are one clock. A given
+   * Session on another clock is refused (RangeError).
+   */
   clock?: Clock;
   /** Receives a line for the mode chosen, every loss and every failed call. Default: none. */
   logger?: KeeperLogger;
@@ -120,7 +128,11 @@ export class Keeper {
   constructor(client: Client, opts: KeeperOptions = {}) {
     this.#client = client;
     this.#opts = opts;
-    this.#clock = opts.clock ?? systemClock;
+    const given = typeof opts.mode === "object" ? opts.mode : undefined;
+    if (given !== undefined && opts.clock !== undefined && opts.clock !== given.clock) {
+      throw new RangeError("leasesvc Keeper: clock must be the given session's (SessionOptions.clock): a holding's deadline is measured on it");
+    }
+    this.#clock = opts.clock ?? given?.clock ?? systemClock;
     this.#log = opts.logger ?? noLogger;
     this.#prefix = opts.logPrefix ?? "leasesvc keeper";
     const ttlMs = opts.ttlMs ?? 30_000;
@@ -253,8 +265,9 @@ export class Keeper {
     for (let failures = 0; ; failures++) {
       if (signal?.aborted) return undefined;
       try {
-        if (o.windowMs !== undefined) {
-          const s = await this.#client.openSession({ windowMs: o.windowMs, driftMargin: this.#plain.driftMargin });
+        if (o.windowMs !== undefined || this.#clock !== systemClock) {
+          // Its own session: another window, or its own clock (the shared session's is the system's).
+          const s = await this.#client.openSession({ ...(o.windowMs !== undefined ? { windowMs: o.windowMs } : {}), driftMargin: this.#plain.driftMargin, clock: this.#clock });
           return through(s, false, true, () => void s.close().catch(() => undefined));
         }
         const u = await useSharedSession(this.#client, () => this.#client.openSession());

@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { sleep } from "./backoff.js";
+import type { Clock } from "./clock.js";
 import { LeaseLostError, RateLimitedError, UnavailableError } from "./errors.js";
 import { type Lease, parseLease } from "./lease.js";
 import {
@@ -30,13 +31,18 @@ export { silentMinMs, silentWindows } from "./sessioncore.js";
  * within the window once the heartbeats stop, so a crashed agent's leases
  * free in about a second instead of a TTL.
  *
- * The session's deadline is (performance.now() when the last heartbeat
- * that was acknowledged was sent) + windowMs × (1 − driftMargin), counting
- * only acks that arrive on a socket no resume went out after: the
- * service acknowledges a heartbeat only while every lease of the session
- * is safe for a window beyond it, so a holder that stops leading at the
- * deadline stops before anyone else may start. The Elector ends every term
- * of the session there, whatever the socket says.
+ * The session's deadline is (the clock's time, performance.now() by
+ * default, when the last heartbeat that was acknowledged was sent) +
+ * windowMs × (1 − driftMargin), counting only acks that arrive on a socket
+ * no resume went out after: the service acknowledges a heartbeat only
+ * while every lease of the session is safe for a window beyond it, so a
+ * holder that stops leading at the deadline stops before anyone else may
+ * start. A holding's own deadline (holdingDeadline) counts only the acks
+ * that arrived after its answer (A4): before one, it is the lower of the
+ * session's deadline and its acquire's send time + leaseTtlMs × (1 −
+ * driftMargin). The Elector ends every term there, whatever the socket
+ * says. A lost or revoked push heard while the acquire of its holding was
+ * still unanswered makes that acquire fail with LeaseLostError (A5).
  *
  * A dropped socket is not a dead session: it reconnects (backoff
  * reconnectBackoff) and resumes with the leases it holds; a lease another
@@ -55,7 +61,11 @@ export { silentMinMs, silentWindows } from "./sessioncore.js";
  * gone silent (silentWindows) is replaced. A release or transfer whose
  * socket dropped before the answer, or that was answered 503 (the session
  * ended on that socket), goes again through the resumed socket, which
- * claimed the holding. close() ends it and releases its leases at once.
+ * claimed the holding. Pushes that arrive on a new socket before its
+ * resumed are the new socket's: applied, in order, once the resumed is.
+ * An epoch or fencing token above 2^53 − 1 from the service is a protocol
+ * error (the socket is replaced; the request it answers fails), and none
+ * is ever sent. close() ends it and releases its leases at once.
  */
 export class Session extends SessionCore {
   private constructor(deps: SessionDeps, opts: SessionOptions) {
@@ -93,19 +103,53 @@ export class Session extends SessionCore {
     return s;
   }
 
-  /** performance.now() when the last acknowledged heartbeat was sent; 0 before any. */
+  /** The clock the session's deadlines are on (SessionOptions.clock; performance.now() by default). */
+  get clock(): Clock {
+    return this._clock;
+  }
+
+  /** The clock's time when the last acknowledged heartbeat was sent; 0 before any. */
   get lastAckSentAt(): number {
     return this._lastAck;
   }
 
   /**
-   * The session's safe deadline on performance.now(): lastAckSentAt +
-   * windowMs × (1 − driftMargin); 0 before the first acknowledgement. Stop
-   * acting on the session's leases at it unless a later heartbeat is
-   * acknowledged first.
+   * The session's safe deadline on its clock: lastAckSentAt + windowMs ×
+   * (1 − driftMargin); 0 before the first acknowledgement. Stop acting on
+   * the session's leases at it unless a later heartbeat is acknowledged
+   * first; a holding's own is holdingDeadline.
    */
   deadline(): number {
     return this._lastAck === 0 ? 0 : this._lastAck + this.windowMs * (1 - this.driftMargin);
+  }
+
+  /**
+   * The deadline of the session's holding of name with fencingToken on the
+   * session's clock (docs/contract.md §14, A4): the send time of the last
+   * heartbeat whose ack arrived on the current socket after the holding's
+   * answer (its acquire's result, or the resumed that listed it) +
+   * windowMs × (1 − driftMargin), the session's deadline when acks come in
+   * order; before such an ack, the lower of the session's deadline and
+   * the acquire's send time + leaseTtlMs × (1 − driftMargin). 0 when the
+   * session does not hold it.
+   */
+  holdingDeadline(name: string, fencingToken: number): number {
+    return this.#holdingTimes(name, fencingToken).deadline;
+  }
+
+  /** The send time of the confirmation holdingDeadline counts from: a heartbeat's, or the acquire's while its own bound is the lower; 0 when the session does not hold it. */
+  holdingConfirmedAt(name: string, fencingToken: number): number {
+    return this.#holdingTimes(name, fencingToken).confirmedAt;
+  }
+
+  #holdingTimes(name: string, token: number): { deadline: number; confirmedAt: number } {
+    const m = 1 - this.driftMargin;
+    return this._held.deadline(name, token, this.deadline(), this._lastAck, this.windowMs * m, this.leaseTtlMs * m);
+  }
+
+  /** Resolves at the next acknowledged heartbeat that counts (it may confirm a holding, A4), or when the session ends. */
+  acknowledged(): Promise<void> {
+    return this._ackSeen();
   }
 
   /** Whether the session has ended (closed, or unknown to the service on resume). */
@@ -151,47 +195,71 @@ export class Session extends SessionCore {
     };
     /** The token of a holding answered on a socket a resume began after (0: none). */
     let unvouched = 0;
-    for (;;) {
-      let vouched = false;
-      // Taken into the table as the answer arrives, so that a resume
-      // listing the holdings from now on claims it.
-      const onAnswer = (ans: Msg, from: Wire): void => {
-        if (ans["type"] !== "result") return;
-        const got = parseLease(ans["lease"]);
-        if (!got.held || got.holder !== req.holder) return;
-        this._held.set(name, { holder: req.holder, token: got.fencingToken });
-        vouched = this._current(from);
-      };
-      let l: Lease;
-      try {
-        const left = until - performance.now();
-        if (unvouched !== 0 && left <= 0) throw new UnavailableError(`leasesvc session acquire "${name}": unavailable: no answer through the resumed socket within ${timeoutMs + waitMs} ms`);
-        l = await this._call("acquire", name, m, { signal: opts.signal, timeoutMs: left }, { onLate, onAnswer });
-      } catch (err) {
-        if (unvouched !== 0) {
-          // Given up: the holding is not led; let it go.
-          this._forget(name, unvouched);
-          void this.release(name, req.holder, unvouched).catch(() => undefined);
+    // A5: the lost and revoked pushes for name heard while this acquire is in flight are remembered until it is over.
+    const over = this._held.begin(name);
+    try {
+      for (;;) {
+        let vouched = false;
+        let lostFirst: LeaseLostError | undefined;
+        let sentAt = 0;
+        let settled: () => void = () => undefined;
+        // Taken into the table as the answer arrives, so that a resume
+        // listing the holdings from now on claims it, and so that the acks
+        // after it, and only they, count for it (A4).
+        const onAnswer = (ans: Msg, from: Wire): void => {
+          if (ans["type"] !== "result") return;
+          const got = parseLease(ans["lease"]);
+          if (!got.held || got.holder !== req.holder) return;
+          const early = this._held.lostBefore(name, got.fencingToken);
+          if (early !== undefined) {
+            // A5: its lost (or revoked) came first: the holding has left the instance's table.
+            lostFirst = new LeaseLostError(`leasesvc session acquire "${name}": the holding (fencing token ${got.fencingToken}) was reported lost before its answer: ${early.message}`, { status: 409, detail: early.detail });
+            return;
+          }
+          vouched = this._current(from);
+          this._held.answered(name, req.holder, got.fencingToken, from, vouched, sentAt);
+        };
+        const onSend = (w: Wire): void => {
+          sentAt = this._clock.now();
+          settled = this._held.sending(name, w);
+        };
+        let l: Lease;
+        try {
+          const left = until - performance.now();
+          if (unvouched !== 0 && left <= 0) throw new UnavailableError(`leasesvc session acquire "${name}": unavailable: no answer through the resumed socket within ${timeoutMs + waitMs} ms`);
+          l = await this._call("acquire", name, m, { signal: opts.signal, timeoutMs: left }, { onLate, onAnswer, onSend, onSettled: () => settled() });
+        } catch (err) {
+          if (unvouched !== 0) {
+            // Given up: the holding is not led; let it go.
+            this._forget(name, unvouched);
+            void this.release(name, req.holder, unvouched).catch(() => undefined);
+          }
+          throw err;
         }
-        throw err;
+        if (lostFirst !== undefined) {
+          if (unvouched !== 0) this._forget(name, unvouched);
+          throw lostFirst;
+        }
+        if (!l.held || l.holder !== req.holder) {
+          if (unvouched !== 0) this._forget(name, unvouched);
+          return l;
+        }
+        if (vouched) {
+          this._noteYield(l);
+          return l;
+        }
+        // A resume began after the socket this answer came on became the
+        // session's: that resume did not claim the holding, so the acks of
+        // its socket do not vouch for it. Acquire it again through the
+        // socket of the latest resume: the same holder through the same
+        // session at a later epoch gets the same holding, moved to that
+        // epoch (docs/contract.md §14, Resume); until then it is not led.
+        unvouched = l.fencingToken;
+        for (const k of ["waitMs", "priority", "preempt"]) delete m[k];
+        this._log.info("leasesvc session: an acquire was answered on a socket a resume replaced; acquiring it again through the resumed one", { name, fencingToken: l.fencingToken });
       }
-      if (!l.held || l.holder !== req.holder) {
-        if (unvouched !== 0) this._forget(name, unvouched);
-        return l;
-      }
-      if (vouched) {
-        this._noteYield(l);
-        return l;
-      }
-      // A resume began after the socket this answer came on became the
-      // session's: that resume did not claim the holding, so the acks of
-      // its socket do not vouch for it. Acquire it again through the
-      // socket of the latest resume: the same holder through the same
-      // session at a later epoch gets the same holding, moved to that
-      // epoch (docs/contract.md §14, Resume); until then it is not led.
-      unvouched = l.fencingToken;
-      for (const k of ["waitMs", "priority", "preempt"]) delete m[k];
-      this._log.info("leasesvc session: an acquire was answered on a socket a resume replaced; acquiring it again through the resumed one", { name, fencingToken: l.fencingToken });
+    } finally {
+      over();
     }
   }
 

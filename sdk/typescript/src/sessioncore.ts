@@ -1,7 +1,10 @@
 import { performance } from "node:perf_hooks";
 import { type Backoff, backoffDelay, backoffWithDefaults, sleep } from "./backoff.js";
+import { type Clock, systemClock } from "./clock.js";
 import { InternalError, LeaseError, LeaseLostError, UnavailableError } from "./errors.js";
 import { type Lease, parseLease } from "./lease.js";
+import { checkSendable, protocolText, unsafeOrdering } from "./safeint.js";
+import { HeldTable } from "./sessionheld.js";
 import { type HoldingWatcher, problemError, type SessionCallOptions, type SessionDeps, SessionEndedError, type SessionOptions } from "./sessiontypes.js";
 import { dial, type Wire } from "./socket.js";
 
@@ -25,6 +28,9 @@ interface Stamp {
   supersededAt: number;
 }
 
+/** The most messages kept from a socket before its open or resume is answered; more closes it. */
+const maxEarly = 1000;
+
 /** What one request needs beyond its message. */
 export interface CallHooks {
   /** Added to the call's timeout (an acquire's waitMs). */
@@ -35,6 +41,8 @@ export interface CallHooks {
   onAnswer?: (msg: Record<string, unknown>, from: Wire) => void;
   /** Told the socket the request goes on, as it is sent. */
   onSend?: (wire: Wire) => void;
+  /** Called once the request is answered or given up on its socket (before onAnswer, or as the call fails). */
+  onSettled?: () => void;
 }
 
 /** A request's socket closed before its answer: the request may or may not have taken effect. */
@@ -73,6 +81,8 @@ export abstract class SessionCore {
   epoch = 0;
   /** The fraction of the window given up to clock-rate differences. */
   readonly driftMargin: number;
+  /** The clock the deadlines are measured on: heartbeat and acquire send times (SessionOptions.clock). Timeouts and backoffs run on real time. */
+  protected readonly _clock: Clock;
   protected readonly _deps: SessionDeps;
   readonly #backoff: Backoff;
   protected readonly _log: NonNullable<SessionOptions["logger"]>;
@@ -82,7 +92,7 @@ export abstract class SessionCore {
   protected readonly _retiring = new Set<Wire>();
   protected _nextId = 1;
   protected readonly _pending = new Map<number, Pending>();
-  /** Heartbeats sent and not yet acknowledged: id → performance.now() at send and the socket. */
+  /** Heartbeats sent and not yet acknowledged: id → the clock's time at send and the socket. */
   readonly #beats = new Map<number, { at: number; wire: Wire }>();
   /**
    * The resumes begun: counted when a resume's leases are listed, before
@@ -92,13 +102,17 @@ export abstract class SessionCore {
   protected _resumes = 0;
   /** The highest epoch seen (opened, resumed, a conflict) or proposed: the next resume proposes one more (docs/contract.md §14, A1). */
   #highest = 0;
-  /** performance.now() when a heartbeat first went out on the socket since anything last arrived on it; 0: none since. */
+  /** performance.now() when a heartbeat first went out on the socket since anything last arrived on it; 0: none since (real time: a liveness check). */
   #silentSince = 0;
   protected readonly _stamps = new WeakMap<Wire, Stamp>();
   protected _lastAck = 0;
   #beatTimer: ReturnType<typeof setInterval> | undefined;
-  /** The leases the session holds: name → holder and token, sent with a resume. */
-  protected readonly _held = new Map<string, { holder: string; token: number }>();
+  /** The leases the session holds: name → holder and token, sent with a resume, and what vouches for each (A4, A5). */
+  protected readonly _held = new HeldTable();
+  /** Resolved at each ack that counts (and at the end); waiters for one share it. */
+  #ackSeen: { p: Promise<void>; resolve(): void } = deferred();
+  /** The messages other than the answer that arrived on a socket before its open or resume was answered (pushes): the socket's, applied once the answer is. */
+  readonly #early = new WeakMap<Wire, string[]>();
   protected readonly _watchers = new Map<string, Set<HoldingWatcher>>();
   /** Yield requests not yet heard by a watcher of their holding: name → token and candidate. */
   protected readonly _yields = new Map<string, { token: number; to: string }>();
@@ -120,6 +134,7 @@ export abstract class SessionCore {
     const dm = opts.driftMargin ?? 0.1;
     if (!(dm >= 0.01 && dm <= 0.5)) throw new RangeError(`leasesvc session: driftMargin ${dm} must be within 0.01 … 0.5`);
     this.driftMargin = dm;
+    this._clock = opts.clock ?? systemClock;
     this.#backoff = backoffWithDefaults(opts.reconnectBackoff, "SessionOptions.reconnectBackoff", { initialMs: 50, maxMs: 1000, multiplier: 2 });
     this._log = opts.logger ?? { info() {}, warn() {} };
   }
@@ -143,6 +158,13 @@ export abstract class SessionCore {
         reject(new UnavailableError(`leasesvc session: ${String(m["type"])}: no answer within ${this._deps.requestTimeoutMs} ms`));
         wire.close(1000);
       }, this._deps.requestTimeoutMs);
+      const early: string[] = [];
+      this.#early.set(wire, early);
+      const fail = (err: LeaseError): void => {
+        clearTimeout(timer);
+        reject(err);
+        wire.close(1000);
+      };
       wire.onMessage = (text) => {
         let msg: Msg;
         try {
@@ -150,7 +172,15 @@ export abstract class SessionCore {
         } catch {
           return;
         }
-        if (msg["re"] !== id && msg["type"] !== "error") return;
+        const bad = unsafeOrdering(msg);
+        if (bad !== "") return fail(new InternalError(`leasesvc session: ${String(m["type"])}: ${protocolText(bad)}`));
+        if (msg["re"] !== id && msg["type"] !== "error") {
+          // A push before the answer: the socket is the current one from
+          // the moment the resume went out (A2), so it is kept and applied,
+          // in order, once the answer is.
+          if (early.push(text) > maxEarly) fail(new InternalError(`leasesvc session: ${String(m["type"])}: more than ${maxEarly} messages before the answer`));
+          return;
+        }
         clearTimeout(timer);
         if (msg["type"] !== "error") return resolve(msg);
         const err = problemError(String(m["type"]), "", msg["problem"]);
@@ -166,8 +196,13 @@ export abstract class SessionCore {
     });
   }
 
-  /** Makes wire the session's socket after its open or resume was answered with msg; resumes is the count of resumes begun when it was opened or its resume sent. */
-  protected _install(wire: Wire, msg: Msg, resumes: number): void {
+  /**
+   * Makes wire the session's socket after its open or resume was answered
+   * with msg; resumes is the count of resumes begun when it was opened or
+   * its resume sent, listed the holdings that resume claimed. A resumed's
+   * leases and lost are taken in, then the pushes that came before it.
+   */
+  protected _install(wire: Wire, msg: Msg, resumes: number, listed: ReadonlyArray<{ name: string; fencingToken: number }> = []): void {
     const old = this._wire;
     this._stamps.set(wire, { resumes, supersededAt: Infinity });
     this.epoch = num(msg["epoch"]);
@@ -181,6 +216,22 @@ export abstract class SessionCore {
     wire.onClose = (code, reason) => this.#onClose(wire, code, reason);
     this._wire = wire;
     if (old !== undefined && old !== wire) this.#retire(old);
+    if (msg["type"] === "resumed") {
+      this._held.resumed(wire, listed);
+      for (const l of Array.isArray(msg["leases"]) ? (msg["leases"] as unknown[]) : []) this._noteYield(parseLease(l));
+      for (const l of Array.isArray(msg["lost"]) ? (msg["lost"] as Msg[]) : []) {
+        const name = String(l["name"] ?? "");
+        const reason = String(l["reason"] ?? "");
+        this.#lost(name, num(l["fencingToken"]), new LeaseLostError(`leasesvc session: lease "${name}" lost while resuming (${reason})`, { status: 409, detail: reason }));
+      }
+    }
+    const early = this.#early.get(wire) ?? [];
+    this.#early.delete(wire);
+    for (const text of early) {
+      if (this._wire !== wire) break;
+      this.#onMessage(wire, text);
+    }
+    if (this._wire !== wire) return; // a push gave it up: another socket is under way
     clearInterval(this.#beatTimer);
     this.#beatTimer = setInterval(() => this.#beat(), this.heartbeatMs);
     this.#beat();
@@ -196,6 +247,11 @@ export abstract class SessionCore {
       if (performance.now() >= until) throw new UnavailableError(`leasesvc session: open: no heartbeat acknowledged within ${this._deps.requestTimeoutMs} ms`);
       await sleep(Math.min(10, this.heartbeatMs));
     }
+  }
+
+  /** Resolves at the next ack that counts, or at once when the session has ended. */
+  protected _ackSeen(): Promise<void> {
+    return this._ended !== undefined ? Promise.resolve() : this.#ackSeen.p;
   }
 
   /** Closes old once the requests it carries are answered (or a window passed): a move's make-before-break. */
@@ -235,9 +291,9 @@ export abstract class SessionCore {
     // Once a resume went out on a new socket, the old one's instance may
     // have lost the session without knowing yet: it would still ack.
     if (wire === undefined || this._ended !== undefined || !this._current(wire)) return;
-    const now = performance.now();
-    if (this.#silentSince === 0) this.#silentSince = now;
-    else if (now - this.#silentSince >= Math.max(silentWindows * this.windowMs, silentMinMs)) {
+    const real = performance.now();
+    if (this.#silentSince === 0) this.#silentSince = real;
+    else if (real - this.#silentSince >= Math.max(silentWindows * this.windowMs, silentMinMs)) {
       // Gone silent (A3), unless answers only waited unread behind a
       // stalled event loop: decide once they are read (the check phase
       // follows the poll phase).
@@ -248,10 +304,11 @@ export abstract class SessionCore {
       return;
     }
     const id = this._nextId++;
+    const now = this._clock.now();
     this.#beats.set(id, { at: now, wire });
-    // Heartbeats never acknowledged (the service cannot vouch for the leases) are forgotten after two windows.
+    // Heartbeats never acknowledged (the service cannot vouch for the leases) are forgotten after two windows (or beyond 64).
     for (const [k, { at }] of this.#beats) {
-      if (at >= now - 2 * this.windowMs) break;
+      if (at >= now - 2 * this.windowMs && this.#beats.size <= 64) break;
       this.#beats.delete(k);
     }
     wire.send(JSON.stringify({ type: "heartbeat", id }));
@@ -268,6 +325,11 @@ export abstract class SessionCore {
     if (wire === this._wire) this.#silentSince = 0;
     const type = msg["type"];
     const re = typeof msg["re"] === "number" ? msg["re"] : undefined;
+    const bad = unsafeOrdering(msg);
+    if (bad !== "") {
+      this.#protocolError(wire, re, new InternalError(`leasesvc session: ${String(type)}: ${protocolText(bad)}`));
+      return;
+    }
     if (type === "ack" && re !== undefined) {
       const beat = this.#beats.get(re);
       if (beat === undefined || beat.wire !== wire) return;
@@ -281,10 +343,14 @@ export abstract class SessionCore {
         if (k > re) break;
         this.#beats.delete(k);
       }
-      if (sentAt <= this._lastAck) return;
-      this._lastAck = sentAt;
+      // A4: the ack counts for the holdings answered on this socket before it.
+      const moved = this._held.acked(wire, sentAt);
+      this.#ackSeen.resolve();
+      this.#ackSeen = deferred();
+      const all = sentAt > this._lastAck;
+      if (all) this._lastAck = sentAt;
       const deadline = this.deadline();
-      for (const set of this._watchers.values()) for (const w of set) w.acked(sentAt, deadline);
+      for (const [name, set] of this._watchers) if (all || moved.includes(name)) for (const w of set) w.acked(sentAt, deadline);
       return;
     }
     if (re !== undefined) {
@@ -305,13 +371,17 @@ export abstract class SessionCore {
     switch (type) {
       case "lost": {
         const reason = String(msg["reason"] ?? "");
-        this.#lost(name, token, new LeaseLostError(`leasesvc session: lease "${name}" lost (${reason})`, { status: 409, detail: reason }));
+        const err = new LeaseLostError(`leasesvc session: lease "${name}" lost (${reason})`, { status: 409, detail: reason });
+        this._held.heard(name, token, wire, err); // A5: its acquire may still be unanswered
+        this.#lost(name, token, err);
         return;
       }
       case "revoked": {
         const reason = String(msg["reason"] ?? "");
         const op = String(msg["operator"] ?? "");
-        this.#lost(name, token, new LeaseLostError(`leasesvc session: lease "${name}" revoked by ${op || "an operator"}: ${reason}`, { status: 409, detail: reason }));
+        const err = new LeaseLostError(`leasesvc session: lease "${name}" revoked by ${op || "an operator"}: ${reason}`, { status: 409, detail: reason });
+        this._held.heard(name, token, wire, err);
+        this.#lost(name, token, err);
         return;
       }
       case "yield":
@@ -319,8 +389,30 @@ export abstract class SessionCore {
         return;
       case "move":
         this._log.info("leasesvc session: the service asks the session to move", { reason: msg["reason"] });
-        void this.#reconnect("move");
+        // Heard while the resume that made this socket current finishes (a push that came before its answer): moved after it.
+        if (this.#connecting === undefined) void this.#reconnect("move");
+        else void this.#connecting.then(() => (this._wire === wire ? this.#reconnect("move") : undefined));
         return;
+    }
+  }
+
+  /**
+   * A message on wire carried an epoch or fencing token JSON cannot carry
+   * exactly (above 2^53 − 1): nothing in it is acted on, the request it
+   * answers fails with err, and the socket is given up (the current one is
+   * replaced: the resume on a new socket says what is still held).
+   */
+  #protocolError(wire: Wire, re: number | undefined, err: InternalError): void {
+    const p = re === undefined ? undefined : this._pending.get(re);
+    if (p !== undefined && p.wire === wire) {
+      this._pending.delete(re!);
+      p.reject(err);
+    }
+    if (wire === this._wire) this.#replace(wire, err.message);
+    else {
+      this._log.warn(`leasesvc session: ${err.message}; closing the socket`);
+      wire.close(1000);
+      this.#failPending(wire);
     }
   }
 
@@ -396,6 +488,12 @@ export abstract class SessionCore {
           // is not among them.
           const resumes = ++this._resumes;
           const epoch = ++this.#highest;
+          if (epoch > Number.MAX_SAFE_INTEGER) {
+            // Never proposed: the service accepts no epoch above 2^53 − 1.
+            wire.close(1000);
+            this._end(new SessionEndedError(`leasesvc session: ended: the next resume would propose epoch ${epoch}, above 2^53 − 1`));
+            return;
+          }
           const leases = [...this._held].map(([name, h]) => ({ name, holder: h.holder, fencingToken: h.token }));
           const old = this._wire;
           const stamp = old === undefined ? undefined : this._stamps.get(old);
@@ -417,14 +515,8 @@ export abstract class SessionCore {
             wire.close(1000);
             return;
           }
-          this._install(wire, resumed, resumes);
-          this._log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: this.epoch });
-          for (const l of Array.isArray(resumed["leases"]) ? (resumed["leases"] as unknown[]) : []) this._noteYield(parseLease(l));
-          for (const l of Array.isArray(resumed["lost"]) ? (resumed["lost"] as Msg[]) : []) {
-            const name = String(l["name"] ?? "");
-            const reason = String(l["reason"] ?? "");
-            this.#lost(name, num(l["fencingToken"]), new LeaseLostError(`leasesvc session: lease "${name}" lost while resuming (${reason})`, { status: 409, detail: reason }));
-          }
+          this._log.info(why === "move" ? "leasesvc session: moved" : "leasesvc session: resumed", { epoch: num(resumed["epoch"]) });
+          this._install(wire, resumed, resumes, leases);
           return;
         } catch (err) {
           if (err instanceof LeaseError && (err.code === "session_not_found" || err.status === 400 || err.status === 401 || err.status === 403)) {
@@ -456,6 +548,7 @@ export abstract class SessionCore {
     this._yields.clear();
     for (const w of watchers) w.lost(err);
     this._connected.resolve();
+    this.#ackSeen.resolve();
     if (!this._closing) {
       for (const [id, p] of this._pending) {
         this._pending.delete(id);
@@ -475,7 +568,8 @@ export abstract class SessionCore {
    * throws as the Client would.
    */
   protected async _call(op: string, name: string, m: Msg, opts: SessionCallOptions, hooks: CallHooks = {}): Promise<Lease> {
-    const { onLate, onAnswer } = hooks;
+    const { onLate, onAnswer, onSettled } = hooks;
+    checkSendable(`leasesvc session ${op} "${name}"`, m);
     const timeoutMs = (opts.timeoutMs ?? this._deps.requestTimeoutMs) + (hooks.extraMs ?? 0);
     const until = performance.now() + timeoutMs;
     const signal = opts.signal;
@@ -495,6 +589,7 @@ export abstract class SessionCore {
       const done = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
+        onSettled?.();
       };
       const timer = setTimeout(() => {
         this.#abandon(id, onLate);

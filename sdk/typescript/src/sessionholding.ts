@@ -1,4 +1,4 @@
-import { clockSleep } from "./clock.js";
+import { type Clock, clockSleep } from "./clock.js";
 import { UnavailableError } from "./errors.js";
 import { Holding, type HoldingDeps, type LetGo } from "./holding.js";
 import type { Lease } from "./lease.js";
@@ -7,10 +7,12 @@ import type { Session } from "./session.js";
 
 /**
  * SessionHolding keeps a lease through a session (docs/contract.md §14):
- * the session's acknowledged heartbeats move its deadline, which is the
- * session's own (Session.deadline(): the send time of the last
- * acknowledged heartbeat + window × (1 − driftMargin), on
- * performance.now()); lost and revoked pushes and the session's end end
+ * the session's acknowledged heartbeats that arrived after the holding's
+ * answer move its deadline (Session.holdingDeadline, rule A4: the send
+ * time of the last such heartbeat + window × (1 − driftMargin), the
+ * session's deadline; before one, no later than the acquire's send time +
+ * the session's lease TTL × (1 − driftMargin)), on the session's clock,
+ * which is the keeper's; lost and revoked pushes and the session's end end
  * it; a yield push shows on the lease (yieldRequested); writes, the
  * release and the transfer travel over the session's socket, which keeps
  * rules A1–A3 of moves between sockets.
@@ -27,29 +29,31 @@ export class SessionHolding extends Holding {
     this.periodMs = s.windowMs;
   }
 
-  /** The session's deadline (written once, in Session.deadline). */
+  /** The holding's deadline (written once, in Session.holdingDeadline). */
   get deadline(): number {
-    return this.#s.deadline();
+    return this.#s.holdingDeadline(this.name, this.token);
   }
 
   get confirmedAt(): number {
-    return this.#s.lastAckSentAt;
+    return this.#s.holdingConfirmedAt(this.name, this.token);
   }
 
   /**
    * Acquires name through s and resolves to the holding, not yet started,
-   * once the session's deadline lies more than aheadMs(window) ahead
-   * (waiting up to a window for an acknowledged heartbeat).
+   * once its deadline lies more than aheadMs(window) ahead (waiting up to
+   * a window for an acknowledged heartbeat: after a late answer, one that
+   * arrived after it, A4).
    */
   static async acquire(deps: HoldingDeps, s: Session, name: string, req: HoldRequest, aheadMs: number, signal: AbortSignal | undefined): Promise<SessionHolding> {
     const l = await s.acquire(name, { holder: req.holder, metadata: req.metadata, waitMs: req.waitMs, priority: req.priority, preempt: req.preempt }, { signal });
     const clock = deps.clock;
     const until = clock.now() + s.windowMs;
-    while (s.deadline() - aheadMs <= clock.now()) {
+    for (;;) {
+      if (s.heldToken(name, req.holder) !== l.fencingToken) throw new UnavailableError(`leasesvc keeper: the holding of "${name}" was lost while acquired`);
+      if (s.holdingDeadline(name, l.fencingToken) - aheadMs > clock.now()) break;
       if (s.ended || clock.now() >= until) throw new UnavailableError(`leasesvc keeper: no heartbeat of the session acknowledged in time to hold "${name}"`);
-      if (!(await clockSleep(clock, Math.max(1, s.heartbeatMs / 4), signal))) throw signal?.reason ?? new Error("aborted");
+      if (!(await ackOrTimeout(s, clock, until - clock.now(), signal))) throw signal?.reason ?? new Error("aborted");
     }
-    if (s.heldToken(name, req.holder) !== l.fencingToken) throw new UnavailableError(`leasesvc keeper: the holding of "${name}" was lost while acquired`);
     return new SessionHolding(deps, s, l, req.holder);
   }
 
@@ -87,5 +91,16 @@ export class SessionHolding extends Holding {
 
   protected sendTransfer(req: LetGo & { to: string; reserveMs?: number | undefined }, signal: AbortSignal): Promise<Lease> {
     return this.#s.transfer(this.name, req, { signal });
+  }
+}
+
+/** ackOrTimeout resolves to true at the session's next counted ack or after ms on clock, whichever is first, and to false when signal aborts first. */
+async function ackOrTimeout(s: Session, clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  const stop = new AbortController();
+  const both = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
+  try {
+    return await Promise.race([s.acknowledged().then(() => true), clockSleep(clock, ms, both).then((slept) => slept || signal?.aborted !== true)]);
+  } finally {
+    stop.abort();
   }
 }

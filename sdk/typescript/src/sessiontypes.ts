@@ -4,6 +4,7 @@
  * error answer becomes a LeaseError. session.ts re-exports them.
  */
 import type { Backoff } from "./backoff.js";
+import type { Clock } from "./clock.js";
 import { errorClassOf, LeaseError, LeaseHeldError, LeaseReservedError, RateLimitedError } from "./errors.js";
 import { parseLease, parseTime } from "./lease.js";
 
@@ -17,11 +18,19 @@ export interface SessionOptions {
   windowMs?: number;
   /**
    * The fraction of the window given up to clock-rate differences, 0.01 …
-   * 0.5: the session's deadline is (performance.now() when the last
+   * 0.5: the session's deadline is (the clock's time when the last
    * acknowledged heartbeat was sent) + windowMs × (1 − driftMargin).
    * Default 0.1.
    */
   driftMargin?: number;
+  /**
+   * The monotonic clock the deadlines are measured on: the send times of
+   * heartbeats and acquires. A Keeper passes its own, so that its
+   * holdings compare their deadlines with the clock they were measured on.
+   * Only its now() is used: heartbeats, timeouts and reconnections run on
+   * the real timers. Default: performance.now().
+   */
+  clock?: Clock;
   /** Spaces the reconnections of a dropped socket. Default 50 ms … 1 s, doubling. */
   reconnectBackoff?: Partial<Backoff>;
   /** Receives a line when the socket drops, resumes or moves, and when the session ends. Default: none. */
@@ -86,7 +95,7 @@ export interface HoldingWatcher {
   lost(err: LeaseError): void;
   /** A preempting candidate asks the holding to step down (docs/contract.md §8). */
   yieldTo(to: string): void;
-  /** A heartbeat sent at sentAt was acknowledged: the session's deadline moved to deadline (both performance.now()). */
+  /** A heartbeat sent at sentAt was acknowledged, and counts for the holding or moved the session's deadline to deadline (both on the session's clock): read the holding's deadline again (Session.holdingDeadline). */
   acked(sentAt: number, deadline: number): void;
 }
 

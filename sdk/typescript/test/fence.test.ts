@@ -112,6 +112,72 @@ describe("fence", () => {
     }
   });
 
+  test("RemoteKeys: a key the JWKS no longer lists (its retention ended) is forgotten once maxAgeMs passed; its proofs are then unknown_key", async () => {
+    const k1 = await newKey();
+    const k2 = await newKey();
+    const k3 = await newKey(); // listed at first, never used
+    let served: fence.JWKS | undefined = { keys: [k1.jwk, k2.jwk, k3.jwk] };
+    const asked: string[] = [];
+    const jwks: typeof fetch = async (input) => {
+      asked.push(new URL(String(input)).searchParams.get("kid") ?? "");
+      return served === undefined ? new Response("down", { status: 503 }) : new Response(JSON.stringify(served), { status: 200 });
+    };
+    let now = 1_800_000_000_000;
+    const rk = new fence.RemoteKeys("http://leasesvc.test/.well-known/jwks.json", { fetch: jwks, refetchMs: 10_000, maxAgeMs: 60_000, now: () => now });
+    const v = new fence.Verifier(rk);
+    await v.verify(await sign(k1, claims("a", 1)));
+    now += 59_999;
+    await v.verify(await sign(k1, claims("a", 2)));
+    await v.verify(await sign(k2, claims("a", 2)));
+    assert.equal(rk.fetches, 1, "within maxAgeMs a listed key is answered from memory");
+
+    // The JWKS cannot be read: a key listed before is still used (only the service's answer retires a key).
+    served = undefined;
+    now += 1;
+    await v.verify(await sign(k1, claims("a", 3)));
+    assert.deepEqual(asked, [k1.kid, k1.kid]);
+
+    // k1's instance ended a retention ago: the service lists k2 only.
+    served = { keys: [k2.jwk] };
+    now += 5_000;
+    await v.verify(await sign(k1, claims("a", 4))); // the refetch limit holds: asked again no sooner than refetchMs
+    assert.equal(rk.fetches, 2);
+    now += 5_000;
+    const e = await refusal(v.verify(await sign(k1, claims("a", 5))), "unknown_key");
+    assert.match(e.message, /no longer listed/);
+    assert.deepEqual(asked, [k1.kid, k1.kid, k1.kid], "the key is asked about by name");
+    now += 1;
+    await refusal(v.verify(await sign(k1, claims("a", 6))), "unknown_key"); // forgotten: not used again
+    await refusal(v.verify(await sign(k3, claims("a", 6))), "unknown_key"); // unlisted too, and listed by no answer for maxAgeMs: forgotten with it
+    assert.deepEqual(await v.verify(await sign(k2, claims("a", 7))), claims("a", 7), "the key still listed is listed afresh by that answer");
+    assert.equal(rk.fetches, 3);
+  });
+
+  test("a proof is accepted only in its one canonical base64url encoding: a last character with non-zero unused bits is malformed", async () => {
+    const k = await newKey();
+    const g = new fence.Guard(new fence.Verifier(staticKeys(k)));
+    const good = await sign(k, claims("orders", 3));
+    await g.check("orders", good);
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    /** reencoded sets the lowest unused bit of part's last character: the same bytes, another spelling. */
+    const reencoded = (part: string): string => {
+      const i = alphabet.indexOf(part.at(-1)!);
+      const out = part.slice(0, -1) + alphabet[i ^ 1]!;
+      assert.deepEqual(Buffer.from(out, "base64url"), Buffer.from(part, "base64url"), "a lax decoder reads the same bytes");
+      return out;
+    };
+    const [h, p, s] = good.split(".") as [string, string, string];
+    assert.equal(s.length % 4, 2, "a signature (64 bytes) ends in a character with 4 unused bits");
+    const cases: [string, string][] = [["signature", `${h}.${p}.${reencoded(s)}`]];
+    if (h.length % 4 !== 0) cases.push(["header", `${reencoded(h)}.${p}.${s}`]);
+    if (p.length % 4 !== 0) cases.push(["payload", `${h}.${reencoded(p)}.${s}`]);
+    for (const [what, proof] of cases) {
+      const e = await refusal(g.check("orders", proof), "malformed");
+      assert.equal(e.status, 403, what);
+    }
+    assert.deepEqual(await g.check("orders", good), claims("orders", 3), "the canonical proof still passes");
+  });
+
   test("RemoteKeys: a JWKS that cannot be read is keys_unavailable (503), not a forgery", async () => {
     const k = await newKey();
     const failing: typeof fetch = async () => new Response("no", { status: 500 });

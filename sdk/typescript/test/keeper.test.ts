@@ -173,17 +173,34 @@ describe("keeper, plain renewals", () => {
 });
 
 describe("keeper, sessions", () => {
-  test("held through a session: the deadline is the session's; an acked heartbeat moves it", async () => {
-    const { k, logs } = keeper(ses.url, {});
+  test("held through a session on the keeper's clock: the deadline is the session's; an acked heartbeat moves it", async () => {
+    const { k, clock, logs } = keeper(ses.url, {});
+    const at = clock.now();
     const h = await k.hold(lease(), { holder: "a" });
     assert.equal(k.mode, "session");
     assert.equal(h.mode, "session");
     assert.equal(h.periodMs, 1000);
     assert.ok(logs.some((l) => l.startsWith("leasesvc keeper: holding through a session (window 1s)")), logs.join("\n"));
+    assert.equal(h.deadline, at + 1000 * 0.9, "the session's heartbeats are sent on the keeper's clock");
     const before = h.deadline;
-    const ev = await next(h, "moved");
-    assert.ok(ev.kind === "moved" && ev.deadline > before);
+    clock.advance(100);
+    const ev = await new Promise<HoldingEvent>((resolve) => {
+      const off = h.onChange((e) => {
+        if (e.kind !== "moved" || e.deadline <= before) return;
+        off();
+        resolve(e);
+      });
+    });
+    assert.ok(ev.kind === "moved" && ev.deadline === at + 100 + 1000 * 0.9 && ev.confirmedAt === at + 100, JSON.stringify(ev));
     assert.equal(h.deadline, h.confirmedAt + 1000 * 0.9);
+  });
+
+  test("a keeper given a session takes its clock; one on another clock is refused", async () => {
+    const c = client(ses.url);
+    const s = await c.openSession({ windowMs: 1000, clock: new FakeClock() });
+    cleanups.push(() => s.close());
+    assert.equal(new Keeper(c, { mode: s }).clock, s.clock);
+    assert.throws(() => new Keeper(c, { mode: s, clock: new FakeClock() }), RangeError);
   });
 
   test("a revoked push: lost with lease_lost; release then rejects and sends nothing", async () => {

@@ -69,6 +69,10 @@ export class FakeSessionServer {
   readonly unavailableOn = new Set<number>();
   /** The epochs of the resumes answered 409 session_conflict, in order. */
   readonly conflicts: number[] = [];
+  /** The session lease TTL that opened and resumed carry (leaseTtlMs), ms. */
+  leaseTtlMs = 30000;
+  /** When not 0, the epoch opened carries (instead of 1): a service out of bounds. */
+  openedEpoch = 0;
   #n = 0;
   #seq = 0;
 
@@ -220,7 +224,7 @@ export class FakeSessionServer {
           }
           session = { id: `s${++this.#seq}`.padEnd(43, "x"), epoch: 1, windowMs, sock };
           this.sessions.set(session.id, session);
-          send({ type: "opened", re: id, sessionId: session.id, epoch: 1, windowMs, heartbeatMs: windowMs / 4, leaseTtlMs: 30000 });
+          send({ type: "opened", re: id, sessionId: session.id, epoch: this.openedEpoch || 1, windowMs, heartbeatMs: windowMs / 4, leaseTtlMs: this.leaseTtlMs });
           return;
         }
         case "resume": {
@@ -252,7 +256,7 @@ export class FakeSessionServer {
             if (h && h.session === s.id && h.holder === l.holder && h.token === l.fencingToken) leases.push(this.leaseJSON(l.name));
             else lost.push({ name: l.name, fencingToken: l.fencingToken, reason: "taken" });
           }
-          send({ type: "resumed", re: id, sessionId: s.id, epoch: s.epoch, windowMs: s.windowMs, heartbeatMs: s.windowMs / 4, leaseTtlMs: 30000, leases, lost });
+          send({ type: "resumed", re: id, sessionId: s.id, epoch: s.epoch, windowMs: s.windowMs, heartbeatMs: s.windowMs / 4, leaseTtlMs: this.leaseTtlMs, leases, lost });
           return;
         }
         case "heartbeat":
