@@ -194,6 +194,10 @@ type sessionHolding struct {
 	// session's acks vouch for it (docs/contract.md §14, A4). Until then
 	// it is led at most until capAt.
 	vouched bool
+	// leaving (guarded by the Session's mu) is set while a release or
+	// transfer of the holding is under way, or after one whose outcome is
+	// unknown: the holding is not led (its deadline is zero).
+	leaving bool
 	// capAt is the acquire's send time + the session lease TTL × (1 −
 	// DriftMargin): how long the acquire's own write is safe, whatever
 	// the acks say. Zero for a holding a resume listed (every ack of the
@@ -303,11 +307,27 @@ func (s *Session) addHolding(sc *sconn, l Lease, sent time.Time) bool {
 func (s *Session) holdingDeadline(h *sessionHolding) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h.leaving {
+		return time.Time{}
+	}
 	d := s.deadlineLocked()
 	if !h.vouched && !h.capAt.IsZero() && h.capAt.Before(d) {
 		d = h.capAt
 	}
 	return d
+}
+
+// letGoing marks h (nil: none) as being released or transferred, or not.
+func (s *Session) letGoing(h *sessionHolding, on bool) {
+	if h == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.leaving != on {
+		h.leaving = on
+		s.signalLocked()
+	}
 }
 
 // dropHolding forgets a holding that ended: released, transferred (err

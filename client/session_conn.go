@@ -374,9 +374,8 @@ func (s *Session) take(sc *sconn, m inMsg) {
 	switch m.Type {
 	case "lost", "revoked":
 		s.cfg.Logger.Warn("leasesvc session: lease lost", "lease", m.Name, "fencingToken", m.FencingToken, "type", m.Type, "reason", m.Reason)
-		if !s.dropHolding(m.Name, m.FencingToken, lostError(m)) {
-			sc.lostBeforeAnswer(m)
-		}
+		s.dropHolding(m.Name, m.FencingToken, lostError(m))
+		sc.lostBeforeAnswer(m) // a repeated acquire of it in flight answers it no more (A5)
 	case "yield":
 		if h := s.holding(m.Name, m.FencingToken); h != nil {
 			select {

@@ -7,8 +7,8 @@ package client
 // acquire of L is in flight on the socket, and does not lead the result.
 
 // lostBeforeAnswer remembers m, a lost or revoked push of the current
-// socket for a holding the session does not hold, when an acquire of its
-// lease is in flight on sc.
+// socket, when an acquire of its lease is in flight on sc (held already
+// or not: a repeated acquire's result must not bring it back).
 func (sc *sconn) lostBeforeAnswer(m inMsg) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()

@@ -116,8 +116,19 @@ var errHoldingGone = errors.New("the holding left the session")
 // given up with the outcome unknown, the holding is forgotten and released
 // in the background (Session.giveUp). Any other refusal is returned as it
 // is, the holding kept.
-func (s *Session) letGo(ctx context.Context, m outMsg) (Lease, error) {
+func (s *Session) letGo(ctx context.Context, m outMsg) (l Lease, err error) {
 	h := s.holding(m.Name, m.FencingToken)
+	// From the moment the release or transfer goes out, the holding is
+	// not led: the instance may end it any time after, and no ack says
+	// when (docs/contract.md §14, case 7). Only a refusal of the request
+	// itself (invalid, denied, rate limited: nothing was written) gives
+	// the lead back.
+	s.letGoing(h, true)
+	defer func() {
+		if err != nil && (errors.Is(err, ErrInvalid) || errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrRateLimited)) {
+			s.letGoing(h, false)
+		}
+	}()
 	var done *Lease       // a result on a retired socket
 	var prev *sconn       // the socket of the last attempt
 	var retryAt time.Time // set: prev may take the next attempt from then

@@ -33,10 +33,53 @@ func (s *Session) safeFor(sent, now time.Time) bool {
 	return !h.safeUntil(s.ttl).Before(now.Add(s.window))
 }
 
+// endSent is the holding of a lease this instance sent an end of, and
+// when.
+type endSent struct {
+	token int64
+	at    time.Time
+}
+
+// noteEndLocked records that an end of (name, token) is being sent;
+// s.mu held. Records older than twice the TTL are dropped: an acquire
+// answered that late fails S5's check on its own send time.
+func (s *Session) noteEndLocked(name string, token int64) {
+	now := s.clock.Now()
+	if s.endsSent == nil {
+		s.endsSent = map[string]endSent{}
+	}
+	if len(s.endsSent) >= 64 {
+		for n, e := range s.endsSent {
+			if now.Sub(e.at) > 2*s.ttl {
+				delete(s.endsSent, n)
+			}
+		}
+	}
+	if e, ok := s.endsSent[name]; !ok || e.token <= token {
+		s.endsSent[name] = endSent{token: token, at: now}
+	}
+}
+
+// endSentLocked reports whether an end of the holding (name, token), or
+// of a later one, was sent; s.mu held.
+func (s *Session) endSentLocked(name string, token int64) bool {
+	e, ok := s.endsSent[name]
+	return ok && e.token >= token
+}
+
 // expireUnanswered ends a holding the session wrote but will not answer
 // (the session ended meanwhile, or the write was not safe): nobody leads
-// it, and it must not wait for its TTL.
+// it, and it must not wait for its TTL. A holding the session's table
+// holds (a repeated acquire's answer was the late one) is not touched:
+// it is led, and its renewals keep it.
 func (s *Session) expireUnanswered(ctx context.Context, ref Ref, l lease.Lease) {
+	s.mu.Lock()
+	if h := s.leases[l.Name]; h != nil && h.token == l.FencingToken && s.state == live {
+		s.mu.Unlock()
+		return
+	}
+	s.noteEndLocked(l.Name, l.FencingToken)
+	s.mu.Unlock()
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl/3)
 	defer cancel()
 	_, _ = s.r.b.Expire(ectx, ref, lease.ReleaseRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, Principal: s.principal})

@@ -70,6 +70,29 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer 
 			// this stale answer leads nothing.
 			s.mu.Unlock()
 			return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
+		case s.endSentLocked(l.Name, l.FencingToken):
+			// This instance sent an end of the holding (a release or
+			// transfer under way, an expiry): decided before it, the
+			// acquire must not answer a holding that may have ended.
+			s.mu.Unlock()
+			return lease.Lease{}, ErrUnsafe
+		case s.leases[l.Name] != nil && s.leases[l.Name].token == l.FencingToken:
+			// The holding is the table's already (a repeated acquire): it
+			// keeps what the table knows of it (its takeover time, its
+			// yield), and its last write is the later of the two.
+			cur := s.leases[l.Name]
+			if sent.After(cur.sent) {
+				cur.sent = sent
+			}
+			if !s.safeFor(cur.sent, s.clock.Now()) {
+				s.mu.Unlock()
+				return lease.Lease{}, ErrUnsafe // the renewals answer for it; acks wait
+			}
+			if queue != nil {
+				queue()
+			}
+			s.mu.Unlock()
+			return l, nil
 		case !s.safeFor(sent, s.clock.Now()):
 			s.mu.Unlock()
 			if renewed {
@@ -174,6 +197,7 @@ func (s *Session) finish(ctx context.Context, name, holder string, token int64, 
 		return lease.Lease{}, err
 	}
 	h.ending = true
+	s.noteEndLocked(name, token) // no acquire answers this holding again
 	ref := s.ref()
 	s.mu.Unlock()
 	l, err := write(ref)

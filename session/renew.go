@@ -71,10 +71,12 @@ func (s *Session) takeRoundLocked() (round, bool) {
 		rd.withRecord = true
 		rd.hs = append(rd.hs, s.record)
 	}
+	// A lease whose release or transfer is under way is renewed too: the
+	// acks need it safe while it is in the table (a slow end would
+	// otherwise stop every ack of the session), and a renewal cannot
+	// revive a holding the end has ended.
 	for _, h := range s.leases {
-		if !h.ending {
-			rd.hs = append(rd.hs, *h)
-		}
+		rd.hs = append(rd.hs, *h)
 	}
 	return rd, true
 }
@@ -133,7 +135,13 @@ func (s *Session) renewAll() bool {
 			continue
 		}
 		cur := s.leases[h.name]
-		if cur == nil || cur.token != h.token || cur.ending {
+		if cur == nil || cur.token != h.token {
+			continue
+		}
+		if cur.ending { // its end decides what becomes of it
+			if err == nil {
+				cur.sent = sent
+			}
 			continue
 		}
 		switch {

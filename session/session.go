@@ -74,10 +74,15 @@ type Session struct {
 	stop      chan struct{} // closed when the session ends: the renew loop stops
 	kick      chan struct{} // asks the renew loop for a round now
 
-	mu       sync.Mutex
-	epoch    int64
-	record   held
-	leases   map[string]*held
+	mu     sync.Mutex
+	epoch  int64
+	record held
+	leases map[string]*held
+	// endsSent are the holdings this instance sent an end of (a release,
+	// transfer or expiry), by lease: an acquire answering such a holding,
+	// decided before the end but answered after it was sent, is never
+	// answered as held (docs/contract.md §14, S5).
+	endsSent map[string]endSent
 	pending  int // acquires under way
 	lastRecv time.Time
 	conn     Conn

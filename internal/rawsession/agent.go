@@ -146,7 +146,7 @@ func (a *Agent) push(c *Conn, m Message) {
 		go a.move()
 	case "lost", "revoked":
 		a.mu.Lock()
-		if !a.dropLocked(m.Name, m.FencingToken) && a.acquiring[m.Name] > 0 {
+		if a.dropLocked(m.Name, m.FencingToken); a.acquiring[m.Name] > 0 {
 			a.lostEarly[Held{Name: m.Name, FencingToken: m.FencingToken}] = true
 			a.traceLocked("%s %s token %d read before its acquire's answer: that answer leads nothing", m.Type, m.Name, m.FencingToken)
 		}
