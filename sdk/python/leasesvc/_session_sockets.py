@@ -61,6 +61,7 @@ class Sockets(object):
         _acks: int
         _unacked: Dict[Tuple[str, int], float]
         _held: Dict[str, Tuple[str, int]]
+        _leaving: Dict[str, Tuple[int, float]]
         _watchers: Dict[int, Tuple[str, int, Watcher]]
         _closing: bool
         _reconnecting: bool
@@ -434,6 +435,8 @@ class Sockets(object):
             return True
         name, token = str(lease.get("name") or call.name), int(lease.get("fencingToken") or 0)
         self._held[name] = (call.holder, token)
+        if self._leaving.get(name, (token, 0.0))[0] != token:
+            del self._leaving[name]  # an older holding's end: this one is led as any other
         self._unacked[(name, token)] = call.sent + self.lease_ttl * (1 - self.drift_margin)
         return conn.gen == self._gen
 

@@ -45,8 +45,13 @@ the deadline a :class:`~leasesvc.Holding` follows). A ``lost`` or
 ``revoked`` push for a (name, token) that arrives on the current socket
 while an acquire of that name is in flight there is remembered with the
 acquire; a ``result`` with that (name, token) is not led: the acquire
-raises :class:`~leasesvc.LeaseLostError`. An epoch or fencing token above
-2^53 − 1 from the service is a protocol error (``InternalError``).
+raises :class:`~leasesvc.LeaseLostError`, whether or not the session held
+it already. From the moment a ``release`` or ``transfer`` of a holding is
+sent, the holding is not led (A6): its deadline is no later than that send
+time, whatever the answer and the acks after; only a refusal of the request
+itself (400, 403, 429: nothing was written) gives the lead back. An epoch or
+fencing token above 2^53 − 1 from the service is a protocol error
+(``InternalError``).
 
 Forks: a Session used in a process forked from the one that opened it
 raises :class:`~leasesvc.SessionForkedError` and sends nothing
@@ -67,7 +72,8 @@ from . import _session_fork, _websocket
 from ._session_sockets import SILENT_MIN, SILENT_WINDOWS, Sockets  # noqa: F401 (re-exported)
 from ._session_wire import (UNSUPPORTED_STATUSES, SUBPROTOCOL, Call, Conn, Resend,  # noqa: F401 (re-exported)
                             SessionLimitError, ms, problem)
-from .errors import InternalError, LeaseError, LeaseLostError, UnavailableError
+from .errors import (InternalError, InvalidArgumentError, LeaseError, LeaseLostError, PermissionDeniedError,
+                     RateLimitedError, UnavailableError)
 from .lease import Lease
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,6 +148,9 @@ class Session(Sockets):
         # on the current socket since the last ack counted there (A4): no ack vouches for it yet
         self._unacked: Dict[Tuple[str, int], float] = {}
         self._held: Dict[str, Tuple[str, int]] = {}  # name → (holder, token)
+        # name → (token, the session clock's time its release or transfer was sent): the holding is
+        # led no later than then (A6); kept until a refusal that wrote nothing or another token's answer
+        self._leaving: Dict[str, Tuple[int, float]] = {}
         self._watchers: Dict[int, Tuple[str, int, Watcher]] = {}
         self._seq_w = 0
         self._closing = False
@@ -188,7 +197,8 @@ class Session(Sockets):
         ``resumed`` that listed it); before that, at most its acquire's send
         time + the session lease TTL × (1 − drift margin), since the acks
         that came earlier were decided without the lease. ``None`` before
-        the session's first acknowledgement.
+        the session's first acknowledgement. From the moment a release or
+        transfer of the holding was sent, no later than that send time (A6).
 
         Raises:
             SessionForkedError: in a forked process (see :meth:`deadline`).
@@ -196,11 +206,20 @@ class Session(Sockets):
         if self._forked:
             raise _session_fork.refusal(self, "deadline", name)
         with self._mu:
-            d = self._deadline
-            cap = self._unacked.get((name, fencing_token))
-            if cap is None or d is None:
-                return d
-            return min(d, cap)
+            return self._deadline_for(name, fencing_token)
+
+    def _deadline_for(self, name: str, fencing_token: int) -> Optional[float]:
+        """(Under the lock.) :meth:`deadline_for`."""
+        d = self._deadline
+        if d is None:
+            return None
+        cap = self._unacked.get((name, fencing_token))
+        if cap is not None:
+            d = min(d, cap)
+        leaving = self._leaving.get(name)
+        if leaving is not None and leaving[0] == fencing_token:
+            d = min(d, leaving[1])
+        return d
 
     @property
     def closed(self) -> bool:
@@ -349,10 +368,14 @@ class Session(Sockets):
             UnavailableError: no resumed session before ``end``.
         """
         name, token = str(body.get("name", "")), int(body.get("fencingToken") or 0)
+        self._let_go(name, token, True)
         while True:
             left = max(0.0, end - time.monotonic())
             try:
                 return self._exchange(op, body, left, left, None, resend=True)[0]
+            except (InvalidArgumentError, PermissionDeniedError, RateLimitedError):
+                self._let_go(name, token, False)  # refused itself: nothing was written (A6)
+                raise
             except Resend as r:
                 self._log.warning("leasesvc session: the %s of %s (fencing token %d) ended with its socket's "
                                   "session (%s); sending it again once the session is resumed", op, name, token,
@@ -363,6 +386,24 @@ class Session(Sockets):
                 if not self._holds(name, token):
                     raise LeaseLostError("the session's resume reported the holding lost before the "
                                          f"{op} went through")._named(op, name) from r.err
+
+    def _let_go(self, name: str, token: int, on: bool) -> None:
+        """Mark the holding of ``name`` with ``token`` as being released or
+        transferred (``on``: led no later than now, A6), or not any more;
+        the watchers of that lease hear "deadline"."""
+        with self._mu:
+            if on:
+                if name in self._leaving and self._leaving[name][0] == token:
+                    return  # (sent again: the first send ended the lead)
+                self._leaving[name] = (token, self._clock())
+            elif self._leaving.get(name, (0, 0.0))[0] == token:
+                del self._leaving[name]
+            else:
+                return
+            d = self._deadline_for(name, token)
+            targets = [w for n, t, w in self._watchers.values() if n == name and t == token]
+        for w in targets:
+            self._call_watcher(w, "deadline", {"deadline": d})
 
     def _vouch(self, body: Dict[str, Any], lease: Dict[str, Any], end: float,
                cancel: Optional["_Cancel"]) -> Dict[str, Any]:

@@ -129,6 +129,7 @@ class FakeSessionService:
         self.lost_on_resume: List[str] = []  # lease names a resume reports lost
         self.grant_window_ms = window_ms  # the window the fake grants (None: the one asked for)
         self.acquire_problem: Optional[Dict[str, Any]] = None  # answer acquires with this problem
+        self.release_problem: Optional[Dict[str, Any]] = None  # answer releases and transfers with this problem
         self.hold_acquires = threading.Event()  # while set, acquires are answered only once it clears
         self.hold_resumes = threading.Event()  # while set, resumes are answered once it clears or answer_resume()
         self.hold_releases = threading.Event()  # while set, releases are answered only once it clears
@@ -376,6 +377,8 @@ class FakeSessionService:
 
     def _holding(self, c: Conn, m: Dict[str, Any]) -> Dict[str, Any]:
         name, i = m["name"], m["id"]
+        if self.release_problem is not None and m["type"] in ("release", "transfer"):
+            return {"type": "error", "re": i, "problem": self.release_problem}
         cur = self.leases.get(name)
         if cur is None or not cur["held"] or cur["holder"] != m.get("holder") or cur["fencingToken"] != m.get("fencingToken"):
             return {"type": "error", "re": i, "problem": {"status": 409, "code": "lease_lost", "detail": "lost"}}

@@ -6,8 +6,11 @@ against the in-process fake of the sessions route on a made-up clock:
   min(the session's deadline, the acquire's send time + leaseTtlMs ×
   (1 − drift margin));
 * A5: a ``lost``/``revoked`` for a (name, token) that arrives while an
-  acquire of that name is in flight is remembered, and the ``result`` with
-  that (name, token) is not led;
+  acquire of that name is in flight is remembered (held already or not),
+  and the ``result`` with that (name, token) is not led;
+* A6: from the moment a ``release`` or ``transfer`` is sent the holding is
+  not led, whatever the answer; only a refusal of the request itself
+  (400, 403, 429) gives the lead back;
 * bounds: an epoch or fencing token above 2^53 − 1 from the service is a
   protocol error."""
 
@@ -198,6 +201,74 @@ class LostBeforeItsAnswerTest(InFlightTestCase):
         self.assertTrue(ev.wait(5))
         self.assertEqual(s.acquire("x", "me").fencing_token, 1)
         self.assertEqual(s.held(), {"x": ("me", 1)})
+
+    def test_a_lost_while_a_repeated_acquire_is_in_flight_is_not_brought_back(self) -> None:
+        # The session holds x/1 already; an acquire of x again is in flight
+        # when lost x/1 comes, then its result x/1: not led again (A5).
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        self.beat(f, s)
+        self.assertEqual(s.acquire("x", "me").fencing_token, 1)
+        f.hold_acquires.set()
+        out = self.in_background(lambda: s.acquire("x", "me"))
+        f.next("acquire")
+        f.push({"type": "lost", "name": "x", "fencingToken": 1, "reason": "taken"})
+        f.wait(lambda: s._held == {})  # (lock-free read: the push was handled)
+        f.hold_acquires.clear()
+        out = self.finished(out)
+        self.assertNotIn("value", out, "the repeated acquire's result brought the lost holding back")
+        self.assertIsInstance(out["err"], leasesvc.LeaseLostError)
+        clock.t = 100.5
+        self.beat(f, s)
+        self.assertEqual(s.held(), {}, "a later resume would claim it")
+
+
+class LettingGoTest(InFlightTestCase):
+    """A6: a release or transfer ends the lead when it is sent."""
+
+    def hold(self) -> "tuple[FakeSessionService, FakeClock, Session, Any]":
+        f, clock = self.fake(), FakeClock(100.0)
+        s = self.manual(f, clock)
+        self.beat(f, s)
+        k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        self.addCleanup(k.close)
+        h = k.hold("x", "me")
+        clock.t = 100.2
+        self.beat(f, s)
+        f.wait(lambda: (h.deadline or 0) > 101)
+        self.assertAlmostEqual(h.deadline, 101.1)
+        return f, clock, s, h
+
+    def test_a_release_in_flight_is_not_led_whatever_the_acks(self) -> None:
+        f, clock, s, h = self.hold()
+        f.hold_releases.set()  # the release is under way, unanswered
+        clock.t = 100.4
+        out = self.in_background(lambda: h.release())
+        f.next("release")
+        self.assertLessEqual(s.deadline_for("x", 1) or 0, 100.4, "led after its release was sent")
+        self.assertLessEqual(h.deadline or 0, 100.4)
+        clock.t = 100.5
+        self.beat(f, s)  # an ack after the release went out vouches for nothing it ends
+        self.assertAlmostEqual(s._wait_deadline(101.2, 5) or 0, 101.4)
+        self.assertLessEqual(s.deadline_for("x", 1) or 0, 100.4)
+        self.assertLessEqual(h.deadline or 0, 100.4)
+        f.hold_releases.clear()
+        self.assertNotIn("err", self.finished(out))
+
+    def test_a_refusal_of_the_release_itself_gives_the_lead_back(self) -> None:
+        for status, code, err in ((400, "invalid_argument", leasesvc.InvalidArgumentError),
+                                  (403, "permission_denied", leasesvc.PermissionDeniedError),
+                                  (429, "resource_exhausted", leasesvc.RateLimitedError)):
+            with self.subTest(status=status):
+                f, clock, s, h = self.hold()
+                f.release_problem = {"status": status, "code": code, "detail": code}
+                with self.assertRaises(err):
+                    h.release()
+                self.assertAlmostEqual(s.deadline_for("x", 1) or 0, 101.1, msg="nothing was written")
+                clock.t = 100.5
+                self.beat(f, s)
+                f.wait(lambda: (h.deadline or 0) > 101.2)
+                self.assertAlmostEqual(h.deadline, 101.4)
 
 
 class BoundsTest(InFlightTestCase):
