@@ -1,7 +1,7 @@
 import { performance } from "node:perf_hooks";
 import { sleep } from "./backoff.js";
 import type { Clock } from "./clock.js";
-import { LeaseLostError, RateLimitedError, UnavailableError } from "./errors.js";
+import { InvalidArgumentError, LeaseLostError, PermissionDeniedError, RateLimitedError, UnavailableError } from "./errors.js";
 import { type Lease, parseLease } from "./lease.js";
 import {
   type HoldingWatcher,
@@ -308,6 +308,21 @@ export class Session extends SessionCore {
    */
   async #letGo(op: "release" | "transfer", name: string, m: Msg, opts: SessionCallOptions): Promise<Lease> {
     const token = num(m["fencingToken"]);
+    // From the moment it goes out the holding is not led: the instance may
+    // end it any time after, and no ack says when (docs/contract.md §14,
+    // A6). Only a refusal of the request itself (nothing was written)
+    // gives the lead back.
+    this._held.letGoing(name, token, true);
+    try {
+      return await this.#letGoing(op, name, token, m, opts);
+    } catch (err) {
+      if (err instanceof InvalidArgumentError || err instanceof PermissionDeniedError || err instanceof RateLimitedError) this._held.letGoing(name, token, false);
+      throw err;
+    }
+  }
+
+  /** #letGo's attempts. */
+  async #letGoing(op: "release" | "transfer", name: string, token: number, m: Msg, opts: SessionCallOptions): Promise<Lease> {
     const until = performance.now() + (opts.timeoutMs ?? this._deps.requestTimeoutMs);
     let done: Lease | undefined;
     for (;;) {

@@ -13,7 +13,11 @@
  * - A5, a loss before its answer: a lost or revoked push for (name, token)
  *   that arrives on the current socket while an acquire of name is in
  *   flight there is remembered, and a result with that (name, token) is
- *   not led; the memory goes when no acquire of name is in flight.
+ *   not led, whether or not the session held it already; the memory goes
+ *   when no acquire of name is in flight.
+ * - A6, letting go: from the moment a release or transfer of a holding is
+ *   sent, the holding is not led (its deadline is 0), whatever the answer;
+ *   only a refusal of the request itself (400, 403, 429) gives it back.
  *
  * Times are on the session's clock. The split from sessioncore.ts is by
  * idea: the connection engine asks this table, and nothing else keeps a
@@ -37,6 +41,8 @@ export interface Held {
   ackedAt: number | undefined;
   /** The send time of the acquire answered: until an ack counts, the holding is led at most until sentAt + leaseTtlMs × (1 − driftMargin). */
   sentAt: number;
+  /** A release or transfer of the holding was sent (and not refused as such): it is not led (A6). */
+  leaving?: boolean;
 }
 
 /** The acquires of one name in flight, for A5. */
@@ -62,7 +68,17 @@ export class HeldTable extends Map<string, Held> {
   answered(name: string, holder: string, token: number, from: Wire, current: boolean, sentAt: number): void {
     const h = this.get(name);
     if (current && h !== undefined && h.token === token && h.holder === holder && h.on === from) return;
-    this.set(name, { holder, token, on: current ? from : undefined, ackedAt: undefined, sentAt });
+    // A repeated acquire's answer does not undo a release or transfer sent (A6).
+    const leaving = h !== undefined && h.token === token && h.holder === holder && h.leaving === true;
+    this.set(name, { holder, token, on: current ? from : undefined, ackedAt: undefined, sentAt, ...(leaving ? { leaving } : {}) });
+  }
+
+  /** A release or transfer of (name, token) is sent (on: from now on it is not led, A6), or was refused as such (off). */
+  letGoing(name: string, token: number, on: boolean): void {
+    const h = this.get(name);
+    if (h === undefined || h.token !== token) return;
+    if (on) h.leaving = true;
+    else delete h.leaving;
   }
 
   /**
@@ -96,7 +112,7 @@ export class HeldTable extends Map<string, Held> {
    */
   deadline(name: string, token: number, sessionDeadline: number, lastAck: number, spanMs: number, ttlSpanMs: number): { deadline: number; confirmedAt: number } {
     const h = this.get(name);
-    if (h === undefined || h.token !== token) return { deadline: 0, confirmedAt: 0 };
+    if (h === undefined || h.token !== token || h.leaving === true) return { deadline: 0, confirmedAt: 0 };
     if (h.ackedAt !== undefined) return { deadline: h.ackedAt + spanMs, confirmedAt: h.ackedAt };
     const bound = h.sentAt + ttlSpanMs;
     return bound < sessionDeadline ? { deadline: bound, confirmedAt: h.sentAt } : { deadline: sessionDeadline, confirmedAt: lastAck };

@@ -1,7 +1,8 @@
 /**
  * Sessions with operations in flight (docs/contract.md §14, round five;
  * issue 44), against the fake sessions route: A4 (an ack counts for a
- * holding only after its answer), A5 (a loss heard before its answer), the
+ * holding only after its answer), A5 (a loss heard before its answer, held
+ * already or not), A6 (a release or transfer ends the lead when sent), the
  * pushes of a new socket that come before its resumed, and the bound on
  * epochs and fencing tokens (2^53 − 1).
  */
@@ -10,7 +11,7 @@ import { after, afterEach, before, describe, mock, test } from "node:test";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
-import { Client, type Holding, InternalError, Keeper, LeaseLostError, type Session } from "@leasesvc/client";
+import { Client, type Holding, InternalError, InvalidArgumentError, Keeper, LeaseLostError, PermissionDeniedError, RateLimitedError, type Session } from "@leasesvc/client";
 import { FakeSessionServer } from "./helpers/fakesession.js";
 
 let fake: FakeSessionServer;
@@ -28,6 +29,7 @@ afterEach(async () => {
   fake.deferred.length = 0;
   fake.leaseTtlMs = 30000;
   fake.openedEpoch = 0;
+  fake.refuseLetGo = 0;
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
@@ -180,6 +182,61 @@ describe("A5: a loss before its answer", () => {
     assert.equal(l.fencingToken, 1);
     assert.equal(s.heldToken(name, "a"), 1);
   });
+
+  test("a lost heard while a repeated acquire of a held lease is in flight: its result L/1 does not bring the holding back", async () => {
+    const s = await open(client());
+    const name = lease();
+    assert.equal((await s.acquire(name, { holder: "a" })).fencingToken, 1);
+    fake.defer.add("acquire");
+    const again = track(s.acquire(name, { holder: "a" }));
+    await waitFor("the repeated acquire", () => fake.of("acquire").filter((r) => r.msg["name"] === name).length === 2);
+    fake.push({ type: "lost", name, fencingToken: 1, reason: "taken" });
+    await waitFor("the lost", () => s.heldToken(name, "a") === 0);
+    fake.answerDeferred("acquire"); // result L/1
+    fake.defer.clear();
+    await waitFor("the acquire to settle", () => again.done);
+    assert.ok(again.err instanceof LeaseLostError, `led after its lost: ${String(again.err ?? JSON.stringify(again.value))}`);
+    assert.equal(s.heldToken(name, "a"), 0);
+    assert.deepEqual(s.leases(), [], "a later resume would claim it");
+  });
+});
+
+describe("A6: letting go", () => {
+  /** A session holding a lease, led by an ack after its answer. */
+  async function holding(): Promise<{ s: Session; name: string }> {
+    const s = await open(client());
+    const name = lease();
+    await s.acquire(name, { holder: "a" });
+    const beats = fake.of("heartbeat").length;
+    await waitFor("an ack after the answer", () => fake.of("heartbeat").length > beats + 1 && s.holdingDeadline(name, 1) > performance.now());
+    return { s, name };
+  }
+
+  test("from the moment a release is sent the holding is not led, whatever the acks after", async () => {
+    const { s, name } = await holding();
+    fake.defer.add("release"); // under way, unanswered
+    const sentBy = performance.now();
+    const rel = track(s.release(name, "a", 1));
+    await waitFor("the release", () => fake.deferred.some((d) => d.type === "release"));
+    assert.ok(s.holdingDeadline(name, 1) <= sentBy, `led until ${s.holdingDeadline(name, 1)} after its release was sent at ${sentBy}`);
+    const acked = s.lastAckSentAt;
+    await waitFor("an ack after the release went out", () => s.lastAckSentAt > acked);
+    assert.ok(s.holdingDeadline(name, 1) <= sentBy, "an ack brought the lead back");
+    fake.answerDeferred("release");
+    fake.defer.clear();
+    await waitFor("the release to settle", () => rel.done);
+    assert.ok(rel.err === undefined, String(rel.err));
+  });
+
+  for (const [status, type] of [[400, InvalidArgumentError], [403, PermissionDeniedError], [429, RateLimitedError]] as const) {
+    test(`a release refused ${status} (nothing written) gives the lead back`, async () => {
+      const { s, name } = await holding();
+      fake.refuseLetGo = status;
+      await assert.rejects(s.release(name, "a", 1), type);
+      assert.ok(s.holdingDeadline(name, 1) > performance.now(), "not led after a refusal that wrote nothing");
+      assert.equal(s.heldToken(name, "a"), 1);
+    });
+  }
 });
 
 describe("pushes on a new socket before its resumed", () => {

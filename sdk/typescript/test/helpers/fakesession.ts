@@ -67,6 +67,8 @@ export class FakeSessionServer {
   refuseResume = 0;
   /** Sockets on which the session ended (moved, say) while requests were under way: their lease operations are answered 503 unavailable, and the socket then closes with 1000. */
   readonly unavailableOn = new Set<number>();
+  /** Answers release and transfer with this problem status (400 invalid_argument, 403 permission_denied, 429 resource_exhausted), changing nothing (0: none). */
+  refuseLetGo = 0;
   /** The epochs of the resumes answered 409 session_conflict, in order. */
   readonly conflicts: number[] = [];
   /** The session lease TTL that opened and resumed carry (leaseTtlMs), ms. */
@@ -280,6 +282,10 @@ export class FakeSessionServer {
           if (this.unavailableOn.has(sock)) {
             problem(id, 503, "unavailable");
             ws.close(1000);
+            return;
+          }
+          if (this.refuseLetGo !== 0 && msg["type"] !== "renew") {
+            problem(id, this.refuseLetGo, { 400: "invalid_argument", 403: "permission_denied", 429: "resource_exhausted" }[this.refuseLetGo] ?? "invalid_argument");
             return;
           }
           const h = this.leases.get(name);
