@@ -123,6 +123,12 @@ type AcquireRequest struct {
 	// through any session, and a repeat acquire by the holder of a live
 	// session-held holding is ErrSessionHeld.
 	Session *SessionRef
+	// OnAttempt, if set, is called before each attempt to acquire (the
+	// first, and each after a wait), ahead of the attempt's read: the
+	// backend decides the write no sooner, so a caller counting the
+	// holding's safety from its own clock counts from the last call, not
+	// from before a wait (docs/contract.md §14, S5).
+	OnAttempt func()
 }
 
 // RenewRequest extends a holding (docs/contract.md §3 renew).
@@ -185,6 +191,9 @@ func (m *Manager) Acquire(ctx context.Context, req AcquireRequest) (Lease, error
 // reg, a refusal first registers (or keeps) the request as a candidate and
 // a success takes it out of the candidates.
 func (m *Manager) acquireOnce(ctx context.Context, req AcquireRequest, md []byte, reg *registration) (Lease, error) {
+	if req.OnAttempt != nil {
+		req.OnAttempt()
+	}
 	in := acquireInput{req: req, md: md, reg: reg, maxCandidates: m.cfg.MaxCandidates}
 	var prev *Record
 	var refusal error

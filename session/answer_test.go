@@ -41,11 +41,14 @@ func (b *late) Renew(ctx context.Context, ref session.Ref, req lease.RenewReques
 
 // heartbeats heartbeats s every 50ms (the agent's window/4) until the
 // test ends, so that the session lives through a late answer.
-func heartbeats(t *testing.T, s *session.Session) {
+func heartbeats(t *testing.T, s *session.Session) { heartbeatsEvery(t, s, 50*time.Millisecond) }
+
+// heartbeatsEvery heartbeats s every d until the test ends.
+func heartbeatsEvery(t *testing.T, s *session.Session, d time.Duration) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
+		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
 			select {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/leasesvc/leasesvc/lease"
 )
@@ -43,8 +44,20 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer 
 	req.Principal, req.TTL = s.principal, s.ttl
 	ctx, cancel := s.withSession(ctx)
 	defer cancel()
-	sent := s.clock.Now()
+	// The write's safety counts from the send of the attempt that made
+	// it: a waiting acquire's last attempt, not its first.
+	var attemptMu sync.Mutex
+	attempt := s.clock.Now()
+	req.OnAttempt = func() {
+		now := s.clock.Now()
+		attemptMu.Lock()
+		attempt = now
+		attemptMu.Unlock()
+	}
 	l, err := s.r.b.Acquire(ctx, ref, req)
+	attemptMu.Lock()
+	sent := attempt
+	attemptMu.Unlock()
 	if err != nil {
 		if s.movedOn(err) || s.ctx.Err() != nil {
 			return lease.Lease{}, ErrClosed

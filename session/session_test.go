@@ -237,41 +237,39 @@ func (c *counting) Renew(ctx context.Context, ref session.Ref, req lease.RenewRe
 	return c.Backend.Renew(ctx, ref, req)
 }
 
-// TestLongWaitIsRenewedAtOnce: an acquire that waited longer than a tenth
-// of the TTL is renewed at once, not at the next round (TTL/3 = 10 s
-// here), since its safe deadline counts from its send and would otherwise
-// hold the session's acks back.
-func TestLongWaitIsRenewedAtOnce(t *testing.T) {
-	m := manager(t, memory.New())
-	b := &counting{Backend: session.Manager{M: m}, renewed: make(chan string, 16)}
-	r := newRegistry(t, b, session.Config{LeaseTTL: 30 * time.Second})
-	s, _, err := r.Open(t.Context(), "c", "", 5*time.Second, newPushes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	opened := time.Now()
-	if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "other", TTL: 3100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	// The other holding runs out after 3.1 s; the session's acquire waits
-	// for it, so its write comes more than TTL/10 = 3 s after its send.
-	if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "h", Wait: 10 * time.Second}, nil); err != nil {
-		t.Fatal(err)
-	}
-	for {
+// TestLongWaitCountsFromItsLastAttempt: an acquire that waited for
+// another holding counts its write's safety from the attempt that made
+// it, not from before the wait: answered without a renewal first, and the
+// session acks at once (docs/contract.md §14, S5).
+func TestLongWaitCountsFromItsLastAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := manager(t, memory.New())
+		b := &counting{Backend: session.Manager{M: m}, renewed: make(chan string, 16)}
+		r := newRegistry(t, b, session.Config{LeaseTTL: 30 * time.Second})
+		s, _, err := r.Open(t.Context(), "c", "", 5*time.Second, newPushes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		heartbeatsEvery(t, s, time.Second)
+		if _, err := m.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "other", TTL: 25 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		// The other holding runs out after 25 s; the session's acquire
+		// waits for it: from its first send, the write would be safe only
+		// until +27 s, less than a window (5 s) after its answer.
+		if _, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "w", Holder: "h", Wait: 30 * time.Second}, nil); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case name := <-b.renewed:
-			if name == "w" {
-				if d := time.Since(opened); d >= 10*time.Second {
-					t.Fatalf("renewed %v after the open: at the round, not at once", d)
-				}
-				return
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no renewal of the waited-for lease")
+			t.Fatalf("%s renewed before or at its answer: its safety counted from before the wait", name)
+		default:
 		}
-	}
+		if !s.Heartbeat(func() {}) {
+			t.Fatal("no ack right after the waited-for acquire")
+		}
+	})
 }
 
 // TestLateEndOfRestartedHolding: a resume restarts with its token a holding

@@ -284,6 +284,9 @@ func step(s state, in input, out output) []any {
 		if s.kind == known && sessionApply(s.rec, in, out) {
 			return []any{state{kind: known, rec: r}}
 		}
+		if first, ok := sessionRenewedAcquire(cur, in, out); ok {
+			return []any{state{kind: known, rec: first}}
+		}
 		return nil
 	case unseen:
 		if r.token >= s.rec.token && (s.baseAbsent || !out.server.Before(s.rec.lastWrite())) {

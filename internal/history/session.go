@@ -86,3 +86,21 @@ func describeTerm(e Entry) string {
 	return fmt.Sprintf("client %d led token %d as %q from %s until %s", e.Client, e.Token, e.Holder,
 		e.Call.UTC().Format("15:04:05.000000"), e.Return.UTC().Format(time.TimeOnly+".000000"))
 }
+
+// sessionRenewedAcquire reports whether an acknowledged acquire of a
+// session holder, answered out, is one that its instance wrote twice: the
+// acquire, decided at out.rec.acquire, then the renewal that S5 asks for
+// when the acquire's answer came back too late (docs/contract.md §14),
+// decided at out.server. It returns the state the acquire made, which the
+// instance's unseen renewal then extends (sessionShows lets later reads
+// show the renewal): reads between the two writes show that state.
+func sessionRenewedAcquire(cur *record, in input, out output) (record, bool) {
+	r := out.rec
+	if in.op != Acquire || !r.session || r.holder != in.holder || !r.acquire.Before(r.renew) || !r.renew.Equal(out.server) {
+		return record{}, false
+	}
+	first := r
+	first.renew, first.expire = r.acquire, r.acquire.Add(r.ttl)
+	got, ok := apply(cur, in, r.acquire)
+	return first, ok && recEqual(got, first)
+}

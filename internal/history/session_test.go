@@ -75,3 +75,31 @@ func TestSessionHolderStillOverlaps(t *testing.T) {
 		t.Errorf("porcupine: %v, want Illegal", lin.Result)
 	}
 }
+
+// renewedAcquire is a session holder's acquire answered from the renewal
+// its instance wrote because the acquire's answer came back late
+// (docs/contract.md §14, S5): decided at 0, renewed at 2000, answered
+// then; a read in between shows the first write. session false records
+// the same answers as plain operations.
+func renewedAcquire(session bool) []Entry {
+	es := seq(
+		Entry{Client: 1, Op: Acquire, Holder: "s", TTL: time.Second, Outcome: OK, Lease: mk("s", 1, 1000, 0, 2000, 3000, 2000), Session: session},
+		Entry{Client: 2, Op: Get, Outcome: OK, Lease: mk("s", 1, 1000, 0, 0, 1000, 500)},
+		Entry{Client: 2, Op: Get, Outcome: OK, Lease: mk("s", 1, 1000, 0, 2000, 3000, 2500)},
+	)
+	// The acquire was sent before the read and answered after it.
+	es[0].Return = es[1].Return.Add(time.Millisecond)
+	return es
+}
+
+// TestSessionAcquireAnsweredFromItsRenewal: an acquire a session's
+// instance wrote twice before answering is legal for a session holder,
+// and only for one.
+func TestSessionAcquireAnsweredFromItsRenewal(t *testing.T) {
+	if lin := Linearizable(renewedAcquire(true), 10*time.Second); lin.Result != porcupine.Ok {
+		t.Errorf("porcupine: %v, want Ok for a session acquire answered from its renewal", lin.Result)
+	}
+	if lin := Linearizable(renewedAcquire(false), 10*time.Second); lin.Result != porcupine.Illegal {
+		t.Errorf("porcupine: %v, want Illegal for a plain acquire answered with a renewal nobody sent", lin.Result)
+	}
+}
