@@ -230,6 +230,10 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	}
 
 	start := time.Now()
+	lateReport := func() string { return "" }
+	if cfg.sessions > 0 { // one instance's backend answers late (safety_lateanswers_test.go)
+		lateReport = r.startLateAnswers(t, start.Add(cfg.duration))
+	}
 	type sessionLog struct {
 		log []string
 		err error
@@ -253,6 +257,9 @@ func runSafety(t *testing.T, cfg safetyConfig, pubsubClient *pubsub.Client) {
 	stop()
 	wg.Wait()
 	ran := time.Since(start)
+	if cfg.sessions > 0 {
+		faults = append(faults, "late answers: "+lateReport())
+	}
 
 	if cfg.sessions > 0 {
 		names = append(names, r.lateName)

@@ -13,13 +13,17 @@ import (
 
 	"github.com/leasesvc/leasesvc/internal/history"
 	"github.com/leasesvc/leasesvc/internal/rawsession"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // safetySessionTTL is the instances' LEASESVC_SESSION_LEASE_TTL in the
 // safety runs: short, so that the leases of a session whose instance was
-// killed, and whose agent is gone too, free within the run, and so that
-// the instances renew session leases (unseen by the history) every second.
-const safetySessionTTL = 3 * time.Second
+// killed, and whose agent is gone too, free within the run, so that the
+// instances renew session leases (unseen by the history) three times a
+// second, and so that the late-answer fault (safety_lateanswers_test.go)
+// delivers many answers past it (a session's leases have
+// max(it, 3 × window): 1–1.5 s for windows of 200–500 ms).
+const safetySessionTTL = time.Second
 
 // sessionContender is a safety run's agent that holds through a session
 // (docs/contract.md §14), over the raw protocol (internal/rawsession) and
@@ -219,6 +223,9 @@ func (c *sessionContender) session(ctx context.Context) {
 	switch code := rawsession.Code(err); {
 	case err == nil:
 		e.Outcome, e.Lease, e.TTL = history.OK, &l, l.TTL
+		if !e.Return.Before(l.ExpireTime) { // the late-answer fault's mark (S5 forbids it, socket faults aside)
+			c.run.stats.add("session acquire answered ok after its holding's expireTime")
+		}
 	case code == "lease_held" || code == "lease_reserved" || code == "session_held":
 		// A refusal changes nothing; its problem carries no lease to
 		// record. session_held: its previous session's holding is still
@@ -230,6 +237,8 @@ func (c *sessionContender) session(ctx context.Context) {
 		c.run.unexpected("session acquire %s by %s: %v", c.name, c.holder, err)
 		c.close(a)
 		return
+	case errors.Is(err, lease.ErrLost): // its lost came first (A5): unanswered for the history
+		c.run.stats.add("session acquire answered after its lost: not led")
 	}
 	c.record(e) // OK, or Maybe: it may have made a holding nobody told us of
 	if e.Outcome != history.OK {
@@ -341,8 +350,9 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 	}
 }
 
-// ledUntil is until when the agent leads the holding: its deadline, or,
-// once it learnt that the holding was lost (a push, or a resume that could
+// ledUntil is until when the agent leads the holding: its deadline (no
+// later than its acquire's cap while no ack has vouched for the holding
+// since its answer: rawsession.Agent.LeaseDeadline, A4), or, once it learnt that the holding was lost (a push, or a resume that could
 // not take it back), until when it led it then (never, when it lost it
 // before any acknowledged heartbeat: ackWatch). The deadline alone would
 // count the acks of a socket resumed without the holding: the harness
@@ -350,6 +360,9 @@ func (c *sessionContender) hold(ctx context.Context, a *rawsession.Agent, token 
 // showed the loss).
 func (c *sessionContender) ledUntil(a *rawsession.Agent) time.Time {
 	d := a.Deadline()
+	if held := a.LeaseDeadline(c.name); !held.IsZero() && held.Before(d) {
+		d = held // no ack has vouched for it since its answer yet (A4)
+	}
 	until, lost := a.Dropped(c.name)
 	c.mu.Lock()
 	acks := c.acks

@@ -29,7 +29,10 @@ import (
 // than the agents take to resume elsewhere, then SIGCONT) while session
 // agents hold through it (safety_pause_test.go); an instance's connection
 // to the emulator delayed, cut and restored, blackholed (through an
-// in-process toxiproxy per instance); the Pub/Sub emulator stopped and
+// in-process toxiproxy per instance); for one instance per run, its
+// backend's answers held back on their way to it, at random and often past
+// the session lease TTL (1 s), decided at once and answered late
+// (safety_lateanswers_test.go); the Pub/Sub emulator stopped and
 // restarted; and on the agents' sockets, through a frame proxy per
 // instance that reads the session frames (safety_frames_test.go): frames
 // held back and delivered after the agent gave up on their socket and
