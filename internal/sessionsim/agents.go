@@ -3,6 +3,7 @@ package sessionsim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -108,8 +109,9 @@ func (w *World) Opened(a *Agent) bool {
 	return a.opened
 }
 
-// CheckAgents compares each agent's own deadline with the one A3 gives
-// it: the agent under test may stop sooner, never later.
+// CheckAgents compares each agent's own deadlines, the session's and each
+// holding's (A4 may end a holding's sooner), with the one A3 gives it: the
+// agent under test may stop sooner, never later.
 func (w *World) CheckAgents() {
 	w.mu.Lock()
 	agents := slices.Clone(w.agents)
@@ -121,6 +123,12 @@ func (w *World) CheckAgents() {
 		own, spec := a.Deadline(), w.check.deadline(a.Spec)
 		if own.After(spec) {
 			w.check.note(Violation{Kind: KindAgent, Detail: "agent " + a.Spec.Holder + " leads until " + w.at(own) + ", past its deadline by A3, " + w.at(spec)})
+		}
+		for _, h := range a.Held() {
+			if d := leaseDeadline(a, h.Name); d.After(spec) {
+				w.check.note(Violation{Kind: KindAgent, Detail: fmt.Sprintf("agent %s leads %s token %d until %s, past its deadline by A3, %s",
+					a.Spec.Holder, h.Name, h.FencingToken, w.at(d), w.at(spec))})
+			}
 		}
 	}
 }

@@ -103,7 +103,12 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // gate is an instance's way to the backend (session.Backend): each call
 // takes the instance's latency each way, and a paused instance sends
-// nothing and reads no answer until it wakes.
+// nothing and reads no answer until it wakes. The backend decides a call
+// as soon as it arrives; its answer may come back late (World.Late): it
+// reaches the instance that much later, past the session lease TTL
+// included, while everything else goes on (the instance's renewals, the
+// events, other instances' work), or never, when the call's context ends
+// first.
 type gate struct {
 	in *Instance
 	b  session.Backend
@@ -123,46 +128,69 @@ func (g gate) answer() {
 	g.in.awaitAwake()
 }
 
+// call runs one call of the instance to the backend: op (the method) of
+// name, decided by f when it arrives, and answered late when a rule of
+// World.Late says so. An answer later than the call's context lasts is
+// lost: the caller gets the context's error, as a caller that gives up
+// would, and the backend's decision stands. Close lifts the delays of the
+// answers on their way.
+func call[T any](ctx context.Context, g gate, op, name string, f func() (T, error)) (T, error) {
+	g.send()
+	v, err := f()
+	if d := g.in.late(op); d > 0 {
+		w := g.in.w
+		w.logf("instance %d: backend %s %s decided (%s); the answer comes %v late", g.in.K, op, name, outcome(err), d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			w.logf("instance %d: the late answer of %s %s arrives", g.in.K, op, name)
+		case <-w.lifted:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			w.logf("instance %d: the late answer of %s %s is lost: %v", g.in.K, op, name, ctx.Err())
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+	g.answer()
+	return v, err
+}
+
+// outcome tells the result of a backend call for the trace.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
 var _ session.Backend = gate{}
 
 func (g gate) Acquire(ctx context.Context, ref session.Ref, req lease.AcquireRequest) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Acquire(ctx, ref, req)
+	return call(ctx, g, "Acquire", req.Name, func() (lease.Lease, error) { return g.b.Acquire(ctx, ref, req) })
 }
 
 func (g gate) Renew(ctx context.Context, ref session.Ref, req lease.RenewRequest) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Renew(ctx, ref, req)
+	return call(ctx, g, "Renew", req.Name, func() (lease.Lease, error) { return g.b.Renew(ctx, ref, req) })
 }
 
 func (g gate) Release(ctx context.Context, ref session.Ref, req lease.ReleaseRequest) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Release(ctx, ref, req)
+	return call(ctx, g, "Release", req.Name, func() (lease.Lease, error) { return g.b.Release(ctx, ref, req) })
 }
 
 func (g gate) Transfer(ctx context.Context, ref session.Ref, req lease.TransferRequest) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Transfer(ctx, ref, req)
+	return call(ctx, g, "Transfer", req.Name, func() (lease.Lease, error) { return g.b.Transfer(ctx, ref, req) })
 }
 
 func (g gate) Expire(ctx context.Context, ref session.Ref, req lease.ReleaseRequest) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Expire(ctx, ref, req)
+	return call(ctx, g, "Expire", req.Name, func() (lease.Lease, error) { return g.b.Expire(ctx, ref, req) })
 }
 
 func (g gate) TakeOver(ctx context.Context, ref session.Ref, req session.TakeOver) (lease.Lease, error) {
-	g.send()
-	defer g.answer()
-	return g.b.TakeOver(ctx, ref, req)
+	return call(ctx, g, "TakeOver", req.Name, func() (lease.Lease, error) { return g.b.TakeOver(ctx, ref, req) })
 }
 
 func (g gate) Get(ctx context.Context, name string) (session.Record, error) {
-	g.send()
-	defer g.answer()
-	return g.b.Get(ctx, name)
+	return call(ctx, g, "Get", name, func() (session.Record, error) { return g.b.Get(ctx, name) })
 }

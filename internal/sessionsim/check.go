@@ -28,6 +28,12 @@ const Margin = 0.1
 //     end (an acquire of the same lease sent before its release may be
 //     answered after it, with the same token).
 //
+// That is rules A1–A3 and A6 (a release or transfer ends the lead when it
+// is sent; this agent never takes it back, even after a refusal): A4
+// (acks count for a lease only after its answer) and A5 (a loss pushed
+// before the answer) are not part of it. With the service's rules S5 and
+// S6 such an agent must be safe, so it is the stricter judge.
+//
 // The agent under test (internal/rawsession) may be more careful than
 // this; never less (the checker compares its own deadline with this one).
 type Spec struct {
@@ -37,11 +43,20 @@ type Spec struct {
 	current  *Conn
 	beats    map[*Conn]map[int64]time.Time
 	acquires map[*Conn]map[int64]bool
+	pending  map[*Conn]map[int64]*inflight // acquires not answered yet
 	deadline time.Time
 	basis    basis // the heartbeat that set the deadline
 	held     map[string]Holding
 	ended    map[Holding]bool // released, transferred or closed by the agent
 	reported map[string]bool  // violations reported, by holding and begin
+}
+
+// inflight is an acquire sent and not yet answered, with the losses of
+// its lease pushed on its socket meanwhile.
+type inflight struct {
+	name string
+	sent time.Time
+	lost map[int64]time.Time // fencing token → when its lost or revoked push arrived
 }
 
 // basis is the counted heartbeat that set a deadline.
@@ -78,7 +93,10 @@ type begun struct {
 // It checks at each holding that begins (does an agent lead the lease
 // now?) and at each change of what an agent leads (did another holding
 // begin since the one it leads?), both in the bubble's time, under one
-// lock: so no interleaving escapes it.
+// lock: so no interleaving escapes it. It also checks the order of a
+// socket (S6): no lost or revoked push for a (name, fencingToken) arrives
+// before the result that answers the acquire of that (name, token) on that
+// socket.
 type Checker struct {
 	w          *World
 	mu         sync.Mutex
@@ -98,8 +116,9 @@ type Violation struct {
 
 // The kinds of Violation.
 const (
-	KindBegan = "a holding began while an agent led another holding of the lease"
-	KindAgent = "an agent led past its deadline by A3"
+	KindBegan     = "a holding began while an agent led another holding of the lease"
+	KindAgent     = "an agent led past its deadline by A3"
+	KindLostFirst = "a lost or revoked push came before the result of the acquire it is about"
 )
 
 // newChecker returns the checker of w.
@@ -110,7 +129,7 @@ func (k *Checker) addSpec(holder string, window time.Duration) *Spec {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	sp := &Spec{Holder: holder, window: window, beats: map[*Conn]map[int64]time.Time{},
-		acquires: map[*Conn]map[int64]bool{}, held: map[string]Holding{}, ended: map[Holding]bool{}, reported: map[string]bool{}}
+		acquires: map[*Conn]map[int64]bool{}, pending: map[*Conn]map[int64]*inflight{}, held: map[string]Holding{}, ended: map[Holding]bool{}, reported: map[string]bool{}}
 	k.specs = append(k.specs, sp)
 	return sp
 }
@@ -148,6 +167,10 @@ func (k *Checker) sent(c *Conn, m *Msg, now time.Time) {
 			sp.acquires[c] = map[int64]bool{}
 		}
 		sp.acquires[c][m.ID] = true
+		if sp.pending[c] == nil {
+			sp.pending[c] = map[int64]*inflight{}
+		}
+		sp.pending[c][m.ID] = &inflight{name: m.Name, sent: now, lost: map[int64]time.Time{}}
 	case "release", "transfer":
 		sp.ended[Holding{Name: m.Name, Holder: m.Holder, FencingToken: m.FencingToken}] = true
 		if h, ok := sp.held[m.Name]; ok && h.FencingToken == m.FencingToken {
@@ -178,6 +201,7 @@ func (k *Checker) received(c *Conn, m *Msg, now time.Time) {
 		sp.basis = basis{id: m.Re, sent: s, acked: now, c: c}
 		k.leadsNow(sp, now)
 	case "result":
+		k.answered(sp, c, m, now)
 		if !sp.acquires[c][m.Re] || c != sp.current || m.Lease == nil || sp.ended[*m.Lease] {
 			return
 		}
@@ -192,13 +216,43 @@ func (k *Checker) received(c *Conn, m *Msg, now time.Time) {
 				delete(sp.held, l.Name)
 			}
 		}
+	case "error":
+		delete(sp.pending[c], m.Re)
 	case "lost", "revoked":
+		if m.Re == 0 {
+			for _, a := range sp.pending[c] {
+				if a.name == m.Name {
+					if _, ok := a.lost[m.FencingToken]; !ok {
+						a.lost[m.FencingToken] = now
+					}
+				}
+			}
+		}
 		if c != sp.current || m.Re != 0 {
 			return
 		}
 		if h, ok := sp.held[m.Name]; ok && h.FencingToken == m.FencingToken {
 			delete(sp.held, m.Name)
 		}
+	}
+}
+
+// answered checks the result m of an acquire on c, at now, against the
+// losses pushed on c while it was in flight (KindLostFirst); k.mu held.
+func (k *Checker) answered(sp *Spec, c *Conn, m *Msg, now time.Time) {
+	a, ok := sp.pending[c][m.Re]
+	if !ok {
+		return
+	}
+	delete(sp.pending[c], m.Re)
+	if m.Lease == nil {
+		return
+	}
+	if at, lost := a.lost[m.Lease.FencingToken]; lost {
+		k.add(Violation{Kind: KindLostFirst, Detail: fmt.Sprintf(
+			"at %s agent %s gets on conn %d (instance %d) the result %s token %d of its acquire id %d sent at %s, but a loss of %s token %d arrived on that socket at %s",
+			k.w.at(now), sp.Holder, c.ID, c.Inst.K, m.Lease.Name, m.Lease.FencingToken, m.Re, k.w.at(a.sent),
+			m.Lease.Name, m.Lease.FencingToken, k.w.at(at))})
 	}
 }
 
@@ -242,10 +296,16 @@ func (k *Checker) violate(sp *Spec, mine Holding, b begun, now time.Time) {
 	k.add(Violation{Kind: KindBegan, Detail: v})
 }
 
-// add records v; k.mu held.
+// add records v, up to 8 of each kind; k.mu held.
 func (k *Checker) add(v Violation) {
 	k.w.logf("VIOLATION: %s: %s", v.Kind, v.Detail)
-	if len(k.violations) < 8 {
+	n := 0
+	for _, u := range k.violations {
+		if u.Kind == v.Kind {
+			n++
+		}
+	}
+	if n < 8 {
 		k.violations = append(k.violations, v)
 	}
 }

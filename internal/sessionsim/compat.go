@@ -10,8 +10,9 @@ import (
 
 // The few lines that follow the API of the code under test: the copy of
 // this package run against the code before issue 36's fix (which had no
-// session.Config.Clock and no rawsession.Agent.HTTPClient) differs from
-// this one here only.
+// session.Config.Clock and no rawsession.Agent.HTTPClient), or before
+// issue 44's (no rawsession.Agent.LeaseDeadline: there, Deadline), differs
+// from this one here only.
 
 // newRegistry makes an instance's Registry over b, reading clock.
 func newRegistry(b session.Backend, cfg session.Config, clock *Clock) (*session.Registry, error) {
@@ -29,3 +30,6 @@ func setHTTPClient(a *rawsession.Agent, c *http.Client) { a.HTTPClient = c }
 
 // maxAgents is how many agents one run may start, one after another.
 const maxAgents = 3
+
+// leaseDeadline is until when a leads its holding of name (A4).
+func leaseDeadline(a *Agent, name string) time.Time { return a.LeaseDeadline(name) }

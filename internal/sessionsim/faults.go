@@ -33,6 +33,13 @@ func (w *World) Current(a *Agent) int {
 	return -1
 }
 
+// InstanceOf returns the instance that connection id reaches.
+func (w *World) InstanceOf(id int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conns[id].Inst.K
+}
+
 // Cut breaks connection id: both ends fail, and what was not read is lost.
 func (w *World) Cut(id int) {
 	w.mu.Lock()

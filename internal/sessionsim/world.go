@@ -61,7 +61,10 @@ type World struct {
 	check *Checker
 	ctx   context.Context
 	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	// lifted is closed when Close lifts the faults: the late answers and
+	// the stalls under way end.
+	lifted chan struct{}
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex // the network, the instances' pauses and holds, the agents
 	Insts  []*Instance
@@ -95,7 +98,9 @@ type Instance struct {
 	paused  bool
 	holdIn  bool // frames to it wait, on every connection
 	events  []event
-	done    bool // the event forwarder stops
+	done    bool        // the event forwarder stops
+	lates   []lateRule  // answers of the backend that come late (Late)
+	stalls  []stallRule // answers that stall before they are queued (Stall)
 }
 
 // event is an event of the backend on its way to an instance.
@@ -114,7 +119,7 @@ type Agent struct {
 
 // NewWorld builds a deployment; call it inside a synctest bubble.
 func NewWorld(cfg Config) (*World, error) {
-	w := &World{cfg: cfg, start: time.Now()}
+	w := &World{cfg: cfg, start: time.Now(), lifted: make(chan struct{})}
 	w.check = newChecker(w)
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.Store = newStore(w)
@@ -143,7 +148,7 @@ func NewWorld(cfg Config) (*World, error) {
 		}
 		// Providers of their own: the global ones keep every instrument,
 		// and so every world, for ever.
-		h, err := httpapi.New(w.M, httpapi.Config{Logger: quiet, Events: in.hub, Sessions: in.Reg,
+		h, err := httpapi.New(w.M, httpapi.Config{Logger: quiet, Events: in.hub, Sessions: in.Reg, Proofs: signer{in},
 			TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
 		if err != nil {
 			return nil, err
@@ -343,12 +348,15 @@ func (w *World) at(t time.Time) string {
 }
 
 // Close ends everything in the world, so that the bubble can end: every
-// fault is lifted, the agents are killed, the connections cut, and the
+// fault is lifted (late answers and stalls under way included), the agents are killed, the connections cut, and the
 // sessions left to die. A session still registered an hour (of the
 // bubble) later is a session that never dies: Close ends it as a
 // shutdown would, and reports it.
 func (w *World) Close() error {
 	w.Store.outage.Store(0)
+	w.mu.Lock()
+	w.clearLate()
+	w.mu.Unlock()
 	for k := range w.Insts {
 		w.ReleaseIn(k)
 		w.Wake(k)
