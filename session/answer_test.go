@@ -65,10 +65,10 @@ func heartbeatsEvery(t *testing.T, s *session.Session, d time.Duration) {
 // safe while it comes within 0.9s − 0.2s of its send) on a backend whose
 // acquire answers come lateBy late, and acquires "a" through it with an
 // answer that records whether it was queued.
-func lateAcquire(t *testing.T, lateBy time.Duration, renewLate bool) (*lease.Manager, lease.Lease, error, bool, *late) {
+func lateAcquire(t *testing.T, lateBy time.Duration, renewLate bool) (m *lease.Manager, l lease.Lease, answered bool, b *late, err error) {
 	t.Helper()
-	m := manager(t, memory.New())
-	b := &late{Backend: session.Manager{M: m}}
+	m = manager(t, memory.New())
+	b = &late{Backend: session.Manager{M: m}}
 	r := newRegistry(t, b, session.Config{LeaseTTL: time.Second})
 	s, _, err := r.Open(t.Context(), "c", "", 200*time.Millisecond, newPushes())
 	if err != nil {
@@ -78,11 +78,10 @@ func lateAcquire(t *testing.T, lateBy time.Duration, renewLate bool) (*lease.Man
 	heartbeats(t, s)
 	b.lateBy = lateBy
 	b.renewLate.Store(renewLate)
-	var answered bool
-	l, err := s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, func(lease.Lease) func() {
+	l, err = s.Acquire(t.Context(), lease.AcquireRequest{Name: "a", Holder: "h"}, func(lease.Lease) func() {
 		return func() { answered = true }
 	})
-	return m, l, err, answered, b
+	return m, l, answered, b, err
 }
 
 // TestLateAnswerPastTTLIsNotHeld: an acquire answered after its holding
@@ -130,7 +129,7 @@ func TestLateAnswerPastTTLIsNotHeld(t *testing.T) {
 func TestLateAnswerIsRenewedFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		_, l, err, answered, b := lateAcquire(t, 800*time.Millisecond, false)
+		_, l, answered, b, err := lateAcquire(t, 800*time.Millisecond, false)
 		if err != nil || !answered {
 			t.Fatalf("acquire: answered %v, err %v", answered, err)
 		}
@@ -147,7 +146,7 @@ func TestLateAnswerIsRenewedFirst(t *testing.T) {
 // acquire is ErrUnsafe, nothing is answered and the holding is ended.
 func TestLateAnswerAndLateRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, _, err, answered, _ := lateAcquire(t, 800*time.Millisecond, true)
+		m, _, answered, _, err := lateAcquire(t, 800*time.Millisecond, true)
 		if answered || !errors.Is(err, session.ErrUnsafe) {
 			t.Fatalf("acquire: answered %v, err %v; want ErrUnsafe", answered, err)
 		}
@@ -165,7 +164,7 @@ func TestLateAnswerAndLateRenewal(t *testing.T) {
 // at once, with no extra write.
 func TestTimelyAnswerIsNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, _, err, answered, b := lateAcquire(t, 100*time.Millisecond, false)
+		_, _, answered, b, err := lateAcquire(t, 100*time.Millisecond, false)
 		if err != nil || !answered || b.renews.Load() != 0 {
 			t.Fatalf("acquire: answered %v, err %v, %d renewals; want an answer and no renewal", answered, err, b.renews.Load())
 		}
