@@ -35,6 +35,12 @@
 //     A paused process (SIGSTOP, a suspended laptop) can outlive its safe
 //     deadline: downstream systems must refuse fencing tokens lower than
 //     the highest they have seen.
+//   - A careless client does not end the session: over a LineTransport
+//     (what `leasectl mcp` serves on), a line that is not a JSON-RPC
+//     message, or is longer than its limit, is answered with a JSON-RPC
+//     error (-32700 or -32600) and the next line is read; an id is kept
+//     exactly or refused, never rounded. Run returns an error only when
+//     the connection broke (a read or write error), not at EOF.
 //
 // # Tools for the hand
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -111,10 +112,12 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 // Holder returns the identity under which the session holds its leases.
 func (s *Server) Holder() string { return s.cfg.Holder }
 
-// Run serves one MCP session over t until the client ends it (stdin
-// closed, the connection gone) or ctx is cancelled, then releases every
-// lease the session holds and returns. A session that ends is not an
-// error; a failure to connect is.
+// Run serves one MCP session over t until the client ends it (EOF of its
+// input, the connection gone) or ctx is cancelled, then releases every
+// lease the session holds and returns. It returns nil for those ends, and
+// the cause when the connection broke instead: a read error of its input
+// or a write error of its output (with a LineTransport: "reading stdin:
+// …", "writing stdout: …"). A failure to connect is an error too.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
@@ -126,6 +129,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	s.mu.Unlock()
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
+	var broken error
 	select {
 	case <-ctx.Done():
 		_ = ss.Close()
@@ -133,9 +137,12 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		s.cfg.Logger.Info("leasectl mcp: stopping", "cause", context.Cause(ctx))
 	case err := <-ended:
 		s.cfg.Logger.Info("leasectl mcp: session ended", "err", err)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			broken = fmt.Errorf("leasemcp: the session's connection broke: %w", err)
+		}
 	}
 	s.shutdown()
-	return nil
+	return broken
 }
 
 // shutdown releases every holding and waits for the renewers to stop.
