@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Authenticator identifies the principal behind a request.
@@ -15,10 +17,18 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (principal string, err error)
 }
 
+// ErrMalformedHeader is wrapped, with ErrUnauthenticated, by the error for
+// an Authorization header that contains a control character: a tab, a line
+// break (what obsolete line folding, RFC 7230 §3.2.4, leaves when nothing
+// unfolded it), NUL or another. Such a header is refused whatever its
+// token, before the token is looked at.
+var ErrMalformedHeader = fmt.Errorf("%w: malformed Authorization header", ErrUnauthenticated)
+
 // bearerToken returns the token of r's "Authorization: Bearer <token>"
 // header. The scheme is case-insensitive; exactly one Authorization header
-// with exactly one single-space-separated, non-empty token is accepted.
-// Errors wrap ErrUnauthenticated and never echo the header.
+// with exactly one single-space-separated, non-empty token and no control
+// characters is accepted. Errors wrap ErrUnauthenticated and never echo the
+// header.
 func bearerToken(r *http.Request) (string, error) {
 	values := r.Header.Values("Authorization")
 	switch {
@@ -28,6 +38,14 @@ func bearerToken(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: more than one Authorization header", ErrUnauthenticated)
 	}
 	h := values[0]
+	if i := strings.IndexFunc(h, unicode.IsControl); i >= 0 {
+		// net/http unfolds obs-fold into one space and refuses most
+		// control characters itself, but lets a tab through, and a
+		// handler may be called without it. base64 decoding skips "\r"
+		// and "\n", so a token must not be read around them.
+		c, _ := utf8.DecodeRuneInString(h[i:])
+		return "", fmt.Errorf("%w: it contains the control character %U at byte %d; send \"Bearer <token>\" on one line, with one space and no tabs", ErrMalformedHeader, c, i+1)
+	}
 	scheme, token, found := strings.Cut(h, " ")
 	switch {
 	case strings.TrimSpace(h) == "":

@@ -20,9 +20,18 @@
 //
 // Both read only an "Authorization: Bearer <token>" header: the scheme is
 // case-insensitive, there must be one such header, one space, and one
-// non-empty token. Every failure wraps ErrUnauthenticated (HTTP 401), except
-// that Google's certificates being unreachable wraps ErrUnavailable (HTTP
-// 503). Error texts never contain the token.
+// non-empty token, and no control character anywhere (a tab, or a line break
+// that obsolete line folding left, wraps ErrMalformedHeader). Every failure
+// wraps ErrUnauthenticated (HTTP 401), except that Google's certificates
+// being unreachable wraps ErrUnavailable (HTTP 503). Error texts never
+// contain the token.
+//
+// A Google ID token's form is checked before idtoken sees it (three
+// unpadded base64url parts, a JSON header with alg RS256 or ES256 and a kid,
+// a non-empty RS256 signature or a 64-byte ES256 one), since idtoken
+// v0.309.0 indexes an ES256 signature as 64 bytes and panicked on a shorter
+// one. A panic of the validator all the same is recovered: the token is
+// refused (ErrUnauthenticated), the request is not dropped.
 //
 // A static token is compared by its SHA-256 digest: the file's tokens are kept
 // only as digests, and a request's token is hashed and looked up, so the time
@@ -57,7 +66,12 @@
 //
 // Domains compare case-insensitively (Alice@EXAMPLE.com is the principal
 // Alice@example.com); the rest of a principal compares exactly, case
-// included. "*" may appear nowhere else in a pattern.
+// included. "*" may appear nowhere else in a pattern. A principal with an
+// "@" must be name@domain, with something before its only "@" and a domain
+// without empty labels: patterns that can match no one, such as
+// "@example.com" (meant as "*@example.com"), "alice@", "a@@example.com",
+// "alice@example..com", "*.example.com" or "*@.example.com" (there are no
+// subdomain wildcards), are errors that name the form meant.
 //
 // A prefix is "*", every name, or 1 to 128 characters of [A-Za-z0-9._-]
 // starting with a letter or digit, like lease names. It covers the names that
@@ -97,7 +111,8 @@
 //
 // Token rules: at least 16 characters, no whitespace or control characters,
 // each token only once in the file. Principal rules: not empty, no whitespace
-// or control characters, no "*".
+// or control characters, no "*", and name@domain if it has an "@" (as in a
+// policy, which could not name it otherwise).
 //
 // A policy file:
 //

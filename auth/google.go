@@ -34,6 +34,9 @@ type GoogleConfig struct {
 type google struct {
 	audiences []string
 	validate  func(ctx context.Context, token, audience string) (*idtoken.Payload, error)
+	// checkShape is set with the real idtoken validator: tokens go through
+	// checkJWS first.
+	checkShape bool
 }
 
 var _ Authenticator = (*google)(nil)
@@ -64,20 +67,30 @@ func NewGoogle(ctx context.Context, cfg GoogleConfig) (Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: create Google ID token validator: %w", err)
 	}
-	g.validate = v.Validate
+	g.validate, g.checkShape = v.Validate, true
 	return g, nil
 }
 
 // Authenticate validates r's bearer token as a Google ID token for each
-// audience in turn and returns its verified email.
+// audience in turn and returns its verified email. With the real validator
+// the token's form is checked first (checkJWS); a panic of the validator is
+// recovered and refuses the token (ErrUnauthenticated).
 func (g *google) Authenticate(r *http.Request) (string, error) {
 	token, err := bearerToken(r)
 	if err != nil {
 		return "", err
 	}
+	if g.checkShape {
+		if err := checkJWS(token); err != nil {
+			return "", err
+		}
+	}
 	var invalid, unavailable error
 	for _, aud := range g.audiences {
-		p, err := g.validate(r.Context(), token, aud)
+		p, err := g.safeValidate(r.Context(), token, aud)
+		if errors.Is(err, errValidatorPanic) {
+			return "", err
+		}
 		switch {
 		case err == nil:
 			return verifiedEmail(p)
@@ -93,6 +106,19 @@ func (g *google) Authenticate(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: verify Google ID token: %w", ErrUnavailable, redact(unavailable, token))
 	}
 	return "", fmt.Errorf("%w: invalid Google ID token: %w", ErrUnauthenticated, redact(invalid, token))
+}
+
+// safeValidate is g.validate, with a panic turned into an error that wraps
+// ErrUnauthenticated and errValidatorPanic: a token that crashes the
+// validator is refused like any other bad token, with a 401 and an audit
+// line, instead of a dropped connection.
+func (g *google) safeValidate(ctx context.Context, token, aud string) (p *idtoken.Payload, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p, err = nil, redact(fmt.Errorf("%w: invalid Google ID token: %w (recovered panic: %v)", ErrUnauthenticated, errValidatorPanic, v), token)
+		}
+	}()
+	return g.validate(ctx, token, aud)
 }
 
 // verifiedEmail returns the principal of a validated token: its "email"

@@ -141,15 +141,70 @@ func principalProblem(s string) string {
 		switch {
 		case domain == "":
 			return fmt.Sprintf("principal %q: \"*@\" needs a domain, as in \"*@example.com\"", s)
+		case strings.HasPrefix(domain, "*.") || strings.HasPrefix(domain, "."):
+			d := strings.TrimLeft(domain, "*.")
+			return fmt.Sprintf("principal %q: a domain grant covers one domain exactly, there are no subdomain wildcards: list \"*@%s\" and each subdomain, as \"*@sub.%s\"", s, d, d)
 		case strings.ContainsAny(domain, "@*"):
 			return fmt.Sprintf("principal %q: the domain of \"*@domain\" must not contain \"@\" or \"*\"", s)
 		}
+		if msg := domainProblem(domain); msg != "" {
+			return fmt.Sprintf("principal %q %s", s, msg)
+		}
 		return ""
+	}
+	if rest, ok := strings.CutPrefix(s, "*"); ok && !strings.ContainsAny(rest, "*@") && strings.Contains(rest, ".") {
+		// "*example.com", "*.example.com": a domain grant misspelt.
+		return fmt.Sprintf("principal %q: \"*\" is only allowed as \"*\" (anyone) or \"*@domain\"; for everyone at %s write \"*@%s\"", s, strings.TrimLeft(rest, "."), strings.TrimLeft(rest, "."))
 	}
 	if strings.Contains(s, "*") {
 		return fmt.Sprintf("principal %q: \"*\" is only allowed as \"*\" (anyone) or \"*@domain\"", s)
 	}
+	return addressProblem(s, true)
+}
+
+// addressProblem says why the principal s (not a pattern), if it has an
+// "@", cannot be an address anyone authenticates as, or returns "". A
+// principal with an "@" is local@domain: one "@", something before it,
+// and a domain of non-empty dot-separated labels. Google principals are
+// verified emails, which have that form; a static one without "@" (such as
+// "ci-runner") is any text. The likely intent is named: "@example.com" is
+// most often "*@example.com" in a policy (inPolicy).
+func addressProblem(s string, inPolicy bool) string {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		return ""
+	}
+	local, domain := s[:at], s[at+1:]
+	switch {
+	case local == "" && (domain == "" || domainProblem(domain) != ""):
+		return fmt.Sprintf("principal %q is not an address (want name@domain)", s)
+	case strings.Count(s, "@") > 1:
+		return fmt.Sprintf("principal %q has more than one \"@\" (want name@domain)", s)
+	case local == "" && inPolicy:
+		return fmt.Sprintf("principal %q has nothing before \"@\", so it matches no one: for everyone at %s write \"*@%s\", or give the whole address, as in \"name@%s\"", s, domain, domain, domain)
+	case local == "":
+		return fmt.Sprintf("principal %q has nothing before \"@\": give the whole address, as in \"name@%s\"", s, domain)
+	case domain == "":
+		return fmt.Sprintf("principal %q has no domain after \"@\": give the whole address, as in \"%sexample.com\"", s, s)
+	}
+	if msg := domainProblem(domain); msg != "" {
+		return fmt.Sprintf("principal %q %s", s, msg)
+	}
 	return ""
+}
+
+// domainProblem says what is wrong with the domain of an address or a
+// "*@domain" pattern, or returns "": an empty label (a leading, trailing or
+// doubled "."), which no verified email has.
+func domainProblem(domain string) string {
+	if !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".") && !strings.Contains(domain, "..") {
+		return ""
+	}
+	msg := fmt.Sprintf("has the domain %q with an empty label (a leading, trailing or doubled \".\"), so it matches no one", domain)
+	if clean := strings.Join(strings.FieldsFunc(domain, func(r rune) bool { return r == '.' }), "."); clean != "" {
+		msg += fmt.Sprintf(": write the domain as %q", clean)
+	}
+	return msg
 }
 
 // prefixProblem says what is wrong with a grant's prefix, or returns "".

@@ -115,6 +115,24 @@ func TestParsePolicyErrors(t *testing.T) {
 			"p.yaml:3:12: grants[0].verbs: empty list (want at least one verb)",
 			"p.yaml:4:15: grants[0].prefixes: empty list (want at least one prefix)",
 		}},
+		// Principals that match no one, each on its own line, with the
+		// form meant.
+		{"principals that match no one", "grants:\n  - principals:\n      - \"@example.com\"\n      - alice@\n      - \"@\"\n      - a@@example.com\n      - alice@example..com\n      - alice@example.com.\n      - \"*@.example.com\"\n      - \"*@*.example.com\"\n      - \"*.example.com\"\n      - \"*example.com\"\n      - \"*@example.com.\"\n      - \" alice@example.com\"\n      - \"*@ example.com\"\n      - \"@.\"\n    verbs: [read]\n    prefixes: ['*']\n", []string{
+			`p.yaml:3:9: grants[0].principals[0]: principal "@example.com" has nothing before "@", so it matches no one: for everyone at example.com write "*@example.com", or give the whole address, as in "name@example.com"`,
+			`p.yaml:4:9: grants[0].principals[1]: principal "alice@" has no domain after "@": give the whole address, as in "alice@example.com"`,
+			`p.yaml:5:9: grants[0].principals[2]: principal "@" is not an address (want name@domain)`,
+			`p.yaml:6:9: grants[0].principals[3]: principal "a@@example.com" has more than one "@" (want name@domain)`,
+			`p.yaml:7:9: grants[0].principals[4]: principal "alice@example..com" has the domain "example..com" with an empty label (a leading, trailing or doubled "."), so it matches no one: write the domain as "example.com"`,
+			`p.yaml:8:9: grants[0].principals[5]: principal "alice@example.com." has the domain "example.com." with an empty label (a leading, trailing or doubled "."), so it matches no one: write the domain as "example.com"`,
+			`p.yaml:9:9: grants[0].principals[6]: principal "*@.example.com": a domain grant covers one domain exactly, there are no subdomain wildcards: list "*@example.com" and each subdomain, as "*@sub.example.com"`,
+			`p.yaml:10:9: grants[0].principals[7]: principal "*@*.example.com": a domain grant covers one domain exactly, there are no subdomain wildcards: list "*@example.com" and each subdomain, as "*@sub.example.com"`,
+			`p.yaml:11:9: grants[0].principals[8]: principal "*.example.com": "*" is only allowed as "*" (anyone) or "*@domain"; for everyone at example.com write "*@example.com"`,
+			`p.yaml:12:9: grants[0].principals[9]: principal "*example.com": "*" is only allowed as "*" (anyone) or "*@domain"; for everyone at example.com write "*@example.com"`,
+			`p.yaml:13:9: grants[0].principals[10]: principal "*@example.com." has the domain "example.com." with an empty label (a leading, trailing or doubled "."), so it matches no one: write the domain as "example.com"`,
+			`p.yaml:14:9: grants[0].principals[11]: principal " alice@example.com" contains whitespace`,
+			`p.yaml:15:9: grants[0].principals[12]: principal "*@ example.com" contains whitespace`,
+			`p.yaml:16:9: grants[0].principals[13]: principal "@." is not an address (want name@domain)`,
+		}},
 		{"bad principals", "grants:\n  - principals: [\"a b\", 'x*y', '*@', '*@a@b', '', \"bell\\a\", null, true, [a]]\n    verbs: [read]\n    prefixes: ['*']\n", []string{
 			`p.yaml:2:18: grants[0].principals[0]: principal "a b" contains whitespace`,
 			`p.yaml:2:25: grants[0].principals[1]: principal "x*y": "*" is only allowed as "*" (anyone) or "*@domain"`,

@@ -91,19 +91,23 @@ func parseStatic(data []byte, filename string) (*static, error) {
 }
 
 // staticPrincipal reads a tokens file principal: non-empty printable text
-// without whitespace or "*" (which policies use as a wildcard).
+// without whitespace or "*" (which policies use as a wildcard), and, if it
+// has an "@", of the form name@domain, as a policy principal must be
+// (addressProblem), so that a policy can name it.
 func (c *checker) staticPrincipal(n *yaml.Node, path string) (string, bool) {
 	p, ok := c.str(n, path)
 	if !ok {
 		return "", false
 	}
-	switch bad := badText(p); {
+	switch bad, addr := badText(p), addressProblem(p, false); {
 	case p == "":
 		c.errorf(n, path, "empty principal")
 	case bad != "":
 		c.errorf(n, path, "principal %q %s", p, bad)
 	case strings.Contains(p, "*"):
 		c.errorf(n, path, "principal %q contains \"*\" (policies use it as a wildcard)", p)
+	case addr != "":
+		c.errorf(n, path, "%s", addr)
 	default:
 		return p, true
 	}

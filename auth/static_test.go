@@ -55,7 +55,12 @@ func TestStaticAuthenticate(t *testing.T) {
 		{"scheme and space", []string{"Bearer "}, "", "empty bearer token"},
 		{"two tokens", []string{"Bearer alice-token-0123456789 alice-token-0123456789"}, "", `exactly one token`},
 		{"two spaces", []string{"Bearer  alice-token-0123456789"}, "", `exactly one token`},
-		{"tab", []string{"Bearer\talice-token-0123456789"}, "", "Authorization scheme must be Bearer"},
+		{"tab", []string{"Bearer\talice-token-0123456789"}, "", "control character U+0009 at byte 7"},
+		{"folded line", []string{"Bearer\r\n alice-token-0123456789"}, "", "control character U+000D at byte 7"},
+		{"line feed after the token", []string{"Bearer alice-token-0123456789\n"}, "", "control character U+000A"},
+		{"NUL", []string{"Bearer alice-token-0123456789\x00"}, "", "control character U+0000"},
+		{"DEL", []string{"Bearer alice-token-\x7f0123456789"}, "", "control character U+007F"},
+		{"C1 control", []string{"Bearer alice-token-\u00850123456789"}, "", "control character U+0085"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,6 +116,13 @@ func TestParseStaticErrors(t *testing.T) {
 			`t.yaml:6:16: tokens[2].principal: principal "x\x00y" contains the non-printable character U+0000`,
 			`t.yaml:8:16: tokens[3].principal: principal "*" contains "*" (policies use it as a wildcard)`,
 			"t.yaml:10:16: tokens[4].principal: want a string, got a list",
+		}},
+		// A principal a policy could not name is refused here too.
+		{"principals that are not addresses", "tokens:\n  - principal: \"@example.com\"\n    token: aaaaaaaaaaaaaaaa\n  - principal: alice@\n    token: bbbbbbbbbbbbbbbb\n  - principal: a@b@example.com\n    token: cccccccccccccccc\n  - principal: a@example..com\n    token: dddddddddddddddd\n", []string{
+			`t.yaml:2:16: tokens[0].principal: principal "@example.com" has nothing before "@": give the whole address, as in "name@example.com"`,
+			`t.yaml:4:16: tokens[1].principal: principal "alice@" has no domain after "@": give the whole address, as in "alice@example.com"`,
+			`t.yaml:6:16: tokens[2].principal: principal "a@b@example.com" has more than one "@" (want name@domain)`,
+			`t.yaml:8:16: tokens[3].principal: principal "a@example..com" has the domain "example..com" with an empty label (a leading, trailing or doubled "."), so it matches no one: write the domain as "example.com"`,
 		}},
 		{"duplicate key", "tokens:\n  - principal: a\n    principal: b\n    token: aaaaaaaaaaaaaaaa\n", []string{
 			`t.yaml:3:5: tokens[0]: duplicate key "principal" (first at 2:5)`,

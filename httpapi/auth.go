@@ -51,8 +51,11 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request, op, name stri
 			}
 			a.cfg.Audit.Refused(r.Context(), op, codeUnauthenticated, "", name, err.Error())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="leasesvc"`)
-			a.fail(w, r, problem{status: http.StatusUnauthorized, code: codeUnauthenticated,
-				detail: "missing or invalid credentials: send Authorization: Bearer <token>"})
+			detail := "missing or invalid credentials: send Authorization: Bearer <token>"
+			if errors.Is(err, auth.ErrMalformedHeader) {
+				detail = "the Authorization header contains a control character (a tab, a line break or another): send Authorization: Bearer <token> on one line, with one space"
+			}
+			a.fail(w, r, problem{status: http.StatusUnauthorized, code: codeUnauthenticated, detail: detail})
 			return false
 		}
 		principal = p
