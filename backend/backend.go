@@ -75,6 +75,24 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
+// Remover is implemented by stores that can remove a row for good (no
+// tombstone): the service removes the records of ended sessions, whose
+// names are never used again (docs/contract.md §14 Nothing left behind).
+type Remover interface {
+	// Remove deletes the row under name if, read at the backend's time
+	// inside the same transaction (compare-and-delete), ok(snapshot)
+	// reports true; it reports whether it deleted a row. A missing row is
+	// (false, nil). A write that lost a race is an error wrapping
+	// ErrConflict, like Try's; ErrUnavailable and context errors as Try.
+	//
+	// ok is called only with a snapshot that has a row, never for a
+	// missing one. Like a Decide it must be pure: it may be called more
+	// than once (a backend may run its transaction again) and only its
+	// last answer counts. Remove is one attempt: no Loop retries it, so a
+	// caller retries a conflict itself.
+	Remove(ctx context.Context, name string, ok func(Snapshot) bool) (bool, error)
+}
+
 // Cursor is a position in expire-time order: rows sort by ExpireTime,
 // then by Name.
 type Cursor struct {

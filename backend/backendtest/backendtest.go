@@ -2,7 +2,8 @@
 // runs: the driver contract (compare-and-set, missing keys, cancelled
 // contexts, order of List) and, through lease.Managers over the store (one
 // per service instance), every rule of docs/contract.md §3, the
-// succession of §8 and the session-held holdings of §14.
+// succession of §8 and the session-held holdings of §14, and, for a
+// backend.Remover, the compare-and-delete that removes a row for good.
 //
 // A driver stores rows and never sees a lease.Record: the store tests
 // write the rows that package lease's codec makes of records with every
@@ -18,6 +19,7 @@ package backendtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,12 +106,20 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		{"Succession/Transfer", testSuccessionTransfer},
 		{"Succession/NoPriorityNoChange", testSuccessionNoPriority},
 		{"Session/Lifecycle", testSessionLifecycle},
+		{"Remove/DeletesForGood", testRemoveDeletes},
+		{"Remove/RefusedKeepsTheRow", testRemoveRefused},
+		{"Remove/MissingRow", testRemoveMissing},
+		{"Remove/SeesTheCurrentRowAndTime", testRemoveSees},
+		{"Remove/RaceWithTry", testRemoveRace},
 	}
-	// TryBatch is a capability: a store that does not offer it
-	// (backend.BatchStore) has no such test, rather than a skipped one.
-	_, batches := s.newHarness(t).Store.(backend.BatchStore)
+	// TryBatch and Remove are capabilities: a store that does not offer
+	// one (backend.BatchStore, backend.Remover) has no such test, rather
+	// than a skipped one.
+	store := s.newHarness(t).Store
+	_, batches := store.(backend.BatchStore)
+	_, removes := store.(backend.Remover)
 	for _, tc := range tests {
-		if tc.name == "Store/TryBatch" && !batches {
+		if tc.name == "Store/TryBatch" && !batches || strings.HasPrefix(tc.name, "Remove/") && !removes {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {

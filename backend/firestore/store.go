@@ -167,6 +167,38 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	return backend.Snapshot{Row: stored, ServerTime: snap.ServerTime}, nil
 }
 
+var _ backend.Remover = (*Store)(nil)
+
+// Remove implements backend.Remover as Try writes: a plain read, ok, and a
+// delete conditioned on the document's update time being still the one
+// read (a LastUpdateTime precondition), so a document changed or deleted
+// since the read is a lost race (backend.ErrConflict) and stays as the
+// other writer left it. ok's false costs one read.
+func (s *Store) Remove(ctx context.Context, name string, ok func(backend.Snapshot) bool) (bool, error) {
+	ref, err := s.doc(name)
+	if err != nil {
+		return false, err
+	}
+	snap, cur, updateTime, err := s.read(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if cur == nil || !ok(snap) {
+		return false, nil
+	}
+	call, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	_, err = ref.Delete(call, gfs.LastUpdateTime(updateTime))
+	if status.Code(err) == codes.NotFound {
+		// The document was deleted since the read: a lost race like any other.
+		return false, fmt.Errorf("backend/firestore: remove %q: %w", name, backend.Conflict("deleted", err))
+	}
+	if err != nil {
+		return false, classify(ctx, call, "remove", name, err)
+	}
+	return true, nil
+}
+
 // Hints implements backend.Hinter: a read costs much less than a
 // conditional write, so refusals are answered from a read first.
 func (s *Store) Hints() backend.Hints { return backend.Hints{ReadFirst: backend.ReadFirstAdaptive} }

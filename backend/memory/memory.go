@@ -105,6 +105,27 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 	return snap, nil
 }
 
+var _ backend.Remover = (*Store)(nil)
+
+// Remove implements backend.Remover. The mutex makes the read, ok and the
+// delete one step, so a removal never conflicts.
+func (s *Store) Remove(ctx context.Context, name string, ok func(backend.Snapshot) bool) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.snapshot(name)
+	if snap.Row == nil || !ok(snap) {
+		return false, nil
+	}
+	delete(s.rows, name)
+	if i, found := slices.BinarySearch(s.names, name); found {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
+	return true, nil
+}
+
 // List implements backend.Store.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]backend.Row, time.Time, error) {
 	if err := ctx.Err(); err != nil {

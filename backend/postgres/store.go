@@ -22,9 +22,9 @@ const Channel = "leasesvc_events"
 // columns are the table's columns, in the order scanRecord reads them.
 const columns = "name, holder, fencing_token, ttl_ms, acquire_time, renew_time, expire_time, transitions, metadata, principal, revoked_by, revoke_reason, succession"
 
-// Store is a backend.Store, backend.BatchStore, backend.ExpiryScanner and
-// backend.Notifier over the table of schema.sql. It is safe for concurrent
-// use; the pool stays the caller's.
+// Store is a backend.Store, backend.BatchStore, backend.ExpiryScanner,
+// backend.Remover and backend.Notifier over the table of schema.sql. It is
+// safe for concurrent use; the pool stays the caller's.
 type Store struct {
 	pool     *pgxpool.Pool
 	batchMax int
@@ -154,6 +154,51 @@ func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (ba
 		return backend.Snapshot{}, classify(ctx, "commit "+name, err)
 	}
 	return w.snapshot(), nil
+}
+
+var _ backend.Remover = (*Store)(nil)
+
+// Remove implements backend.Remover in a transaction like Try's: it locks
+// the row, takes the clock after the lock, asks ok, and deletes the locked
+// row. A row that still holds a live holding (expire time after the read)
+// also sends the ended-holding wake-up at commit, as a write that ends one
+// does. A transaction that waited for another's lock reads what that one
+// committed (READ COMMITTED), so ok always sees the current row.
+func (s *Store) Remove(ctx context.Context, name string, ok func(backend.Snapshot) bool) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, classify(ctx, "begin", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	snap, err := read(ctx, tx, name, true)
+	if err != nil {
+		return false, err
+	}
+	if snap.Row == nil || !ok(snap) {
+		return false, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue("DELETE FROM "+table+" WHERE name = $1", name)
+	notify := snap.Row.ExpireTime.After(snap.ServerTime)
+	if notify {
+		b.Queue("SELECT pg_notify($1, $2)", Channel, backend.EndedNotification+name) // wake waiters elsewhere
+	}
+	res := tx.SendBatch(ctx, b)
+	tag, err := res.Exec()
+	if notify {
+		_, nerr := res.Exec()
+		err = errors.Join(err, nerr)
+	}
+	if err = errors.Join(err, res.Close()); err != nil {
+		return false, classify(ctx, "remove "+name, err)
+	}
+	if tag.RowsAffected() != 1 { // cannot happen while the lock holds; a lost race if it does
+		return false, fmt.Errorf("postgres: remove %q: %w", name, backend.Conflict("deleted", errors.New("the locked row was gone")))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, classify(ctx, "commit remove "+name, err)
+	}
+	return true, nil
 }
 
 // write is one row queued for writing, with what checks its outcome.

@@ -221,6 +221,37 @@ func (s *Store) transact(ctx context.Context, name string, decide backend.Decide
 	return snap, nil, err
 }
 
+var _ backend.Remover = (*Store)(nil)
+
+// Remove implements backend.Remover with one read-write transaction, as
+// Try: it reads the row and the decision time as Try does (the key read
+// locks the row), asks ok, and buffers a Delete mutation of the key, so
+// the read and the delete are one serializable step. ok runs again if the
+// client runs the transaction again after Aborted. A transaction that lost
+// a race is an error wrapping backend.ErrConflict (see classify).
+func (s *Store) Remove(ctx context.Context, name string, ok func(backend.Snapshot) bool) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	var removed bool
+	_, err := s.client.ReadWriteTransactionWithOptions(ctx, func(ctx context.Context, tx *spanner.ReadWriteTransaction) error {
+		removed = false
+		rec, now, err := readForUpdate(ctx, tx, name)
+		if err != nil || rec == nil || !ok(backend.Snapshot{Row: rec, ServerTime: now}) {
+			return err
+		}
+		if err := tx.BufferWrite([]*spanner.Mutation{spanner.Delete(Table, spanner.Key{name})}); err != nil {
+			return err
+		}
+		removed = true
+		return nil
+	}, s.txOptions())
+	if err != nil {
+		return false, classify(fmt.Sprintf("remove %q", name), err)
+	}
+	return removed, nil
+}
+
 // txOptions returns the options of every read-write transaction: the
 // commit delay of WithMaxCommitDelay, if any.
 func (s *Store) txOptions() spanner.TransactionOptions {
