@@ -219,7 +219,15 @@ func (b *body) object(name string) json.RawMessage {
 		b.fail(name, "must be a JSON object")
 		return nil
 	}
-	return raw
+	// Compacted here, so that what a request keeps (for a waiting
+	// acquire, its whole wait) is the object, not the spaces a caller
+	// padded it with (docs/contract.md §16).
+	var buf bytes.Buffer
+	buf.Grow(min(len(raw), 64<<10))
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw // the lease layer's check says what is wrong with it
+	}
+	return bytes.Clone(buf.Bytes())
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

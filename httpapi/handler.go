@@ -25,6 +25,7 @@ import (
 	"github.com/leasesvc/leasesvc/internal/audit"
 	"github.com/leasesvc/leasesvc/internal/hub"
 	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/internal/overload"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -68,6 +69,11 @@ type Config struct {
 	// Limits bound what one caller and this instance may hold open
 	// (docs/contract.md §9); zero fields mean their defaults.
 	Limits Limits
+	// Overload, if set, is the instance's overload manager
+	// (docs/contract.md §16): past its soft threshold new work is refused
+	// 503 and waits, streams and, past the hard one, the heaviest callers'
+	// sockets are shed through it.
+	Overload *overload.Manager
 	// Internal names the service's own leases (its sweeper's election,
 	// docs/contract.md §15): list and the prefix stream leave them out; get
 	// and the single-lease stream still show them to a caller who may read

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/leasesvc/leasesvc/auth"
@@ -69,11 +68,17 @@ func (a *api) acquire(w http.ResponseWriter, r *http.Request, name string) {
 		wctx, wcancel := context.WithCancelCause(ctx)
 		defer wcancel(nil)
 		defer context.AfterFunc(a.stopCtx, func() { wcancel(errShuttingDown) })()
+		// Past the soft threshold the oldest waits are shed: 503.
+		defer a.shedWait(a.callerKey(r), wcancel)()
 		ctx = wctx
 	}
 	l, err := a.m.Acquire(ctx, req)
 	if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 		a.fail(w, r, shuttingDown())
+		return
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errOverloaded) {
+		a.fail(w, r, a.overloadProblem("the waiting acquire was shed"))
 		return
 	}
 	if err != nil {
@@ -159,7 +164,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	// Authenticate first, then check what needs no lease name, the policy
 	// on the prefix, and only then the page token: an unauthenticated
 	// caller gets 401 and one the policy refuses 403, whatever they sent.
-	if !a.authenticate(w, r, "list", "") {
+	if !a.authenticate(w, r, "list", "") || a.refuseNew(w, r, "list") {
 		return
 	}
 	q, p := checkQuery(r, "prefix", "pageSize", "pageToken")
@@ -201,26 +206,12 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.PageToken = inner
-	if s := q.Get("pageSize"); q.Has("pageSize") {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
-				violations: []lease.FieldViolation{{Field: "pageSize", Description: "must be an integer"}}})
-			return
-		}
-		req.PageSize = n
-	}
-	size := req.PageSize
-	switch {
-	case size < 0:
-		a.fail(w, r, problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
-			violations: []lease.FieldViolation{{Field: "pageSize", Description: "must not be negative"}}})
+	size, p := pageSizeParam(q) // decimal digits only: "%2B5" is no 5
+	if p != nil {
+		a.fail(w, r, *p)
 		return
-	case size == 0:
-		size = lease.DefaultPageSize
-	case size > lease.MaxPageSize:
-		size = lease.MaxPageSize
 	}
+	req.PageSize = size
 	// A page may come out shorter than pageSize (PageBytes, or the scan
 	// budget of lease.List's Keep); nextPageToken still continues it.
 	a.writePage(w, r, a.newLister(r, req, size, listChunkBytes, a.account(r)), func(inner string) string { return a.sealPageToken(inner, req.Prefix, principal) })

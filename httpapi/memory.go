@@ -32,6 +32,26 @@ const prefixStreamEvents = 64
 // holds from the start.
 func subscriptionCost(n int) int64 { return int64(n) * int64(unsafe.Sizeof(lease.Event{})) }
 
+// heldRequestCost is what a request held open (a stream, a session
+// socket) keeps for its whole life beyond what its handler charges: its
+// headers as parsed (up to LEASESVC_MAX_HEADER_BYTES, each value a string
+// and a slice entry), its URL, and its connection's buffers and goroutine
+// (connBufferCost).
+func heldRequestCost(r *http.Request) int64 {
+	n := int64(len(r.RequestURI)) + connBufferCost
+	for k, vs := range r.Header {
+		n += int64(len(k)) + 48
+		for _, v := range vs {
+			n += int64(len(v)) + 32
+		}
+	}
+	return n
+}
+
+// connBufferCost is a served connection's bufio reader and writer (4 KiB
+// each) and its goroutine's stack.
+const connBufferCost = 16 << 10
+
 // memoryError is a charge of need bytes the budget refused.
 type memoryError struct{ need int64 }
 

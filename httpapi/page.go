@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"net/url"
 
 	"github.com/leasesvc/leasesvc/internal/wire"
+	"github.com/leasesvc/leasesvc/lease"
 )
 
 // pageOverhead is room kept in Limits.PageBytes for the page's envelope
@@ -91,4 +94,47 @@ func startPage(w http.ResponseWriter) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+}
+
+// pageSizeParam reads a list's pageSize from its query q, as checkQuery
+// passed it: absent, lease.DefaultPageSize; else decimal digits only (no
+// sign, space or other form strconv.Atoi takes), 0 meaning the default and
+// more than lease.MaxPageSize read as MaxPageSize (docs/contract.md §3).
+// Anything else is a 400 invalid_argument naming pageSize.
+func pageSizeParam(q url.Values) (int, *problem) {
+	if !q.Has("pageSize") {
+		return lease.DefaultPageSize, nil
+	}
+	n, ok := decimal(q.Get("pageSize"))
+	switch {
+	case !ok:
+		return 0, &problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
+			violations: []lease.FieldViolation{{Field: "pageSize", Description: "must be a non-negative integer in decimal digits, without a sign or spaces"}}}
+	case n == 0:
+		return lease.DefaultPageSize, nil
+	}
+	return int(min(n, lease.MaxPageSize)), nil
+}
+
+// decimal reads s as a non-negative integer: one or more ASCII digits and
+// nothing else. strconv.Atoi and ParseInt also take a sign, so "+5" and
+// "-0" (a query's "%2B5", "-0") would pass for counts; decimal refuses
+// them, and spaces, "_" and the empty string. A value beyond
+// math.MaxInt64 reads as math.MaxInt64.
+func decimal(s string) (n int64, ok bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i := range len(s) {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		if n > (math.MaxInt64-int64(d))/10 {
+			n = math.MaxInt64 // saturated; the rest must still be digits
+			continue
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
 }

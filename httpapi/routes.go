@@ -207,6 +207,11 @@ func (a *api) dispatchLease(w http.ResponseWriter, r *http.Request) {
 				a.fail(w, r, *p)
 				return
 			}
+			// Past the overload manager's soft threshold new work is
+			// refused; what keeps a holding is not (docs/contract.md §16).
+			if (op == "acquire" || op == "get" || op == "watch") && a.refuseNew(w, r, op) {
+				return
+			}
 			// The body is charged to the memory budget while the
 			// handler holds it (docs/contract.md §16).
 			release, ok := a.chargeBody(w, r)

@@ -32,7 +32,7 @@ const (
 // admit takes the socket's session slot and charges its fixed cost to the
 // memory budget, before the upgrade; a refusal (nil is none) takes
 // nothing.
-func (c *sessionConn) admit() *problem {
+func (c *sessionConn) admit(r *http.Request) *problem {
 	slot, err := c.a.cfg.Sessions.Admit(c.caller)
 	var limit *session.LimitError
 	switch {
@@ -47,7 +47,8 @@ func (c *sessionConn) admit() *problem {
 	}
 	c.slot = slot
 	c.acct = c.a.cfg.Limits.Memory.Account(c.caller)
-	if p := c.charge(socketCost, "session socket"); p != nil {
+	// The upgrade request (its headers) lives as long as the socket.
+	if p := c.charge(socketCost+heldRequestCost(r)-connBufferCost, "session socket"); p != nil {
 		c.release()
 		return p
 	}
@@ -61,12 +62,19 @@ func (c *sessionConn) charge(n int64, what string) *problem {
 	if c.acct.Grow(n) {
 		return nil
 	}
+	p := c.refusal(n, what)
+	return &p
+}
+
+// refusal is the answer to a charge of n bytes for what that the budget
+// could not meet.
+func (c *sessionConn) refusal(n int64, what string) problem {
 	b := c.a.cfg.Limits.Memory
 	if b.Share() < b.Total() && b.Used(c.caller)+n > b.Share() {
-		return &problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
+		return problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
 			detail: fmt.Sprintf("this caller's share of the instance's memory budget (%d bytes, LEASESVC_MEMORY_PER_CALLER) cannot take another %s; retry later", b.Share(), what)}
 	}
-	return &problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
+	return problem{status: http.StatusServiceUnavailable, code: codeUnavailable, retryAfter: 1,
 		detail: fmt.Sprintf("the instance's memory budget (%d bytes, LEASESVC_MEMORY_BUDGET) cannot take another %s; retry later, or elsewhere", b.Total(), what)}
 }
 

@@ -13,3 +13,11 @@ const (
 	SocketCost  = socketCost
 	SessionCost = sessionCost
 )
+
+// Waiting counts the waiting acquires under way (REST and session).
+func (h *Handler) Waiting() int {
+	s := h.api.waiting
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}

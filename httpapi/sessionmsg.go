@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/leasesvc/leasesvc/auth"
+	"github.com/leasesvc/leasesvc/internal/overload"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/lease"
 	"github.com/leasesvc/leasesvc/session"
@@ -39,8 +40,60 @@ func parseMessage(raw []byte) (*body, *problem) {
 	return b, nil
 }
 
+// heartbeatPrefix and heartbeatSuffix frame the one form of a heartbeat
+// the SDKs send, {"type":"heartbeat","id":N}: read without the general
+// parse (a heartbeat is most of what a socket carries).
+const (
+	heartbeatPrefix = `{"type":"heartbeat","id":`
+	heartbeatSuffix = `}`
+)
+
+// heartbeatID returns the id of a heartbeat in its canonical form, and
+// whether raw is one; any other form goes through parseMessage, whose
+// answer it would have had.
+func heartbeatID(raw []byte) (int64, bool) {
+	digits, ok := bytes.CutPrefix(raw, []byte(heartbeatPrefix))
+	if !ok {
+		return 0, false
+	}
+	digits, ok = bytes.CutSuffix(digits, []byte(heartbeatSuffix))
+	if !ok || len(digits) == 0 || len(digits) > 16 || digits[0] == '0' {
+		return 0, false
+	}
+	var id int64
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		id = id*10 + int64(d-'0')
+	}
+	return id, id <= lease.MaxToken
+}
+
+// ackMessage encodes the ack of heartbeat re, as send would encode
+// {"type":"ack","re":re}.
+func ackMessage(re int64) []byte {
+	b := make([]byte, 0, 40)
+	b = append(b, `{"re":`...)
+	b = strconv.AppendInt(b, re, 10)
+	return append(b, `,"type":"ack"}`...)
+}
+
 // handle acts on one message; false ends the socket.
 func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
+	if id, ok := heartbeatID(raw); ok {
+		c.mu.Lock()
+		s, last := c.sess, c.lastID
+		if s != nil && id > last {
+			c.lastID = id
+			c.mu.Unlock()
+			// The ack is queued under the session's lock, after any lost
+			// push queued before it (docs/contract.md §14, S2).
+			s.Heartbeat(func() { c.sendEncoded(ackMessage(id)) })
+			return true
+		}
+		c.mu.Unlock() // out of order, or first: the general path says why
+	}
 	b, p := parseMessage(raw)
 	if p != nil {
 		c.fatal(websocket.StatusPolicyViolation, *p)
@@ -81,7 +134,7 @@ func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
 		}
 		// The ack is queued under the session's lock, after any lost push
 		// queued before it (docs/contract.md §14, S2).
-		s.Heartbeat(func() { c.send(map[string]any{"type": "ack", "re": id}) })
+		s.Heartbeat(func() { c.sendEncoded(ackMessage(id)) })
 		return true
 	case "close":
 		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
@@ -219,6 +272,7 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	if !c.chargeSession(id, "session_resume") {
 		return false
 	}
+	claims, refused := c.grantedClaims(claims)
 	ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.RequestTimeout)
 	defer cancel()
 	// The resumed answer is queued as the session attaches to this socket,
@@ -235,8 +289,8 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 				ls = append(ls, proofs[l.Name])
 			}
 			m["leases"] = ls
-			lj := make([]map[string]any, 0, len(lost))
-			for _, l := range lost {
+			lj := make([]map[string]any, 0, len(lost)+len(refused))
+			for _, l := range append(lost, refused...) {
 				lj = append(lj, map[string]any{"name": l.Name, "fencingToken": l.FencingToken, "reason": l.Reason})
 			}
 			m["lost"] = lj
@@ -248,6 +302,31 @@ func (c *sessionConn) resume(r *http.Request, b *body, id int64) bool {
 	}
 	c.attach(s)
 	return true
+}
+
+// grantedClaims splits a resume's claims by the policy: those the caller
+// may acquire are taken over; the others are not touched and are listed
+// lost, as a lease that does not exist (deleted) when the caller may not
+// read the name either, so that a claim reveals nothing the policy hides,
+// and as revoked when it may read but no longer hold it (docs/contract.md
+// §14, docs/security.md).
+func (c *sessionConn) grantedClaims(claims []session.Claim) (granted []session.Claim, refused []session.Lost) {
+	pol := c.a.cfg.Policy
+	if pol == nil {
+		return claims, nil
+	}
+	granted = claims[:0:0]
+	for _, cl := range claims {
+		switch {
+		case pol.Allowed(c.principal, auth.Acquire, cl.Name):
+			granted = append(granted, cl)
+		case pol.Allowed(c.principal, auth.Read, cl.Name):
+			refused = append(refused, session.Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: session.LostRevoked})
+		default:
+			refused = append(refused, session.Lost{Name: cl.Name, FencingToken: cl.FencingToken, Reason: session.LostDeleted})
+		}
+	}
+	return granted, refused
 }
 
 // claims reads the leases member of resume, reporting bad entries on b.
@@ -355,6 +434,13 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 		c.answerError(id, c.a.errorProblem(r, err))
 		return true
 	}
+	if typ == "acquire" && c.a.cfg.Overload.Level() >= overload.Soft { // new work (docs/contract.md §16)
+		p := c.a.overloadProblem("new work is refused")
+		c.a.cfg.Overload.Refused("session acquire")
+		c.a.cfg.Audit.Overload(c.ctx, "overload_refuse", codeUnavailable, c.principal, "session acquire: "+p.detail)
+		c.answerError(id, p)
+		return true
+	}
 	if c.a.cfg.Policy != nil && !c.a.cfg.Policy.Allowed(c.principal, auth.Acquire, name) {
 		detail := "the policy does not grant acquire on this name to this caller"
 		c.a.cfg.Audit.Refused(c.ctx, typ, codePermissionDenied, c.principal, name, detail)
@@ -401,11 +487,16 @@ func (c *sessionConn) leaseOp(r *http.Request, s *session.Session, typ string, i
 			wctx, wcancel := context.WithCancelCause(ctx)
 			defer wcancel(nil)
 			defer context.AfterFunc(c.a.stopCtx, func() { wcancel(errShuttingDown) })()
+			defer c.a.shedWait(c.caller, wcancel)() // shed past the soft threshold: 503
 			ctx = wctx
 		}
 		l, err := run(ctx)
 		if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 			c.answerError(id, shuttingDown())
+			return
+		}
+		if err != nil && errors.Is(context.Cause(ctx), errOverloaded) {
+			c.answerError(id, c.a.overloadProblem("the waiting acquire was shed"))
 			return
 		}
 		if err != nil {

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +17,9 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/leasesvc/leasesvc/auth"
 	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/internal/overload"
 	"github.com/leasesvc/leasesvc/internal/wire"
 	"github.com/leasesvc/leasesvc/session"
 )
@@ -45,7 +49,7 @@ const (
 // upgrade (docs/contract.md §14 Limits).
 func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	routed(r, SessionsPath, "session", "")
-	if !a.authenticate(w, r, "session", "") {
+	if !a.authenticate(w, r, "session", "") || !a.mayConnect(w, r) || a.refuseNew(w, r, "session") {
 		return
 	}
 	if _, p := checkQuery(r); p != nil {
@@ -68,15 +72,20 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 		proto = SessionSubprotocolV1
 	}
 	c := a.newSessionConn(r, !v2)
-	if p := c.admit(); p != nil {
+	if p := c.admit(r); p != nil {
 		a.cfg.Audit.Session(r.Context(), "session_connect", p.code, c.principal, "", p.detail)
 		a.fail(w, r, *p)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	hj := &hijackRecorder{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		Subprotocols: []string{proto},
 		// guardSources has checked Origin and Host as for every route.
 		InsecureSkipVerify: true,
+		// Pings and pongs count against the message rate like any other
+		// message (docs/contract.md §16).
+		OnPingReceived: func(context.Context, []byte) bool { return c.control() },
+		OnPongReceived: func(context.Context, []byte) { c.control() },
 	})
 	if err != nil {
 		c.release()
@@ -91,8 +100,25 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	// Messages are read through a limit of our own (read), so that a
 	// message too big is answered and audited like every other close.
 	ws.SetReadLimit(-1)
-	c.ws = ws
+	c.ws, c.netConn = ws, hj.conn
 	c.serve(r)
+}
+
+// mayConnect checks that the policy grants the caller acquire on some
+// lease name: a session exists to hold leases, so a principal that may
+// acquire nothing may not open or resume one (docs/security.md), and is
+// answered 403 before it takes a slot.
+func (a *api) mayConnect(w http.ResponseWriter, r *http.Request) bool {
+	if a.cfg.Policy == nil {
+		return true
+	}
+	if _, some := a.cfg.Policy.ListScope(principalOf(r), auth.Acquire, ""); some {
+		return true
+	}
+	detail := "the policy grants this caller acquire on no lease name, and a session needs it"
+	a.cfg.Audit.Refused(r.Context(), "session", codePermissionDenied, principalOf(r), "", detail)
+	a.fail(w, r, problem{status: http.StatusForbidden, code: codePermissionDenied, detail: detail})
+	return false
 }
 
 // newSessionConn makes the socket of an upgrade request, not yet admitted.
@@ -104,7 +130,8 @@ func (a *api) newSessionConn(r *http.Request, v1 bool) *sessionConn {
 	}
 	c := &sessionConn{a: a, principal: principalOf(r), caller: a.callerKey(r), rateKey: rateKey, v1: v1,
 		cfg: cfg, wake: make(chan struct{}, 1), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
-		inflight: make(chan struct{}, cfg.MaxLeases), quick: make(chan struct{}, maxQuickOps)}
+		inflight: make(chan struct{}, cfg.MaxLeases), quick: make(chan struct{}, maxQuickOps),
+		rbuf: make([]byte, 0, smallMessage)}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
 	return c
 }
@@ -146,6 +173,9 @@ type sessionConn struct {
 	slot      *session.Slot      // the session slot taken at the upgrade
 	acct      *membudget.Account // the socket's fixed cost and its queued bytes
 	wake      chan struct{}      // tells the writer something was queued
+	netConn   net.Conn           // the connection under ws, for a bounded close
+	rbuf      []byte             // the reader's buffer for small messages (smallMessage)
+	pingErr   atomic.Bool        // a ping or pong beyond the message rate ended the read
 
 	mu      sync.Mutex
 	sess    *session.Session
@@ -293,11 +323,37 @@ func (c *sessionConn) shut(code websocket.StatusCode, reason string) {
 	}
 }
 
-// closeNow closes the socket at once.
+// closeWait bounds the close handshake: how long a closing socket waits
+// for the rest of a frame the client left unfinished and for its close.
+const closeWait = 2 * time.Second
+
+// closeNow closes the socket at once. The close handshake reads what the
+// client still sends, up to its close; a client that stalls in the middle
+// of a frame would hold it (and the socket) forever, so the connection's
+// reads end after closeWait.
 func (c *sessionConn) closeNow(code websocket.StatusCode, reason string) {
+	if c.netConn != nil {
+		_ = c.netConn.SetReadDeadline(time.Now().Add(closeWait))
+	}
 	_ = c.ws.Close(code, clip(reason, 120))
 	c.cancel()
 }
+
+// hijackRecorder keeps the connection websocket.Accept hijacks.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+// Hijack hijacks the connection and keeps it.
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = nc
+	return nc, brw, err
+}
+
+// Unwrap is the ResponseWriter under it (http.ResponseController).
+func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // fatal answers a socket-level failure with an error without re, then
 // closes the socket with code.
@@ -352,6 +408,16 @@ func (c *sessionConn) serve(r *http.Request) {
 			(*f)(r.Host)
 		}
 	}()
+	// Past the hard threshold the heaviest callers' sockets are closed
+	// (1013); their sessions live on for their window, to be resumed
+	// elsewhere (docs/contract.md §16).
+	defer c.a.cfg.Overload.Register(c.caller, overload.KindSocket, func(overload.Level) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.closed {
+			c.overflowLocked(codeUnavailable, "the instance is overloaded and closed this socket: resume (another instance may answer)")
+		}
+	})()
 	done := make(chan struct{})
 	go c.write(done)
 	openBy := c.cfg.Clock.AfterFunc(c.cfg.OpenTimeout, c.openTimedOut)
@@ -439,55 +505,147 @@ func (c *sessionConn) drop() {
 // read reads messages until the socket ends or breaks the protocol.
 func (c *sessionConn) read(r *http.Request) {
 	for {
-		typ, data, err := c.readMessage()
+		typ, data, charged, err := c.readMessage()
+		if err != nil && c.pingErr.Load() {
+			err = errTooManyFrames
+		}
+		var ce websocket.CloseError
+		var refused *readRefused
 		switch {
 		case errors.Is(err, errMessageTooBig):
 			c.fatal(websocket.StatusMessageTooBig, problem{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
 				detail: fmt.Sprintf("a message is at most %d bytes (LEASESVC_SESSION_MAX_MESSAGE)", c.cfg.MaxMessage)})
 			return
+		case errors.As(err, &refused):
+			c.fatal(websocket.StatusTryAgainLater, c.refusal(refused.n, "piece of the message being read"))
+			return
+		case errors.Is(err, errTooManyFrames):
+			// The connection is already closed (control): a client that
+			// floods control frames is not answered, only audited.
+			c.mu.Lock()
+			s := c.sess
+			c.mu.Unlock()
+			c.auditClose(s, codeResourceExhausted, websocket.StatusPolicyViolation,
+				"more messages per second than the session allows, pings and pongs included (LEASESVC_SESSION_MESSAGE_RATE)")
+			return
+		case err != nil && !errors.As(err, &ce) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) &&
+			!errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil:
+			// A frame that breaks RFC 6455 (unmasked, a bad opcode or
+			// length): 1002, not a normal close.
+			c.closeNow(websocket.StatusProtocolError, "protocol error")
+			return
 		case err != nil:
 			return // closed, or ended here
 		}
-		c.mu.Lock()
-		c.started = true
-		s, closed := c.sess, c.closed
-		c.mu.Unlock()
-		if closed { // nothing more is answered: read no more
-			return
-		}
-		if !c.limiter.Allow() {
-			c.fatal(websocket.StatusPolicyViolation, problem{status: http.StatusTooManyRequests, code: codeResourceExhausted,
-				detail: "more messages per second than the session allows (LEASESVC_SESSION_MESSAGE_RATE)"})
-			return
-		}
-		if typ != websocket.MessageText {
-			c.fatal(websocket.StatusUnsupportedData, protocolError("every message must be one JSON text frame"))
-			return
-		}
-		if s != nil {
-			s.Touch()
-		}
-		if !c.handle(r, data) {
+		ok := c.message(r, typ, data)
+		c.acct.Shrink(charged)
+		if !ok {
 			return
 		}
 	}
 }
 
-// errMessageTooBig is a message longer than cfg.MaxMessage.
-var errMessageTooBig = errors.New("session: message too big")
+// message acts on one message read; false ends the socket.
+func (c *sessionConn) message(r *http.Request, typ websocket.MessageType, data []byte) bool {
+	c.mu.Lock()
+	c.started = true
+	s, closed := c.sess, c.closed
+	c.mu.Unlock()
+	if closed { // nothing more is answered: read no more
+		return false
+	}
+	if !c.limiter.Allow() {
+		c.fatal(websocket.StatusPolicyViolation, problem{status: http.StatusTooManyRequests, code: codeResourceExhausted,
+			detail: "more messages per second than the session allows (LEASESVC_SESSION_MESSAGE_RATE)"})
+		return false
+	}
+	if typ != websocket.MessageText {
+		c.fatal(websocket.StatusUnsupportedData, protocolError("every message must be one JSON text frame"))
+		return false
+	}
+	if s != nil {
+		s.Touch()
+	}
+	return c.handle(r, data)
+}
+
+// Errors of readMessage.
+var (
+	// errMessageTooBig is a message longer than cfg.MaxMessage.
+	errMessageTooBig = errors.New("session: message too big")
+	// errTooManyFrames is a ping or pong beyond the message rate.
+	errTooManyFrames = errors.New("session: control frames beyond the message rate")
+)
+
+// readRefused is a piece of a message, n bytes, that the memory budget
+// could not take as it arrived.
+type readRefused struct{ n int64 }
+
+func (e *readRefused) Error() string {
+	return fmt.Sprintf("session: the memory budget cannot take %d more bytes of the message being read", e.n)
+}
+
+// smallMessage is the part of a message read into the socket's own buffer,
+// covered by its fixed charge (socketCost): heartbeats and most requests
+// fit, and are read with no allocation. readChunk is what a larger message
+// grows by at a time, each piece charged to the socket's account before it
+// is read, so that a frame that arrives slowly (or never ends) holds no
+// more than the budget gave it (docs/contract.md §16).
+const (
+	smallMessage = 2 << 10
+	readChunk    = 32 << 10
+)
 
 // readMessage reads one whole message of at most cfg.MaxMessage bytes.
-func (c *sessionConn) readMessage() (websocket.MessageType, []byte, error) {
+// Beyond smallMessage its bytes are charged to the socket's account as
+// they arrive; charged is what the caller gives back once the message
+// has been acted on.
+func (c *sessionConn) readMessage() (typ websocket.MessageType, data []byte, charged int64, err error) {
 	typ, rd, err := c.ws.Reader(c.ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
-	data, err := io.ReadAll(io.LimitReader(rd, c.cfg.MaxMessage+1))
-	switch {
-	case err != nil:
-		return 0, nil, err
-	case int64(len(data)) > c.cfg.MaxMessage:
-		return 0, nil, errMessageTooBig
+	buf := c.rbuf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > c.cfg.MaxMessage {
+				return 0, nil, charged, errMessageTooBig
+			}
+			grow := int64(min(max(cap(buf), readChunk), readChunk*8)) // doubling, then steps of 256 KiB
+			grow = min(grow, c.cfg.MaxMessage+1-int64(len(buf)))
+			if !c.acct.Grow(grow) {
+				return 0, nil, charged, &readRefused{n: grow}
+			}
+			charged += grow
+			nb := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, nil, charged, err
+		}
 	}
-	return typ, data, nil
+	if int64(len(buf)) > c.cfg.MaxMessage {
+		return 0, nil, charged, errMessageTooBig
+	}
+	return typ, buf, charged, nil
+}
+
+// control counts a ping or pong the client sent against the socket's
+// message rate (LEASESVC_SESSION_MESSAGE_RATE): beyond it the read fails
+// and the socket is closed as for any other message over the rate. It
+// runs on the reading goroutine (websocket's OnPingReceived); true lets
+// the library answer a ping.
+func (c *sessionConn) control() bool {
+	if c.limiter.Allow() {
+		return true
+	}
+	c.pingErr.Store(true)
+	c.cancel() // the read in progress ends; read closes the socket
+	return false
 }

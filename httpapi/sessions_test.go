@@ -47,7 +47,7 @@ type sessionInstance struct {
 // newSessionInstance starts an instance over store. The hub gets this
 // instance's events only (tests that need another instance's events
 // publish them across).
-func newSessionInstance(t *testing.T, store backend.Store, scfg session.Config, hcfg httpapi.Config) *sessionInstance {
+func newSessionInstance(t testing.TB, store backend.Store, scfg session.Config, hcfg httpapi.Config) *sessionInstance {
 	t.Helper()
 	in := &sessionInstance{hub: hub.New()}
 	m, err := lease.NewManager(store, lease.Config{OnChange: in.hub.Publish})

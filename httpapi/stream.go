@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasesvc/leasesvc/internal/membudget"
+	"github.com/leasesvc/leasesvc/internal/overload"
 	"github.com/leasesvc/leasesvc/internal/wire"
 )
 
@@ -96,6 +97,16 @@ func (a *api) openStream(w http.ResponseWriter, r *http.Request, acct *membudget
 				_ = rc.SetWriteDeadline(time.Now())
 			}
 		}))
+	// Past the soft threshold the oldest streams are shed: their final
+	// overflow event says why (docs/contract.md §16).
+	unregister := a.cfg.Overload.Register(a.callerKey(r), overload.KindStream, func(overload.Level) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.err == nil {
+			s.overflow("this instance is overloaded and shed the stream; reconnect with Last-Event-ID to resume (another instance may answer)")
+		}
+	})
+	s.stops = append(s.stops, func() bool { unregister(); return true })
 	go s.run()
 	return s
 }

@@ -32,7 +32,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	defer acct.Close()
 	sub := a.cfg.Events.Subscribe(name) // before the read, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
-	if cost := subscriptionCost(cap(sub.C)); !acct.Grow(cost) {
+	if cost := subscriptionCost(cap(sub.C)) + heldRequestCost(r); !acct.Grow(cost) {
 		a.fail(w, r, a.memoryProblem(r, cost))
 		return
 	}
@@ -182,6 +182,9 @@ func frame(id, event string, data []byte) []byte {
 func (a *api) admitStream(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	if a.stopCtx.Err() != nil {
 		a.fail(w, r, shuttingDown())
+		return nil, false
+	}
+	if a.refuseNew(w, r, "watch") {
 		return nil, false
 	}
 	release, ok = a.streams.take(a.callerKey(r))

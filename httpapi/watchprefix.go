@@ -107,8 +107,8 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	// hold at the start is a 429 or 503, later an overflow event.
 	acct := a.account(r)
 	defer acct.Close()
-	if !acct.Grow(subscriptionCost(prefixStreamEvents)) {
-		a.fail(w, r, a.memoryProblem(r, subscriptionCost(prefixStreamEvents)))
+	if cost := subscriptionCost(prefixStreamEvents) + heldRequestCost(r); !acct.Grow(cost) {
+		a.fail(w, r, a.memoryProblem(r, cost))
 		return
 	}
 

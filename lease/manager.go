@@ -45,6 +45,7 @@ const (
 // Manager applies the lease rules of docs/contract.md §3 over a backend.Store. It is safe
 // for concurrent use.
 type Manager struct {
+	store   backend.Store // as given: Purge asks it for backend.Remover
 	loop    records
 	cfg     Config
 	waiters waitQueues
@@ -80,7 +81,7 @@ func NewManager(store backend.Store, cfg Config, loop ...backend.LoopOption) (*M
 	case cfg.MaxCandidates < 0:
 		return nil, fmt.Errorf("lease: Config.MaxCandidates %d must not be negative", cfg.MaxCandidates)
 	}
-	return &Manager{loop: records{backend.NewLoop(store, loop...)}, cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
+	return &Manager{store: store, loop: records{backend.NewLoop(store, loop...)}, cfg: cfg, waiters: waitQueues{q: map[string][]*waiter{}}}, nil
 }
 
 // Config returns the Manager's configuration with defaults filled in.

@@ -18,8 +18,9 @@ import (
 // session of the caller registered here (the session is moving to a new
 // socket, which needs no second slot). Spare slots are bounded by the
 // sessions registered, so the sockets of one caller are at most twice
-// MaxPerCaller, and a spare socket that sends nothing is closed at the
-// open timeout like any other.
+// MaxPerCaller; they count against MaxSessions like any other socket, so
+// that the instance's sockets never pass it; and a spare socket that sends
+// nothing is closed at the open timeout like any other.
 //
 // Release gives the slot back unless it passed to a session; it is safe to
 // call more than once.
@@ -50,7 +51,12 @@ func (r *Registry) Admit(caller string) (*Slot, error) {
 	switch {
 	case r.closing:
 		return nil, ErrShuttingDown
-	case r.perCaller[caller] < r.cfg.MaxPerCaller && r.slots() < r.cfg.MaxSessions:
+	case r.slots()+r.spares() >= r.cfg.MaxSessions:
+		// Spare sockets count against the instance's cap too: it bounds
+		// sockets, which is what Cloud Run counts (docs/contract.md §14
+		// Limits); a session moving off a full instance resumes elsewhere.
+		return nil, &LimitError{What: "sessions of this instance", Max: r.cfg.MaxSessions}
+	case r.perCaller[caller] < r.cfg.MaxPerCaller:
 		r.perCaller[caller]++
 		sl.state = slotHeld
 	case r.spare[caller] < r.sessionsOf(caller):
@@ -68,6 +74,15 @@ func (r *Registry) limitLocked(caller string) error {
 		return &LimitError{What: "sessions of this caller", Max: r.cfg.MaxPerCaller}
 	}
 	return &LimitError{What: "sessions of this instance", Max: r.cfg.MaxSessions}
+}
+
+// spares counts the spare slots taken; r.mu held.
+func (r *Registry) spares() int {
+	n := 0
+	for _, c := range r.spare {
+		n += c
+	}
+	return n
 }
 
 // sessionsOf counts caller's sessions registered here; r.mu held.

@@ -129,3 +129,39 @@ func TestAdmitWhileShuttingDown(t *testing.T) {
 		t.Fatalf("admit after shutdown: %v; want ErrShuttingDown", err)
 	}
 }
+
+// TestSpareSlotsInsideTheInstanceCap: spare sockets count against
+// MaxSessions: an instance full of sessions and spares admits no socket
+// more, spare or not, and the sockets never pass the cap.
+func TestSpareSlotsInsideTheInstanceCap(t *testing.T) {
+	r := newRegistry(t, session.Manager{M: manager(t, memory.New())}, session.Config{MaxPerCaller: 1, MaxSessions: 3})
+	for _, caller := range []string{"a", "b"} {
+		sl, err := r.Admit(caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := sl.Open(t.Context(), "", time.Second, newPushes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spare, err := r.Admit("a") // a's session moving: the third socket
+	if err != nil {
+		t.Fatalf("a spare socket within the cap: %v", err)
+	}
+	var limit *session.LimitError
+	if _, err := r.Admit("b"); !errors.As(err, &limit) || limit.What != "sessions of this instance" {
+		t.Fatalf("a spare socket past the instance cap: %v; want the instance's LimitError", err)
+	}
+	if _, err := r.Admit("c"); !errors.As(err, &limit) {
+		t.Fatalf("a new caller's socket past the instance cap: %v; want a LimitError", err)
+	}
+	if got := slots(r); got[0]+got[1] != 3 {
+		t.Fatalf("slots %v; want 3 sockets in all", got)
+	}
+	spare.Release()
+	if sp, err := r.Admit("b"); err != nil {
+		t.Fatalf("a spare socket once one was given back: %v", err)
+	} else {
+		sp.Release()
+	}
+}

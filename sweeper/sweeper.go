@@ -59,6 +59,10 @@ type Config struct {
 	// held, not reserved) at least that long (LEASESVC_RETAIN_FREE). 0, the
 	// default, deletes nothing.
 	RetainFree time.Duration
+	// RecordRetention is how long after its session ended a session's
+	// record is removed for good (LEASESVC_SESSION_RECORD_RETENTION,
+	// records.go). Zero means DefaultRecordRetention; negative keeps them.
+	RecordRetention time.Duration
 }
 
 // DefaultLeaseName is the election lease of the sweeper unless
@@ -82,6 +86,9 @@ type Sweeper struct {
 	// when (local monotonic time) it last reached the end of what was due.
 	retained   backend.Cursor
 	retainedAt time.Time
+	// purged and purgedAt are the same for the session records' removal.
+	purged   backend.Cursor
+	purgedAt time.Time
 	// announced holds the holdings announced within the last lag, by
 	// "name/token", with their expire time; the scan looks back that far
 	// each time, for writes that commit a little after their decision.
@@ -129,6 +136,9 @@ func New(cfg Config) (*Sweeper, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RecordRetention == 0 {
+		cfg.RecordRetention = DefaultRecordRetention
 	}
 	if !lease.ValidName(cfg.LeaseName) {
 		return nil, fmt.Errorf("sweeper: Config.LeaseName %q is not a lease name", cfg.LeaseName)
@@ -241,7 +251,7 @@ func (s *Sweeper) sweep(ctx context.Context) error {
 			s.cfg.Emit(lease.Event{Type: lease.EventExpired, Lease: l, Time: r.ExpireTime})
 		}
 		if len(recs) < s.cfg.Batch {
-			return s.retain(ctx, until)
+			return errors.Join(s.retain(ctx, until), s.purgeRecords(ctx, until))
 		}
 	}
 }

@@ -39,7 +39,10 @@ type events struct {
 	// retainFree is the sweeper's Config.RetainFree (LEASESVC_RETAIN_FREE),
 	// set before start.
 	retainFree time.Duration
-	audit      *audit.Log // one line per change of holding decided here
+	// recordRetention is the sweeper's Config.RecordRetention
+	// (LEASESVC_SESSION_RECORD_RETENTION), set before start.
+	recordRetention time.Duration
+	audit           *audit.Log // one line per change of holding decided here
 }
 
 // observe sends the events' metrics to obs: publish attempts (through
@@ -114,7 +117,7 @@ func (e *events) start(ctx context.Context, m *lease.Manager, store backend.Stor
 		e.log.Info("sweeper: off: the backend cannot scan by expiry time")
 		return nil
 	}
-	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, RetainFree: e.retainFree, Emit: func(ev lease.Event) {
+	s, err := sweeper.New(sweeper.Config{Manager: m, Scanner: scanner, Holder: instance, Logger: e.log, RetainFree: e.retainFree, RecordRetention: e.recordRetention, Emit: func(ev lease.Event) {
 		e.changed(ev)
 		e.obs.decided(ev)
 		m.Wake(ev.Lease.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/leasesvc/leasesvc/httpapi"
 	"github.com/leasesvc/leasesvc/internal/membudget"
 	"github.com/leasesvc/leasesvc/lease"
+	"github.com/leasesvc/leasesvc/sweeper"
 )
 
 // limits are the settings of docs/contract.md §9: server timeouts, caps on
@@ -27,6 +28,9 @@ type limits struct {
 	listenHost    string        // the host part of the listen address
 	maxCandidates int           // LEASESVC_MAX_CANDIDATES: registered candidates per lease
 	retainFree    time.Duration // LEASESVC_RETAIN_FREE: the sweeper deletes leases free this long; 0 off
+	// recordRetention is LEASESVC_SESSION_RECORD_RETENTION: the sweeper
+	// removes a session's record this long after the session ended.
+	recordRetention time.Duration
 	// memory and memoryPerCaller are LEASESVC_MEMORY_BUDGET and
 	// LEASESVC_MEMORY_PER_CALLER, in bytes: the instance's memory budget
 	// (docs/contract.md §16), api.Memory, and one caller's share of it.
@@ -34,10 +38,20 @@ type limits struct {
 	// softLimit is the Go runtime's soft memory limit (GOMEMLIMIT, or
 	// memory + softLimitMargin), set by applySoftLimit.
 	softLimit int64
+	edge      edge // where bytes enter (edge.go)
 }
 
 // minRetainFree is the shortest LEASESVC_RETAIN_FREE.
 const minRetainFree = time.Minute
+
+// minRecordRetention and maxRecordRetention bound
+// LEASESVC_SESSION_RECORD_RETENTION: at least the longest window (a
+// resume under way as its session ended still finds the record), and at
+// most an hour, so that a session's row never stays long.
+const (
+	minRecordRetention = time.Minute
+	maxRecordRetention = time.Hour
+)
 
 // Defaults of limits.
 const (
@@ -143,6 +157,14 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		}
 		l.retainFree = x
 	}
+	l.recordRetention = sweeper.DefaultRecordRetention
+	if v := getenv("LEASESVC_SESSION_RECORD_RETENTION"); v != "" {
+		x, err := time.ParseDuration(v)
+		if err != nil || x < minRecordRetention || x > maxRecordRetention {
+			return l, fmt.Errorf("LEASESVC_SESSION_RECORD_RETENTION=%q: want a duration from %v to %v, such as 1m", v, minRecordRetention, maxRecordRetention)
+		}
+		l.recordRetention = x
+	}
 	sizes := []struct {
 		key      string
 		dst      *int
@@ -161,6 +183,10 @@ func parseLimits(getenv func(string) string, authMode string) (limits, error) {
 		}
 	}
 	if err := l.parseMemory(getenv); err != nil {
+		return l, err
+	}
+	var err error
+	if l.edge, err = parseEdge(getenv); err != nil {
 		return l, err
 	}
 	if v := getenv("LEASESVC_PAGE_TOKEN_KEY"); v != "" {

@@ -113,6 +113,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
+	over, stopOverload, err := lim.edge.newOverload(ctx, lim.api.Memory, log, ev.audit, obs.providers.Meter)
+	if err != nil {
+		return fmt.Errorf("overload: %w", err)
+	}
+	defer stopOverload()
 	scfg.Events, scfg.Logger, scfg.Audit, scfg.Observer = ev.hub, log, ev.audit, smetrics
 	sessions, err := session.New(session.Manager{M: m}, scfg)
 	if err != nil {
@@ -133,12 +138,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	h, err := httpapi.New(m, httpapi.Config{Sessions: sessions, Proofs: proofs, Logger: log, Events: ev.hub, Observer: obs.metrics,
 		Authenticator: acc.authn, Policy: acc.policy, Limiter: acc.limiter, Audit: ev.audit,
 		TracerProvider: obs.providers.Tracer, MeterProvider: obs.providers.Meter,
-		Limits: lim.api, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
+		Limits: lim.api, Overload: over, PageTokenKey: lim.pageTokenKey, AllowedOrigins: acc.origins, AllowedHosts: acc.hosts,
 		Internal: []string{sweeper.DefaultLeaseName, session.RecordPrefix}})
 	if err != nil {
 		return fmt.Errorf("http handler: %w", err)
 	}
-	ev.retainFree = lim.retainFree
+	ev.retainFree, ev.recordRetention = lim.retainFree, lim.recordRetention
 	if err := ev.start(context.WithoutCancel(ctx), m, store, instance); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
@@ -149,10 +154,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	srv := newServer(ctx, h, lim, log)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(lim.edge.listen(ln, log)) }()
 	log.Info("leasesvc listening", "version", version, "telemetry", cfg.telemetry, "addr", ln.Addr().String(), "backend", cfg.backend, "instance", instance,
 		"events", getenv("LEASESVC_PUBSUB_TOPIC") != "", "auth", acc.mode, "rateLimit", acc.rate, "rateBurst", acc.burst,
-		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0], sessionLogAttrs(scfg),
+		"minTTL", cfg.minTTL.String(), "maxTTL", cfg.maxTTL.String(), lim.logAttrs()[0], lim.edge.logAttrs(), sessionLogAttrs(scfg),
 		"proofKid", proofs.Kid(), "proofIssuer", pcfg.Issuer)
 
 	select {
@@ -219,6 +224,7 @@ func newServer(ctx context.Context, h http.Handler, lim limits, log *slog.Logger
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: lim.headerTimeout,
+		MaxHeaderBytes:    lim.edge.maxHeaderBytes,
 		IdleTimeout:       lim.idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -52,6 +54,12 @@ var coreSettings = []backend.Setting{
 	{Env: "LEASESVC_MEMORY_BUDGET", Default: "`117440512`", Usage: "bytes this instance queues and buffers for its clients, all together: stream backlogs and snapshot chunks, list pages in flight, request bodies, session queues and sockets (≥ 1,048,576; 112 MiB suits Cloud Run's 512 MiB instance). A stream whose charge cannot be met ends with an `overflow` event; a request is `503` + `Retry-After` ([docs/contract.md §16](docs/contract.md#16-one-memory-budget))"},
 	{Env: "LEASESVC_MEMORY_PER_CALLER", Default: "`29360128`", Usage: "one caller's share of `LEASESVC_MEMORY_BUDGET` (principal; client address with `none`), at most the budget; beyond, a stream ends with `overflow`, a request is `429` + `Retry-After`"},
 	{Env: "GOMEMLIMIT", Default: "`LEASESVC_MEMORY_BUDGET` + 128 MiB", Usage: "the Go runtime's soft memory limit (its own syntax, such as `400MiB`): the collector runs sooner as the heap nears it, so what the budget holds is not doubled by garbage between collections; set, it replaces the default"},
+	{Env: "LEASESVC_OVERLOAD_SOFT", Default: "`301989888`", Usage: "bytes of memory in use (the Go runtime's own figure, sampled every 100 ms) past which the overload manager refuses new work (acquires, reads, lists, streams, session upgrades: `503` + `Retry-After`) and sheds waiting acquires and streams, oldest first; renewals, releases and heartbeats go on. `0` with `LEASESVC_OVERLOAD_HARD` `0` turns it off ([docs/contract.md §16](docs/contract.md#16-one-memory-budget))"},
+	{Env: "LEASESVC_OVERLOAD_HARD", Default: "`352321536`", Usage: "bytes of memory in use past which the overload manager also closes everything the heaviest callers (by their budget charge) hold, session sockets included (`1013`; their sessions live on, to be resumed); above `LEASESVC_OVERLOAD_SOFT`"},
+	{Env: "LEASESVC_MAX_HEADER_BYTES", Default: "`65536`", Usage: "bytes of request line and headers a request may carry (4,096 … 1,048,576); beyond, `431`"},
+	{Env: "LEASESVC_MAX_CONNECTIONS", Default: "`1500`", Usage: "connections open at once on this instance, idle keep-alives and session sockets included; beyond, a new connection is answered `503` + `Retry-After` and closed before any HTTP work. `0` off"},
+	{Env: "LEASESVC_MAX_CONNECTIONS_PER_ADDRESS", Default: "`1024`; off on Cloud Run", Usage: "connections open at once from one client IP address (on Cloud Run every connection comes from its front end, so the caller is the principal and this is off); beyond, as `LEASESVC_MAX_CONNECTIONS`. `0` off"},
+	{Env: "LEASESVC_SESSION_RECORD_RETENTION", Default: "`1m`", Usage: "an ended session's record (closed, expired, or left by an instance that died) is removed for good this long after its end, by the sweeping instance, within about 10 s more (`1m` … `1h`): a resume under way as the session ended still finds it ended ([docs/contract.md §14](docs/contract.md#14-sessions))"},
 	{Env: "LEASESVC_MAX_WAITING_PER_CALLER", Default: "`100`", Usage: "waiting acquires (`waitMs` > 0) per caller; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_WAITING", Default: "`10000`", Usage: "waiting acquires per instance; beyond, `429` + `Retry-After`"},
 	{Env: "LEASESVC_MAX_CANDIDATES", Default: "`64`", Usage: "registered candidates (waiting acquires with a `priority`) per lease; a newcomer ranking below all of a full list waits unregistered"},
@@ -142,11 +150,38 @@ func writeHelp(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Usage: leasesvc [flags]\n\nSettings come from the environment; a flag overrides its variable.\n\nVARIABLE\tFLAG\tDEFAULT\tMEANING")
 	for _, r := range settingRows() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.env, r.flag, plain(r.def), plain(r.usage))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.env, r.flag, helpDefault(r.env, plain(r.def)), plain(r.usage))
 	}
 	fmt.Fprintln(tw, "\nBackends (LEASESVC_BACKEND):")
 	for _, o := range backend.Registered() {
 		fmt.Fprintf(tw, "  %s\t%s\n", o.Name, o.Summary)
 	}
 	return tw.Flush()
+}
+
+// byteSettings are the settings whose values are byte counts: -h shows
+// their defaults in IEC units too, as GOMEMLIMIT writes sizes (the values
+// themselves are plain numbers of bytes).
+var byteSettings = map[string]bool{
+	"LEASESVC_STREAM_BUFFER": true, "LEASESVC_MAX_PAGE_BYTES": true, "LEASESVC_MEMORY_BUDGET": true,
+	"LEASESVC_MEMORY_PER_CALLER": true, "LEASESVC_SESSION_MAX_MESSAGE": true, "LEASESVC_SESSION_OUT_BUFFER": true,
+	"LEASESVC_OVERLOAD_SOFT": true, "LEASESVC_OVERLOAD_HARD": true, "LEASESVC_MAX_HEADER_BYTES": true,
+}
+
+// helpDefault is the default -h shows for the setting env: def, and for a
+// byte count its size in IEC units, such as "117440512 (112 MiB)".
+func helpDefault(env, def string) string {
+	n, err := strconv.ParseInt(def, 10, 64)
+	if !byteSettings[env] || err != nil || n < 1024 {
+		return def
+	}
+	size := float64(n)
+	unit := "B"
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if size < 1024 {
+			break
+		}
+		size, unit = size/1024, u
+	}
+	return def + " (" + strconv.FormatFloat(math.Round(size*100)/100, 'f', -1, 64) + " " + unit + ")"
 }

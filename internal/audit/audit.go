@@ -171,3 +171,21 @@ func (a *Log) Session(ctx context.Context, action, outcome, principal, session, 
 		str("detail", detail),
 	))
 }
+
+// Overload records an action of the overload manager (docs/contract.md
+// §16): action is overload_level (the level changed; outcome the new
+// level), overload_shed (something a caller held was ended; outcome its
+// kind) or overload_refuse (new work refused; outcome unavailable),
+// principal the caller ("" for a level change) and detail the memory in
+// use and why.
+func (a *Log) Overload(ctx context.Context, action, outcome, principal, detail string) {
+	if a == nil {
+		return
+	}
+	a.l.InfoContext(ctx, "audit", labels, slog.Group("audit",
+		str("action", action),
+		str("outcome", outcome),
+		str("principal", principal),
+		str("detail", detail),
+	))
+}

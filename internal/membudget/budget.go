@@ -13,7 +13,10 @@
 package membudget
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -120,4 +123,33 @@ func (b *Budget) Used(caller string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.byCaller[caller]
+}
+
+// Heaviest returns up to n callers by what they are charged now, heaviest
+// first (the overload manager's order of shedding, docs/contract.md §16).
+func (b *Budget) Heaviest(n int) []string {
+	if b == nil || n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	type held struct {
+		caller string
+		n      int64
+	}
+	all := make([]held, 0, len(b.byCaller))
+	for c, v := range b.byCaller {
+		all = append(all, held{c, v})
+	}
+	b.mu.Unlock()
+	slices.SortFunc(all, func(x, y held) int {
+		if c := cmp.Compare(y.n, x.n); c != 0 {
+			return c
+		}
+		return strings.Compare(x.caller, y.caller)
+	})
+	out := make([]string, 0, min(n, len(all)))
+	for _, h := range all[:min(n, len(all))] {
+		out = append(out, h.caller)
+	}
+	return out
 }

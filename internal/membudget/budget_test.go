@@ -1,6 +1,7 @@
 package membudget
 
 import (
+	"slices"
 	"sync"
 	"testing"
 )
@@ -119,5 +120,24 @@ func TestConcurrentAccounts(t *testing.T) {
 	wg.Wait()
 	if st := b.Stats(); st.Used != 0 || st.Callers != 0 {
 		t.Fatalf("stats %+v after every account closed; want nothing held", st)
+	}
+}
+
+// TestHeaviest: callers come heaviest first, ties by name, at most n.
+func TestHeaviest(t *testing.T) {
+	b, err := New(1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Charge("a", 10)
+	b.Charge("b", 30)
+	b.Charge("c", 30)
+	b.Charge("d", 5)
+	if got := b.Heaviest(3); !slices.Equal(got, []string{"b", "c", "a"}) {
+		t.Fatalf("Heaviest(3) = %v; want [b c a]", got)
+	}
+	b.Release("b", 30)
+	if got := b.Heaviest(10); !slices.Equal(got, []string{"c", "a", "d"}) {
+		t.Fatalf("after b released: %v; want [c a d]", got)
 	}
 }
