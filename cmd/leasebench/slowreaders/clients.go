@@ -148,8 +148,12 @@ func stalled(addr, path, token string) (net.Conn, error) {
 // status reads the status code of the answer on a stalled connection:
 // its first line is in the connection's receive buffer, read or not. 0
 // when none came.
-func status(conn net.Conn) int {
-	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+func status(conn net.Conn) int { return statusWithin(conn, 500*time.Millisecond) }
+
+// statusWithin is status, waiting up to d for the answer.
+func statusWithin(conn net.Conn, d time.Duration) int {
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
 	line, err := bufio.NewReaderSize(conn, 64).ReadString('\n')
 	if err != nil && line == "" {
 		return 0

@@ -30,10 +30,31 @@ type config struct {
 	nonreading    int           // session sockets that stop reading, in all
 	rate          int           // requests per second of each non-reading socket
 	headerTimeout time.Duration // the instances' LEASESVC_HEADER_TIMEOUT
-	window        time.Duration // how long memory is sampled once the connections are open
-	mixes         []mix
-	budgets       []budget
+	window        time.Duration // how long the mix runs once its clients are open
+
+	edgePrincipals int           // principals of issue 45's clients
+	halfframes     int           // session sockets that send the start of a 1 MiB frame
+	halfOpen       bool          // they open a session first
+	frameBytes     int           // the bytes of the frame they send
+	bigheaders     int           // :watch streams with large headers
+	headerBytes    int           // the headers of each (and of each trickled request)
+	headerLine     int           // the bytes of each header line
+	trickle        int           // unauthenticated connections trickling headers
+	trickleOver    time.Duration // how long each takes to send them
+	waitsPer       int           // padded waiting acquires per principal
+	waitPad        int           // the spaces in each one's metadata
+	tableSessions  int           // sessions holding a lease table
+	tableLeases    int           // leases in each
+	sessionWindow  time.Duration // the window of issue 45's sessions
+	goodRate       int           // the good client's acquires per second
+
+	mixes   []mix
+	budgets []budget
 }
+
+// goodPrincipal is the good client's principal: one that no mix's
+// clients and no legitimate reader use.
+func (c config) goodPrincipal() int { return max(c.principals+1, c.edgePrincipals) }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -54,17 +75,32 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.nonreading, "nonreading", 10, "session sockets in all that open a session, then ask for 33 KB answers and read none")
 	fs.IntVar(&c.rate, "rate", 150, "requests per second of each non-reading socket (below the message rate, 200)")
 	fs.DurationVar(&c.headerTimeout, "header-timeout", 10*time.Second, "the instances' LEASESVC_HEADER_TIMEOUT")
-	fs.DurationVar(&c.window, "window", 20*time.Second, "how long memory is sampled once the connections are open")
-	mixNames := fs.String("mixes", "prefix,single,lists,unopened,nonreading,all", "the mixes to run")
+	fs.DurationVar(&c.window, "window", 20*time.Second, "how long the mix runs once its clients are open")
+	fs.IntVar(&c.edgePrincipals, "edge-principals", 20, "principals (static tokens) of issue 45's clients")
+	fs.IntVar(&c.halfframes, "halfframe", 900, "session sockets in all that send the start of a 1 MiB text frame and stall")
+	fs.BoolVar(&c.halfOpen, "halfframe-open", true, "the half-frame sockets open a session first (else they only upgrade)")
+	fs.IntVar(&c.frameBytes, "frame-bytes", 1_000_000, "bytes of the 1 MiB frame each half-frame socket sends")
+	fs.IntVar(&c.bigheaders, "bigheaders", 1000, "single-lease :watch streams in all whose requests carry -header-bytes of headers, never reading")
+	fs.IntVar(&c.headerBytes, "header-bytes", 1_000_000, "bytes of headers of each large-header and trickled request")
+	fs.IntVar(&c.headerLine, "header-line", 4000, "bytes of each of their header lines")
+	fs.IntVar(&c.trickle, "trickle", 500, "unauthenticated connections that trickle -header-bytes of headers")
+	fs.DurationVar(&c.trickleOver, "trickle-over", 8*time.Second, "how long each takes (inside the header timeout)")
+	fs.IntVar(&c.waitsPer, "waits", 100, "padded waiting session acquires per principal")
+	fs.IntVar(&c.waitPad, "wait-pad", 1_000_000, "spaces inside each padded acquire's metadata")
+	fs.IntVar(&c.tableSessions, "table-sessions", 5, "sessions holding a lease table")
+	fs.IntVar(&c.tableLeases, "table-leases", 1000, "leases in each, of the longest name and holder")
+	fs.DurationVar(&c.sessionWindow, "session-window", time.Minute, "the window of issue 45's sessions (the half frames send no heartbeat)")
+	fs.IntVar(&c.goodRate, "good-rate", 20, "the good client's acquires (and releases) per second")
+	mixList := fs.String("mixes", "prefix,single,lists,unopened,nonreading,all", "the mixes to run (issue 45's: halfframe,bigheaders,trickleheaders,paddedwaits,paddedwaits1,leasetable,all45)")
 	budgetNames := fs.String("budgets", "off,defaults", "the memory budgets to run them under: off (1 TiB, as before issue 37), defaults")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	c.binaries = fs.Args()
-	for _, n := range strings.Split(*mixNames, ",") {
+	for _, n := range strings.Split(*mixList, ",") {
 		i := slices.IndexFunc(mixes, func(m mix) bool { return m.name == n })
 		if i < 0 {
-			return c, fmt.Errorf("-mixes: no mix %q (prefix, single, lists, unopened, nonreading, all)", n)
+			return c, fmt.Errorf("-mixes: no mix %q (%s)", n, mixNames())
 		}
 		c.mixes = append(c.mixes, mixes[i])
 	}
@@ -82,6 +118,13 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	case c.leases < 1 || c.principals < 1 || c.churn < 1 || c.pageSize < 1 || c.rate < 1 || c.prefixPer < 0 || c.singlePer < 0 || c.listers < 0 ||
 		c.sockets < 0 || c.nonreading < 0 || c.window <= 0 || c.headerTimeout <= 0:
 		return c, errors.New("-leases, -principals, -churn, -page-size and -rate must be at least 1, -prefix, -single, -lists, -sockets and -nonreading at least 0, -window and -header-timeout positive")
+	case c.edgePrincipals < 1 || c.goodRate < 1 || c.halfframes < 0 || c.bigheaders < 0 || c.trickle < 0 || c.waitsPer < 0 || c.waitPad < 0 ||
+		c.tableSessions < 0 || c.tableLeases < 0 || c.headerBytes < 0 || c.headerLine < 16 || c.trickleOver <= 0:
+		return c, errors.New("-edge-principals and -good-rate must be at least 1, -header-line at least 16, -halfframe, -bigheaders, -trickle, -waits, -wait-pad, -table-sessions, -table-leases and -header-bytes at least 0, -trickle-over positive")
+	case c.frameBytes < 0 || c.frameBytes > 1<<20:
+		return c, errors.New("-frame-bytes must be between 0 and 1048576 (the frame's declared length)")
+	case c.sessionWindow < 200*time.Millisecond || c.sessionWindow > time.Minute:
+		return c, errors.New("-session-window must be between 200ms and 1m (docs/contract.md §14)")
 	}
 	return c, nil
 }
@@ -96,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if err := auth.Write(dir, c.principals+1); err != nil {
+	if err := auth.Write(dir, c.goodPrincipal()+1); err != nil {
 		return err
 	}
 	var out []result
@@ -112,28 +155,90 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d leases of 32 KiB; %d principals, each %d prefix streams and %d single-lease watches; %d list readers of %d-lease pages; "+
-		"%d upgraded session sockets that send nothing; %d session sockets asking %d times a second for a 33 KB answer; "+
-		"all spread over the principals, none reading; %d leases churned; %v window\n\n",
-		c.leases, c.principals, c.prefixPer, c.singlePer, c.listers, c.pageSize, c.sockets, c.nonreading, c.rate, c.churn, c.window)
+	var any37, any45 bool
+	for _, mx := range c.mixes {
+		any37, any45 = any37 || mx.issue37(), any45 || mx.issue45()
+	}
+	if any37 {
+		fmt.Fprintf(stdout, "Issue 37's mixes: %d leases of 32 KiB; %d principals, each %d prefix streams and %d single-lease watches; %d list readers of %d-lease pages; "+
+			"%d upgraded session sockets that send nothing; %d session sockets asking %d times a second for a 33 KB answer; "+
+			"all spread over the principals, none reading; %d leases churned.\n",
+			c.leases, c.principals, c.prefixPer, c.singlePer, c.listers, c.pageSize, c.sockets, c.nonreading, c.rate, c.churn)
+	}
+	if any45 {
+		how := fmt.Sprintf("open a session (window %v)", c.sessionWindow)
+		if !c.halfOpen {
+			how = "only upgrade"
+		}
+		fmt.Fprintf(stdout, "Issue 45's mixes, spread over %d principals: halfframe: %d session sockets %s, then send %d bytes of a text frame declaring 1 MiB and stall; "+
+			"bigheaders: %d single-lease :watch streams with %d bytes of headers (lines of %d), unread; trickleheaders: %d unauthenticated connections sending as many headers over %v; "+
+			"paddedwaits (all principals) and paddedwaits1 (one): %d waiting session acquires per principal, metadata padded with %d spaces; "+
+			"leasetable: %d sessions holding %d leases each, names of 128 characters, holders of 256 (≈ 1 KB); all45: all of them.\n",
+			c.edgePrincipals, c.halfframes, how, c.frameBytes, c.bigheaders, c.headerBytes, c.headerLine, c.trickle, c.trickleOver,
+			c.waitsPer, c.waitPad, c.tableSessions, c.tableLeases)
+	}
+	fmt.Fprintf(stdout, "Every mix: a good client (another principal) acquires and releases its own lease over REST %d times a second from the first client opened to the end of the %v window.\n\n",
+		c.goodRate, c.window)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "binary\tbudget\tmix\tRSS before (MiB)\tpeak (MiB)\tgrowth at peak (MiB)\tgrowth at end (MiB)\tconnections\tanswers\tclosed by the end\tchurn turns\tanother principal's prefix stream\tunopened sockets: upgraded / refused / closed (within header timeout + 6 s)\tnon-reading sockets: opened / refused / how they ended\t")
-	for _, r := range out {
-		legit := fmt.Sprintf("live after %d snapshots", r.legitSnapshots)
-		if r.legitFailure != "" {
-			legit = fmt.Sprintf("%s after %d snapshots", r.legitFailure, r.legitSnapshots)
+	for i, r := range out {
+		cols := []struct{ head, cell string }{
+			{"binary", r.binary}, {"budget", r.budget}, {"mix", r.mix},
+			{"RSS before (MiB)", fmt.Sprintf("%.0f", r.base)}, {"peak (MiB)", fmt.Sprintf("%.0f", r.peak)},
+			{"growth at peak (MiB)", fmt.Sprintf("%.0f", r.peak-r.base)}, {"growth at end (MiB)", fmt.Sprintf("%.0f", r.end-r.base)},
+			{"clients open after (s)", fmt.Sprintf("%.1f", r.opening.Seconds())},
+			{"good client's acquire p99 (ms)", goodP99(r.good)}, {"good client", r.good.summary()},
+			{"connections", fmt.Sprint(r.connections)}, {"answers", orNone(statuses(r.statuses))}, {"closed by the end", fmt.Sprint(r.closed)},
 		}
-		unopened, nonreading := "-", "-"
-		if u := r.unopened; u != nil {
-			unopened = fmt.Sprintf("%d / %s / %d (%d)", u.Upgraded, orNone(u.Refused(" ")), u.Gone, u.Ended)
+		if any37 {
+			cols = append(cols, []struct{ head, cell string }{
+				{"churn turns", "-"}, {"another principal's prefix stream", "-"},
+				{"unopened sockets: upgraded / refused / closed (within header timeout + 6 s)", "-"},
+				{"non-reading sockets: opened / refused / how they ended", "-"},
+			}...)
+			n := len(cols)
+			if r.issue37 {
+				cols[n-4].cell, cols[n-3].cell = fmt.Sprint(r.turns), fmt.Sprintf("live after %d snapshots", r.legitSnapshots)
+				if r.legitFailure != "" {
+					cols[n-3].cell = fmt.Sprintf("%s after %d snapshots", r.legitFailure, r.legitSnapshots)
+				}
+			}
+			if u := r.unopened; u != nil {
+				cols[n-2].cell = fmt.Sprintf("%d / %s / %d (%d)", u.Upgraded, orNone(u.Refused(" ")), u.Gone, u.Ended)
+			}
+			if r.nonreadingRan {
+				cols[n-1].cell = fmt.Sprintf("%d / %s / %s", r.nonreadingOpened, orNone(sockmix.Counts(r.nonreadingRefused, " ")), sockmix.Counts(r.nonreadingEnded, " "))
+			}
 		}
-		if r.nonreadingRan {
-			nonreading = fmt.Sprintf("%d / %s / %s", r.nonreadingOpened, orNone(sockmix.Counts(r.nonreadingRefused, " ")), sockmix.Counts(r.nonreadingEnded, " "))
+		if any45 {
+			cols = append(cols, struct{ head, cell string }{"issue 45's clients: refused / closed", orDash(r.edges)})
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", r.binary, r.budget, r.mix, r.base, r.peak, r.peak-r.base, r.end-r.base,
-			r.connections, statuses(r.statuses), r.closed, r.turns, legit, unopened, nonreading)
+		var head, row strings.Builder
+		for _, col := range cols {
+			head.WriteString(col.head + "\t")
+			row.WriteString(col.cell + "\t")
+		}
+		if i == 0 {
+			fmt.Fprintln(tw, head.String())
+		}
+		fmt.Fprintln(tw, row.String())
 	}
 	return tw.Flush()
+}
+
+// goodP99 is the good client's acquire p99 in ms, "-" without acquires.
+func goodP99(g goodResult) string {
+	if len(g.latencies) == 0 {
+		return "-"
+	}
+	return ms(percentile(g.latencies, 99))
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // orNone is s, or "none" when it is empty.

@@ -1,14 +1,18 @@
-// Package sockmix holds the session-socket mixes of issue 37 that the
-// measuring tools of cmd/leasebench (sessionsockets, slowreaders) run
-// against a leasesvc instance: upgraded sockets that never send open or
+// Package sockmix holds the session-socket mixes that the measuring
+// tools of cmd/leasebench (sessionsockets, slowreaders) run against a
+// leasesvc instance. Issue 37's: upgraded sockets that never send open or
 // resume (Unopened), and sockets that open a session, then ask for
 // answers that carry a 33 KB lease and read none of them (NonReading).
-// Each mix is opened, left to run while the caller samples the
-// instance's memory, and then asked what the instance did with it.
+// Issue 45's, written frame by frame over the TCP connection (frame.go,
+// RawSocket): sockets that send the start of a large frame and stall
+// (HalfFrames), sessions whose waiting acquires carry padded messages
+// (OpenPaddedWaits), and sessions holding a table of the longest leases
+// (OpenLeaseTable). Each mix is opened, left to run while the caller
+// samples the instance's memory, and then asked what the instance did
+// with it.
 package sockmix
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -27,31 +31,8 @@ const Subprotocol = "leasesvc.session.v2"
 // connection and returns the connection when it was upgraded (101), and
 // the status either way.
 func Upgrade(ctx context.Context, addr, token string) (net.Conn, int, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, 0, err
-	}
-	req := "GET /v1/sessions:connect HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: " + Subprotocol + "\r\n" +
-		"Authorization: Bearer " + token + "\r\n\r\n"
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Write([]byte(req)); err != nil {
-		_ = conn.Close()
-		return nil, 0, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		_ = conn.Close()
-		return nil, 0, err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		_ = conn.Close()
-		return nil, resp.StatusCode, nil
-	}
-	_ = conn.SetDeadline(time.Time{})
-	return conn, resp.StatusCode, nil
+	conn, _, st, err := upgrade(ctx, addr, token)
+	return conn, st, err
 }
 
 // Unopened is a set of upgraded session sockets that send nothing, each
