@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,15 +16,33 @@ import (
 // leases with plain renewals instead. An Elector does so by itself.
 var ErrSessionsUnsupported = errors.New("client: the service does not offer sessions")
 
-// sessionLimitError is a 429 resource_exhausted answered to open: the
+// sessionLimitError is a 429 resource_exhausted answered to open (or to
+// its upgrade, with limit "sessions"): the
 // service holds as many sessions as LEASESVC_MAX_SESSIONS or
 // LEASESVC_MAX_SESSIONS_PER_CALLER allow (docs/contract.md §14). It
 // matches ErrRateLimited; an Elector falls back to plain renewals on it
-// (a 429 before the upgrade is the caller's rate limit, and is retried).
+// (any other 429 before the upgrade is the caller's rate limit, and is
+// retried).
 type sessionLimitError struct{ error }
 
 // Unwrap returns the refusal.
 func (e sessionLimitError) Unwrap() error { return e.error }
+
+// slotRefusal is a 429 answered to the upgrade at a cap of sessions, the
+// problem's limit member "sessions" (docs/contract.md §14 Limits): an open
+// refused so is a sessionLimitError, a resume's is retried.
+type slotRefusal struct{ error }
+
+// Unwrap returns the refusal.
+func (e slotRefusal) Unwrap() error { return e.error }
+
+// sessionsCapped reports whether a problem body names the sessions cap.
+func sessionsCapped(raw []byte) bool {
+	var p struct {
+		Limit string `json:"limit"`
+	}
+	return json.Unmarshal(raw, &p) == nil && p.Limit == "sessions"
+}
 
 // Is makes a session limit's refusal match ErrSessionLimit.
 func (e sessionLimitError) Is(target error) bool { return target == ErrSessionLimit }

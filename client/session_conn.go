@@ -101,6 +101,9 @@ func (s *Session) dial(ctx context.Context) (*sconn, error) {
 		if resp.Body != nil { // what Dial kept of it: at most 1 KiB
 			raw, _ = io.ReadAll(resp.Body)
 		}
+		if err := problemError(resp, raw); resp.StatusCode == http.StatusTooManyRequests && sessionsCapped(raw) {
+			return nil, slotRefusal{err} // not the rate limit: the service's session cap
+		}
 		return nil, problemError(resp, raw)
 	}
 	ws.SetReadLimit(MaxAnswerBytes)
@@ -117,6 +120,10 @@ func (s *Session) dial(ctx context.Context) (*sconn, error) {
 // one is retired (A2).
 func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	sc, err := s.dial(ctx)
+	var capped slotRefusal
+	if !resume && errors.As(err, &capped) {
+		return nil, sessionLimitError{capped.error} // refused at the upgrade
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,9 @@ type problem struct {
 	reservedFor, reservedUntil string
 	// epoch is the session's epoch, on session_conflict.
 	epoch int64
+	// limit names the cap a 429 is at when it is one of sessions
+	// ("sessions"), so that a client tells it from its rate limit.
+	limit string
 }
 
 // problemJSON is the wire form of a problem.
@@ -60,6 +63,9 @@ type problemJSON struct {
 	ReservedUntil string `json:"reservedUntil,omitempty"`
 	// Epoch is the session's epoch, a member of session_conflict.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Limit is "sessions" on a 429 at a cap of sessions
+	// (LEASESVC_MAX_SESSIONS, LEASESVC_MAX_SESSIONS_PER_CALLER).
+	Limit string `json:"limit,omitempty"`
 }
 
 // fieldErrorJSON names one bad request field.
@@ -82,6 +88,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 
 		ReservedFor:   p.reservedFor,
 		ReservedUntil: p.reservedUntil,
+		Limit:         p.limit,
 	}
 	for _, v := range p.violations {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})

@@ -37,7 +37,7 @@ func (c *sessionConn) admit(r *http.Request) *problem {
 	var limit *session.LimitError
 	switch {
 	case errors.As(err, &limit):
-		return &problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
+		return &problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1, limit: "sessions",
 			detail: "too many " + limit.What + " (at most " + strconv.Itoa(limit.Max) + ", sockets not yet in a session included); retry later"}
 	case errors.Is(err, session.ErrShuttingDown):
 		p := shuttingDown()

@@ -172,7 +172,7 @@ func (c *sessionConn) refuseStart(r *http.Request, id int64, err error) bool {
 		p = problem{status: http.StatusBadRequest, code: codeInvalidArgument, detail: "the request has invalid fields",
 			violations: []lease.FieldViolation{{Field: "windowMs", Description: "must be an integer between 200 and 60000"}}}
 	case errors.As(err, &limit):
-		p = problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1,
+		p = problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 1, limit: "sessions",
 			detail: "too many " + limit.What + " (at most " + strconv.Itoa(limit.Max) + "); retry later"}
 	case errors.Is(err, session.ErrNotFound):
 		p = problem{status: http.StatusNotFound, code: codeSessionNotFound, detail: "no live session with this id for this caller"}

@@ -369,7 +369,7 @@ func (c *sessionConn) fatal(code websocket.StatusCode, p problem) {
 // problemBody is the problem member of an error message.
 func problemBody(p problem) problemJSON {
 	body := problemJSON{Type: ProblemTypeBase + p.code, Title: cmp.Or(p.title, http.StatusText(p.status)), Status: p.status, Code: p.code, Detail: p.detail,
-		ReservedFor: p.reservedFor, ReservedUntil: p.reservedUntil, Epoch: p.epoch}
+		ReservedFor: p.reservedFor, ReservedUntil: p.reservedUntil, Epoch: p.epoch, Limit: p.limit}
 	for _, v := range p.violations {
 		body.Errors = append(body.Errors, fieldErrorJSON{Field: v.Field, Detail: v.Description})
 	}

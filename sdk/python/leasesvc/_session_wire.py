@@ -146,9 +146,24 @@ def dial(url: str, headers: Mapping[str, str], timeout: float) -> _websocket.Web
             raise UnavailableError(str(e), cause=e)._named("session", "") from e
         from .client import problem_error
 
-        raise problem_error(e.status, e.header("Retry-After"), e.body)._named("session", "") from e
+        err = problem_error(e.status, e.header("Retry-After"), e.body)._named("session", "")
+        if e.status == 429 and _sessions_capped(e.body) and isinstance(err, RateLimitedError):
+            # The service's cap of sessions, not the caller's rate limit.
+            raise SessionLimitError(err.detail, status=err.status, code=err.code, retry_after=err.retry_after,
+                                    op=err.op, name=err.name) from e
+        raise err from e
     except ValueError as e:
         raise InvalidArgumentError(str(e))._named("session", "") from e
+
+
+def _sessions_capped(body: Any) -> bool:
+    """Whether a refusal's problem body names the cap of sessions (its
+    ``limit`` member ``"sessions"``, docs/contract.md §14 Limits)."""
+    try:
+        p = json.loads(body)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(p, dict) and p.get("limit") == "sessions"
 
 
 def read_answer(ws: _websocket.WebSocket, i: int, what: str,
@@ -204,6 +219,8 @@ class SessionLimitError(RateLimitedError):
     (``LEASESVC_MAX_SESSIONS`` or ``LEASESVC_MAX_SESSIONS_PER_CALLER``: 429
     ``resource_exhausted`` answered to ``open``, docs/contract.md §14). An
     Elector then holds with plain renewals, and asks for a session again on
-    its next campaign. (A 429 before the upgrade is the caller's rate
-    limit, a plain :class:`~leasesvc.RateLimitedError`.)"""
+    its next campaign. A 429 refusing the upgrade at that cap (its problem's
+    ``limit`` is ``"sessions"``) is one too; any other 429 before the
+    upgrade is the caller's rate limit, a plain
+    :class:`~leasesvc.RateLimitedError`."""
 

@@ -82,8 +82,9 @@ export class SessionEndedError extends LeaseError {
  * (LEASESVC_MAX_SESSIONS or LEASESVC_MAX_SESSIONS_PER_CALLER: 429
  * resource_exhausted answered to open, docs/contract.md §14). An Elector
  * then holds with plain renewals, and asks for a session again on its
- * next run. (A 429 before the upgrade is the caller's rate limit, a plain
- * RateLimitedError.)
+ * next run. A 429 refusing the upgrade at that cap (its problem's limit is
+ * "sessions") is one too; any other 429 before the upgrade is the caller's
+ * rate limit, a plain RateLimitedError.
  */
 export class SessionLimitError extends RateLimitedError {}
 

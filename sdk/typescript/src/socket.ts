@@ -5,6 +5,7 @@
  * WebSocket: install `ws` there.
  */
 import { errorClassOf, InvalidArgumentError, LeaseError, UnavailableError } from "./errors.js";
+import { SessionLimitError } from "./sessiontypes.js";
 
 /**
  * The subprotocol of sessions: v2, whose resumes carry the epoch the agent
@@ -74,7 +75,9 @@ export function refusal(status: number, body: string, retryAfter: string | null)
   const detail = typeof p["detail"] === "string" ? p["detail"] : body.slice(0, 200).trim();
   let retryAfterMs = 0;
   if (retryAfter !== null && /^\d+$/.test(retryAfter.trim())) retryAfterMs = Number(retryAfter) * 1000;
-  const Cls = errorClassOf(status, code);
+  // A 429 at the service's cap of sessions (limit "sessions",
+  // docs/contract.md §14 Limits) is not the caller's rate limit.
+  const Cls = status === 429 && p["limit"] === "sessions" ? SessionLimitError : errorClassOf(status, code);
   return new Cls(`leasesvc session: connect: ${code || status} (${status})${detail ? ": " + detail : ""}`, { status, code: code || undefined, detail, retryAfterMs });
 }
 
