@@ -160,7 +160,7 @@ func TestSuccessorFencesFirst(t *testing.T) {
 	if _, err := f.Write(ctx, "orders", "orders", s.proof("orders", 1), insertItem(ctx, "first")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write(ctx, "orders", "orders", s.proof("orders", 2), nil); err != nil {
+	if _, err := f.FenceFirst(ctx, "orders", "orders", s.proof("orders", 2)); err != nil {
 		t.Fatalf("the successor fencing first: %v", err)
 	}
 	if _, token := stored(t, db, "orders"); token != 2 {

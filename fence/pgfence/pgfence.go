@@ -9,6 +9,12 @@
 // until the transaction ends, so two writers of one resource are ordered
 // by the database, and a deposed holder's late transaction finds the
 // successor's higher token and is refused before any of its writes run.
+//
+// The Python SDK's leasesvc.pgfence and the TypeScript SDK's
+// @leasesvc/client/pgfence create the same table (the same Schema text)
+// and run the same statements with the same refusals, so a resource one
+// language fenced is written by the others; docs/fencing.md walks through
+// a takeover in each.
 package pgfence
 
 import (
@@ -74,17 +80,16 @@ RETURNING fencing_token`,
 }
 
 // Write verifies proof and requires it to be for lease, the lease that
-// fences resource; then, in one transaction, stores its token for
-// resource if it is at least the stored one (of the same lease), runs
-// writes, and commits. A refused proof stores nothing and runs none of
-// writes: the error wraps fence.ErrOtherLease (the proof is for another
-// lease than lease, or the resource's stored token is another lease's),
+// fences resource; then, in one transaction, stores its token for resource
+// if it is at least the stored one (of the same lease), runs writes, and
+// commits. A refused proof stores nothing and runs none of writes: the
+// error wraps fence.ErrOtherLease (the proof is for another lease than
+// lease, or the resource's stored token is another lease's),
 // fence.ErrStale (a higher token wrote) or a Verifier error. A proof for
 // another lease is refused for a resource never written too: a proof of
 // any lease would otherwise bind the resource to its own. A nil writes
-// only stores the token: a successor fences first, refusing its
-// predecessor's late writes before its own first write. An error of writes
-// rolls everything back, the token included, and is returned wrapped.
+// only stores the token, as FenceFirst. An error of writes rolls
+// everything back, the token included, and is returned wrapped.
 //
 // A transaction that fails to serialize with a concurrent one (SQLSTATE
 // 40001 under repeatable read or serializable isolation, or 40P01, a
@@ -108,6 +113,15 @@ func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes
 		return fence.Claims{}, err
 	}
 	return c, nil
+}
+
+// FenceFirst is Write with no writes: it advances resource to the proof's
+// token and writes nothing else. A successor calls it as soon as it
+// leads, so that its predecessor's late writes are refused (fence.ErrStale)
+// before the successor's own first write; without it, a late write that
+// reaches the database between the takeover and that first write passes.
+func (f *Fence) FenceFirst(ctx context.Context, lease, resource, proof string) (fence.Claims, error) {
+	return f.Write(ctx, lease, resource, proof, nil)
 }
 
 // write is one attempt of Write, with c verified and for the lease that

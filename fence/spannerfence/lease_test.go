@@ -129,7 +129,7 @@ func TestSuccessorFencesFirst(t *testing.T) {
 	if _, err := s.f.Write(ctx, "orders", "orders", s.proof("orders", 1), put("first")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.f.Write(ctx, "orders", "orders", s.proof("orders", 2), nil); err != nil {
+	if _, err := s.f.FenceFirst(ctx, "orders", "orders", s.proof("orders", 2)); err != nil {
 		t.Fatalf("the successor fencing first: %v", err)
 	}
 	if _, token := s.stored("orders"); token != 2 {

@@ -66,10 +66,9 @@ func New(c *spanner.Client, v *fence.Verifier, table string) (*Fence, error) {
 // refused with fence.ErrOtherLease before the transaction, and nothing is
 // stored, for a resource never written too: a proof of any lease would
 // otherwise bind the resource to its own. A nil writes only stores the
-// token: a successor fences first, refusing its predecessor's late writes
-// before its own first write. An error of writes rolls everything back
-// and is returned wrapped. writes may run more than once: the client
-// retries an aborted transaction.
+// token, as FenceFirst. An error of writes rolls everything back and is
+// returned wrapped. writes may run more than once: the client retries an
+// aborted transaction.
 func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes func(context.Context, *spanner.ReadWriteTransaction) error) (fence.Claims, error) {
 	if lease == "" {
 		return fence.Claims{}, fmt.Errorf("spannerfence: Write of %q: lease is empty: name the lease that fences the resource", resource)
@@ -113,4 +112,12 @@ func (f *Fence) Write(ctx context.Context, lease, resource, proof string, writes
 		return fence.Claims{}, err
 	}
 	return c, nil
+}
+
+// FenceFirst is Write with no writes: it advances resource to the proof's
+// token and writes nothing else. A successor calls it as soon as it
+// leads, so that its predecessor's late writes are refused (fence.ErrStale)
+// before the successor's own first write.
+func (f *Fence) FenceFirst(ctx context.Context, lease, resource, proof string) (fence.Claims, error) {
+	return f.Write(ctx, lease, resource, proof, nil)
 }

@@ -7,6 +7,7 @@ package typescript_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
+	"github.com/leasesvc/leasesvc/fence/pgfence"
 	"github.com/leasesvc/leasesvc/internal/e2e"
 )
 
@@ -65,11 +68,18 @@ func TestTypeScriptSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	env := append(os.Environ(), "LEASESVC_BIN="+bin, "LEASESVC_REPO="+repo, "NO_COLOR=1")
+	// The pgfence tests' PostgreSQL and Go's DDL; without the server
+	// binaries (and without CI=true) they skip.
+	pg := postgres(t)
+	if pg != "" {
+		env = append(env, "LEASESVC_PG_URL="+pg, "LEASESVC_PGFENCE_GO_SCHEMAS="+goSchemas(t))
+	}
 	npm := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, "npm", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "LEASESVC_BIN="+bin, "LEASESVC_REPO="+repo, "NO_COLOR=1")
+		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -86,10 +96,40 @@ func TestTypeScriptSDK(t *testing.T) {
 			t.Log(l)
 		}
 	}
-	// With the binary given, nothing may be skipped.
-	if !strings.Contains(out, "# fail 0") || !strings.Contains(out, "# skipped 0") || strings.Contains(out, "# tests 0") {
+	// With the binary (and PostgreSQL) given, nothing may be skipped.
+	if !strings.Contains(out, "# fail 0") || (pg != "" && !strings.Contains(out, "# skipped 0")) || strings.Contains(out, "# tests 0") {
 		t.Fatalf("npm test did not report a passing run:\n%s", out)
 	}
+}
+
+// postgres starts a throwaway PostgreSQL for the pgfence tests and returns
+// its URL, or "" without the server binaries (a failure under CI=true).
+func postgres(t *testing.T) string {
+	t.Helper()
+	found := false
+	t.Run("postgres", func(t *testing.T) {
+		pgtest.Bin(t) // skips this subtest without the binaries, fails it under CI=true
+		found = true
+	})
+	if !found {
+		return ""
+	}
+	return pgtest.Start(t).URL
+}
+
+// goSchemas is pgfence.Schema of a few table names, by name, for the
+// TypeScript helper's to be compared with.
+func goSchemas(t *testing.T) string {
+	t.Helper()
+	m := map[string]string{}
+	for _, table := range []string{"", "leasesvc_fence", `Odd "quoted" 100% name`, "a\x00b"} {
+		m[table] = pgfence.Schema(table)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // copyPackage copies the package (manifest, lock file, README, sources,
