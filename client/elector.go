@@ -101,6 +101,9 @@ type Elector struct {
 	// which a session's window may lower) and plainCancelBefore the value
 	// with plain renewals.
 	cancelBefore, plainCancelBefore time.Duration
+	// logged: ElectorConfig.Logger was given (else the mode line goes to
+	// stderr, sayMode).
+	logged bool
 }
 
 // NewElector returns an Elector for the lease name, calling the service
@@ -112,12 +115,12 @@ func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("client.NewElector: lease name %q must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit", name)
 	}
-	given := cfg.CancelBefore
+	given, logged := cfg.CancelBefore, cfg.Logger != nil
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("client.NewElector: %w", err)
 	}
-	return &Elector{c: c, name: name, cfg: cfg,
+	return &Elector{c: c, name: name, cfg: cfg, logged: logged,
 		cancelBefore: given, plainCancelBefore: cfg.CancelBefore}, nil
 }
 

@@ -59,7 +59,10 @@ type ElectorConfig struct {
 	// Clock is the source of local time. Default SystemClock{}.
 	Clock Clock
 	// Logger receives a line for every gain and loss of leadership and
-	// every failed call. Default: no logging.
+	// every failed call, and says how the lease is held. Default: no
+	// logging, but for one line on stderr saying how the lease is held
+	// (through a session, or with plain renewals and why), once per
+	// process for each change of mode.
 	Logger *slog.Logger
 
 	// OnStartedLeading is called in a goroutine of its own when this

@@ -3,6 +3,10 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,7 +35,45 @@ func (e *Elector) keep(ctx context.Context) (*Keeper, func(), error) {
 		k.Close()
 		return nil, nil, err
 	}
+	e.sayMode(k)
 	return k, k.Close, nil
+}
+
+// modeOut is where an Elector without a Logger says how it holds its lease.
+var modeOut io.Writer = os.Stderr
+
+// modeSaid is the mode this process's Electors last said on modeOut.
+var modeSaid struct {
+	sync.Mutex
+	mode string
+}
+
+// sayMode says how the Keeper an Elector built holds the lease: its Logger
+// does (the Keeper's line), and without a Logger the Elector writes one
+// line on stderr, such as `leasesvc: elector "x" holds through a session
+// (window 1s)` or `leasesvc: elector "x" holds with plain renewals (ttl
+// 30s): the service offers no sessions`, once per process for each change
+// of mode, not for every Run or term. (A Keeper given in ElectorConfig
+// was built, and its mode said, by its owner.)
+func (e *Elector) sayMode(k *Keeper) {
+	if e.logged {
+		return
+	}
+	mode := k.String()
+	if k.sess == nil {
+		why := strings.TrimSuffix(strings.TrimPrefix(k.why, " ("), ")")
+		if why == "" {
+			why = "ElectorConfig.PlainRenewals is set"
+		}
+		mode += ": " + why
+	}
+	modeSaid.Lock()
+	defer modeSaid.Unlock()
+	if modeSaid.mode == mode {
+		return
+	}
+	modeSaid.mode = mode
+	_, _ = fmt.Fprintf(modeOut, "leasesvc: elector %q holds %s\n", e.name, mode)
 }
 
 // fitCancelBefore sets CancelBefore for holdings that a session of window

@@ -26,6 +26,7 @@ type Keeper struct {
 	c    *Client
 	cfg  KeeperConfig
 	sess *Session // nil: plain renewals
+	why  string   // with plain renewals: why (" (…)"; "" when asked for), for the Elector's mode line
 	done func()   // lets go of the session, if the Keeper took one
 	once sync.Once
 }
@@ -106,6 +107,7 @@ func NewKeeper(ctx context.Context, c *Client, cfg KeeperConfig) (*Keeper, error
 	k := &Keeper{c: c, cfg: cfg, done: func() {}}
 	plain := func(why string) (*Keeper, error) {
 		k.cfg.Logger.Info("leasesvc keeper: plain renewals" + why)
+		k.why = why
 		return k, nil
 	}
 	switch {

@@ -46,3 +46,46 @@ func TestDashboardLoadsNothingFromElsewhere(t *testing.T) {
 		t.Fatalf("GET /ui = %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestDashboardLegendShowsHolderHues: timelines draw each term in its
+// holder's hue (app.js HUES), so the legend's term swatch shows several of
+// those hues and says one colour per holder, rather than one blue.
+func TestDashboardLegendShowsHolderHues(t *testing.T) {
+	srv := httptest.NewServer(newHandler(t, memory.New()))
+	defer srv.Close()
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	css, js, html := get("/ui/style.css"), get("/ui/app.js"), get("/ui/")
+	rule := regexp.MustCompile(`\.sw-term\s*\{([^}]*)\}`).FindStringSubmatch(css)
+	if rule == nil {
+		t.Fatal("style.css has no .sw-term rule")
+	}
+	palette := regexp.MustCompile(`const HUES = \[([0-9, ]+)\]`).FindStringSubmatch(js)
+	if palette == nil {
+		t.Fatal("app.js has no HUES palette")
+	}
+	hues := map[string]bool{}
+	for _, h := range strings.Split(palette[1], ",") {
+		hues[strings.TrimSpace(h)] = true
+	}
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`hsl\((\d+) `).FindAllStringSubmatch(rule[1], -1) {
+		if !hues[m[1]] {
+			t.Errorf(".sw-term uses hue %s, which is no holder's (HUES %s)", m[1], palette[1])
+		}
+		seen[m[1]] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf(".sw-term {%s} shows %d hue(s), want several holders' hues", rule[1], len(seen))
+	}
+	if !strings.Contains(html, "one colour per holder") {
+		t.Error("the legend does not say that terms have one colour per holder")
+	}
+}

@@ -232,10 +232,11 @@ func writeTopHelp(w io.Writer) error {
 		"Default Credentials can make them (on Cloud Run, GKE, GCE, or with GOOGLE_APPLICATION_CREDENTIALS).\n" +
 		"Durations take a unit: 30s, 1m30s, 500ms.\n\n" +
 		"Exit status: 0 success; 1 error; 2 usage; 3 held by or reserved for another (acquire, delete); 4 lease\n" +
-		"lost (renew, release, transfer, revoke --fencing-token, run losing leadership or stepping down);\n" +
-		"5 no such lease (get, revoke, watch, delete); 6 service unavailable or rate limited; 7 credentials\n" +
-		"missing or refused, or permission denied.\n" +
-		"run exits with CMD's status when CMD ends by itself.\n\n" +
+		"lost (renew, release, transfer, revoke --fencing-token, run --exit-on-loss losing leadership, run\n" +
+		"stepping down); 5 no such lease (get, revoke, watch, delete); 6 service unavailable or rate limited;\n" +
+		"7 credentials missing or refused, or permission denied.\n" +
+		"run exits with CMD's status when CMD ends by itself (128+signal if it was killed), 127 when CMD\n" +
+		"cannot be started, 130 when interrupted before CMD started; after a lost term it campaigns again.\n\n" +
 		"Run 'leasectl COMMAND --help' for a command's flags and an example.\n")
 	_, err := io.WriteString(w, b.String())
 	return err

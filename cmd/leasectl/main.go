@@ -138,10 +138,12 @@
 //
 // # Exit status
 //
-// 0 success; CMD's status for run; 1 an error; 2 bad usage; 3 the lease is
+// 0 success; CMD's status for run (128+signal if it was killed; 127 when
+// CMD cannot be started, 130 when interrupted before CMD started); 1 an error; 2 bad usage; 3 the lease is
 // held by another, or reserved for another (acquire, delete); 4 the lease was lost
 // (renew, release, transfer, revoke of a --fencing-token that is not the
-// live holding, or run losing leadership or stepping down); 5 no such lease (get, revoke, watch, delete); 6 the service is unavailable,
+// live holding, run --exit-on-loss losing leadership, or run stepping
+// down); 5 no such lease (get, revoke, watch, delete); 6 the service is unavailable,
 // or still rate limits the caller (429) after the retries; 7 the service
 // refused the credentials (401, or none sent), the caller lacks the
 // permission (403: revoke needs the admin verb, delete the delete verb), or no token could be had

@@ -353,7 +353,10 @@
   function render() {
     const now = serverNow();
     const mono = performance.now();
-    const names = [...leases.keys()].filter((n) => leases.get(n).lease).sort();
+    // Led leases first, then the others, each in name order.
+    const led = (e) => e.lease.held && e.lease.remainingMs - (mono - e.recv) > 0;
+    const names = [...leases.keys()].filter((n) => leases.get(n).lease)
+      .sort((a, b) => (led(leases.get(b)) - led(leases.get(a))) || (a < b ? -1 : a > b ? 1 : 0));
     let held = 0, free = 0, long = 0;
     const frag = [];
     for (const name of names) {
@@ -361,7 +364,7 @@
       const l = e.lease;
       const r = rowFor(name);
       const left = l.held ? l.remainingMs - (mono - e.recv) : 0;
-      const isHeld = l.held && left > 0;
+      const isHeld = led(e); // as the order has it
       const freeFor = isHeld ? 0 : now - ms(l.expireTime);
       if (isHeld) held++; else free++;
       const isLong = !isHeld && freeFor > LONG_GAP_MS;
@@ -412,7 +415,7 @@
       timeline(r, e, now, isHeld);
       frag.push(r);
     }
-    // Keep the rows in name order without rebuilding them.
+    // Keep the rows in that order without rebuilding them.
     frag.forEach((r, i) => {
       if (rowsEl.children[i] !== r) rowsEl.insertBefore(r, rowsEl.children[i] || null);
     });

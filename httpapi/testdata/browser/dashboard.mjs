@@ -56,6 +56,28 @@ function ok(what, extra = '') {
   console.log(`ok   ${what}${extra ? ' ' + extra : ''}`);
 }
 
+// checkOrder: the led leases come first, then the others, each group in
+// name order.
+async function checkOrder(page, what) {
+  const rows = await page.$$eval('.row.lease', (rs) => rs.map((r) => ({ name: r.dataset.name, held: r.dataset.held === 'true' })));
+  const firstFree = rows.findIndex((r) => !r.held);
+  const led = firstFree < 0 ? rows : rows.slice(0, firstFree);
+  const free = firstFree < 0 ? [] : rows.slice(firstFree);
+  const sorted = (g) => g.every((r, i) => i === 0 || g[i - 1].name < r.name);
+  if (free.some((r) => r.held) || !sorted(led) || !sorted(free)) {
+    throw new Error(`${what}: rows ${JSON.stringify(rows)}, want the led ones first, then the free ones, each in name order`);
+  }
+  ok(what, `(${led.length} led, then ${free.length} free)`);
+}
+
+// checkNotCut: no "last holder · …" / "since …" line under a holder is cut
+// short: it wraps instead.
+async function checkNotCut(page, what) {
+  const cut = await page.$$eval('.row.lease .how', (hs) => hs.filter((h) => h.scrollWidth > h.clientWidth + 1 || h.scrollHeight > h.clientHeight + 1).map((h) => h.textContent));
+  if (cut.length) throw new Error(`${what}: cut short: ${JSON.stringify(cut)}`);
+  ok(what);
+}
+
 // scene lays out ten minutes of history on the open service: hand-overs,
 // an expiry with a long gap, a lease left without a leader for 90 s.
 async function scene() {
@@ -129,6 +151,15 @@ try {
   const names = await page.$$eval('.row.lease', (rs) => rs.map((r) => r.dataset.name));
   if (names.includes('team-b.billing')) throw new Error(`prefix team-a. shows ${names}`);
   ok('the page lists the leases under the prefix', JSON.stringify(names));
+  await checkOrder(page, 'led leases are listed first, then the free ones');
+  // Terms are drawn in their holder's colour: the legend's swatch shows
+  // several holders' colours and says so, rather than one blue.
+  const legend = await page.$eval('.legend .sw-term', (e) => ({ image: getComputedStyle(e).backgroundImage, text: e.parentElement.textContent }));
+  const colours = new Set(legend.image.match(/rgb\([^)]*\)/g) || []);
+  if (!/gradient/.test(legend.image) || colours.size < 3 || !/one colour per holder/.test(legend.text)) {
+    throw new Error(`the legend's term swatch: ${JSON.stringify(legend)}, want several holders' colours and "one colour per holder"`);
+  }
+  ok('the legend shows terms in their holders\' colours', JSON.stringify(legend.text));
   const terms = await page.$eval('.row.lease[data-name="team-a.scheduler"] .terms summary', (e) => e.textContent);
   if (!/^[3-9] terms/.test(terms)) throw new Error(`scheduler timeline: ${terms}, want its 3 terms from the service's recent events`);
   const longGaps = await page.$$eval('.row.lease[data-name="team-a.indexer"] .seg.gap.long', (s) => s.length);
@@ -156,6 +187,7 @@ try {
   await waitRow(page, 'team-a.fresh', { held: 'false' }, 'a released lease is shown free within 1 s', t);
   const st = await page.$eval('.row.lease[data-name="team-a.fresh"] .state', (e) => e.textContent);
   if (st !== 'free') throw new Error(`released lease state ${st}, want free`);
+  await checkOrder(page, 'a lease that fell free moves below the led ones');
 
   // A holder that renews every 0.6 s with a 2 s TTL is led, with time left,
   // the whole minute: renewals are not events, the stream's refresh events
@@ -260,6 +292,7 @@ try {
   const nh = await page.$eval('.row.lease[data-name="team-a.notifier"] .how', (e) => e.textContent);
   if (nh !== 'last holder · session expired') throw new Error(`the end of a holding whose session died: ${JSON.stringify(nh)}, want "last holder · session expired"`);
   ok('the end of a holding whose session died is told as "session expired"');
+  await checkNotCut(page, 'at 1280 px no line under a holder is cut short');
 
   await page.waitForTimeout(400);
   await page.screenshot({ path: join(SHOTS, 'dashboard-1280-light.png'), fullPage: true });
@@ -282,6 +315,8 @@ try {
   ok('a page opened later also tells the end of a holding whose session died');
   const overflow = await pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   if (overflow > 0) throw new Error(`at 390 px the page is ${overflow} px wider than the screen`);
+  await checkNotCut(pp, 'at 390 px no line under a holder is cut short');
+  await checkOrder(pp, 'at 390 px too, led leases come first');
   await pp.$eval('.row.lease[data-name="team-a.indexer"] details', (d) => { d.open = true; });
   await pp.screenshot({ path: join(SHOTS, 'dashboard-390-light.png'), fullPage: true });
   await pp.emulateMedia({ colorScheme: 'dark' });

@@ -227,7 +227,8 @@ class Elector(Leading):
         self.keeper = keeper_for(client, keeper, session=session, plain_renewals=plain_renewals, ttl=ttl,
                                  renew_interval=ri, renew_jitter=renew_jitter, drift_margin=drift_margin,
                                  retry_backoff=retry_backoff, release_timeout=release_timeout, clock=clock,
-                                 logger=self._log, label=f"leasesvc elector {name} ({holder})")
+                                 logger=self._log, label=f"leasesvc elector {name} ({holder})",
+                                 announce=None if logger is not None else f'elector "{name}"')
 
         #: Set while this Elector leads; cleared at once when a term ends.
         self.leading = threading.Event()

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TextIO, Union
 
 from .backoff import Backoff
 from .errors import LeaseError, LeaseLostError, SessionsUnsupportedError
@@ -42,6 +43,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client, _Cancel
 
 __all__ = ["Keeper", "Holding", "Clock", "PLAIN", "SESSION", "keeper_for"]
+
+_said_mu = threading.Lock()
+_said = ""  # the mode this process last said on stderr (say_mode)
+
+
+def say_mode(who: str, what: str, out: Optional[TextIO] = None) -> None:
+    """Write ``leasesvc: {who} holds {what}`` as one line on stderr (or
+    ``out``), unless the last line this process wrote so said the same
+    mode: once per process for each change of mode, not per term or per
+    Elector. An Elector given no logger says so through its Keeper."""
+    global _said
+    with _said_mu:
+        if _said == what:
+            return
+        _said = what
+    print(f"leasesvc: {who} holds {what}", file=out if out is not None else sys.stderr, flush=True)
 
 
 class Keeper:
@@ -67,6 +84,11 @@ class Keeper:
             clock must be the same).
         logger: default ``logging.getLogger("leasesvc")``.
         label: prefixes the log lines (default ``"leasesvc keeper"``).
+        announce: who a line on stderr names when it says how the leases
+            are held (the Elector's ``elector "name"``), for an owner given
+            no logger: ``leasesvc: elector "name" holds through a session
+            (window 1s)``, once per process for each change of mode (see
+            :func:`say_mode`). None (the default): the log only.
     """
 
     def __init__(self, client: "Client", *, mode: Union[str, Session] = SESSION, window: Optional[float] = None,
@@ -74,7 +96,7 @@ class Keeper:
                  renew_interval: Optional[float] = None, renew_jitter: float = 0.1, drift_margin: float = 0.1,
                  retry_backoff: Optional[Backoff] = None, release_timeout: float = 5.0,
                  clock: Union[Clock, Callable[[], float], None] = None, logger: Optional[logging.Logger] = None,
-                 label: str = "leasesvc keeper") -> None:
+                 label: str = "leasesvc keeper", announce: Optional[str] = None) -> None:
         if client is None:
             raise ValueError("leasesvc.Keeper: client is None")
         if not isinstance(mode, Session) and mode not in (SESSION, PLAIN):
@@ -98,6 +120,7 @@ class Keeper:
         self.clock = clock if isinstance(clock, Clock) else Clock(clock or time.monotonic)
         self.log = logger or logging.getLogger("leasesvc")
         self.label = label
+        self.announce = announce
         self._mu = threading.Lock()
         self._mode = ""  # what the last hold used, once said in the log
         self._holdings: List[Holding] = []
@@ -116,10 +139,12 @@ class Keeper:
     def _attempt_timeout(self) -> float:
         return max(0.001, min(self.client.request_timeout, self.renew_interval))
 
-    def _say(self, mode: str, line: str) -> None:
+    def _say(self, mode: str, line: str, what: str) -> None:
         if self._mode != mode:
             self._mode = mode
             self.log.info("%s: %s", self.label, line)
+            if self.announce is not None and not (self.log.isEnabledFor(logging.INFO) and self.log.hasHandlers()):
+                say_mode(self.announce, what)
 
     def session(self) -> Optional[Session]:
         """The session the next hold goes through, None for plain renewals;
@@ -131,7 +156,7 @@ class Keeper:
         """
         want = self._want
         if want == PLAIN:
-            self._say(PLAIN, "plain renewals (forced)")
+            self._say(PLAIN, "plain renewals (forced)", "with plain renewals (plain_renewals=True)")
             return None
         if isinstance(want, Session):
             if want.closed:
@@ -141,12 +166,14 @@ class Keeper:
             try:
                 s = self.client._shared_session() if self.window is None else self._own_session(self.window)
             except SessionsUnsupportedError as e:
-                self._say(PLAIN, f"plain renewals (the service offers no sessions: {e.status})")
+                why = f"the service offers no sessions: {e.status}"
+                self._say(PLAIN, f"plain renewals ({why})", f"with plain renewals ({why})")
                 return None
             except SessionLimitError:  # not remembered: the next hold asks again
-                self._say(PLAIN, "plain renewals (the service's session limit is reached)")
+                why = "the service's session limit is reached"
+                self._say(PLAIN, f"plain renewals ({why})", f"with plain renewals ({why})")
                 return None
-        self._say(SESSION, f"holding through a session (window {s.window:g}s)")
+        self._say(SESSION, f"holding through a session (window {s.window:g}s)", f"through a session (window {s.window:g}s)")
         return s
 
     def hold(self, name: str, holder: str, *, metadata: Optional[Dict[str, Any]] = None, wait: float = 0.0,

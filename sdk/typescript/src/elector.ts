@@ -185,7 +185,7 @@ export class Elector {
   async run(signal?: AbortSignal): Promise<void> {
     if (this.#running) throw new Error("leasesvc Elector.run: already running");
     this.#running = true;
-    const k = this.#o.keeper ?? buildKeeper(this.#client, this.#o);
+    const k = this.#o.keeper ?? buildKeeper(this.#client, this.#o, this.#name);
     try {
       for (;;) {
         const h = await this.#campaign(k, signal);

@@ -117,7 +117,13 @@ export interface ElectorOptions {
   releaseTimeoutMs?: number;
   /** A JSON object attached to the lease on every acquire. */
   metadata?: Record<string, unknown>;
-  /** Receives a line for every gain and loss of leadership and every failed call. Default: none. */
+  /**
+   * Receives a line for every gain and loss of leadership, every failed
+   * call and the mode the lease is held in. Default: none, but for one
+   * line on stderr saying how the lease is held (`leasesvc: elector "x"
+   * holds through a session (window 1s)`, or with plain renewals and why),
+   * once per process for each change of mode.
+   */
   logger?: ElectorLogger;
   /**
    * Called when this Elector becomes leader; required. signal is aborted
@@ -287,8 +293,10 @@ export function resolve(opts: ElectorOptions): Resolved {
 /**
  * buildKeeper makes the Keeper of one run from the Elector's options: the
  * only place an Elector chooses between a session and plain renewals.
+ * Without a logger, the keeper names the Elector of the lease name in its
+ * line on stderr saying how it holds (KeeperOptions.announce).
  */
-export function buildKeeper(client: Client, o: Resolved): Keeper {
+export function buildKeeper(client: Client, o: Resolved, name: string): Keeper {
   return new Keeper(client, {
     mode: o.plainRenewals ? "plain" : (o.session ?? "session"),
     ttlMs: o.ttlMs,
@@ -297,7 +305,7 @@ export function buildKeeper(client: Client, o: Resolved): Keeper {
     renewJitter: o.renewJitter,
     retryBackoff: o.retryBackoff,
     releaseTimeoutMs: o.releaseTimeoutMs,
-    ...(o.givenLogger === undefined ? {} : { logger: o.givenLogger }),
+    ...(o.givenLogger === undefined ? { announce: `elector ${JSON.stringify(name)}` } : { logger: o.givenLogger }),
     logPrefix: "leasesvc elector",
   });
 }

@@ -58,6 +58,13 @@ export interface KeeperOptions {
   logger?: KeeperLogger;
   /** The prefix of its log lines. Default "leasesvc keeper". */
   logPrefix?: string;
+  /**
+   * Without a logger: who a line on stderr names when it says how the
+   * leases are held (the Elector's `elector "name"`), as in `leasesvc:
+   * elector "name" holds through a session (window 1s)`, once per process
+   * for each change of mode (not per hold or term). Default: no such line.
+   */
+  announce?: string;
 }
 
 /** Options of one hold: the acquire's. */
@@ -87,6 +94,16 @@ const noLogger: KeeperLogger = { info() {}, warn() {} };
 
 /** Set once this process has been told, on the console, that its runtime cannot hold sessions. */
 let warnedNoSessions = false;
+
+/** The mode this process last said on stderr (sayMode). */
+let modeSaid = "";
+
+/** sayMode writes `leasesvc: {who} holds {what}` on stderr, unless the last such line said the same mode. */
+function sayMode(who: string, what: string): void {
+  if (what === modeSaid) return;
+  modeSaid = what;
+  console.error(`leasesvc: ${who} holds ${what}`);
+}
 
 /** windowText writes a window as the log line says it: "1s", "1.5s", "200ms". */
 function windowText(ms: number): string {
@@ -252,12 +269,17 @@ export class Keeper {
   async #choose(signal: AbortSignal | undefined): Promise<Via | undefined> {
     const o = this.#opts;
     const mode = o.mode ?? "session";
+    const say = (what: string): void => {
+      if (this.#log === noLogger && o.announce !== undefined) sayMode(o.announce, what);
+    };
     const plain = (why: string): Via => {
       this.#log.info(`${this.#prefix}: plain renewals`, { ttlMs: this.#plain.ttlMs, why });
+      say(`with plain renewals (${mode === "plain" ? "plainRenewals: true" : why})`);
       return { session: undefined, shared: false, owned: false, release() {} };
     };
     const through = (s: Session, shared: boolean, owned: boolean, release: () => void): Via => {
       this.#log.info(`${this.#prefix}: holding through a session (window ${windowText(s.windowMs)})`, { windowMs: s.windowMs });
+      say(`through a session (window ${windowText(s.windowMs)})`);
       return { session: s, shared, owned, release };
     };
     if (mode === "plain") return plain("plain renewals chosen");
