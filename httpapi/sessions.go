@@ -49,6 +49,10 @@ const (
 // upgrade (docs/contract.md §14 Limits).
 func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	routed(r, SessionsPath, "session", "")
+	// A refused upgrade closes its connection: a client retrying in a
+	// loop would otherwise keep an idle connection (its buffers and
+	// goroutine) per refusal. The upgrade's own answer replaces it.
+	w.Header().Set("Connection", "close")
 	if !a.authenticate(w, r, "session", "") || !a.mayConnect(w, r) || a.refuseNew(w, r, "session") {
 		return
 	}
@@ -587,10 +591,11 @@ func (e *readRefused) Error() string {
 
 // smallMessage is the part of a message read into the socket's own buffer,
 // covered by its fixed charge (socketCost): heartbeats and most requests
-// fit, and are read with no allocation. readChunk is what a larger message
-// grows by at a time, each piece charged to the socket's account before it
-// is read, so that a frame that arrives slowly (or never ends) holds no
-// more than the budget gave it (docs/contract.md §16).
+// fit, and are read with no allocation. A larger message is read in pieces
+// of readChunk, each charged to the socket's account before it is read,
+// so that a frame that arrives slowly (or never ends) holds no more than
+// the budget gave it, and nothing is copied while it arrives
+// (docs/contract.md §16).
 const (
 	smallMessage = 2 << 10
 	readChunk    = 32 << 10
@@ -605,35 +610,50 @@ func (c *sessionConn) readMessage() (typ websocket.MessageType, data []byte, cha
 	if err != nil {
 		return 0, nil, 0, err
 	}
-	buf := c.rbuf[:0]
+	n, err := io.ReadFull(rd, c.rbuf[:smallMessage])
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return typ, c.rbuf[:n], 0, nil
+	case err != nil:
+		return 0, nil, 0, err
+	}
+	// A large message: whole pieces, each charged before it is read.
+	chunks := [][]byte{c.rbuf[:n]}
+	total := int64(n)
 	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) > c.cfg.MaxMessage {
-				return 0, nil, charged, errMessageTooBig
-			}
-			grow := int64(min(max(cap(buf), readChunk), readChunk*8)) // doubling, then steps of 256 KiB
-			grow = min(grow, c.cfg.MaxMessage+1-int64(len(buf)))
-			if !c.acct.Grow(grow) {
-				return 0, nil, charged, &readRefused{n: grow}
-			}
-			charged += grow
-			nb := make([]byte, len(buf), int64(cap(buf))+grow)
-			copy(nb, buf)
-			buf = nb
+		if total > c.cfg.MaxMessage {
+			return 0, nil, charged, errMessageTooBig
 		}
-		n, err := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
+		size := min(int64(readChunk), c.cfg.MaxMessage+1-total)
+		if !c.acct.Grow(size) {
+			return 0, nil, charged, &readRefused{n: size}
+		}
+		charged += size
+		piece := make([]byte, size)
+		n, err := io.ReadFull(rd, piece)
+		chunks = append(chunks, piece[:n])
+		total += int64(n)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
 		}
 		if err != nil {
 			return 0, nil, charged, err
 		}
 	}
-	if int64(len(buf)) > c.cfg.MaxMessage {
+	if total > c.cfg.MaxMessage {
 		return 0, nil, charged, errMessageTooBig
 	}
-	return typ, buf, charged, nil
+	// The message whole, for the parser: charged too, the pieces given
+	// back as it is made.
+	if !c.acct.Grow(total) {
+		return 0, nil, charged, &readRefused{n: total}
+	}
+	data = make([]byte, 0, total)
+	for _, p := range chunks {
+		data = append(data, p...)
+	}
+	c.acct.Shrink(charged)
+	return typ, data, total, nil
 }
 
 // control counts a ping or pong the client sent against the socket's

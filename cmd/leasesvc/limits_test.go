@@ -235,7 +235,7 @@ func TestAllowedHostsWithoutAuth(t *testing.T) {
 }
 
 // TestSoftLimit: without GOMEMLIMIT the runtime's soft memory limit is the
-// budget plus 128 MiB; with it, GOMEMLIMIT's stays.
+// budget plus 64 MiB; with it, GOMEMLIMIT's stays.
 func TestSoftLimit(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
@@ -244,8 +244,8 @@ func TestSoftLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.applySoftLimit(envOf(nil))
-	if got := debug.SetMemoryLimit(-1); got != 192<<20 || l.softLimit != got {
-		t.Fatalf("soft limit %d (recorded %d); want the 64 MiB budget + 128 MiB", got, l.softLimit)
+	if got := debug.SetMemoryLimit(-1); got != 128<<20 || l.softLimit != got {
+		t.Fatalf("soft limit %d (recorded %d); want the 64 MiB budget + 64 MiB", got, l.softLimit)
 	}
 	debug.SetMemoryLimit(300 << 20) // as the runtime does with GOMEMLIMIT=300MiB
 	l.applySoftLimit(envOf(map[string]string{"GOMEMLIMIT": "300MiB"}))
