@@ -1,0 +1,31 @@
+/**
+ * A LangGraph replica in its own process (the freeze and kill tests): it
+ * runs thread REPLICA.thread through a chain of REPLICA.steps nodes of
+ * REPLICA.stepMs each, printing {"stepping": i} before and {"step": i} after each, and
+ * {"error", "reason"} or {"done"} at the end. With REPLICA.pauseAtTx its
+ * nth Firestore transaction waits for a line on stdin ({"paused": n}).
+ */
+import { pausingAt } from "./helpers/child.js";
+import { newDb } from "./helpers/env.js";
+import { pause, replica } from "./helpers/graph.js";
+
+const cfg = JSON.parse(process.env["REPLICA"] ?? "{}") as { url: string; prefix: string; thread: string; who: string; steps: number; stepMs: number; pauseAtTx?: number };
+const out = (o: Record<string, unknown>): void => void process.stdout.write(JSON.stringify(o) + "\n");
+const paused = cfg.pauseAtTx ? pausingAt(newDb(), cfg.pauseAtTx, out) : undefined;
+const db = paused?.db ?? newDb();
+const r = replica(cfg.url, db, cfg.prefix, cfg.who, cfg.steps, async (i, signal) => {
+  out({ stepping: i });
+  await pause(cfg.stepMs, signal);
+  out({ step: i, at: performance.now() });
+});
+try {
+  out({ starting: true });
+  await r.graph.invoke({ log: [] }, { configurable: { thread_id: cfg.thread } });
+  out({ done: true });
+} catch (err) {
+  const e = err as { name?: string; reason?: string; message?: string };
+  out({ error: e.name ?? "Error", reason: e.reason ?? "", message: e.message ?? String(err) });
+}
+await paused?.settled();
+await r.close();
+process.exit(0);
