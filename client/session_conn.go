@@ -122,7 +122,7 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	sc, err := s.dial(ctx)
 	var capped slotRefusal
 	if !resume && errors.As(err, &capped) {
-		return nil, sessionLimitError{capped.error} // refused at the upgrade
+		return nil, sessionLimitError(capped) // refused at the upgrade
 	}
 	if err != nil {
 		return nil, err
