@@ -100,7 +100,7 @@ func (l *lister) next() ([]lease.Lease, error) {
 	}
 	cost := chunkCost(res.Leases)
 	if !l.acct.Grow(cost) {
-		return nil, &memoryError{need: cost}
+		return nil, &memoryError{need: cost, refusal: l.acct.Refusal()}
 	}
 	l.held = cost
 	if l.left > 0 {

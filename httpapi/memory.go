@@ -52,8 +52,12 @@ func heldRequestCost(r *http.Request) int64 {
 // each) and its goroutine's stack.
 const connBufferCost = 16 << 10
 
-// memoryError is a charge of need bytes the budget refused.
-type memoryError struct{ need int64 }
+// memoryError is a charge of need bytes the budget refused, for the
+// reason refusal.
+type memoryError struct {
+	need    int64
+	refusal membudget.Refusal
+}
 
 func (e *memoryError) Error() string {
 	return "the memory budget cannot hold " + strconv.FormatInt(e.need, 10) + " more bytes"
@@ -64,20 +68,13 @@ func (a *api) account(r *http.Request) *membudget.Account {
 	return a.cfg.Limits.Memory.Account(a.callerKey(r))
 }
 
-// shareSpent reports whether a refused charge of need bytes for caller
-// passed the caller's share (else the instance's total).
-func (a *api) shareSpent(caller string, need int64) bool {
+// memoryProblem is the answer to a request whose charge the budget refused
+// for the reason rf: 429 when the caller's share is spent, so that it
+// closes or reads what it holds open; 503 when the instance's budget is, so
+// that the client retries, on another instance if there is one.
+func (a *api) memoryProblem(rf membudget.Refusal) problem {
 	b := a.cfg.Limits.Memory
-	return b.Used(caller)+need > b.Share()
-}
-
-// memoryProblem is the answer to a request whose charge of need bytes the
-// budget refused: 429 when the caller's share is spent, so that it closes
-// or reads what it holds open; 503 when the instance's budget is, so that
-// the client retries, on another instance if there is one.
-func (a *api) memoryProblem(r *http.Request, need int64) problem {
-	b := a.cfg.Limits.Memory
-	if a.shareSpent(a.callerKey(r), need) {
+	if rf == membudget.ByShare {
 		return problem{status: http.StatusTooManyRequests, code: codeResourceExhausted, retryAfter: 5,
 			detail: fmt.Sprintf("this caller's share of the instance's memory (%d bytes, LEASESVC_MEMORY_PER_CALLER) is held by what it has open; read or close its streams and pages, then retry", b.Share())}
 	}
@@ -86,10 +83,10 @@ func (a *api) memoryProblem(r *http.Request, need int64) problem {
 }
 
 // memoryReason is the reason of the overflow event of a stream whose
-// charge of need bytes the budget refused.
-func (a *api) memoryReason(r *http.Request, need int64) string {
+// charge the budget refused for the reason rf.
+func (a *api) memoryReason(rf membudget.Refusal) string {
 	b := a.cfg.Limits.Memory
-	if a.shareSpent(a.callerKey(r), need) {
+	if rf == membudget.ByShare {
 		return fmt.Sprintf("this caller's share of the instance's memory (%d bytes) is held by its streams and pages; reconnect with Last-Event-ID to resume once it reads or closes some", b.Share())
 	}
 	return fmt.Sprintf("this instance's memory budget (%d bytes) is spent; reconnect with Last-Event-ID to resume (another instance may answer)", b.Total())
@@ -110,7 +107,7 @@ func (a *api) chargeBody(w http.ResponseWriter, r *http.Request) (release func()
 	acct := a.account(r)
 	if !acct.Grow(n) {
 		w.Header().Set("Connection", "close") // the body is not read
-		a.fail(w, r, a.memoryProblem(r, n))
+		a.fail(w, r, a.memoryProblem(acct.Refusal()))
 		return nil, false
 	}
 	return acct.Close, true

@@ -36,7 +36,7 @@ func (a *api) writePage(w http.ResponseWriter, r *http.Request, ls *lister, seal
 			if written == 0 {
 				var me *memoryError
 				if errors.As(err, &me) {
-					a.fail(w, r, a.memoryProblem(r, me.need))
+					a.fail(w, r, a.memoryProblem(me.refusal))
 					return
 				}
 				a.fail(w, r, a.errorProblem(r, err))

@@ -51,9 +51,9 @@ type stream struct {
 	// acct is charged for the queue (and, by a prefix stream's lister, for
 	// the snapshot chunk it holds); closed by close.
 	acct *membudget.Account
-	// memReason is the overflow reason of a frame of need bytes the budget
-	// refused.
-	memReason func(need int64) string
+	// memReason is the overflow reason of a charge the budget refused for
+	// the reason given.
+	memReason func(membudget.Refusal) string
 
 	ctx    context.Context // ends with the request, the lifetime or shutdown
 	cancel context.CancelFunc
@@ -85,7 +85,7 @@ func (a *api) openStream(w http.ResponseWriter, r *http.Request, acct *membudget
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Limits.StreamLifetime)
 	s := &stream{w: w, rc: rc, log: a.log, timeout: a.cfg.Limits.WriteTimeout, limit: a.cfg.Limits.StreamBuffer,
-		ctx: ctx, cancel: cancel, acct: acct, memReason: func(need int64) string { return a.memoryReason(r, need) },
+		ctx: ctx, cancel: cancel, acct: acct, memReason: a.memoryReason,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 	s.stops = append(s.stops,
 		context.AfterFunc(a.stopCtx, cancel),
@@ -155,7 +155,7 @@ func (s *stream) write(b []byte) {
 	}
 	if !s.acct.Grow(int64(len(b))) {
 		s.log.InfoContext(s.ctx, "watch stream closed: the memory budget refused its charge", "queuedBytes", s.queued, "frameBytes", len(b))
-		s.overflow(s.memReason(int64(len(b))))
+		s.overflow(s.memReason(s.acct.Refusal()))
 		return
 	}
 	s.queue = append(s.queue, b)
@@ -181,7 +181,7 @@ func (s *stream) failMemory(need int64) {
 	defer s.mu.Unlock()
 	if s.err == nil {
 		s.log.InfoContext(s.ctx, "watch stream closed: the memory budget refused its snapshot's next chunk", "chunkBytes", need)
-		s.overflow(s.memReason(need))
+		s.overflow(s.memReason(s.acct.Refusal()))
 	}
 }
 

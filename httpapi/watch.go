@@ -33,7 +33,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request, name string) {
 	sub := a.cfg.Events.Subscribe(name) // before the read, so no change falls between
 	defer a.cfg.Events.Unsubscribe(sub)
 	if cost := subscriptionCost(cap(sub.C)) + heldRequestCost(r); !acct.Grow(cost) {
-		a.fail(w, r, a.memoryProblem(r, cost))
+		a.fail(w, r, a.memoryProblem(acct.Refusal()))
 		return
 	}
 	ctx := r.Context()

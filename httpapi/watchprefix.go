@@ -108,7 +108,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	acct := a.account(r)
 	defer acct.Close()
 	if cost := subscriptionCost(prefixStreamEvents) + heldRequestCost(r); !acct.Grow(cost) {
-		a.fail(w, r, a.memoryProblem(r, cost))
+		a.fail(w, r, a.memoryProblem(acct.Refusal()))
 		return
 	}
 
@@ -136,7 +136,7 @@ func (a *api) watchPrefix(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var me *memoryError
 		if errors.As(err, &me) {
-			a.fail(w, r, a.memoryProblem(r, me.need))
+			a.fail(w, r, a.memoryProblem(me.refusal))
 			return
 		}
 		a.fail(w, r, a.errorProblem(r, err))

@@ -11,9 +11,10 @@ type Account struct {
 	b      *Budget
 	caller string
 
-	mu     sync.Mutex
-	held   int64
-	closed bool
+	mu      sync.Mutex
+	held    int64
+	closed  bool
+	refusal Refusal // of the last refused Grow
 }
 
 // Account opens an account for caller. A nil budget gives an account that
@@ -30,11 +31,24 @@ func (a *Account) Grow(n int64) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed || !a.b.Charge(a.caller, n) {
+	if a.closed {
+		a.refusal = ByTotal
+		return false
+	}
+	if r := a.b.charge(a.caller, n); r != Granted {
+		a.refusal = r
 		return false
 	}
 	a.held += n
 	return true
+}
+
+// Refusal says which limit refused the account's last refused Grow
+// (Granted if none was refused; ByTotal after Close).
+func (a *Account) Refusal() Refusal {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refusal
 }
 
 // Shrink gives back n bytes (at most what the account holds).

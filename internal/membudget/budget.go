@@ -63,19 +63,43 @@ func (b *Budget) Share() int64 {
 // nothing, when the instance's total or the caller's share would be
 // exceeded. A nil budget always reports true.
 func (b *Budget) Charge(caller string, n int64) bool {
+	return b.charge(caller, n) == Granted
+}
+
+// Refusal says which limit refused a charge.
+type Refusal int
+
+const (
+	// Granted: nothing refused the charge.
+	Granted Refusal = iota
+	// ByShare: the caller's share would have been exceeded.
+	ByShare
+	// ByTotal: the instance's total would have been exceeded (and the
+	// caller's share would not).
+	ByTotal
+)
+
+// charge is Charge, saying which limit refused, decided under the lock
+// that decided the refusal (a reason computed later could see bytes
+// released in between, and name the wrong limit).
+func (b *Budget) charge(caller string, n int64) Refusal {
 	if b == nil || n <= 0 {
-		return true
+		return Granted
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.byCaller[caller]
-	if b.used+n > b.total || c+n > b.share {
+	switch {
+	case c+n > b.share:
 		b.refused++
-		return false
+		return ByShare
+	case b.used+n > b.total:
+		b.refused++
+		return ByTotal
 	}
 	b.used += n
 	b.byCaller[caller] = c + n
-	return true
+	return Granted
 }
 
 // Release gives back n bytes that Charge granted to caller.

@@ -141,3 +141,33 @@ func TestHeaviest(t *testing.T) {
 		t.Fatalf("after b released: %v; want [c a d]", got)
 	}
 }
+
+// TestAccountRefusal: an account says which limit refused its last refused
+// Grow, as decided when it was refused, whatever was released since.
+func TestAccountRefusal(t *testing.T) {
+	b, _ := New(100, 60)
+	a, other := b.Account("a"), b.Account("b")
+	if a.Refusal() != Granted {
+		t.Fatalf("fresh account: %v", a.Refusal())
+	}
+	if !a.Grow(50) || a.Grow(20) {
+		t.Fatal("want 50 granted and 20 more refused by a's share of 60")
+	}
+	a.Shrink(50) // released after the refusal: the reason stays the share
+	if a.Refusal() != ByShare {
+		t.Fatalf("after a share refusal: %v, want ByShare", a.Refusal())
+	}
+	if !other.Grow(60) || !a.Grow(30) || a.Grow(20) {
+		t.Fatal("want 60 for b, 30 for a, then 20 more for a refused by the total of 100")
+	}
+	if a.Refusal() != ByTotal {
+		t.Fatalf("after a total refusal: %v, want ByTotal", a.Refusal())
+	}
+	if !a.Grow(5) || a.Refusal() != ByTotal {
+		t.Fatalf("a granted Grow changed the last refusal: %v", a.Refusal())
+	}
+	a.Close()
+	if a.Grow(1) || a.Refusal() != ByTotal {
+		t.Fatalf("closed account: %v, want a refusal", a.Refusal())
+	}
+}
