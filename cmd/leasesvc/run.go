@@ -148,6 +148,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("events: %w", err)
 	}
 
+	stopPprof, err := startPprof(getenv("LEASESVC_PPROF_ADDR"), log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	ln, err := net.Listen("tcp", net.JoinHostPort(lim.listenHost, strconv.Itoa(cfg.port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s port %d: %w", lim.listenHost, cfg.port, err)
