@@ -86,6 +86,7 @@ func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
 		s, last := c.sess, c.lastID
 		if s != nil && id > last {
 			c.lastID = id
+			c.inline = true // the reader writes the ack (flush)
 			c.mu.Unlock()
 			// The ack is queued under the session's lock, after any lost
 			// push queued before it (docs/contract.md §14, S2).
@@ -133,7 +134,11 @@ func (c *sessionConn) handle(r *http.Request, raw []byte) bool {
 			return true
 		}
 		// The ack is queued under the session's lock, after any lost push
-		// queued before it (docs/contract.md §14, S2).
+		// queued before it (docs/contract.md §14, S2); the reader writes
+		// it (flush).
+		c.mu.Lock()
+		c.inline = true
+		c.mu.Unlock()
 		s.Heartbeat(func() { c.sendEncoded(ackMessage(id)) })
 		return true
 	case "close":

@@ -133,9 +133,9 @@ func (a *api) newSessionConn(r *http.Request, v1 bool) *sessionConn {
 		rateKey = clientAddr(r)
 	}
 	c := &sessionConn{a: a, principal: principalOf(r), caller: a.callerKey(r), rateKey: rateKey, v1: v1,
-		cfg: cfg, wake: make(chan struct{}, 1), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
+		cfg: cfg, done: make(chan struct{}), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
 		inflight: make(chan struct{}, cfg.MaxLeases), quick: make(chan struct{}, maxQuickOps),
-		rbuf: make([]byte, 0, smallMessage)}
+	}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
 	return c
 }
@@ -176,10 +176,11 @@ type sessionConn struct {
 	quick     chan struct{}      // other requests under way (acquire, renew, …)
 	slot      *session.Slot      // the session slot taken at the upgrade
 	acct      *membudget.Account // the socket's fixed cost and its queued bytes
-	wake      chan struct{}      // tells the writer something was queued
+	done      chan struct{}      // closed when nothing more will be written (finish)
+	finished  sync.Once          // closes done
 	netConn   net.Conn           // the connection under ws, for a bounded close
-	rbuf      []byte             // the reader's buffer for small messages (smallMessage)
 	pingErr   atomic.Bool        // a ping or pong beyond the message rate ended the read
+	writeBy   atomic.Int64       // the connection's write deadline, Unix ns (armWrite)
 
 	mu      sync.Mutex
 	sess    *session.Session
@@ -190,6 +191,14 @@ type sessionConn struct {
 	// (at most cfg.OutBuffer, charged to acct).
 	queue  [][]byte
 	queued int64
+	// writing is set while a goroutine (a writer, or the reader after a
+	// heartbeat) writes the queue out; one at a time, in queue order.
+	// spawned is set from a writer's start (kickWriterLocked) until it
+	// begins; closeSent once the close is written, or the socket broke.
+	writing, spawned, closeSent bool
+	// inline is set while the reader handles a heartbeat: it writes the
+	// ack itself (flush), so nothing queued meanwhile wakes the writer.
+	inline bool
 	// closeCode and closeReason close the socket once the queue is sent.
 	closeCode   websocket.StatusCode
 	closeReason string
@@ -247,68 +256,6 @@ func (c *sessionConn) Push(p session.Push) {
 	}
 }
 
-// send queues one message. A socket whose queue already holds the out
-// buffer's bytes (so it holds at most the buffer and one message more: a
-// resumed answer larger than the buffer still goes out), or whose bytes
-// the memory budget cannot take, is closed at once (1013): its session
-// lives on and can be resumed (docs/contract.md §14 Limits).
-func (c *sessionConn) send(v any) {
-	b, err := wire.Marshal(v)
-	if err != nil {
-		c.a.log.Error("session: encoding a message failed", "err", err)
-		return
-	}
-	c.sendEncoded(b)
-}
-
-// sendEncoded queues one encoded message, as send does.
-func (c *sessionConn) sendEncoded(b []byte) {
-	n := int64(len(b))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	switch {
-	case c.queued >= c.cfg.OutBuffer:
-		c.overflowLocked(codeResourceExhausted, fmt.Sprintf("the client reads too slowly: more than %d bytes of messages queued (LEASESVC_SESSION_OUT_BUFFER)", c.cfg.OutBuffer))
-		return
-	case !c.acct.Grow(n):
-		c.overflowLocked(codeResourceExhausted, "the client reads too slowly: the instance's memory budget cannot queue more for this caller (LEASESVC_MEMORY_PER_CALLER, LEASESVC_MEMORY_BUDGET)")
-		return
-	}
-	c.queue = append(c.queue, b)
-	c.queued += n
-	c.wakeWriter()
-}
-
-// wakeWriter tells the writer that the queue changed.
-func (c *sessionConn) wakeWriter() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// overflowLocked closes a socket whose client does not read: what is queued
-// is dropped and given back, and the socket closes now (1013) with reason;
-// c.mu held.
-func (c *sessionConn) overflowLocked(outcome, reason string) {
-	c.closed = true
-	c.dropLocked()
-	c.closeCode, c.closeReason = websocket.StatusTryAgainLater, reason
-	c.wakeWriter()
-	c.auditClose(c.sess, outcome, websocket.StatusTryAgainLater, reason)
-	go c.closeNow(websocket.StatusTryAgainLater, reason)
-}
-
-// dropLocked forgets the queued messages and gives their bytes back; c.mu
-// held.
-func (c *sessionConn) dropLocked() {
-	c.acct.Shrink(c.queued)
-	c.queue, c.queued = nil, 0
-}
-
 // shut queues a close after the messages already queued.
 // The socket's slot, unless it passed to a session, is given back at
 // once: a client that reconnects on reading the close finds it free.
@@ -320,7 +267,7 @@ func (c *sessionConn) shut(code websocket.StatusCode, reason string) {
 	}
 	c.closed = true
 	c.closeCode, c.closeReason = code, reason
-	c.wakeWriter()
+	c.kickWriterLocked()
 	c.mu.Unlock()
 	if c.slot != nil {
 		c.slot.Release()
@@ -338,6 +285,7 @@ const closeWait = 2 * time.Second
 func (c *sessionConn) closeNow(code websocket.StatusCode, reason string) {
 	if c.netConn != nil {
 		_ = c.netConn.SetReadDeadline(time.Now().Add(closeWait))
+		_ = c.netConn.SetWriteDeadline(time.Now().Add(closeWait))
 	}
 	_ = c.ws.Close(code, clip(reason, 120))
 	c.cancel()
@@ -422,8 +370,9 @@ func (c *sessionConn) serve(r *http.Request) {
 			c.overflowLocked(codeUnavailable, "the instance is overloaded and closed this socket: resume (another instance may answer)")
 		}
 	})()
-	done := make(chan struct{})
-	go c.write(done)
+	// Reads and writes are not given c.ctx (readMessage, writeMessage):
+	// when it ends, the connection is closed, which ends them.
+	defer context.AfterFunc(c.ctx, func() { _ = c.ws.CloseNow() })()
 	openBy := c.cfg.Clock.AfterFunc(c.cfg.OpenTimeout, c.openTimedOut)
 	defer openBy.Stop()
 	age := time.AfterFunc(c.cfg.MaxAge, func() {
@@ -439,77 +388,21 @@ func (c *sessionConn) serve(r *http.Request) {
 	}
 	c.shut(websocket.StatusNormalClosure, "")
 	select {
-	case <-done:
+	case <-c.done:
 	case <-time.After(c.a.cfg.Limits.WriteTimeout):
 	}
 	c.closeNow(websocket.StatusNormalClosure, "")
-	<-done
+	<-c.done
 }
 
 // socketDone, when set (by tests), is called with the request's Host as
 // each socket ends, after its slot and its charge were given back.
 var socketDone atomic.Pointer[func(host string)]
 
-// write sends the queued messages in order, then the close the socket was
-// shut with.
-func (c *sessionConn) write(done chan<- struct{}) {
-	defer close(done)
-	for {
-		c.mu.Lock()
-		if len(c.queue) == 0 {
-			closed := c.closed
-			c.mu.Unlock()
-			if closed {
-				break
-			}
-			select {
-			case <-c.wake:
-			case <-c.ctx.Done():
-				c.drop()
-				return
-			}
-			continue
-		}
-		b := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
-		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(c.ctx, c.a.cfg.Limits.WriteTimeout)
-		err := c.ws.Write(ctx, websocket.MessageText, b)
-		cancel()
-		c.mu.Lock()
-		if n := int64(len(b)); c.queued >= n { // dropLocked may have forgotten it
-			c.queued -= n
-			c.acct.Shrink(n)
-		}
-		c.mu.Unlock()
-		if err != nil {
-			c.cancel()
-			c.drop()
-			return
-		}
-	}
-	c.mu.Lock()
-	code, reason := c.closeCode, c.closeReason
-	c.mu.Unlock()
-	if code == 0 {
-		code = websocket.StatusNormalClosure
-	}
-	c.closeNow(code, reason)
-}
-
-// drop closes the queue (nothing more is queued) and forgets what is in it.
-func (c *sessionConn) drop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	c.dropLocked()
-}
-
 // read reads messages until the socket ends or breaks the protocol.
 func (c *sessionConn) read(r *http.Request) {
 	for {
-		typ, data, charged, err := c.readMessage()
+		typ, data, buf, charged, err := c.readMessage()
 		if err != nil && c.pingErr.Load() {
 			err = errTooManyFrames
 		}
@@ -542,8 +435,11 @@ func (c *sessionConn) read(r *http.Request) {
 			return // closed, or ended here
 		}
 		ok := c.message(r, typ, data)
+		if buf != nil {
+			smallBufs.Put(buf) // what acts on a message later keeps copies
+		}
 		c.acct.Shrink(charged)
-		if !ok {
+		if !c.flush() || !ok {
 			return
 		}
 	}
@@ -573,89 +469,6 @@ func (c *sessionConn) message(r *http.Request, typ websocket.MessageType, data [
 	return c.handle(r, data)
 }
 
-// Errors of readMessage.
-var (
-	// errMessageTooBig is a message longer than cfg.MaxMessage.
-	errMessageTooBig = errors.New("session: message too big")
-	// errTooManyFrames is a ping or pong beyond the message rate.
-	errTooManyFrames = errors.New("session: control frames beyond the message rate")
-)
-
-// readRefused is a piece of a message, n bytes, that the memory budget
-// could not take as it arrived.
-type readRefused struct{ n int64 }
-
-func (e *readRefused) Error() string {
-	return fmt.Sprintf("session: the memory budget cannot take %d more bytes of the message being read", e.n)
-}
-
-// smallMessage is the part of a message read into the socket's own buffer,
-// covered by its fixed charge (socketCost): heartbeats and most requests
-// fit, and are read with no allocation. A larger message is read in pieces
-// of readChunk, each charged to the socket's account before it is read,
-// so that a frame that arrives slowly (or never ends) holds no more than
-// the budget gave it, and nothing is copied while it arrives
-// (docs/contract.md §16).
-const (
-	smallMessage = 2 << 10
-	readChunk    = 32 << 10
-)
-
-// readMessage reads one whole message of at most cfg.MaxMessage bytes.
-// Beyond smallMessage its bytes are charged to the socket's account as
-// they arrive; charged is what the caller gives back once the message
-// has been acted on.
-func (c *sessionConn) readMessage() (typ websocket.MessageType, data []byte, charged int64, err error) {
-	typ, rd, err := c.ws.Reader(c.ctx)
-	if err != nil {
-		return 0, nil, 0, err
-	}
-	n, err := io.ReadFull(rd, c.rbuf[:smallMessage])
-	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return typ, c.rbuf[:n], 0, nil
-	case err != nil:
-		return 0, nil, 0, err
-	}
-	// A large message: whole pieces, each charged before it is read.
-	chunks := [][]byte{c.rbuf[:n]}
-	total := int64(n)
-	for {
-		if total > c.cfg.MaxMessage {
-			return 0, nil, charged, errMessageTooBig
-		}
-		size := min(int64(readChunk), c.cfg.MaxMessage+1-total)
-		if !c.acct.Grow(size) {
-			return 0, nil, charged, &readRefused{n: size}
-		}
-		charged += size
-		piece := make([]byte, size)
-		n, err := io.ReadFull(rd, piece)
-		chunks = append(chunks, piece[:n])
-		total += int64(n)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return 0, nil, charged, err
-		}
-	}
-	if total > c.cfg.MaxMessage {
-		return 0, nil, charged, errMessageTooBig
-	}
-	// The message whole, for the parser: charged too, the pieces given
-	// back as it is made.
-	if !c.acct.Grow(total) {
-		return 0, nil, charged, &readRefused{n: total}
-	}
-	data = make([]byte, 0, total)
-	for _, p := range chunks {
-		data = append(data, p...)
-	}
-	c.acct.Shrink(charged)
-	return typ, data, total, nil
-}
-
 // control counts a ping or pong the client sent against the socket's
 // message rate (LEASESVC_SESSION_MESSAGE_RATE): beyond it the read fails
 // and the socket is closed as for any other message over the rate. It
@@ -663,6 +476,7 @@ func (c *sessionConn) readMessage() (typ websocket.MessageType, data []byte, cha
 // the library answer a ping.
 func (c *sessionConn) control() bool {
 	if c.limiter.Allow() {
+		c.armWrite(c.a.cfg.Limits.WriteTimeout) // for the pong
 		return true
 	}
 	c.pingErr.Store(true)
