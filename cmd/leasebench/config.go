@@ -59,7 +59,8 @@ type config struct {
 	failoverRuns     int             // sessionfailover: runs
 	failoverSessions int             // sessionfailover: sessions on the instance that goes
 	failoverLeases   int             // sessionfailover: leases per session
-	scaleSessions    []int           // sessionscale: session counts, one run each
+	scaleSessions    []int           // sessionscale: session counts (-sessions)
+	scaleRuns        []scaleRunSpec  // sessionscale: one run each
 	scaleDuration    time.Duration   // sessionscale: how long the sessions heartbeat
 	scaleWindow      time.Duration   // sessionscale: their window
 
@@ -96,7 +97,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.slowSamples, c.writeSessions, c.writeLeases, c.writeDuration = 3, 10, 10, time.Minute
 	c.failoverRuns, c.failoverSessions, c.failoverLeases = 20, 100, 10
 	c.scaleDuration, c.scaleWindow = 5*time.Minute, time.Second
-	var urls, scenarios, agents, pauses, windows, ttls, scale string
+	var urls, scenarios, agents, pauses, windows, ttls, scale, runs string
 	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "service base URLs, comma-separated; handoff, takeover and events use the first and the second")
@@ -127,9 +128,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.failoverRuns, "failover-runs", c.failoverRuns, "sessionfailover: runs (SIGKILL and SIGTERM in turn)")
 	fs.IntVar(&c.failoverSessions, "failover-sessions", c.failoverSessions, "sessionfailover: sessions on the instance that goes")
 	fs.IntVar(&c.failoverLeases, "failover-leases", c.failoverLeases, "sessionfailover: leases per session")
-	fs.StringVar(&scale, "sessions", "1000", "sessionscale: session counts, comma-separated, one run each (one lease each)")
+	fs.StringVar(&scale, "sessions", "1000", "sessionscale: session counts, comma-separated, one run each at -scale-window (one lease each); with -scale-window, replaces -scale-runs")
+	fs.StringVar(&runs, "scale-runs", "1000@1s,900@200ms", "sessionscale: runs, comma-separated, each COUNT@WINDOW (sessions of one lease each at that window)")
 	fs.DurationVar(&c.scaleDuration, "scale-duration", c.scaleDuration, "sessionscale: how long the sessions heartbeat")
-	fs.DurationVar(&c.scaleWindow, "scale-window", c.scaleWindow, "sessionscale: the sessions' window")
+	fs.DurationVar(&c.scaleWindow, "scale-window", c.scaleWindow, "sessionscale: the sessions' window for -sessions; with -sessions, replaces -scale-runs")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "one request's time limit")
 	fs.BoolVar(&c.json, "json", false, "write JSON instead of a table")
 	fs.StringVar(&c.prefix, "prefix", "", "lease name prefix (default leasebench.<random>)")
@@ -195,6 +197,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return c, fmt.Errorf("-sessions %q: want counts between 1 and 100000", a)
 		}
 		c.scaleSessions = append(c.scaleSessions, n)
+	}
+	if c.scaleRuns, err = scaleRunList(runs); err != nil {
+		return c, err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if explicit["sessions"] || explicit["scale-window"] {
+		c.scaleRuns = nil
+		for _, n := range c.scaleSessions {
+			c.scaleRuns = append(c.scaleRuns, scaleRunSpec{sessions: n, window: c.scaleWindow})
+		}
 	}
 	switch {
 	case c.slowSamples < 1:
@@ -277,4 +290,31 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// scaleRunSpec is one run of sessionscale: that many sessions at window.
+type scaleRunSpec struct {
+	sessions int
+	window   time.Duration
+}
+
+// String is the run as -scale-runs spells it.
+func (r scaleRunSpec) String() string { return strconv.Itoa(r.sessions) + "@" + r.window.String() }
+
+// scaleRunList parses -scale-runs: COUNT@WINDOW, comma-separated.
+func scaleRunList(v string) ([]scaleRunSpec, error) {
+	var runs []scaleRunSpec
+	for _, a := range splitList(v) {
+		count, window, ok := strings.Cut(a, "@")
+		n, err := strconv.Atoi(count)
+		w, werr := time.ParseDuration(window)
+		if !ok || err != nil || werr != nil || n < 1 || n > 100_000 || w < 200*time.Millisecond {
+			return nil, fmt.Errorf("-scale-runs %q: want COUNT@WINDOW, a count between 1 and 100000 and a window of at least 200ms (1000@1s)", a)
+		}
+		runs = append(runs, scaleRunSpec{sessions: n, window: w})
+	}
+	if len(runs) == 0 {
+		return nil, errors.New("-scale-runs: want at least one COUNT@WINDOW")
+	}
+	return runs, nil
 }

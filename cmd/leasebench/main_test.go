@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -83,6 +84,19 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("session scenarios: %+v", c)
 				}
 			}},
+		{name: "scale runs", args: []string{"-scale-runs", "1000@1s,900@200ms"}, getenv: env(),
+			check: func(t *testing.T, c config) {
+				if fmt.Sprint(c.scaleRuns) != "[1000@1s 900@200ms]" {
+					t.Errorf("scale runs: %v", c.scaleRuns)
+				}
+			}},
+		{name: "sessions replace scale runs", args: []string{"-sessions", "10,20", "-scale-window", "300ms"}, getenv: env(),
+			check: func(t *testing.T, c config) {
+				if fmt.Sprint(c.scaleRuns) != "[10@300ms 20@300ms]" {
+					t.Errorf("scale runs: %v", c.scaleRuns)
+				}
+			}},
+		{name: "scale run window too short", args: []string{"-scale-runs", "10@100ms"}, getenv: env(), wantErr: "-scale-runs"},
 		{name: "scale without a binary", args: []string{"-scenarios", "sessionscale"}, getenv: env(), wantErr: "-leasesvc"},
 		{name: "window too short", args: []string{"-session-windows", "100ms"}, getenv: env(), wantErr: "-session-windows"},
 	}
@@ -231,7 +245,7 @@ func TestSessionScenariosOnMemory(t *testing.T) {
 	defer cancel()
 	rows := runReport(t, ctx, []string{"-url", svc.URL, "-scenarios", "sessiontakeover,sessionwrites,sessionscale", "-samples", "2",
 		"-session-windows", "300ms", "-session-compare-ttls", "1s", "-write-duration", "2s", "-write-sessions", "2", "-write-leases", "2",
-		"-leasesvc", e2e.Binary(t), "-sessions", "20", "-scale-duration", "2s"}, func(string) string { return "" })
+		"-leasesvc", e2e.Binary(t), "-scale-runs", "20@1s,10@200ms", "-scale-duration", "2s"}, func(string) string { return "" })
 	for _, k := range []string{"crash takeover, session window 300ms p99", "crash takeover, plain renewals ttl 1s p99"} {
 		if r := need(t, rows, "sessiontakeover: "+k); r.N != 2 || r.Service <= 0 {
 			t.Errorf("%s: %+v, want 2 samples", k, r)
@@ -243,12 +257,17 @@ func TestSessionScenariosOnMemory(t *testing.T) {
 		t.Errorf("sessions %+v, plain renewals %+v: want fewer writes through sessions, and plain writes counted", sess, plain)
 	}
 	// How many expired depends on the machine's load: the row must be there.
-	need(t, rows, "sessionscale 20 sessions: sessions expired or lapsed (lease lost, deadline passed, or not held at the end)")
-	if r := need(t, rows, "sessionscale 20 sessions: heartbeats"); r.N == 0 {
+	need(t, rows, "sessionscale 20 sessions at 1s: sessions expired or lapsed (lease lost, deadline passed, or not held at the end)")
+	if r := need(t, rows, "sessionscale 20 sessions at 1s: heartbeats"); r.N == 0 {
 		t.Errorf("no heartbeats counted: %+v", r)
 	}
-	need(t, rows, "sessionscale 20 sessions: instance CPU per 1,000 heartbeats")
-	need(t, rows, "sessionscale 20 sessions: instance memory per session")
+	need(t, rows, "sessionscale 20 sessions at 1s: instance CPU per 1,000 heartbeats")
+	need(t, rows, "sessionscale 20 sessions at 1s: instance memory per session")
+	// At the defaults but what one client address must have raised, and
+	// saying so.
+	if r := need(t, rows, "sessionscale 10 sessions at 200ms: heartbeats"); r.N == 0 || !strings.Contains(r.Note, "LEASESVC_MEMORY_PER_CALLER=") {
+		t.Errorf("200ms run: %+v, want heartbeats and the settings it raised in its note", r)
+	}
 }
 
 // TestSessionScenariosOnPostgres runs sessionwrites (the row trigger) and

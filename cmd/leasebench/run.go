@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		for k, v := range map[string]any{"sessionWindows": fmtDurations(cfg.sessionWindows), "sessionCompareTTLs": fmtDurations(cfg.compareTTLs),
 			"slowSamples": cfg.slowSamples, "writeSessions": cfg.writeSessions, "writeLeases": cfg.writeLeases, "writeDuration": cfg.writeDuration.String(),
 			"failoverRuns": cfg.failoverRuns, "failoverSessions": cfg.failoverSessions, "failoverLeases": cfg.failoverLeases,
-			"scaleSessions": cfg.scaleSessions, "scaleDuration": cfg.scaleDuration.String(), "scaleWindow": cfg.scaleWindow.String()} {
+			"scaleRuns": fmt.Sprint(cfg.scaleRuns), "scaleDuration": cfg.scaleDuration.String(), "scaleWindow": cfg.scaleWindow.String()} {
 			rep.Settings[k] = v
 		}
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -12,28 +14,45 @@ import (
 	"github.com/leasesvc/leasesvc/internal/svcproc"
 )
 
-// sessionScale runs, for each count of -sessions, that many sessions of
-// one lease each at -scale-window against one instance it starts (from
-// -leasesvc, its session limits raised to the count) for -scale-duration,
-// and reports how many expired (a lease lost, an agent's deadline passed,
-// a lease not held by its agent at the end), the instance's CPU time per
-// 1,000 heartbeats (/proc/PID/stat) and its memory per session (VmRSS
-// after the sessions opened, less before).
+// sessionScale runs, for each of -scale-runs, that many sessions of one
+// lease each at its window against one instance it starts (from
+// -leasesvc) for -scale-duration, and reports how many expired (a lease
+// lost, an agent's deadline passed, a lease not held at the end), the
+// instance's CPU time per 1,000 heartbeats (/proc/PID/stat) and its memory
+// per session (VmRSS after the sessions opened, less before).
 func sessionScale(ctx context.Context, b *bench) ([]row, error) {
 	var rows []row
-	for _, n := range b.cfg.scaleSessions {
-		r, err := scaleRun(ctx, b, n)
+	for _, run := range b.cfg.scaleRuns {
+		r, err := scaleRun(ctx, b, run.sessions, run.window)
 		rows = append(rows, r...)
 		if err != nil {
-			return rows, fmt.Errorf("%d sessions: %w", n, err)
+			return rows, fmt.Errorf("%v: %w", run, err)
 		}
 	}
 	return rows, nil
 }
 
-func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
+// scaleSettings are the instance settings a run of n sessions from one
+// client address needs beyond the defaults, which are sized for many
+// callers: every session comes from this process, so the per-caller and
+// per-address limits are raised to hold them all (and the instance-wide
+// ones where n passes them). The memory budget itself is not raised: the
+// sessions' fixed cost must fit in it, as it must for real clients.
+func scaleSettings(n int, getenv func(string) string) []string {
 	limit := strconv.Itoa(n + 10)
-	in, err := startInstance(ctx, b, fmt.Sprintf("scale-%d", n), "LEASESVC_MAX_SESSIONS="+limit, "LEASESVC_MAX_SESSIONS_PER_CALLER="+limit)
+	conns := strconv.Itoa(max(n+64, 1500))
+	budget := getenv("LEASESVC_MEMORY_BUDGET")
+	if budget == "" {
+		budget = strconv.Itoa(112 << 20) // the default (docs/contract.md §16)
+	}
+	return []string{"LEASESVC_MAX_SESSIONS=" + limit, "LEASESVC_MAX_SESSIONS_PER_CALLER=" + limit,
+		"LEASESVC_MAX_CONNECTIONS=" + conns, "LEASESVC_MAX_CONNECTIONS_PER_ADDRESS=" + conns,
+		"LEASESVC_MEMORY_PER_CALLER=" + budget}
+}
+
+func scaleRun(ctx context.Context, b *bench, n int, window time.Duration) ([]row, error) {
+	settings := scaleSettings(n, os.Getenv)
+	in, err := startInstance(ctx, b, fmt.Sprintf("scale-%d", n), settings...)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +67,7 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	names := make([]string, n)
 	var opened atomic.Int64
 	err = parallel(ctx, n, b.cfg.concurrency, func(i int) error {
-		a := &rawsession.Agent{URLs: []string{in.url}, Window: b.cfg.scaleWindow,
+		a := &rawsession.Agent{URLs: []string{in.url}, Window: window,
 			OnPush: func(m rawsession.Message) {
 				if m.Type == "lost" || m.Type == "revoked" {
 					lost.Add(1)
@@ -70,9 +89,9 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the sessions: %w", err)
 	}
-	time.Sleep(b.cfg.scaleWindow) // every agent has had acks
+	time.Sleep(window) // every agent has had acks
 	// Count lapses from here: an agent whose deadline passes would stop leading.
-	stopWatch := watchLapses(ctx, agents, b.cfg.scaleWindow/4)
+	stopWatch := watchLapses(ctx, agents, window/4)
 	defer stopWatch()
 	rss1, err := svcproc.RSS(in.pid())
 	if err != nil {
@@ -116,8 +135,9 @@ func scaleRun(ctx context.Context, b *bench, n int) ([]row, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("read the leases: %w", err)
 	}
-	sc := fmt.Sprintf("sessionscale %d sessions", n)
-	note := fmt.Sprintf("window %v, one lease each, for %v; load generator on the same machine", b.cfg.scaleWindow, elapsed.Round(time.Second))
+	sc := fmt.Sprintf("sessionscale %d sessions at %v", n, window)
+	note := fmt.Sprintf("window %v, one lease each, for %v; load generator on the same machine; raised for one client address: %s",
+		window, elapsed.Round(time.Second), strings.Join(settings, " "))
 	cpu := cpu1 - cpu0
 	return []row{
 		{Scenario: sc, Metric: "heartbeats", Unit: "/s", Service: float64(beats) / elapsed.Seconds(), N: int(beats), Note: note},
