@@ -12,7 +12,10 @@
 // INSERT … ON CONFLICT (name) DO UPDATE … WHERE the row existed at the read:
 // an insert of a row missing at the read that finds a row another
 // transaction committed since affects no row, a lost race
-// (backend.ErrConflict), which backend.Loop retries. Get and List share-lock the rows they read (FOR
+// (backend.ErrConflict), which backend.Loop retries. The transaction is two
+// round trips: BEGIN goes with the locking read and the clock, COMMIT with
+// the write (a write that fails skips the COMMIT behind it, and the
+// transaction is rolled back). Get and List share-lock the rows they read (FOR
 // SHARE) and take clock_timestamp() in the same implicit transaction, so
 // nothing they show can change before their time is read.
 //

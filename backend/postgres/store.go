@@ -76,11 +76,25 @@ type batcher interface {
 // round trip, clock_timestamp(): a time after the query's snapshot (and
 // after its row locks, if any), the time of a decision on what it read.
 func query(ctx context.Context, q batcher, what, where string, args ...any) ([]backend.Row, time.Time, error) {
+	return queryAfter(ctx, q, "", what, where, args...)
+}
+
+// queryAfter is query with first, unless empty, a statement without rows
+// (tx's BEGIN) run ahead of it in the same round trip.
+func queryAfter(ctx context.Context, q batcher, first, what, where string, args ...any) ([]backend.Row, time.Time, error) {
 	b := &pgx.Batch{}
+	if first != "" {
+		b.Queue(first)
+	}
 	b.Queue("SELECT "+columns+" FROM "+table+" WHERE "+where, args...)
 	b.Queue("SELECT clock_timestamp()")
 	res := q.SendBatch(ctx, b)
 	defer res.Close()
+	if first != "" {
+		if _, err := res.Exec(); err != nil {
+			return nil, time.Time{}, classify(ctx, what, err)
+		}
+	}
 	var out []backend.Row
 	var now time.Time
 	rows, err := res.Query()
@@ -109,11 +123,17 @@ func read(ctx context.Context, q batcher, name string, lock bool) (backend.Snaps
 		where = "name = $1 FOR UPDATE"
 	}
 	rows, now, err := query(ctx, q, "read "+name, where, name)
+	return snapshotOf(rows, now), err
+}
+
+// snapshotOf is the snapshot of the read of one name at now: its row, if
+// any.
+func snapshotOf(rows []backend.Row, now time.Time) backend.Snapshot {
 	snap := backend.Snapshot{ServerTime: now}
 	if len(rows) > 0 {
 		snap.Row = &rows[0]
 	}
-	return snap, err
+	return snap
 }
 
 // Get implements backend.Store: one round trip, no lock.
@@ -122,36 +142,41 @@ func (s *Store) Get(ctx context.Context, name string) (backend.Snapshot, error) 
 }
 
 // Try implements backend.Store: one READ COMMITTED transaction that locks
-// the row, takes the clock after the lock, decides, and writes.
+// the row, takes the clock after the lock, decides, and writes, in two
+// round trips (see tx): BEGIN with the locking read and the clock, then
+// the write with COMMIT.
 func (s *Store) Try(ctx context.Context, name string, decide backend.Decide) (backend.Snapshot, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return backend.Snapshot{}, classify(ctx, "begin", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	snap, err := read(ctx, tx, name, true)
+	t, err := begin(ctx, s.pool)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
+	defer t.end(ctx)
+	rows, now, err := t.lock(ctx, "read "+name, "name = $1 FOR UPDATE", name)
+	if err != nil {
+		return backend.Snapshot{}, err
+	}
+	snap := snapshotOf(rows, now)
 	next, err := decide(snap)
 	if err != nil || next == nil {
 		return snap, err
 	}
-	b := &pgx.Batch{} // one round trip: the write and, when the holding ends, the wake-up sent at commit
+	// One round trip: the write, when the holding ends the wake-up sent at
+	// commit, and COMMIT. A write that lost its race (an insert of a row
+	// created since the read) wrote nothing: the commit commits nothing.
+	b := &pgx.Batch{}
 	w, err := queueWrite(b, name, snap, next)
 	if err != nil {
 		return backend.Snapshot{}, err
 	}
-	res := tx.SendBatch(ctx, b)
-	lost, err := w.check(res)
-	if err = errors.Join(err, res.Close()); err != nil { // the notification's error, if any
-		return backend.Snapshot{}, classify(ctx, "write "+name, err)
+	var lost error
+	if err := t.commit(ctx, "write "+name, b, func(res pgx.BatchResults) (err error) {
+		lost, err = w.check(res)
+		return err
+	}); err != nil {
+		return backend.Snapshot{}, err
 	}
 	if lost != nil {
 		return backend.Snapshot{}, lost
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return backend.Snapshot{}, classify(ctx, "commit "+name, err)
 	}
 	return w.snapshot(), nil
 }
@@ -269,12 +294,12 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) ([]bac
 		names[i] = a.Name
 	}
 	what := fmt.Sprintf("update %d leases in one transaction", len(attempts))
-	tx, err := s.pool.Begin(ctx)
+	t, err := begin(ctx, s.pool)
 	if err != nil {
-		return nil, classify(ctx, "begin", err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, now, err := query(ctx, tx, what, "name = ANY($1) ORDER BY name FOR UPDATE", names)
+	defer t.end(ctx)
+	rows, now, err := t.lock(ctx, what, "name = ANY($1) ORDER BY name FOR UPDATE", names)
 	if err != nil {
 		return nil, err
 	}
@@ -296,27 +321,26 @@ func (s *Store) TryBatch(ctx context.Context, attempts []backend.Attempt) ([]bac
 			results[i] = backend.Result{Err: err}
 		}
 	}
-	if b.Len() > 0 {
-		res := tx.SendBatch(ctx, b)
+	if b.Len() == 0 {
+		return results, nil // nothing to write: end rolls back the read's locks
+	}
+	err = t.commit(ctx, what, b, func(res pgx.BatchResults) error {
 		for i, w := range writes {
 			if w == nil {
 				continue
 			}
 			lost, err := w.check(res)
 			if err != nil {
-				_ = res.Close()
-				return nil, classify(ctx, what, err)
+				return err
 			}
 			if results[i].Err = lost; lost == nil {
 				results[i].Snapshot = w.snapshot()
 			}
 		}
-		if err := res.Close(); err != nil {
-			return nil, classify(ctx, what, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, classify(ctx, "commit: "+what, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return results, nil
 }
