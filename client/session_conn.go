@@ -22,7 +22,7 @@ type sconn struct {
 
 	mu      sync.Mutex
 	pending map[int64]*pendingCall
-	beats   map[int64]time.Time // heartbeat id → local send time
+	beats   []sentBeat // the heartbeats awaiting their ack, by id
 	dead    bool
 	err     error // why it died, or the socket-level error the service sent
 	// quietSince is when the first heartbeat went out since anything last
@@ -42,6 +42,8 @@ type sconn struct {
 	// acquire, release or transfer on it counts for nothing, and nothing
 	// more is sent on it (docs/contract.md §14, A2 and step 6).
 	retiredAt time.Time
+
+	sockFast // the heartbeat's fast paths (session_fast.go)
 }
 
 // errSocketClosed is in the error of a request whose socket closed before
@@ -107,7 +109,8 @@ func (s *Session) dial(ctx context.Context) (*sconn, error) {
 		return nil, problemError(resp, raw)
 	}
 	ws.SetReadLimit(MaxAnswerBytes)
-	sc := &sconn{ws: ws, pending: map[int64]*pendingCall{}, beats: map[int64]time.Time{}}
+	sc := &sconn{ws: ws, pending: map[int64]*pendingCall{}}
+	s.watch(sc)
 	s.wg.Add(1)
 	go s.read(sc)
 	return sc, nil
@@ -267,26 +270,25 @@ func (s *Session) write(ctx context.Context, sc *sconn, m outMsg) error {
 	if err != nil {
 		return &Error{kind: ErrInvalid, Err: fmt.Errorf("encode %s: %w", m.Type, err)}
 	}
-	wctx, cancel := context.WithTimeout(s.ctx, s.c.cfg.RequestTimeout)
-	defer cancel()
-	if err := sc.ws.Write(wctx, websocket.MessageText, b); err != nil {
-		_ = sc.ws.CloseNow()
-		return &Error{kind: ErrUnavailable, Err: fmt.Errorf("%w: %w", errSocketClosed, err)}
-	}
-	return nil
+	return s.send(sc, b)
 }
 
 // read takes the messages of sc until it closes, then fails what still
 // waits on it and reports it dead.
 func (s *Session) read(sc *sconn) {
 	defer s.wg.Done()
+	defer sc.unwatch()
 	var err error
 	for {
 		var typ websocket.MessageType
 		var b []byte
-		typ, b, err = sc.ws.Read(s.ctx)
+		typ, b, err = s.readMessage(sc)
 		if err != nil {
 			break
+		}
+		if re, ok := ackID(b); ok && typ == websocket.MessageText {
+			s.takeAck(sc, re, true) // what take would do with it, without the decoding
+			continue
 		}
 		sc.mu.Lock()
 		sc.quietSince = time.Time{}
@@ -321,20 +323,11 @@ func (s *Session) read(sc *sconn) {
 func (s *Session) take(sc *sconn, m inMsg) {
 	if m.Re != nil {
 		re := *m.Re
-		sc.mu.Lock()
 		if m.Type == "ack" {
-			sent, ok := sc.beats[re]
-			for id := range sc.beats {
-				if id <= re {
-					delete(sc.beats, id)
-				}
-			}
-			sc.mu.Unlock()
-			if ok {
-				s.acked(sc, sent)
-			}
+			s.takeAck(sc, re, false)
 			return
 		}
+		sc.mu.Lock()
 		p := sc.pending[re]
 		delete(sc.pending, re)
 		var lostFirst error
@@ -452,68 +445,6 @@ func (s *Session) releaseAbandoned(sc *sconn, l Lease) {
 		}
 		s.dropHolding(l.Name, l.FencingToken, nil)
 	}()
-}
-
-// acked moves the deadline for a heartbeat sent at sent on sc that the
-// service acknowledged. An ack on a retired socket counts for nothing,
-// whichever heartbeat it answers (sconn.retiredAt; docs/contract.md §14,
-// A2): its instance may have queued a lost before it, which the agent
-// ignores on a retired socket, and the ack would then vouch for a lease
-// another holder has taken.
-func (s *Session) acked(sc *sconn, sent time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !sc.retiredAt.IsZero() {
-		return
-	}
-	moved := false
-	for _, h := range s.holdings { // it arrived after their answers (A4)
-		if !h.vouched {
-			h.vouched, moved = true, true
-		}
-	}
-	if sent.After(s.ackedSent) {
-		s.ackedSent = sent
-		moved = true
-	}
-	if moved {
-		s.signalLocked()
-	}
-}
-
-// beat sends a heartbeat on the current socket; when nothing has arrived
-// on it for silentLimit since a heartbeat went out, it drops the socket
-// instead, and the session resumes on a new one (docs/contract.md §14,
-// A3).
-func (s *Session) beat() {
-	s.mu.Lock()
-	sc, window := s.conn, s.window
-	retired := sc != nil && !sc.retiredAt.IsZero()
-	s.mu.Unlock()
-	if sc == nil || retired {
-		return
-	}
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	now := s.cfg.Clock.Now()
-	sc.mu.Lock()
-	if sc.quietSince.IsZero() {
-		sc.quietSince = now
-	} else if quiet := now.Sub(sc.quietSince); quiet >= silentLimit(window) {
-		sc.mu.Unlock()
-		s.cfg.Logger.Warn("leasesvc session: nothing arrived on the socket while heartbeats went out; replacing it", "silent", quiet)
-		_ = sc.ws.CloseNow()
-		return
-	}
-	id := s.ids.Add(1)
-	sc.beats[id] = now
-	for old := range sc.beats { // unanswered for long: no answer to it can matter
-		if old < id-16 {
-			delete(sc.beats, old)
-		}
-	}
-	sc.mu.Unlock()
-	_ = s.write(s.ctx, sc, outMsg{Type: "heartbeat", ID: id})
 }
 
 // current returns the current socket.
