@@ -19,22 +19,8 @@ import (
 	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
 	"github.com/leasesvc/leasesvc/fence"
 	"github.com/leasesvc/leasesvc/fence/pgfence"
+	"github.com/leasesvc/leasesvc/fence/pgfence/pgfencetest"
 )
-
-// goSchemas is Schema of a few table names, by name, for the Python and
-// TypeScript tests to compare theirs with (LEASESVC_PGFENCE_GO_SCHEMAS).
-func goSchemas(t *testing.T) string {
-	t.Helper()
-	m := map[string]string{}
-	for _, table := range []string{"", "leasesvc_fence", `Odd "quoted" 100% name`, "a\x00b"} {
-		m[table] = pgfence.Schema(table)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
 
 // TestPythonPgfence runs the Python helper's suite (sdk/python/tests/
 // test_pgfence.py, with psycopg2) on a throwaway PostgreSQL whose token
@@ -83,7 +69,7 @@ func TestPythonPgfence(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, py, "-m", "unittest", "-v", "tests.test_pgfence")
 	cmd.Dir = filepath.Join(repoRoot(t), "sdk", "python")
-	cmd.Env = append(os.Environ(), "LEASESVC_PG_URL="+cl.URL, "LEASESVC_PGFENCE_GO_SCHEMAS="+goSchemas(t), "LEASESVC_PGFENCE_GO="+string(interop))
+	cmd.Env = append(os.Environ(), "LEASESVC_PG_URL="+cl.URL, "LEASESVC_PGFENCE_GO_SCHEMAS="+pgfencetest.GoSchemas(t), "LEASESVC_PGFENCE_GO="+string(interop))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s -m unittest tests.test_pgfence: %v\n%s", py, err, out)

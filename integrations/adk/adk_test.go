@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/leasesvc/leasesvc/emulator-tests/emulators"
-	"github.com/leasesvc/leasesvc/integrations/internal/npmtest"
+	"github.com/leasesvc/leasesvc/internal/npmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(emulators.Main(m)) }

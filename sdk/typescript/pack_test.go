@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasesvc/leasesvc/internal/npmtest"
 )
 
 // consumerESM imports the package by name, as a user's ES module does, and
@@ -55,7 +57,7 @@ const consumerTSConfig = `{
 // module (Client, Elector, the errors) and type-checks a TypeScript
 // consumer with moduleResolution NodeNext.
 func TestPackInstallsInAFreshProject(t *testing.T) {
-	needNode(t)
+	npmtest.NeedNode(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	run := func(dir string, name string, args ...string) string {

@@ -5,58 +5,26 @@
 package typescript_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasesvc/leasesvc/backend/postgres/pgtest"
-	"github.com/leasesvc/leasesvc/fence/pgfence"
+	"github.com/leasesvc/leasesvc/fence/pgfence/pgfencetest"
 	"github.com/leasesvc/leasesvc/internal/e2e"
+	"github.com/leasesvc/leasesvc/internal/npmtest"
 )
-
-// needNode returns the paths of node and npm, failing the test under
-// CI=true when they are missing (or node is older than 20) and skipping it
-// elsewhere.
-func needNode(t *testing.T) {
-	t.Helper()
-	missing := func(why string) {
-		msg := why + ": install Node.js 20 or later with npm (apt-get install nodejs npm) to run the TypeScript SDK's tests"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		missing("npm is not installed")
-	}
-	out, err := exec.Command("node", "--version").Output()
-	if err != nil {
-		missing("node is not installed")
-	}
-	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(out)
-	if m == nil {
-		missing(fmt.Sprintf("node --version said %q", bytes.TrimSpace(out)))
-	}
-	if major, _ := strconv.Atoi(string(m[1])); major < 20 {
-		missing(fmt.Sprintf("node is %s", bytes.TrimSpace(out)))
-	}
-}
 
 // TestTypeScriptSDK builds leasesvc, copies the package (sources, tests,
 // lock file; not node_modules) to a temporary directory so that it shares
 // nothing with a developer's checkout or the cross-language driver, and
 // runs npm ci and npm test there.
 func TestTypeScriptSDK(t *testing.T) {
-	needNode(t)
+	npmtest.NeedNode(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 
@@ -73,7 +41,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	// binaries (and without CI=true) they skip.
 	pg := postgres(t)
 	if pg != "" {
-		env = append(env, "LEASESVC_PG_URL="+pg, "LEASESVC_PGFENCE_GO_SCHEMAS="+goSchemas(t))
+		env = append(env, "LEASESVC_PG_URL="+pg, "LEASESVC_PGFENCE_GO_SCHEMAS="+pgfencetest.GoSchemas(t))
 	}
 	npm := func(args ...string) string {
 		t.Helper()
@@ -115,21 +83,6 @@ func postgres(t *testing.T) string {
 		return ""
 	}
 	return pgtest.Start(t).URL
-}
-
-// goSchemas is pgfence.Schema of a few table names, by name, for the
-// TypeScript helper's to be compared with.
-func goSchemas(t *testing.T) string {
-	t.Helper()
-	m := map[string]string{}
-	for _, table := range []string{"", "leasesvc_fence", `Odd "quoted" 100% name`, "a\x00b"} {
-		m[table] = pgfence.Schema(table)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // copyPackage copies the package (manifest, lock file, README, sources,

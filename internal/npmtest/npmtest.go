@@ -1,5 +1,7 @@
-// Package npmtest runs the npm test of a TypeScript package under
-// integrations/ from a Go test: it copies the package and the SDK it
+// Package npmtest runs the TypeScript packages' tests from Go tests:
+// NeedNode checks for Node.js and npm (the SDK's tests and the
+// integrations' call it), and Run runs the npm test of a package under
+// integrations/: it copies the package and the SDK it
 // depends on (file:../../sdk/typescript) into a tree of the same shape
 // outside the checkout, builds the SDK there, and runs npm ci and npm test
 // in the copy with the leasesvc binary and a Firestore emulator, so that
@@ -36,7 +38,7 @@ import (
 func NeedNode(t testing.TB) {
 	t.Helper()
 	missing := func(why string) {
-		msg := why + ": install Node.js 20 or later with npm (apt-get install nodejs npm) to run the framework integrations' tests"
+		msg := why + ": install Node.js 20 or later with npm (apt-get install nodejs npm) to run the TypeScript tests"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
