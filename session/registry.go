@@ -145,7 +145,7 @@ func (r *Registry) giveBack(caller string) {
 func (r *Registry) newSession(key, principal, caller string, window time.Duration, epoch int64) *Session {
 	s := &Session{r: r, key: key, principal: principal, caller: caller, window: window, ttl: r.cfg.TTL(window),
 		recordTTL: r.cfg.RecordTTL(window), clock: r.cfg.Clock,
-		stop: make(chan struct{}), kick: make(chan struct{}, 1), epoch: epoch, leases: map[string]*held{}, lastRecv: r.cfg.Clock.Now()}
+		stop: make(chan struct{}), epoch: epoch, leases: map[string]*held{}, lastRecv: r.cfg.Clock.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -188,7 +188,7 @@ func (r *Registry) register(s *Session, c Conn, attach func()) error {
 		_ = old.end(context.Background(), endMoved)
 	}
 	r.observe(func(o Observer) { o.SessionsOpen(1) })
-	go s.renewLoop()
+	s.startRenewals()
 	return nil
 }
 

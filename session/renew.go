@@ -12,44 +12,68 @@ import (
 // unavailable) is tried again.
 const retryAfterFailure = time.Second
 
-// renewLoop renews the session's leases every TTL/3, and its record when
-// a third of the record's TTL has passed, until the session ends.
-func (s *Session) renewLoop() {
+// timerBox holds a Timer for an atomic.Pointer.
+type timerBox struct{ Timer }
+
+// startRenewals arms the session's renewal rounds: every TTL/3, and its
+// record's when a third of the record's TTL has passed, until the
+// session ends. No goroutine waits between rounds (a session holding
+// still costs its socket's reader alone): the timer starts one for each.
+func (s *Session) startRenewals() {
+	t := &timerBox{s.clock.AfterFunc(s.ttl/3, s.renewRounds)}
+	s.renewT.Store(t)
+	if s.kicked.Load() && t.Stop() { // a Kick came first
+		go s.renewRounds()
+	}
+}
+
+// renewRounds runs a renewal round, another at once while a Kick came
+// during it, and sets the timer for the next, unless the session ended.
+// One runs at a time: it starts from the timer firing, or from a Kick that
+// stopped the timer, and sets the timer again only as it returns.
+func (s *Session) renewRounds() {
 	every := s.ttl / 3
-	tick := make(chan struct{}, 1)
-	t := s.clock.AfterFunc(every, func() {
-		select {
-		case tick <- struct{}{}:
-		default:
-		}
-	})
-	defer t.Stop()
+	t := s.renewT.Load()
 	for {
-		select {
-		case <-s.stop:
+		if s.stopped() {
 			return
-		case <-tick:
-		case <-s.kick:
-			t.Stop()
-			select {
-			case <-tick:
-			default:
-			}
 		}
+		s.kicked.Store(false)
 		next := every
 		if !s.renewAll() {
 			next = min(retryAfterFailure, every)
 		}
+		if s.stopped() {
+			return
+		}
+		if s.kicked.Load() {
+			continue
+		}
 		t.Reset(next)
+		// A Kick that came as the timer was set either stopped it (and
+		// runs the round) or finds it stopped here (and this goes on).
+		if !s.kicked.Load() || !t.Stop() {
+			return
+		}
+	}
+}
+
+// stopped reports whether the session has ended.
+func (s *Session) stopped() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
 	}
 }
 
 // Kick asks for a renewal round now (tests, and after the event stream
-// lagged).
+// lagged): at once when none is under way, else right after it.
 func (s *Session) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	s.kicked.Store(true)
+	if t := s.renewT.Load(); t != nil && t.Stop() {
+		go s.renewRounds()
 	}
 }
 

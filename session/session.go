@@ -72,7 +72,10 @@ type Session struct {
 	ctx       context.Context // done when the session ends: in-flight acquires stop
 	cancel    context.CancelFunc
 	stop      chan struct{} // closed when the session ends: the renew loop stops
-	kick      chan struct{} // asks the renew loop for a round now
+	// renewT fires the next renewal round (renewRounds; set once, by
+	// startRenewals); kicked asks for a round now (Kick).
+	renewT atomic.Pointer[timerBox]
+	kicked atomic.Bool
 
 	mu     sync.Mutex
 	epoch  int64
@@ -236,6 +239,9 @@ func (s *Session) beginEndLocked() ending {
 	s.r.beginEnd()
 	s.death.Stop()
 	close(s.stop)
+	if t := s.renewT.Load(); t != nil {
+		t.Stop()
+	}
 	s.cancel()
 	e := ending{ref: s.ref(), hs: make([]held, 0, len(s.leases)), rec: s.record, conn: s.conn}
 	for _, h := range s.leases {
