@@ -16,17 +16,17 @@ import (
 // (docs/contract.md §14 Limits, §16), besides the bytes it queues: what an
 // upgraded socket holds before it carries a session (its connection's
 // buffers, the WebSocket reader and writer, its goroutines' stacks), and
-// what it holds once it does. Measured with cmd/leasebench/sessionsockets
-// and slowreaders (docs/performance.md): an instance grew by 52 KiB per
-// unopened socket alone (6,000 of them), by ≈ 117 KiB per unopened socket
-// beside the other mixes (sockets closed at the open timeout and replaced
-// before their memory came back), and by 111–128 KiB per open session at
-// window 1 s. An unopened socket is charged close to what it can cost
-// beside other clients, so that the budget counts what the instance
-// really grows by; an open adds the rest of a session's cost.
+// what it holds once it does. Measured with cmd/leasebench/sessionscale
+// (docs/performance.md, "Where a heartbeat's CPU goes"): 47–50 KiB per
+// open session at window 1 s since a socket runs on a goroutine of its own
+// with no writer or renewal goroutine waiting (it was 111–128 KiB, and an
+// unopened socket grew an instance by ≈ 117 KiB beside issue 45's mixes,
+// sockets replaced before their memory came back). The charges keep a
+// margin over what is measured, so that the budget counts at least what
+// the instance grows by; an open adds the rest of a session's cost.
 const (
-	socketCost  = 96 << 10
-	sessionCost = 112 << 10
+	socketCost  = 56 << 10
+	sessionCost = 64 << 10
 )
 
 // admit takes the socket's session slot and charges its fixed cost to the

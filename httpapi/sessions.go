@@ -9,12 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/leasesvc/leasesvc/auth"
@@ -105,6 +107,24 @@ func (a *api) connectSession(w http.ResponseWriter, r *http.Request) {
 	// message too big is answered and audited like every other close.
 	ws.SetReadLimit(-1)
 	c.ws, c.netConn = ws, hj.conn
+	// The socket runs on a goroutine of its own and the handler returns:
+	// net/http's goroutine, whose stack holds the whole middleware chain
+	// (tens of KiB once grown), is not kept for the socket's life, and the
+	// request's span and access line end at the upgrade (101).
+	go c.serveRecovered(r.WithContext(c.ctx))
+}
+
+// serveRecovered is serve on a goroutine of the socket's own: a panic
+// there (none is known) would end the process, which net/http's recovery
+// no longer covers, so it is logged with its stack and ends the socket
+// alone.
+func (c *sessionConn) serveRecovered(r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.a.log.ErrorContext(c.ctx, "session: the socket's goroutine panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			c.cancel()
+		}
+	}()
 	c.serve(r)
 }
 
@@ -136,8 +156,20 @@ func (a *api) newSessionConn(r *http.Request, v1 bool) *sessionConn {
 		cfg: cfg, done: make(chan struct{}), limiter: rate.NewLimiter(rate.Limit(cfg.MessageRate), cfg.MessageRate),
 		inflight: make(chan struct{}, cfg.MaxLeases), quick: make(chan struct{}, maxQuickOps),
 	}
-	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(r.Context()))
+	c.ctx, c.cancel = context.WithCancel(socketContext(r))
 	return c
+}
+
+// socketContext is what a socket's context carries of its upgrade
+// request's: the request's facts (principal, route) and its trace ids, for
+// log lines, but not the request's span itself, nor anything else the
+// middleware hung on it, which the socket would keep for its life.
+func socketContext(r *http.Request) context.Context {
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(r.Context()))
+	if info := requestInfo(r); info != nil {
+		ctx = context.WithValue(ctx, infoKey{}, info)
+	}
+	return ctx
 }
 
 // maxQuickOps bounds the lease operations under way on one socket that do
@@ -180,7 +212,7 @@ type sessionConn struct {
 	finished  sync.Once          // closes done
 	netConn   net.Conn           // the connection under ws, for a bounded close
 	pingErr   atomic.Bool        // a ping or pong beyond the message rate ended the read
-	writeBy   atomic.Int64       // the connection's write deadline, Unix ns (armWrite)
+	closing   atomic.Bool        // closeNow set the connection's deadlines
 
 	mu      sync.Mutex
 	sess    *session.Session
@@ -285,6 +317,7 @@ const closeWait = 2 * time.Second
 func (c *sessionConn) closeNow(code websocket.StatusCode, reason string) {
 	if c.netConn != nil {
 		_ = c.netConn.SetReadDeadline(time.Now().Add(closeWait))
+		c.closing.Store(true) // writeMessage leaves the deadline alone
 		_ = c.netConn.SetWriteDeadline(time.Now().Add(closeWait))
 	}
 	_ = c.ws.Close(code, clip(reason, 120))
@@ -439,7 +472,7 @@ func (c *sessionConn) read(r *http.Request) {
 			smallBufs.Put(buf) // what acts on a message later keeps copies
 		}
 		c.acct.Shrink(charged)
-		if !c.flush() || !ok {
+		if !c.flushReader() || !ok {
 			return
 		}
 	}
@@ -476,7 +509,6 @@ func (c *sessionConn) message(r *http.Request, typ websocket.MessageType, data [
 // the library answer a ping.
 func (c *sessionConn) control() bool {
 	if c.limiter.Allow() {
-		c.armWrite(c.a.cfg.Limits.WriteTimeout) // for the pong
 		return true
 	}
 	c.pingErr.Store(true)

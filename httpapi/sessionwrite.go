@@ -151,10 +151,29 @@ func (c *sessionConn) flush() bool {
 	return true
 }
 
-// writeMessage writes one message within Limits.WriteTimeout. The
-// deadline is the connection's, moved forward only when less than 7/8 of
-// the timeout is left, so that most writes set no timer; a context per
-// write would cost a timer and a callback each (websocket.Conn.Write).
+// flushReader is the reader's flush after a message: it writes the queue
+// itself only when that is the one small message it has just queued (a
+// heartbeat's ack, mostly), so that a client that stops reading blocks a
+// writer, never the reader, which goes on reading heartbeats and pings;
+// anything more is left to a writer (kickWriterLocked).
+func (c *sessionConn) flushReader() bool {
+	c.mu.Lock()
+	if len(c.queue) <= 1 && c.queued <= smallMessage {
+		c.mu.Unlock()
+		return c.flush()
+	}
+	c.inline = false
+	c.kickWriterLocked()
+	c.mu.Unlock()
+	return true
+}
+
+// writeMessage writes one message within Limits.WriteTimeout, bounded by
+// the connection's write deadline, set for the write and cleared after it
+// (the library writes closes and pongs of its own on the connection, at
+// any time): two timer updates, where a context per write would cost a
+// timer and a library callback each (websocket.Conn.Write). A closing
+// socket's deadline (closeNow) is left as it is.
 func (c *sessionConn) writeMessage(b []byte) error {
 	wt := c.a.cfg.Limits.WriteTimeout
 	if c.netConn == nil || wt <= 0 {
@@ -162,22 +181,13 @@ func (c *sessionConn) writeMessage(b []byte) error {
 		defer cancel()
 		return c.ws.Write(ctx, websocket.MessageText, b)
 	}
-	c.armWrite(wt)
-	return c.ws.Write(context.Background(), websocket.MessageText, b)
-}
-
-// armWrite makes the connection's write deadline at least 7/8 of wt away.
-// It runs before every write: the messages' (writeMessage) and the pongs
-// the library answers pings with (control).
-func (c *sessionConn) armWrite(wt time.Duration) {
-	if c.netConn == nil || wt <= 0 {
-		return
+	if c.closing.Load() {
+		return c.ws.Write(context.Background(), websocket.MessageText, b)
 	}
-	now := time.Now()
-	if time.Duration(c.writeBy.Load()-now.UnixNano()) >= wt-wt/8 {
-		return
+	_ = c.netConn.SetWriteDeadline(time.Now().Add(wt))
+	err := c.ws.Write(context.Background(), websocket.MessageText, b)
+	if !c.closing.Load() {
+		_ = c.netConn.SetWriteDeadline(time.Time{})
 	}
-	by := now.Add(wt)
-	c.writeBy.Store(by.UnixNano())
-	_ = c.netConn.SetWriteDeadline(by)
+	return err
 }

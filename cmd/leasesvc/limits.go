@@ -67,8 +67,8 @@ const (
 	// clients (this budget) and the garbage collector's headroom over it
 	// (the Go heap grows to about twice what is live between collections)
 	// stay under 512 MiB with room to spare. It holds 900 sessions' fixed
-	// cost (112 KiB each, ≈ 98 MiB) with room for a prefix stream of
-	// 10,000 leases beside them, and no more: issue 37's target is that
+	// cost (64 KiB each, ≈ 56 MiB; 112 KiB when it was sized) with room
+	// for a prefix stream of 10,000 leases beside them, and no more: issue 37's target is that
 	// no mix of clients grows an instance by 128 MiB, and what the budget
 	// holds is most of what they grow it by (192 MiB let all the mixes at
 	// once grow it by 151 MiB; 112 MiB, by 88: docs/performance.md).
