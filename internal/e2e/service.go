@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -99,17 +100,32 @@ type Service struct {
 // (thawed first if it was frozen).
 func StartService(t testing.TB, env map[string]string) *Service {
 	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	s := &Service{t: t, env: env}
+	// The port is free when chosen, and another process (a test package
+	// running beside this one) may take it before the binary listens:
+	// then choose another.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		s.port = port
+		if s.start() {
+			break
+		}
+		s.Kill()
+		if attempt == 5 {
+			t.Fatalf("leasesvc: 5 ports in a row were taken before it listened on them:\n%s", s.out.String())
+		}
 	}
-	s := &Service{t: t, env: env, port: port}
-	s.start()
 	t.Cleanup(s.Kill)
 	return s
 }
 
-func (s *Service) start() {
+// start runs the binary on s.port and waits until it answers /healthz; it
+// reports false, and leaves the process to be killed, when another
+// process answers on the port (the port was taken before it listened).
+func (s *Service) start() bool {
 	t := s.t
 	t.Helper()
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.port)
@@ -133,11 +149,19 @@ func (s *Service) start() {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				if listens(s.cmd.Process.Pid, s.port) {
+					return true
+				}
+				if !s.running() || time.Now().After(deadline) {
+					return false
+				}
 			}
 		}
 		select {
 		case <-s.done:
+			if strings.Contains(s.out.String(), "address already in use") {
+				return false // the port was taken before it listened
+			}
 			t.Fatalf("leasesvc exited during start-up: %v\n%s", s.err, s.out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -279,7 +303,9 @@ func (s *Service) Restart() {
 	if _, err := s.Stop(); err != nil {
 		s.t.Fatalf("stop leasesvc: %v\n%s", err, s.out.String())
 	}
-	s.start()
+	if !s.start() {
+		s.t.Fatalf("leasesvc restarted on port %d, which another process took:\n%s", s.port, s.out.String())
+	}
 }
 
 func freePort() (int, error) {
@@ -319,4 +345,38 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// listens reports whether process pid has a listening TCP socket on port
+// (Linux: /proc/net/tcp{,6} and the process's file descriptors).
+func listens(pid, port int) bool {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 10 || fields[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
+				inodes[fields[9]] = true
+			}
+		}
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(dir + "/" + fd.Name())
+		if err == nil && strings.HasPrefix(link, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }
