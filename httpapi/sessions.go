@@ -122,7 +122,16 @@ func (c *sessionConn) serveRecovered(r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.a.log.ErrorContext(c.ctx, "session: the socket's goroutine panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			c.mu.Lock()
+			s := c.sess
+			c.closed, c.closeSent = true, true
+			c.mu.Unlock()
+			if s != nil {
+				s.Detach(c) // the session lives on for its window, to be resumed
+			}
+			_ = c.ws.CloseNow()
 			c.cancel()
+			c.finish()
 		}
 	}()
 	c.serve(r)

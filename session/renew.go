@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/leasesvc/leasesvc/lease"
@@ -22,7 +23,10 @@ type timerBox struct{ Timer }
 func (s *Session) startRenewals() {
 	t := &timerBox{s.clock.AfterFunc(s.ttl/3, s.renewRounds)}
 	s.renewT.Store(t)
-	if s.kicked.Load() && t.Stop() { // a Kick came first
+	switch {
+	case s.stopped(): // it ended first (beginEndLocked found no timer)
+		t.Stop()
+	case s.kicked.Load() && t.Stop(): // a Kick came first
 		go s.renewRounds()
 	}
 }
@@ -34,6 +38,10 @@ func (s *Session) startRenewals() {
 func (s *Session) renewRounds() {
 	every := s.ttl / 3
 	t := s.renewT.Load()
+	for t == nil { // fired before startRenewals stored it: a moment
+		runtime.Gosched()
+		t = s.renewT.Load()
+	}
 	for {
 		if s.stopped() {
 			return
@@ -50,6 +58,10 @@ func (s *Session) renewRounds() {
 			continue
 		}
 		t.Reset(next)
+		if s.stopped() { // it ended as the timer was set: keep nothing armed
+			t.Stop()
+			return
+		}
 		// A Kick that came as the timer was set either stopped it (and
 		// runs the round) or finds it stopped here (and this goes on).
 		if !s.kicked.Load() || !t.Stop() {
