@@ -74,7 +74,7 @@ func (s *Session) endSentLocked(name string, token int64) bool {
 // it is led, and its renewals keep it.
 func (s *Session) expireUnanswered(ctx context.Context, ref Ref, l lease.Lease) {
 	s.mu.Lock()
-	if h := s.leases[l.Name]; h != nil && h.token == l.FencingToken && s.state == live {
+	if h := s.leases[l.Name]; h != nil && h.token == l.FencingToken && s.phase == phaseLive {
 		s.mu.Unlock()
 		return
 	}
@@ -128,9 +128,11 @@ func (r *Registry) safeAnswers(ctx context.Context, s *Session, ref Ref, leases 
 		return leases, nil
 	}
 	kept := leases[:0:0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, l := range leases {
 		if gone[l.Name] {
-			delete(s.leases, l.Name)
+			s.step(event{kind: evLeaseLost, h: s.leases[l.Name]}) // opening: the answer lists it lost
 			continue
 		}
 		kept = append(kept, l)

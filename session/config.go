@@ -75,7 +75,8 @@ type Config struct {
 	// Logger receives what the Registry cannot tell a client. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// Audit receives a line per open, resume, close, expiry and refusal.
+	// Audit receives a line per open, resume, refusal and end (close,
+	// expiry, move, lapse).
 	Audit *audit.Log
 	// Observer counts sessions for metrics; nil counts nothing.
 	Observer Observer
@@ -93,6 +94,12 @@ type Observer interface {
 	ExpiredReleases(n int64)
 	// Resume counts one successful resume.
 	Resume()
+	// SessionEnded counts one session's end on this instance, by its kind:
+	// "closed" (a close message), "expired" (no message for its window),
+	// "moved" (resumed elsewhere), "shutdown" (ended at the instance's
+	// shutdown, no message for its window) or "lapsed" (its record ran
+	// out) (docs/contract.md §14, Session states).
+	SessionEnded(kind string)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -9,6 +9,11 @@
 // agent must hear (a lease lost, revoked, asked to yield; move elsewhere)
 // through the Conn the socket attached.
 //
+// A session's life is four phases (opening, live, ending with its kind,
+// gone), and every change is one step of phase.go's transition function
+// under the session's lock: the table of docs/contract.md §14, Session
+// states.
+//
 // Safety rests on two rules. The instance acks a heartbeat only while it
 // owns the session (no compare-and-set on the epoch failed) and every lease
 // of the session, the session record included, is safe on the backend for

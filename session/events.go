@@ -1,6 +1,8 @@
 package session
 
 import (
+	"context"
+
 	"github.com/leasesvc/leasesvc/lease"
 )
 
@@ -53,7 +55,7 @@ func (r *Registry) kickAll() {
 func (s *Session) onEvent(ev lease.Event) {
 	s.mu.Lock()
 	h := s.leases[ev.Lease.Name]
-	if s.state != live || h == nil || h.ending {
+	if s.phase != phaseLive || h == nil || h.lettingGo {
 		s.mu.Unlock()
 		return
 	}
@@ -76,10 +78,9 @@ func (s *Session) onEvent(ev lease.Event) {
 	default:
 		p.Reason = LostExpired
 	}
-	delete(s.leases, h.name)
-	s.pushLocked(p) // before any later ack (docs/contract.md §14, S2)
+	eff := s.step(event{kind: evLeaseLost, h: h, push: &p}) // p before any later ack (docs/contract.md §14, S2)
 	s.mu.Unlock()
-	s.r.untrack(h.name, s)
+	_ = s.carryOut(context.Background(), eff)
 }
 
 // stale reports whether ev, an end of h's token, was decided no later than

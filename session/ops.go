@@ -25,7 +25,7 @@ func (s *Session) withSession(ctx context.Context) (context.Context, context.Can
 // renewal is late too (its holding then ended). Beyond the session's lease limit it returns a *LimitError.
 func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer Answer) (lease.Lease, error) {
 	s.mu.Lock()
-	if s.state != live {
+	if s.phase != phaseLive {
 		s.mu.Unlock()
 		return lease.Lease{}, ErrClosed
 	}
@@ -70,74 +70,74 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer 
 			queue = answer(l)
 		}
 		s.mu.Lock()
-		switch {
-		case s.state != live || s.epoch != ref.Epoch:
-			// The session ended while the acquire was under way: the
-			// holding must not outlive it.
-			s.mu.Unlock()
-			s.expireUnanswered(ctx, ref, l)
-			return lease.Lease{}, ErrClosed
-		case s.leases[l.Name] != nil && s.leases[l.Name].token > l.FencingToken:
-			// A later holding's answer came first (acquires and a release
-			// answered out of order): the table keeps the later token, and
-			// this stale answer leads nothing.
-			s.mu.Unlock()
-			return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
-		case s.endSentLocked(l.Name, l.FencingToken):
-			// This instance sent an end of the holding (a release or
-			// transfer under way, an expiry): decided before it, the
-			// acquire must not answer a holding that may have ended.
-			s.mu.Unlock()
-			return lease.Lease{}, ErrUnsafe
-		case s.leases[l.Name] != nil && s.leases[l.Name].token == l.FencingToken:
-			// The holding is the table's already (a repeated acquire): it
-			// keeps what the table knows of it (its takeover time, its
-			// yield), and its last write is the later of the two.
-			cur := s.leases[l.Name]
-			if sent.After(cur.sent) {
-				cur.sent = sent
-			}
-			if !s.safeFor(cur.sent, s.clock.Now()) {
-				s.mu.Unlock()
-				return lease.Lease{}, ErrUnsafe // the renewals answer for it; acks wait
-			}
-			if queue != nil {
-				queue()
-			}
-			s.mu.Unlock()
-			return l, nil
-		case !s.safeFor(sent, s.clock.Now()):
-			s.mu.Unlock()
-			if renewed {
-				s.expireUnanswered(ctx, ref, l)
-				return lease.Lease{}, ErrUnsafe
-			}
-			// The backend answered late (S5): the holding may have run out
-			// already. Write it again and answer from that write.
-			sent = s.clock.Now()
-			renewed, err := s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTL: s.ttl, Principal: s.principal})
+		if s.phase == phaseLive {
 			switch {
-			case s.movedOn(err) || s.ctx.Err() != nil:
-				return lease.Lease{}, ErrClosed
-			case errors.Is(err, lease.ErrLost):
-				// It ran out (and may be another's by now): a retry
-				// answers what holds now.
+			case s.leases[l.Name] != nil && s.leases[l.Name].token > l.FencingToken:
+				// A later holding's answer came first (acquires and a
+				// release answered out of order): the table keeps the
+				// later token, and this stale answer leads nothing.
+				s.mu.Unlock()
+				return lease.Lease{}, &lease.LostError{Reason: lease.LostTaken}
+			case s.endSentLocked(l.Name, l.FencingToken):
+				// This instance sent an end of the holding (a release or
+				// transfer under way, an expiry): decided before it, the
+				// acquire must not answer a holding that may have ended.
+				s.mu.Unlock()
 				return lease.Lease{}, ErrUnsafe
-			case err != nil:
-				s.expireUnanswered(ctx, ref, l)
-				return lease.Lease{}, err
+			case s.leases[l.Name] != nil && s.leases[l.Name].token == l.FencingToken:
+				// The holding is the table's already (a repeated
+				// acquire): it keeps what the table knows of it (its
+				// takeover time, its yield), and its last write is the
+				// later of the two.
+				cur := s.leases[l.Name]
+				if sent.After(cur.sent) {
+					cur.sent = sent
+				}
+				if !s.safeFor(cur.sent, s.clock.Now()) {
+					s.mu.Unlock()
+					return lease.Lease{}, ErrUnsafe // the renewals answer for it; acks wait
+				}
+				if queue != nil {
+					queue()
+				}
+				s.mu.Unlock()
+				return l, nil
+			case !s.safeFor(sent, s.clock.Now()):
+				s.mu.Unlock()
+				if renewed {
+					s.expireUnanswered(ctx, ref, l)
+					return lease.Lease{}, ErrUnsafe
+				}
+				// The backend answered late (S5): the holding may have
+				// run out already. Write it again and answer from that
+				// write.
+				sent = s.clock.Now()
+				renewed, err := s.r.b.Renew(ctx, ref, lease.RenewRequest{Name: l.Name, Holder: l.Holder, FencingToken: l.FencingToken, TTL: s.ttl, Principal: s.principal})
+				switch {
+				case s.movedOn(err) || s.ctx.Err() != nil:
+					return lease.Lease{}, ErrClosed
+				case errors.Is(err, lease.ErrLost):
+					// It ran out (and may be another's by now): a retry
+					// answers what holds now.
+					return lease.Lease{}, ErrUnsafe
+				case err != nil:
+					s.expireUnanswered(ctx, ref, l)
+					return lease.Lease{}, err
+				}
+				l = renewed
+				continue
 			}
-			l = renewed
-			continue
 		}
-		s.leases[l.Name] = &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}
-		if queue != nil {
-			queue()
-		}
+		// The holding joins the table with its answer (S6); a session
+		// that ended while the acquire was under way refuses it, and the
+		// holding must not outlive it (S5).
+		eff := s.step(event{kind: evLeaseAnswered, h: &held{name: l.Name, holder: l.Holder, token: l.FencingToken, sent: sent}, queue: queue})
 		s.mu.Unlock()
+		if err := s.carryOut(ctx, eff); err != nil {
+			return lease.Lease{}, err
+		}
 		break
 	}
-	s.r.track(l.Name, s)
 	if since(s.clock, sent) > s.ttl/10 {
 		// A waiting acquire wrote long after it was sent: its safe
 		// deadline counts from the send, so renew now, before it holds
@@ -150,11 +150,11 @@ func (s *Session) Acquire(ctx context.Context, req lease.AcquireRequest, answer 
 // lookup returns the session's holding of (name, holder, token), or
 // lease.ErrLost when the session holds no such holding; s.mu held.
 func (s *Session) lookup(name, holder string, token int64) (*held, error) {
-	if s.state != live {
+	if s.phase != phaseLive {
 		return nil, ErrClosed
 	}
 	h := s.leases[name]
-	if h == nil || h.holder != holder || h.token != token || h.ending {
+	if h == nil || h.holder != holder || h.token != token || h.lettingGo {
 		return nil, lease.ErrLost
 	}
 	return h, nil
@@ -177,8 +177,8 @@ func (s *Session) Renew(ctx context.Context, req lease.RenewRequest) (lease.Leas
 		return lease.Lease{}, ErrClosed
 	}
 	s.mu.Lock()
-	h := s.leases[req.Name]
-	if h != nil && h.token == req.FencingToken && !h.ending {
+	var eff effects
+	if h := s.leases[req.Name]; h != nil && h.token == req.FencingToken && !h.lettingGo {
 		switch {
 		case err == nil:
 			h.sent = sent
@@ -186,17 +186,15 @@ func (s *Session) Renew(ctx context.Context, req lease.RenewRequest) (lease.Leas
 			// The renew's own answer goes out after the lock is gone, so a
 			// heartbeat acked meanwhile would vouch for a lease the agent
 			// still counts: the lost push is queued here, before any later
-			// ack (docs/contract.md §14, S3).
+			// ack (docs/contract.md §14, S2).
 			var le *lease.LostError
 			errors.As(err, &le)
-			delete(s.leases, req.Name)
-			s.pushLocked(lostPush(*h, le))
-			s.mu.Unlock()
-			s.r.untrack(req.Name, s)
-			return l, err
+			p := lostPush(*h, le)
+			eff = s.step(event{kind: evLeaseLost, h: h, push: &p})
 		}
 	}
 	s.mu.Unlock()
+	_ = s.carryOut(ctx, eff)
 	return l, err
 }
 
@@ -209,7 +207,7 @@ func (s *Session) finish(ctx context.Context, name, holder string, token int64, 
 		s.mu.Unlock()
 		return lease.Lease{}, err
 	}
-	h.ending = true
+	h.lettingGo = true
 	s.noteEndLocked(name, token) // no acquire answers this holding again
 	ref := s.ref()
 	s.mu.Unlock()
@@ -219,15 +217,13 @@ func (s *Session) finish(ctx context.Context, name, holder string, token int64, 
 	}
 	s.mu.Lock()
 	if err != nil && !errors.Is(err, lease.ErrLost) {
-		h.ending = false
+		h.lettingGo = false
 		s.mu.Unlock()
 		return l, err
 	}
-	if s.leases[name] == h {
-		delete(s.leases, name)
-	}
+	eff := s.step(event{kind: evLeaseLetGo, h: h})
 	s.mu.Unlock()
-	s.r.untrack(name, s)
+	_ = s.carryOut(ctx, eff)
 	return l, err
 }
 
@@ -264,6 +260,6 @@ func (s *Session) movedOn(err error) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/3)
 	defer cancel()
-	_ = s.end(ctx, endMoved)
+	_, _ = s.event(ctx, event{kind: evMovedOn})
 	return true
 }

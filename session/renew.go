@@ -24,7 +24,7 @@ func (s *Session) startRenewals() {
 	t := &timerBox{s.clock.AfterFunc(s.ttl/3, s.renewRounds)}
 	s.renewT.Store(t)
 	switch {
-	case s.stopped(): // it ended first (beginEndLocked found no timer)
+	case s.stopped(): // it ended first (stopLocked found no timer)
 		t.Stop()
 	case s.kicked.Load() && t.Stop(): // a Kick came first
 		go s.renewRounds()
@@ -99,7 +99,7 @@ type round struct {
 // takeRound returns the writes of a round, or false when the session is
 // not live; s.mu held.
 func (s *Session) takeRoundLocked() (round, bool) {
-	if s.state != live {
+	if s.phase != phaseLive {
 		return round{}, false
 	}
 	rd := round{ref: s.ref()}
@@ -144,13 +144,13 @@ func (s *Session) renewAll() bool {
 		views[i], results[i] = s.r.b.Renew(ctx, rd.ref, lease.RenewRequest{Name: h.name, Holder: h.holder, FencingToken: h.token, TTL: ttl, Principal: s.principal})
 	})
 	s.mu.Lock()
-	if s.state != live || s.epoch != rd.ref.Epoch {
+	if s.phase != phaseLive || s.epoch != rd.ref.Epoch {
 		s.mu.Unlock()
 		return true
 	}
 	ok = true
 	var moved, lapsed bool
-	var lost []string
+	var eff effects
 	var yields []Push
 	for i, err := range results {
 		h := rd.hs[i]
@@ -174,7 +174,7 @@ func (s *Session) renewAll() bool {
 		if cur == nil || cur.token != h.token {
 			continue
 		}
-		if cur.ending { // its end decides what becomes of it
+		if cur.lettingGo { // its release or transfer decides what becomes of it
 			if err == nil {
 				cur.sent = sent
 			}
@@ -188,37 +188,31 @@ func (s *Session) renewAll() bool {
 				yields = append(yields, Push{Type: PushYield, Name: h.name, FencingToken: h.token, To: to})
 			}
 		case errors.Is(err, lease.ErrLost):
-			delete(s.leases, h.name)
-			lost = append(lost, h.name)
-			s.pushLocked(lostPush(h, le))
+			p := lostPush(h, le)
+			eff.merge(s.step(event{kind: evLeaseLost, h: cur, push: &p}))
 		default:
 			ok = false
 		}
 	}
 	if moved || lapsed {
-		// Mark it ended before the lock goes, so that no heartbeat is
-		// acked after the compare-and-set failed.
-		kind := endMoved
+		// It ends before the lock goes, so that no heartbeat is acked
+		// after the compare-and-set failed.
+		ev := evMovedOn
 		if !moved {
-			kind = endLapsed
+			ev = evRecordLapsed
 		}
-		e := s.beginEndLocked()
+		eff.merge(s.step(event{kind: ev}))
 		s.mu.Unlock()
-		for _, n := range lost {
-			s.r.untrack(n, s)
-		}
 		ectx, cancel := context.WithTimeout(context.Background(), s.window+s.ttl)
 		defer cancel()
-		_ = s.finishEnd(ectx, kind, e)
+		_ = s.carryOut(ectx, eff)
 		return true
 	}
 	for _, p := range yields {
 		s.pushLocked(p)
 	}
 	s.mu.Unlock()
-	for _, n := range lost {
-		s.r.untrack(n, s)
-	}
+	_ = s.carryOut(ctx, eff)
 	if !ok && ctx.Err() == nil && s.ctx.Err() != nil {
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -15,6 +16,7 @@ type SessionMetrics struct {
 	heartbeat metric.Int64Counter
 	expired   metric.Int64Counter
 	resumes   metric.Int64Counter
+	ends      metric.Int64Counter
 }
 
 // NewSessionMetrics creates the session instruments on mp.
@@ -30,6 +32,8 @@ func NewSessionMetrics(mp metric.MeterProvider) (*SessionMetrics, error) {
 	m.expired, err = meter.Int64Counter("leasesvc.session.expired_releases", metric.WithDescription("Leases released because their session died (no heartbeat for its window)."))
 	errs = append(errs, err)
 	m.resumes, err = meter.Int64Counter("leasesvc.session.resumes", metric.WithDescription("Sessions resumed on this instance."))
+	errs = append(errs, err)
+	m.ends, err = meter.Int64Counter("leasesvc.session.ends", metric.WithDescription("Sessions that ended on this instance, by kind (closed, expired, moved, shutdown, lapsed)."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -52,3 +56,8 @@ func (m *SessionMetrics) ExpiredReleases(n int64) {
 
 // Resume counts one resume.
 func (m *SessionMetrics) Resume() { m.resumes.Add(context.Background(), 1) }
+
+// SessionEnded counts one session's end, by its kind.
+func (m *SessionMetrics) SessionEnded(kind string) {
+	m.ends.Add(context.Background(), 1, metric.WithAttributes(attribute.String("kind", kind)))
+}

@@ -23,6 +23,8 @@ func TestSessionMetrics(t *testing.T) {
 	m.ExpiredReleases(3)
 	m.ExpiredReleases(0)
 	m.Resume()
+	m.SessionEnded("lapsed")
+	m.SessionEnded("closed")
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(t.Context(), &rm); err != nil {
 		t.Fatal(err)
@@ -33,11 +35,15 @@ func TestSessionMetrics(t *testing.T) {
 			if s, ok := mt.Data.(metricdata.Sum[int64]); ok {
 				for _, dp := range s.DataPoints {
 					got[mt.Name] += dp.Value
+					if kind, ok := dp.Attributes.Value("kind"); ok {
+						got[mt.Name+"/"+kind.AsString()] += dp.Value
+					}
 				}
 			}
 		}
 	}
-	want := map[string]int64{"leasesvc.sessions.open": 1, "leasesvc.session.heartbeats": 1, "leasesvc.session.expired_releases": 3, "leasesvc.session.resumes": 1}
+	want := map[string]int64{"leasesvc.sessions.open": 1, "leasesvc.session.heartbeats": 1, "leasesvc.session.expired_releases": 3, "leasesvc.session.resumes": 1,
+		"leasesvc.session.ends": 2, "leasesvc.session.ends/lapsed": 1, "leasesvc.session.ends/closed": 1}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)

@@ -155,8 +155,8 @@ func (a *Log) Refused(ctx context.Context, action, outcome, principal, name, det
 }
 
 // Session records a step of a session (docs/contract.md §14): action is
-// session_open, session_resume, session_close, session_expire or
-// session_moved, outcome "ok" or the refusal's problem code, principal the
+// session_open, session_resume, session_close, session_expire,
+// session_moved or session_lapse (its record ran out), outcome "ok" or the refusal's problem code, principal the
 // session's, session the first 8 hex characters of its stored key (never
 // the session id, a bearer secret) and detail why.
 func (a *Log) Session(ctx context.Context, action, outcome, principal, session, detail string) {
