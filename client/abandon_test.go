@@ -32,8 +32,8 @@ func TestStopDuringAcquireReleasesWhatItTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := client.NewElector(c, "abandon.me", client.ElectorConfig{Holder: "a", TTL: 30 * time.Second,
-		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }})
+	e, err := c.NewElector("abandon.me", client.ElectorConfig{Holder: "a",
+		Callbacks: client.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }}})
 	if err != nil {
 		t.Fatal(err)
 	}

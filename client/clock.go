@@ -2,8 +2,9 @@ package client
 
 import "time"
 
-// Clock is the Elector's source of local monotonic time. The default reads
-// the time package; tests inject a fake one so that they need no sleeps.
+// Clock is a Keeper's (and its Electors') source of local monotonic time.
+// The default reads the time package; tests inject a fake one so that they
+// need no sleeps.
 // Only durations between two readings of one Clock are ever used: a Clock's
 // time is never compared with a server time.
 type Clock interface {

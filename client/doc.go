@@ -20,12 +20,14 @@
 // holding. Revoke retries only what the service did not act on.
 //
 // An Elector is what most agents want: Run(ctx) campaigns for a lease, calls
-// OnStartedLeading(ctx) while this process leads, renews every TTL/3 with
-// jitter, and cancels that ctx at once on lease_lost and at the safe
-// deadline when renewals fail, however the service fails. Its retries of a
-// failed acquire or renew back off, and after a 429 wait for the answer's
-// Retry-After (sooner would be refused again). TokenFromContext
-// gives the fencing token to pass with every write downstream.
+// OnStartedLeading(ctx) while this process leads (its Keeper keeps the
+// holding: renewals every TTL/3 with jitter, or a session's heartbeats),
+// and cancels that ctx at once on lease_lost and at the stop time
+// (StopAt: the safe deadline less CancelBefore) when nothing confirms the
+// holding, however the service fails. Retries of a failed acquire or
+// renew back off, and after a 429 wait for the answer's Retry-After
+// (sooner would be refused again). TokenFromContext gives the fencing
+// token to pass with every write downstream.
 //
 // # Succession
 //
@@ -36,7 +38,7 @@
 // refused by a reservation for another is a *ReservedError (ErrReserved);
 // and Lease carries Priority, Checkpoint, CheckpointToken, ReservedFor,
 // ReservedUntil, YieldRequested, YieldTo, Candidates and BestCandidatePriority. On the Elector:
-// ElectorConfig.Priority and Preempt, OnYieldRequested before it steps down
+// ElectorConfig.Priority and Preempt, LeaderCallbacks.OnYieldRequested before it steps down
 // for a preempting candidate (cause ErrYielded), Checkpoint and
 // SetCheckpoint while leading, CheckpointFromContext for what a term
 // inherited, and Transfer (cause ErrTransferred).
@@ -51,34 +53,66 @@
 // send time of the last acknowledged heartbeat + window × (1 −
 // DriftMargin). A dropped socket reconnects and resumes (any instance); a
 // move asked by the service resumes on a new socket before the old one is
-// closed. Against a service without sessions OpenSession returns
-// ErrSessionsUnsupported.
+// closed. A Session is one-shot: one the service ended (it expired, or a
+// resume was refused because it no longer exists) never reopens itself;
+// its holdings end with ErrLost and its requests fail with
+// ErrSessionEnded (Session.Done, Session.Err). Against a service without
+// sessions OpenSession returns ErrSessionsUnsupported.
 //
 // # Keepers
 //
 // A Keeper (NewKeeper) holds leases for one agent, by plain renewals or
-// through a session, chosen once when it is built; its Holdings carry the
-// safe deadline (Holding.Deadline: a send time plus SafeSpan), say when it
-// moves (Changed) and when the holding ends (Done, Err), and renew,
-// release and transfer with checkpoints over REST or the socket.
-// Keeper.Hold keeps a holding renewed for owners that do not renew by
-// themselves; an Elector campaigns and leads over a Keeper
-// (ElectorConfig.Keeper, or one it builds from its config), and so do
-// leasectl run and leasectl mcp.
+// through a session, and is the only part of the package that knows which.
+// The SDKs' lifecycle rules (sdk/conformance/PROTOCOL.md, L1–L4) are its:
 //
-// An Elector holds its lease through the Client's shared session by
-// default (one per Client, opened when the first Elector runs, closed when
-// the last stops), or through ElectorConfig.Session; ElectorConfig.
-// PlainRenewals opts out, and it falls back to plain renewals against a
-// service without sessions, and for the Run when the service refuses to
-// open the shared session at its session limit (429; the next Run asks
-// again). Its Logger says which ("holding through a session (window 1s)" /
-// "plain renewals", such as "plain renewals (the service's session limit
-// is reached)"). Through a session every term
-// ends at the session's deadline (less CancelBefore, by default at most a
-// tenth of the window) whatever the socket says, a lost, revoked or yield
-// push reaches the term at once, and checkpoints, transfers and the
-// release travel over the socket.
+//   - L1: it chooses its mode once, at NewKeeper: "session" unless
+//     KeeperConfig.PlainRenewals asks for plain renewals (reason "asked"),
+//     the service offers no sessions ("sessions_unsupported"), refuses one
+//     at its session limit ("session_limit") or KeeperConfig.CancelBefore
+//     does not fit the window ("window"). Keeper.Mode, PlainReason and
+//     ModeInfo say which; KeeperConfig.OnMode is told once, and OnRetry of
+//     every failure retried (opening the session, a renew), as typed
+//     values.
+//   - L2: when the service ends a session the Keeper opened (or the
+//     Client's shared one), its holdings end with ErrLost and the Keeper
+//     opens a new session at its next Hold; a Session given in
+//     KeeperConfig is not reopened.
+//   - L3: a CancelBefore fits a span when FitCancelBefore says so
+//     (CancelBefore < SafeSpan(span, DriftMargin) − span/2); one that does
+//     not is an error wrapping ErrInvalid, never capped; the default is
+//     DefaultCancelBeforeFor(span). A term stops at StopAt(deadline,
+//     CancelBefore).
+//   - L4: every Holding it hands out (Keeper.Hold) is kept by it until it
+//     is released, transferred or lost, its deadline passes, or the Keeper
+//     closes: renewed every RenewInterval (TTL/3, jittered) with plain
+//     renewals, by the session's heartbeats through a session. Keeper.Close
+//     releases what it still holds (within ReleaseTimeout) and stops the
+//     renewals.
+//
+// A Holding carries the safe deadline (Holding.Deadline: a send time plus
+// SafeSpan), says when it moves (Changed) and when the holding ends (Done,
+// Err), and renews (to write a checkpoint), releases and transfers over
+// REST or the socket. An Elector campaigns and leads over a Keeper
+// (NewElector(k, name, cfg)), and so do leasectl run and leasectl mcp;
+// Client.NewElector(name, cfg) builds the default Keeper (the Client's
+// shared session, falling back to plain renewals) for the Elector's Run
+// and closes it when Run returns. Through a session every term ends at the
+// session's deadline (less CancelBefore, by default a tenth of the window)
+// whatever the socket says, a lost, revoked or yield push reaches the term
+// at once, and checkpoints, transfers and the release travel over the
+// socket.
+//
+// # Migrating from NewElector(c *Client, name, cfg)
+//
+// The Elector's holding settings moved to KeeperConfig: TTL, RenewInterval,
+// RenewJitter, DriftMargin, RetryBackoff, ReleaseTimeout, Clock, Session
+// and PlainRenewals. Build the Keeper with NewKeeper and pass it to
+// NewElector(k, name, cfg) (ElectorConfig.Keeper is that argument now), or
+// use c.NewElector(name, cfg) for the defaults. The callbacks moved into
+// ElectorConfig.Callbacks (LeaderCallbacks). Holding is an interface
+// (*Holding becomes Holding); Holding.RenewDue is gone (the Keeper renews
+// every holding), and Keeper.Acquire is a deprecated alias of Hold.
+// KeeperConfig.Fits became KeeperConfig.CancelBefore (FitCancelBefore).
 //
 // Package leadercache (a subpackage, which needs the Pub/Sub client)
 // answers "who leads X" from memory, kept current by the service's events.

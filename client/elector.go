@@ -16,7 +16,7 @@ import (
 var ErrSafeDeadline = errors.New("leasesvc: safe deadline reached without a successful renew")
 
 // ErrYielded is the cause of a leading ctx cancelled because the Elector
-// steps down for a preempting candidate (ElectorConfig.OnYieldRequested,
+// steps down for a preempting candidate (LeaderCallbacks.OnYieldRequested,
 // docs/contract.md §8).
 var ErrYielded = errors.New("leasesvc: stepped down for a preempting candidate")
 
@@ -29,23 +29,32 @@ var ErrTransferred = errors.New("leasesvc: leadership transferred")
 var ErrNotLeading = errors.New("leasesvc: elector is not leading")
 
 // Elector campaigns for one lease and keeps it while this process leads,
-// like client-go's leaderelection.LeaderElector, on the leasesvc API.
+// like client-go's leaderelection.LeaderElector, on the leasesvc API. It
+// is built on a Keeper (NewElector), as etcd's concurrency.Election on its
+// Session: the Keeper decides how the lease is held and keeps each holding
+// (renewals every RenewInterval, or a session's heartbeats), and the
+// Elector reads the Keeper's clock, never one of its own.
 //
-// Run blocks, campaigning until its ctx is cancelled: it acquires the
-// lease, waiting on the service (waitMs) while another holds it; once
-// leader it calls OnStartedLeading, renews every RenewInterval (with
-// jitter), and ends the term — cancelling the leading ctx — at once when a
-// renew answers lease_lost, and at the safe deadline when renewals fail for
-// any reason (timeouts, 5xx, an unreachable service). After a lost term it
-// campaigns again. When Run's ctx is cancelled it cancels the leading ctx,
-// waits for OnStartedLeading to return while it keeps renewing, releases the
-// lease so a follower takes over at once, calls OnStoppedLeading and
-// returns nil.
+// Run blocks, campaigning until its ctx is cancelled: it holds the lease
+// through its Keeper (Keeper.Hold), waiting on the service (waitMs) while
+// another holds it; once leader it calls OnStartedLeading, follows the
+// holding's deadline as the Keeper moves it, and ends the term —
+// cancelling the leading ctx — at once when the holding is lost (a renew
+// answered lease_lost, the session said so or the service ended it), and
+// at the stop time (StopAt: the safe deadline less CancelBefore) when
+// nothing confirms the holding any more, for any reason (timeouts, 5xx, an
+// unreachable service). After a lost term it campaigns again, also when
+// the service ended the Keeper's session (the Keeper opens a new one). When
+// Run's ctx is cancelled it cancels the leading ctx, waits for
+// OnStartedLeading to return while the holding is kept, releases the lease
+// so a follower takes over at once, calls OnStoppedLeading and returns
+// nil.
 //
 // An operator's revocation (Client.Revoke) ends the term like any
-// lease_lost: the next renew is refused and the leading ctx is cancelled at
-// that answer, with a cause that matches ErrLost. The Elector learns of it
-// only from that renew, so the leader may act for up to RenewInterval
+// lease_lost: with plain renewals the Keeper's next renew is refused and
+// the leading ctx is cancelled at that answer, with a cause that matches
+// ErrLost (through a session, at the session's push). The Elector learns of
+// it only from that renew, so the leader may act for up to RenewInterval
 // after the revocation, within the holding's fencing token (a downstream
 // system that has seen token + 1 refuses it). The Elector then campaigns
 // again like after any lost term, and may win the lease back with token +
@@ -58,18 +67,20 @@ var ErrNotLeading = errors.New("leasesvc: elector is not leading")
 // lease (with Priority > 0 or Preempt its waiting acquires register it, so
 // the lease is reserved for the best candidate when a holding ends), and
 // ElectorConfig.Preempt makes it ask a leader of a lower priority to step
-// down. A leader asked to step down calls ElectorConfig.OnYieldRequested,
+// down. A leader asked to step down calls LeaderCallbacks.OnYieldRequested,
 // then ends its term and releases the lease (the leading ctx's cause
 // matches ErrYielded) and campaigns again as a follower. A leader records
 // its progress with Checkpoint (written at once) or SetCheckpoint (written
-// with the next renew, or the release); the next leader, also after a
+// by a renew within RenewInterval, or with the release); the next leader, also after a
 // crash, finds the last one written in its leading ctx
 // (CheckpointFromContext). Transfer hands the lease to a named successor.
 //
 // # Guarantees and limits
 //
-// The leading ctx is cancelled no later than (local monotonic time when the
+// The leading ctx is cancelled no later than the holding's safe deadline
+// less CancelBefore: with plain renewals (local monotonic time when the
 // last successful acquire or renew was sent) + TTL × (1 − DriftMargin) −
+// CancelBefore, through a session the session's deadline less
 // CancelBefore. The service decided that holding's expiry after that send,
 // so no other holder can start before the deadline, provided the local
 // clock and the backend's clock run at rates within DriftMargin of each
@@ -84,6 +95,12 @@ type Elector struct {
 	c    *Client
 	name string
 	cfg  ElectorConfig
+	// k holds the lease: NewElector's, or for an Elector of
+	// Client.NewElector the Keeper Run builds (nil outside Run).
+	k *Keeper
+	// own: Run builds the Keeper (Client.NewElector) and closes it when it
+	// returns.
+	own bool
 
 	running atomic.Bool
 
@@ -94,24 +111,61 @@ type Elector struct {
 	leaderHolder string
 	leaderToken  int64
 
-	// keeper holds the lease for Run: ElectorConfig.Keeper, or one Run
-	// builds from the config. Set by Run before it campaigns.
-	keeper *Keeper
-	// cancelBefore is ElectorConfig.CancelBefore as given (0: the default,
-	// which a session's window may lower) and plainCancelBefore the value
-	// with plain renewals.
-	cancelBefore, plainCancelBefore time.Duration
-	// logged: ElectorConfig.Logger was given (else the mode line goes to
-	// stderr, sayMode).
+	// given is ElectorConfig.CancelBefore as given (0: the default for
+	// the Keeper's span); cfg.CancelBefore is the value for k (fit).
+	given time.Duration
+	// logged: ElectorConfig.Logger was given (else the mode line of a
+	// Keeper Run builds goes to stderr, sayMode).
 	logged bool
 }
 
-// NewElector returns an Elector for the lease name, calling the service
-// through c. It checks cfg (see ElectorConfig) and does not modify it.
-func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
-	if c == nil {
-		return nil, errors.New("client.NewElector: Client is nil")
+// NewElector returns an Elector for the lease name over the Keeper k, as
+// etcd's concurrency.NewElection(session, prefix): k decides how the lease
+// is held (its mode, TTL, renewals, clock, retries), and Run does not
+// close it; several Electors may share one Keeper. It checks cfg (see
+// ElectorConfig), and CancelBefore against k's span (FitCancelBefore: an
+// error wrapping ErrInvalid), and does not modify cfg.
+//
+// Migration from NewElector(c *Client, name, cfg) with TTL, RenewInterval,
+// RenewJitter, DriftMargin, RetryBackoff, ReleaseTimeout, Clock, Session,
+// PlainRenewals or Keeper in ElectorConfig: put those in a KeeperConfig,
+// build the Keeper (NewKeeper) and pass it here; move OnStartedLeading,
+// OnStoppedLeading, OnNewLeader, OnSafeDeadline and OnYieldRequested into
+// ElectorConfig.Callbacks. For the defaults (the Client's shared session,
+// falling back to plain renewals) use Client.NewElector(name, cfg).
+func NewElector(k *Keeper, name string, cfg ElectorConfig) (*Elector, error) {
+	if k == nil {
+		return nil, errors.New("client.NewElector: Keeper is nil")
 	}
+	e, err := newElector(k.c, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.fit(k); err != nil {
+		return nil, fmt.Errorf("client.NewElector: %w", err)
+	}
+	e.k = k
+	return e, nil
+}
+
+// NewElector returns an Elector for the lease name whose Run builds the
+// default Keeper over c (NewKeeper with the Client's shared session,
+// falling back to plain renewals as the Keeper does, and cfg.CancelBefore
+// checked against the window) and closes it when Run returns. CancelBefore
+// is checked against the Keeper's span when Run has built it.
+func (c *Client) NewElector(name string, cfg ElectorConfig) (*Elector, error) {
+	if c == nil {
+		return nil, errors.New("client.Client.NewElector: Client is nil")
+	}
+	e, err := newElector(c, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.own = true
+	return e, nil
+}
+
+func newElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("client.NewElector: lease name %q must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit", name)
 	}
@@ -120,8 +174,18 @@ func NewElector(c *Client, name string, cfg ElectorConfig) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client.NewElector: %w", err)
 	}
-	return &Elector{c: c, name: name, cfg: cfg, logged: logged,
-		cancelBefore: given, plainCancelBefore: cfg.CancelBefore}, nil
+	return &Elector{c: c, name: name, cfg: cfg, given: given, logged: logged}, nil
+}
+
+// fit sets CancelBefore for the Keeper k's span (rule L3): as given, or
+// the default, and checked (FitCancelBefore).
+func (e *Elector) fit(k *Keeper) error {
+	cb, err := cancelBeforeFor(k.Span(), k.DriftMargin(), e.given)
+	if err != nil {
+		return fmt.Errorf("ElectorConfig.CancelBefore: %w", err)
+	}
+	e.cfg.CancelBefore = cb
+	return nil
 }
 
 // Holder returns this Elector's identity.
@@ -177,39 +241,37 @@ func ProofFromContext(ctx context.Context) (Proof, bool) {
 // Run campaigns and leads until ctx is cancelled, as the type's doc says,
 // and then returns nil. It returns an error at once when the service
 // refuses the Elector's requests for good (ErrInvalid, ErrDenied: a TTL out
-// of the service's bounds, credentials refused, for instance) and when Run
-// is already running. A token source that fails (ErrCredentials) is
-// retried like an unreachable service.
+// of the service's bounds, credentials refused, for instance), when its
+// Keeper is closed (ErrKeeperClosed), and when Run is already running; for
+// an Elector of Client.NewElector also when its Keeper cannot be built or
+// CancelBefore does not fit the Keeper's span (ErrInvalid). A token source
+// that fails (ErrCredentials), and a session the service ended (the
+// Keeper's Holds fail until it has a new one, or for good with a Session
+// given explicitly), are retried like an unreachable service.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("client: Elector.Run: already running")
 	}
 	defer e.running.Store(false)
-	k, done, err := e.keep(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("client: elector %q: %w", e.name, err)
-	}
-	defer done()
-	e.mu.Lock()
-	e.keeper = k
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.keeper = nil
-		e.mu.Unlock()
-	}()
-	for {
-		h, sent, err := e.campaign(ctx)
+	if e.own {
+		done, err := e.keep(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("client: elector %q: %w", e.name, err)
 		}
-		if done := e.lead(ctx, h, sent); done {
+		defer done()
+	}
+	for {
+		h, err := e.campaign(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client: elector %q: %w", e.name, err)
+		}
+		if done := e.lead(ctx, h); done {
 			return nil
 		}
 	}
@@ -224,17 +286,17 @@ func (e *Elector) observe(l Lease) {
 	changed := l.Holder != e.leaderHolder
 	e.leaderHolder, e.leaderToken = l.Holder, l.FencingToken
 	e.mu.Unlock()
-	if changed && e.cfg.OnNewLeader != nil {
-		e.cfg.OnNewLeader(l.Holder)
+	if changed && e.cfg.Callbacks.OnNewLeader != nil {
+		e.cfg.Callbacks.OnNewLeader(l.Holder)
 	}
 }
 
 // permanent reports whether err cannot go away by retrying.
 func permanent(err error) bool { return errors.Is(err, ErrInvalid) || errors.Is(err, ErrDenied) }
 
-// sleep waits d on the Elector's clock; false when ctx ended first.
+// sleep waits d on the Keeper's clock; false when ctx ended first.
 func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
-	t := e.cfg.Clock.NewTimer(d)
+	t := e.k.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -244,9 +306,9 @@ func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// campaign acquires the lease through the Elector's Keeper, returning the
-// holding and the local time at which its acquire was sent.
-func (e *Elector) campaign(ctx context.Context) (*Holding, time.Time, error) {
+// campaign acquires the lease through the Elector's Keeper (Keeper.Hold,
+// which keeps the holding from then on) and returns the holding.
+func (e *Elector) campaign(ctx context.Context) (Holding, error) {
 	failures := 0
 	// The first acquire, and the first after a failure, does not wait: the
 	// answer says at once who leads (OnNewLeader, Leader). The next ones wait
@@ -254,16 +316,16 @@ func (e *Elector) campaign(ctx context.Context) (*Holding, time.Time, error) {
 	wait := false
 	for {
 		if ctx.Err() != nil {
-			return nil, time.Time{}, ctx.Err()
+			return nil, ctx.Err()
 		}
-		req := AcquireRequest{Holder: e.cfg.Holder, TTL: e.cfg.TTL, Metadata: e.cfg.Metadata,
+		req := AcquireRequest{Holder: e.cfg.Holder, Metadata: e.cfg.Metadata,
 			Priority: e.cfg.Priority, Candidate: e.candidate()}
 		if wait {
 			req.Wait = max(e.cfg.Wait, 0)
 			req.Preempt = e.cfg.Preempt && req.Wait > 0
 		}
-		sent := e.cfg.Clock.Now()
-		h, err := e.keeper.Acquire(ctx, e.name, req)
+		sent := e.k.cfg.Clock.Now()
+		h, err := e.k.Hold(ctx, e.name, req)
 		var held *HeldError
 		var reserved *ReservedError
 		switch {
@@ -272,42 +334,44 @@ func (e *Elector) campaign(ctx context.Context) (*Holding, time.Time, error) {
 			// An acquire that waited on the service began its holding well
 			// after it was sent: lead on a deadline not mostly spent.
 			if h.Fresh(ctx, e.cfg.CancelBefore) {
-				return h, sent, nil
+				return h, nil
 			}
 			if ctx.Err() != nil {
-				return nil, time.Time{}, ctx.Err()
+				return nil, ctx.Err()
 			}
 		case ctx.Err() != nil: // the Keeper gave up what the acquire may have taken
-			return nil, time.Time{}, ctx.Err()
+			return nil, ctx.Err()
 		case errors.As(err, &held):
 			failures = 0
 			e.observe(held.Lease)
-			if e.cfg.Wait > 0 && (!wait || e.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10) {
+			if e.cfg.Wait > 0 && (!wait || e.k.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10) {
 				wait = true
 				continue // wait on the service now, or again
 			}
 			// No waiting (or the service answered early): poll.
-			if !e.sleep(ctx, e.jittered(e.cfg.RenewInterval)) {
-				return nil, time.Time{}, ctx.Err()
+			if !e.sleep(ctx, e.jittered(e.k.cfg.RenewInterval)) {
+				return nil, ctx.Err()
 			}
 		case errors.As(err, &reserved):
 			// Free, but reserved for another for a few seconds: wait on the
 			// service (it keeps waiting through the reservation), else poll.
 			failures = 0
-			if e.cfg.Wait > 0 && (!wait || e.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10) {
+			if e.cfg.Wait > 0 && (!wait || e.k.cfg.Clock.Now().Sub(sent) >= e.cfg.Wait/10) {
 				wait = true
 				continue
 			}
-			if !e.sleep(ctx, e.jittered(min(e.cfg.RenewInterval, max(reserved.RetryAfter, time.Millisecond)))) {
-				return nil, time.Time{}, ctx.Err()
+			if !e.sleep(ctx, e.jittered(min(e.k.cfg.RenewInterval, max(reserved.RetryAfter, time.Millisecond)))) {
+				return nil, ctx.Err()
 			}
-		case permanent(err) || errors.Is(err, ErrSessionClosed):
-			return nil, time.Time{}, err
+		case permanent(err) || errors.Is(err, ErrKeeperClosed):
+			// (A session the service ended is no reason to stop: the
+			// Keeper opens a new one, or fails each Hold until it can.)
+			return nil, err
 		default:
 			wait = false
 			e.cfg.Logger.Warn("leasesvc elector: acquire failed", "lease", e.name, "holder", e.cfg.Holder, "err", err)
 			if !e.sleep(ctx, e.retryDelay(err, failures)) {
-				return nil, time.Time{}, ctx.Err()
+				return nil, ctx.Err()
 			}
 			failures++
 		}
@@ -324,178 +388,16 @@ func (e *Elector) candidate() bool { return e.cfg.Priority > 0 || e.cfg.Preempt 
 // sooner. (A 503's Retry-After is not waited for: a leader's safe deadline
 // does not wait, and the backoff already spaces the retries.)
 func (e *Elector) retryDelay(err error, failures int) time.Duration {
-	return retryDelay(e.cfg.RetryBackoff, err, failures)
+	return retryDelay(e.k.cfg.RetryBackoff, err, failures)
 }
 
 // jittered returns d less a random part of up to RenewJitter of it.
 func (e *Elector) jittered(d time.Duration) time.Duration {
-	return d - time.Duration(rand.Float64()*e.cfg.RenewJitter*float64(d))
+	return d - time.Duration(rand.Float64()*e.k.cfg.RenewJitter*float64(d))
 }
 
 // attemptTimeout bounds one renew attempt: a renew that hangs must not use
 // up the time left for the next one.
 func (e *Elector) attemptTimeout() time.Duration {
-	return max(time.Millisecond, min(e.c.cfg.RequestTimeout, e.cfg.RenewInterval))
-}
-
-// stepDown is why a leader stops leading while its term could go on.
-type stepDown int
-
-const (
-	// notStepping: it leads until its term ends.
-	notStepping stepDown = iota
-	// stepGraceful: Run's ctx is done; the holding is released.
-	stepGraceful
-	// stepYielded: it steps down for a preempting candidate
-	// (OnYieldRequested); the holding is released.
-	stepYielded
-	// stepResigned: OnStartedLeading returned while leading; the holding
-	// is released.
-	stepResigned
-)
-
-// lead runs one term of leadership for the holding h, acquired by a
-// request sent at sent: it starts OnStartedLeading, lets the term renew,
-// and decides when to stop leading (a graceful stop, a step-down, a
-// resignation). It returns true when Run should return (a graceful stop or
-// a resignation) and false to campaign again.
-func (e *Elector) lead(ctx context.Context, h *Holding, sent time.Time) bool {
-	if !e.cfg.Clock.Now().Before(h.Deadline().Add(-e.cfg.CancelBefore)) {
-		return false // too late to lead on this holding
-	}
-	l := h.Lease()
-	vctx := context.WithValue(ctx, tokenKey{}, l.FencingToken)
-	vctx = context.WithValue(vctx, proofKey{}, l.Proof)
-	vctx = context.WithValue(vctx, checkpointKey{}, inherited{checkpoint: l.Checkpoint, token: l.CheckpointToken})
-	termCtx, cancelTerm := context.WithCancelCause(vctx)
-	defer cancelTerm(context.Canceled)
-	var t *term
-	t = newTerm(ctx, e.termConfig(), h, func(cause, over error) {
-		e.mu.Lock()
-		e.leading = false
-		e.mu.Unlock()
-		if over != nil {
-			t.setEnded(over)
-		}
-		cancelTerm(cause)
-	})
-	e.mu.Lock()
-	e.leading, e.token, e.term = true, l.FencingToken, t
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.term = nil
-		e.mu.Unlock()
-		close(t.over)
-	}()
-	t.log("leasesvc elector: leading", false)
-
-	if e.cfg.OnSafeDeadline != nil {
-		t.reported = h.Deadline()
-		e.cfg.OnSafeDeadline(t.reported)
-	}
-	cbDone := make(chan struct{})
-	go func() {
-		defer close(cbDone)
-		e.cfg.OnStartedLeading(termCtx)
-	}()
-	t.arm(sent)
-	defer t.close()
-
-	why, cbReturned := notStepping, false
-	parentDone := ctx.Done()
-	// stopping begins a graceful stop: Run's ctx is done.
-	stopping := func() {
-		parentDone = nil
-		why = stepGraceful
-		t.end(context.Cause(ctx), nil)
-		e.cfg.Logger.Info("leasesvc elector: stopping", "lease", e.name, "holder", e.cfg.Holder)
-	}
-	// A yield request, asked once per term (OnYieldRequested).
-	yieldAsked := false
-	yieldDone := make(chan string, 1)
-	askYield := func(to string) {
-		if yieldAsked || why == stepGraceful || termCtx.Err() != nil {
-			return
-		}
-		yieldAsked = true
-		t.log("leasesvc elector: asked to yield", false, "yieldTo", to)
-		go func() {
-			if e.cfg.OnYieldRequested != nil {
-				e.cfg.OnYieldRequested(termCtx, to)
-			}
-			yieldDone <- to
-		}()
-	}
-
-	for {
-		if cbReturned && !t.busy() {
-			t.finish(why != notStepping)
-			t.log("leasesvc elector: stopped leading", false)
-			if e.cfg.OnStoppedLeading != nil {
-				e.cfg.OnStoppedLeading()
-			}
-			// A transfer that finished meanwhile is no resignation.
-			return why == stepGraceful || (why == stepResigned && t.phase != termGone)
-		}
-		select {
-		case <-parentDone:
-			stopping()
-
-		case <-cbDone:
-			cbDone = nil
-			cbReturned = true
-			if parentDone != nil && ctx.Err() != nil {
-				// Run's ctx ended and the callback returned before this
-				// loop saw it (a callback that cancels it itself): a
-				// graceful stop all the same, so the lease is released.
-				stopping()
-			}
-			// Returning while still leading resigns.
-			if why == notStepping && termCtx.Err() == nil {
-				why = stepResigned
-			}
-
-		case r := <-t.reqs:
-			t.onRequest(r)
-
-		case err := <-t.transferDone:
-			t.onTransferDone(err)
-
-		case to := <-yieldDone:
-			if t.phase == termRenewing && !t.busy() && why != stepGraceful && termCtx.Err() == nil {
-				why = stepYielded
-				t.log("leasesvc elector: stepping down", false, "yieldTo", to)
-				t.end(fmt.Errorf("%w %q", ErrYielded, to), nil)
-			}
-
-		case <-t.renewT.C():
-			t.onRenewTimer()
-
-		case r := <-t.results:
-			rl, renewed := t.onRenewResult(r)
-			if renewed && rl.YieldRequested {
-				askYield(rl.YieldTo)
-			}
-
-		case to := <-t.yieldCh:
-			askYield(to)
-
-		case <-t.changed:
-			t.onDeadlineMoved()
-
-		case <-t.done:
-			t.onLost()
-
-		case <-t.stop.C():
-			t.onDeadline()
-		}
-	}
-}
-
-// termConfig is what a term of this Elector needs of its configuration.
-func (e *Elector) termConfig() termConfig {
-	return termConfig{name: e.name, holder: e.cfg.Holder, clock: e.cfg.Clock, logger: e.cfg.Logger,
-		cancelBefore: e.cfg.CancelBefore, renewInterval: e.cfg.RenewInterval, attemptTimeout: e.attemptTimeout(),
-		releaseTimeout: e.cfg.ReleaseTimeout, jittered: e.jittered, retryDelay: e.retryDelay, onSafeDeadline: e.cfg.OnSafeDeadline}
+	return max(time.Millisecond, min(e.c.cfg.RequestTimeout, e.k.cfg.RenewInterval))
 }

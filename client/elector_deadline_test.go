@@ -23,19 +23,19 @@ func TestElectorReportsSafeDeadlines(t *testing.T) {
 	var deadlines []time.Time
 	startedSeen := -1 // deadlines reported when OnStartedLeading ran
 	cfg := rec.config(clock, "agent-a")
-	started := cfg.OnStartedLeading
-	cfg.OnStartedLeading = func(ctx context.Context) {
+	started := cfg.Callbacks.OnStartedLeading
+	cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
 		mu.Lock()
 		startedSeen = len(deadlines)
 		mu.Unlock()
 		started(ctx)
 	}
-	cfg.OnSafeDeadline = func(d time.Time) {
+	cfg.Callbacks.OnSafeDeadline = func(d time.Time) {
 		mu.Lock()
 		deadlines = append(deadlines, d)
 		mu.Unlock()
 	}
-	e, err := client.NewElector(c, "svc.deadline", cfg)
+	e, err := keeperElector(t, c, "svc.deadline", client.KeeperConfig{Clock: clock}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

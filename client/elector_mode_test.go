@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasesvc/leasesvc/client"
 	"github.com/leasesvc/leasesvc/client/internal/fakeclock"
@@ -13,7 +14,9 @@ import (
 // in one line, how it holds its lease: through a session (window 1s), or
 // with plain renewals and why. It says so once per process for each change
 // of mode, not for every Run or term; an Elector with a Logger says it
-// there instead, and nothing on stderr.
+// there instead, and nothing on stderr. Only an Elector that builds its
+// Keeper (Client.NewElector) says it: a Keeper given to NewElector was
+// built, and its mode said, by its owner.
 func TestElectorSaysItsModeOnce(t *testing.T) {
 	var out syncBuffer
 	defer client.SwapModeOut(&out)()
@@ -26,7 +29,7 @@ func TestElectorSaysItsModeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec term
-	e, err := client.NewElector(c, "svc.mode", rec.config(clock, "agent-a"))
+	e, err := c.NewElector("svc.mode", rec.config(clock, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +47,7 @@ func TestElectorSaysItsModeOnce(t *testing.T) {
 
 	svc := newService(t, clock) // no sessions: 404 at the upgrade
 	var plain term
-	pe, err := client.NewElector(svc.client(t, client.Config{MaxAttempts: 1}), "svc.plain", plain.config(clock, "agent-a"))
+	pe, err := svc.client(t, client.Config{MaxAttempts: 1}).NewElector("svc.plain", plain.config(clock, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,25 +60,23 @@ func TestElectorSaysItsModeOnce(t *testing.T) {
 	}
 
 	var chosen term
-	cfg := chosen.config(clock, "agent-b")
-	cfg.PlainRenewals = true
-	ce, err := client.NewElector(svc.client(t, client.Config{MaxAttempts: 1}), "svc.chosen", cfg)
+	ce, err := keeperElector(t, svc.client(t, client.Config{MaxAttempts: 1}), "svc.chosen",
+		client.KeeperConfig{PlainRenewals: true, TTL: 20 * time.Second, Clock: clock}, chosen.config(clock, "agent-b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop = runElector(t, ce)
-	waitFor(t, "leading with plain renewals chosen", func() bool { n, _, _ := chosen.get(); return n == 1 })
+	waitFor(t, "leading over a Keeper given", func() bool { n, _, _ := chosen.get(); return n == 1 })
 	_ = stop()
-	want = append(want, `leasesvc: elector "svc.chosen" holds with plain renewals (ttl 30s): ElectorConfig.PlainRenewals is set`)
 	if got := lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("with PlainRenewals, stderr says %q, want %q", got, want)
+		t.Fatalf("over a Keeper given, stderr says %q, want %q", got, want)
 	}
 
 	var logged term
 	logs := &syncBuffer{}
 	lcfg := logged.config(clock, "agent-c")
 	lcfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	le, err := client.NewElector(c, "svc.logged", lcfg)
+	le, err := c.NewElector("svc.logged", lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

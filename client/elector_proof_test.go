@@ -44,7 +44,7 @@ func TestElectorLeadsWithProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := leadWith(t, c, "proof.elector", client.ElectorConfig{Holder: "agent-a"}, &strings.Builder{})
+	ctx, stop := leadWith(t, c, "proof.elector", client.KeeperConfig{}, client.ElectorConfig{Holder: "agent-a"}, &strings.Builder{})
 	checkLedProof(t, srv.URL, ctx, "proof.elector", "agent-a")
 	if err := stop(); err != nil {
 		t.Errorf("Run = %v", err)
@@ -85,9 +85,9 @@ func TestElectorProofAfterWaitingAcquire(t *testing.T) {
 	clock := fakeclock.New(time.Now())
 	const ttl = time.Minute
 	leading := make(chan context.Context, 1)
-	e, err := client.NewElector(c, name, client.ElectorConfig{
-		Holder: "agent-b", TTL: ttl, Wait: 30 * time.Second, Clock: clock, PlainRenewals: true,
-		OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() },
+	e, err := keeperElector(t, c, name, client.KeeperConfig{TTL: ttl, Clock: clock, PlainRenewals: true}, client.ElectorConfig{
+		Holder: "agent-b", Wait: 30 * time.Second,
+		Callbacks: client.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() }},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -24,12 +25,13 @@ type term struct {
 	token    int64
 }
 
+// config returns an ElectorConfig whose callbacks record into r; clock is
+// the Keeper's, on which r records when the leading ctx ended.
 func (r *term) config(clock client.Clock, holder string) client.ElectorConfig {
 	return client.ElectorConfig{
 		Holder: holder,
-		Clock:  clock,
 		Wait:   -1, // the fake clock cannot drive the service's real-time wait
-		OnStartedLeading: func(ctx context.Context) {
+		Callbacks: client.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) {
 			tok, _ := client.TokenFromContext(ctx)
 			r.mu.Lock()
 			r.started++
@@ -40,9 +42,22 @@ func (r *term) config(clock client.Clock, holder string) client.ElectorConfig {
 			r.cancelAt = clock.Now()
 			r.mu.Unlock()
 		},
-		OnStoppedLeading: func() { r.mu.Lock(); r.stopped++; r.mu.Unlock() },
-		OnNewLeader:      func(h string) { r.mu.Lock(); r.leaders = append(r.leaders, h); r.mu.Unlock() },
+			OnStoppedLeading: func() { r.mu.Lock(); r.stopped++; r.mu.Unlock() },
+			OnNewLeader:      func(h string) { r.mu.Lock(); r.leaders = append(r.leaders, h); r.mu.Unlock() },
+		},
 	}
+}
+
+// keeperElector returns an Elector for name over a new Keeper of kcfg
+// over c, closed when the test ends (after the Elector has stopped).
+func keeperElector(t testing.TB, c *client.Client, name string, kcfg client.KeeperConfig, cfg client.ElectorConfig) (*client.Elector, error) {
+	t.Helper()
+	k, err := client.NewKeeper(context.Background(), c, kcfg)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(k.Close)
+	return client.NewElector(k, name, cfg)
 }
 
 // cancelledAt waits until the leading callback has seen its ctx cancelled
@@ -97,7 +112,7 @@ func TestElectorLeadsRenewsAndReleases(t *testing.T) {
 	s := newService(t, clock)
 	c := s.client(t, client.Config{MaxAttempts: 1})
 	var rec term
-	e, err := client.NewElector(c, "svc.lead", rec.config(clock, "agent-a"))
+	e, err := keeperElector(t, c, "svc.lead", client.KeeperConfig{Clock: clock}, rec.config(clock, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +165,7 @@ func twoElectorsHandOver(t *testing.T) {
 		cfg.Wait = time.Minute // the bubble's clock drives the service's waits too
 		return cfg
 	}
-	a, err := client.NewElector(c, "svc.two", cfg(&ra, "agent-a"))
+	a, err := keeperElector(t, c, "svc.two", client.KeeperConfig{}, cfg(&ra, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +174,7 @@ func twoElectorsHandOver(t *testing.T) {
 	if n, _, _ := ra.get(); n != 1 {
 		t.Fatalf("a started leading %d times, want 1", n)
 	}
-	b, err := client.NewElector(c, "svc.two", cfg(&rb, "agent-b"))
+	b, err := keeperElector(t, c, "svc.two", client.KeeperConfig{}, cfg(&rb, "agent-b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +227,7 @@ func TestRenewFailuresCancelAtSafeDeadline(t *testing.T) {
 				var rec term
 				cfg := rec.config(client.SystemClock{}, "agent-a")
 				cfg.CancelBefore = tc.cancelBefore
-				e, _ := client.NewElector(c, "svc.fail", cfg)
+				e, _ := keeperElector(t, c, "svc.fail", client.KeeperConfig{}, cfg)
 				start := time.Now()
 				runElector(t, e)
 				t.Cleanup(func() { s.set(healthy) }) // before the Elector stops
@@ -261,7 +276,7 @@ func TestLeaseLostCancelsAtOnce(t *testing.T) {
 	s := newService(t, clock)
 	c := s.client(t, client.Config{MaxAttempts: 1})
 	var rec term
-	e, _ := client.NewElector(c, "svc.lost", rec.config(clock, "agent-a"))
+	e, _ := keeperElector(t, c, "svc.lost", client.KeeperConfig{Clock: clock}, rec.config(clock, "agent-a"))
 	runElector(t, e)
 	waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
 	_, _, ctx := rec.get()
@@ -286,10 +301,12 @@ func TestReturningResigns(t *testing.T) {
 	s := newService(t, clock)
 	c := s.client(t, client.Config{MaxAttempts: 1})
 	stopped := make(chan struct{})
-	e, _ := client.NewElector(c, "svc.resign", client.ElectorConfig{
-		Holder: "a", Clock: clock, Wait: -1,
-		OnStartedLeading: func(ctx context.Context) {},
-		OnStoppedLeading: func() { close(stopped) },
+	e, _ := keeperElector(t, c, "svc.resign", client.KeeperConfig{Clock: clock}, client.ElectorConfig{
+		Holder: "a", Wait: -1,
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {},
+			OnStoppedLeading: func() { close(stopped) },
+		},
 	})
 	if err := e.Run(t.Context()); err != nil {
 		t.Fatal(err)
@@ -303,7 +320,12 @@ func TestReturningResigns(t *testing.T) {
 func TestElectorConfigChecked(t *testing.T) {
 	s := newService(t, nil)
 	c := s.client(t, client.Config{})
-	ok := func(context.Context) {}
+	k, err := client.NewKeeper(t.Context(), c, client.KeeperConfig{PlainRenewals: true, TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ok := client.LeaderCallbacks{OnStartedLeading: func(context.Context) {}}
 	cases := []struct {
 		name  string
 		lease string
@@ -311,26 +333,53 @@ func TestElectorConfigChecked(t *testing.T) {
 		field string
 	}{
 		{"no callback", "x", client.ElectorConfig{}, "OnStartedLeading"},
-		{"bad name", "-x", client.ElectorConfig{OnStartedLeading: ok}, "lease name"},
-		{"bad holder", "x", client.ElectorConfig{OnStartedLeading: ok, Holder: "a\x07"}, "Holder"},
-		{"ttl fraction of a ms", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 1500 * time.Microsecond}, "TTL"},
-		{"renew too late", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 30 * time.Second, RenewInterval: 27 * time.Second}, "RenewInterval"},
-		{"cancel too early", "x", client.ElectorConfig{OnStartedLeading: ok, TTL: 30 * time.Second, CancelBefore: 20 * time.Second}, "RenewInterval"},
-		{"margin", "x", client.ElectorConfig{OnStartedLeading: ok, DriftMargin: 0.9}, "DriftMargin"},
-		{"jitter", "x", client.ElectorConfig{OnStartedLeading: ok, RenewJitter: 0.9}, "RenewJitter"},
-		{"wait", "x", client.ElectorConfig{OnStartedLeading: ok, Wait: 2 * time.Minute}, "Wait"},
-		{"backoff", "x", client.ElectorConfig{OnStartedLeading: ok, RetryBackoff: client.Backoff{Initial: time.Second, Max: time.Millisecond}}, "RetryBackoff"},
-		{"metadata", "x", client.ElectorConfig{OnStartedLeading: ok, Metadata: []byte("{")}, "Metadata"},
+		{"bad name", "-x", client.ElectorConfig{Callbacks: ok}, "lease name"},
+		{"bad holder", "x", client.ElectorConfig{Callbacks: ok, Holder: "a\x07"}, "Holder"},
+		{"cancel too early", "x", client.ElectorConfig{Callbacks: ok, CancelBefore: 20 * time.Second}, "CancelBefore"},
+		{"cancel negative", "x", client.ElectorConfig{Callbacks: ok, CancelBefore: -time.Second}, "CancelBefore"},
+		{"wait", "x", client.ElectorConfig{Callbacks: ok, Wait: 2 * time.Minute}, "Wait"},
+		{"preempt without wait", "x", client.ElectorConfig{Callbacks: ok, Wait: -1, Preempt: true}, "Preempt"},
+		{"metadata", "x", client.ElectorConfig{Callbacks: ok, Metadata: []byte("{")}, "Metadata"},
+		{"priority", "x", client.ElectorConfig{Callbacks: ok, Priority: 1001}, "Priority"},
 	}
 	for _, tc := range cases {
-		_, err := client.NewElector(c, tc.lease, tc.cfg)
+		_, err := client.NewElector(k, tc.lease, tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
 		}
 	}
-	e, err := client.NewElector(c, "x", client.ElectorConfig{OnStartedLeading: ok})
+	if _, err := client.NewElector(nil, "x", client.ElectorConfig{Callbacks: ok}); err == nil {
+		t.Error("NewElector without a Keeper succeeded")
+	}
+	e, err := client.NewElector(k, "x", client.ElectorConfig{Callbacks: ok})
 	if err != nil || !strings.Contains(e.Holder(), "-") {
 		t.Fatalf("defaults: %v, holder %q", err, e.Holder())
+	}
+}
+
+// TestKeeperConfigChecked: the holding's settings are the Keeper's, and
+// NewKeeper names the field at fault.
+func TestKeeperConfigChecked(t *testing.T) {
+	c := newService(t, nil).client(t, client.Config{})
+	for _, tc := range []struct {
+		name  string
+		cfg   client.KeeperConfig
+		field string
+	}{
+		{"ttl fraction of a ms", client.KeeperConfig{PlainRenewals: true, TTL: 1500 * time.Microsecond}, "TTL"},
+		{"renew too late", client.KeeperConfig{PlainRenewals: true, TTL: 30 * time.Second, RenewInterval: 27 * time.Second}, "RenewInterval"},
+		{"margin", client.KeeperConfig{PlainRenewals: true, DriftMargin: 0.9}, "DriftMargin"},
+		{"jitter", client.KeeperConfig{PlainRenewals: true, RenewJitter: 0.9}, "RenewJitter"},
+		{"backoff", client.KeeperConfig{PlainRenewals: true, RetryBackoff: client.Backoff{Initial: time.Second, Max: time.Millisecond}}, "RetryBackoff"},
+		{"cancel too early for the ttl", client.KeeperConfig{PlainRenewals: true, TTL: 3 * time.Second, CancelBefore: 2 * time.Second}, "CancelBefore"},
+	} {
+		if err := tc.cfg.Validate(); err == nil && tc.field != "CancelBefore" {
+			t.Errorf("%s: Validate passed", tc.name)
+		}
+		k, err := client.NewKeeper(t.Context(), c, tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, %v, want an error naming %s", tc.name, k, err, tc.field)
+		}
 	}
 }
 
@@ -344,7 +393,7 @@ func TestRateLimitedRetriesAfterRetryAfter(t *testing.T) {
 	s.set(limited)
 	c := s.client(t, client.Config{MaxAttempts: 1})
 	var rec term
-	e, _ := client.NewElector(c, "svc.limited", rec.config(clock, "agent-a"))
+	e, _ := keeperElector(t, c, "svc.limited", client.KeeperConfig{Clock: clock}, rec.config(clock, "agent-a"))
 	runElector(t, e)
 	waitFor(t, "a retry of the acquire scheduled", func() bool { _, ok := clock.Next(); return s.acquires.Load() == 1 && ok })
 	if next, _ := clock.Next(); !next.Equal(epoch.Add(5 * time.Second)) {
@@ -387,9 +436,9 @@ func TestStopFromTheCallbackReleases(t *testing.T) {
 	c := s.client(t, client.Config{MaxAttempts: 1})
 	for i := range 200 {
 		ctx, cancel := context.WithCancel(t.Context())
-		e, err := client.NewElector(c, "svc.stop", client.ElectorConfig{
-			Holder: "a", Wait: -1,
-			OnStartedLeading: func(context.Context) { cancel() },
+		e, err := c.NewElector("svc.stop", client.ElectorConfig{
+			Holder: "a", Wait: -1, Logger: slog.New(slog.DiscardHandler),
+			Callbacks: client.LeaderCallbacks{OnStartedLeading: func(context.Context) { cancel() }},
 		})
 		if err != nil {
 			t.Fatal(err)

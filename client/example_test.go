@@ -83,19 +83,22 @@ func ExampleElector() {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := client.NewElector(c, "team-a.scheduler", client.ElectorConfig{
+	// The Client's Elector holds the lease through the Client's shared
+	// session, or with plain renewals where the service offers none.
+	e, err := c.NewElector("team-a.scheduler", client.ElectorConfig{
 		Holder: "agent-1", // default: hostname-pid
-		TTL:    30 * time.Second,
-		OnStartedLeading: func(ctx context.Context) {
-			token, _ := client.TokenFromContext(ctx)
-			fmt.Println("leading with fencing token", token)
-			// Do the leader's work here, passing token with every write
-			// downstream, until ctx is done. Here: stop at once.
-			cancel()
-			<-ctx.Done()
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				token, _ := client.TokenFromContext(ctx)
+				fmt.Println("leading with fencing token", token)
+				// Do the leader's work here, passing token with every write
+				// downstream, until ctx is done. Here: stop at once.
+				cancel()
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func() { fmt.Println("stopped leading") },
+			OnNewLeader:      func(holder string) { fmt.Println("leader:", holder) },
 		},
-		OnStoppedLeading: func() { fmt.Println("stopped leading") },
-		OnNewLeader:      func(holder string) { fmt.Println("leader:", holder) },
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -158,28 +161,39 @@ func ExampleElector_preemption() {
 	defer cancel()
 	done, leading := make(chan struct{}), make(chan struct{})
 
+	// One Keeper holds the leases of both Electors, with plain renewals
+	// of a 3s TTL: it renews them, and the Electors lead over it.
+	k, err := client.NewKeeper(ctx, c, client.KeeperConfig{PlainRenewals: true, TTL: 3 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer k.Close()
 	var primary *client.Elector
-	primary, err = client.NewElector(c, "jobs.scheduler", client.ElectorConfig{
-		Holder: "old", TTL: 3 * time.Second, Priority: 1,
-		OnStartedLeading: func(ctx context.Context) { close(leading); <-ctx.Done() },
-		OnYieldRequested: func(ctx context.Context, to string) {
-			// Save where the work stands; the Elector then steps down.
-			if err := primary.Checkpoint(ctx, map[string]int{"offset": 812}); err != nil {
-				log.Print(err)
-			}
+	primary, err = client.NewElector(k, "jobs.scheduler", client.ElectorConfig{
+		Holder: "old", Priority: 1,
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { close(leading); <-ctx.Done() },
+			OnYieldRequested: func(ctx context.Context, to string) {
+				// Save where the work stands; the Elector then steps down.
+				if err := primary.Checkpoint(ctx, map[string]int{"offset": 812}); err != nil {
+					log.Print(err)
+				}
+			},
 		},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	standby, err := client.NewElector(c, "jobs.scheduler", client.ElectorConfig{
-		Holder: "new", TTL: 3 * time.Second, Priority: 10, Preempt: true,
-		OnStartedLeading: func(ctx context.Context) {
-			cp, by := client.CheckpointFromContext(ctx)
-			token, _ := client.TokenFromContext(ctx)
-			fmt.Printf("new leads with token %d, resuming from %s (written by token %d)\n", token, cp, by)
-			close(done)
-			<-ctx.Done()
+	standby, err := client.NewElector(k, "jobs.scheduler", client.ElectorConfig{
+		Holder: "new", Priority: 10, Preempt: true,
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				cp, by := client.CheckpointFromContext(ctx)
+				token, _ := client.TokenFromContext(ctx)
+				fmt.Printf("new leads with token %d, resuming from %s (written by token %d)\n", token, cp, by)
+				close(done)
+				<-ctx.Done()
+			},
 		},
 	})
 	if err != nil {

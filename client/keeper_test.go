@@ -27,9 +27,10 @@ func bubbleKeeper(t *testing.T) (*client.Keeper, *service, *client.Client) {
 }
 
 // TestKeeperHoldPlain: a plain holding's deadline is the send time of the
-// last successful acquire or renew + TTL × (1 − DriftMargin); Hold renews
-// it every TTL/3, moving the deadline (Changed), and a renew answered
-// lease_lost ends it (Done, Err matches ErrLost).
+// last successful acquire or renew + TTL × (1 − DriftMargin); the Keeper
+// renews it every RenewInterval (TTL/3, less up to RenewJitter of it),
+// moving the deadline (Changed), and a renew answered lease_lost ends it
+// (Done, Err matches ErrLost).
 func TestKeeperHoldPlain(t *testing.T) { synctest.Test(t, keeperHoldPlain) }
 
 func keeperHoldPlain(t *testing.T) {
@@ -45,12 +46,14 @@ func keeperHoldPlain(t *testing.T) {
 	if want := start.Add(27 * time.Second); !h.Deadline().Equal(want) || h.Token() != 1 || h.TTL() != 30*time.Second {
 		t.Fatalf("deadline %v token %d TTL %v, want %v, 1 and 30s", h.Deadline(), h.Token(), h.TTL(), want)
 	}
+	last := start
 	for i := 1; i <= 2; i++ {
 		<-h.Changed() // the bubble's clock runs to the next renewal
-		if since := time.Since(start); since != time.Duration(i)*10*time.Second {
-			t.Fatalf("renewal %d came %v after the acquire, want every TTL/3", i, since)
+		if since := time.Since(last); since > 10*time.Second || since < 9*time.Second {
+			t.Fatalf("renewal %d came %v after the last, want TTL/3 less up to 10%%", i, since)
 		}
-		if want := time.Now().Add(27 * time.Second); !h.Deadline().Equal(want) {
+		last = time.Now()
+		if want := last.Add(27 * time.Second); !h.Deadline().Equal(want) {
 			t.Fatalf("after renewal %d the deadline is %v, want %v", i, h.Deadline(), want)
 		}
 	}
@@ -59,8 +62,8 @@ func keeperHoldPlain(t *testing.T) {
 	}
 	s.set(lost)
 	<-h.Done()
-	if since := time.Since(start); since != 30*time.Second || !errors.Is(h.Err(), client.ErrLost) {
-		t.Fatalf("ended %v in with %v, want at the third renewal (30s) with ErrLost", since, h.Err())
+	if since := time.Since(last); since > 10*time.Second || since < 9*time.Second || !errors.Is(h.Err(), client.ErrLost) {
+		t.Fatalf("ended %v after the last renewal with %v, want at the third renewal with ErrLost", since, h.Err())
 	}
 }
 
@@ -123,15 +126,21 @@ func keeperReleaseAndTransfer(t *testing.T) {
 	}
 }
 
-// TestKeeperFitsFallsBack: a Keeper whose Fits refuses the window of the
-// session it would open holds by plain renewals.
-func TestKeeperFitsFallsBack(t *testing.T) {
+// TestKeeperWindowFallsBack: a Keeper whose CancelBefore does not fit the
+// window of the session it would open holds by plain renewals, reason
+// "window" (rule L1), and tells OnMode so, once, before NewKeeper returns.
+func TestKeeperWindowFallsBack(t *testing.T) {
 	s := newService(t, nil)
 	c := s.client(t, client.Config{})
-	no := func(time.Duration) error { return errors.New("no room") }
-	k, err := client.NewKeeper(context.Background(), c, client.KeeperConfig{Fits: no})
-	if err != nil || k.Mode() != "plain" {
+	var modes []client.KeeperMode
+	// The shared session's window is 1s: 500ms is not below 0.9s − 0.5s.
+	k, err := client.NewKeeper(context.Background(), c, client.KeeperConfig{CancelBefore: 500 * time.Millisecond,
+		OnMode: func(m client.KeeperMode) { modes = append(modes, m) }})
+	if err != nil || k.Mode() != "plain" || k.PlainReason() != "window" {
 		t.Fatalf("NewKeeper with a window that does not fit: %v, %v", k, err)
 	}
-	k.Close()
+	defer k.Close()
+	if len(modes) != 1 || modes[0] != k.ModeInfo() || !errors.Is(modes[0].Cause, client.ErrInvalid) || modes[0].Span != client.DefaultTTL {
+		t.Fatalf("OnMode was told %+v, want once %+v with a cause matching ErrInvalid", modes, k.ModeInfo())
+	}
 }

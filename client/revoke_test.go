@@ -201,7 +201,7 @@ func TestElectorStopsAtOnceWhenRevoked(t *testing.T) {
 	c, _ := client.New(f.URL, client.Config{MaxAttempts: 1, TokenSource: client.StaticToken("agent-a")})
 	admin, _ := client.New(f.URL, client.Config{TokenSource: client.StaticToken("admin-token")})
 	var rec term
-	e, err := client.NewElector(c, "svc.revoked", rec.config(clock, "agent-a"))
+	e, err := keeperElector(t, c, "svc.revoked", client.KeeperConfig{Clock: clock}, rec.config(clock, "agent-a"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,14 @@ var ErrSessionLimit = errors.New("client: the service's session limit is reached
 // the loss of every holding the Session still had then.
 var ErrSessionClosed = errors.New("client: session closed")
 
+// ErrSessionEnded is the error of a request on a Session the service ended
+// (it expired: nothing heard from it for its window, or its record ran out;
+// a resume refused because the session no longer exists). It matches
+// ErrSessionClosed. A Session so ended never reopens itself; its holdings
+// ended with ErrLost (rule L2 of the SDKs' lifecycle), and a Keeper that
+// opened it opens a new one.
+var ErrSessionEnded = fmt.Errorf("%w: the service ended the session", ErrSessionClosed)
+
 // SessionConfig configures a Session (OpenSession).
 type SessionConfig struct {
 	// Window is the session's heartbeat window, whole milliseconds, 200ms …
@@ -156,9 +164,11 @@ func (cfg SessionConfig) withDefaults() (SessionConfig, error) {
 // the session saw or proposed (a 409 session_conflict is resumed again,
 // higher); once a resume is sent, the older sockets are retired: nothing
 // more goes on them, and their pushes and acks count for nothing (the
-// resume says what is still held). A resume that the service refuses
-// because the session ended reports every lease lost and opens a new
-// session. A Session is safe for concurrent use.
+// resume says what is still held). A Session is one-shot: a resume that
+// the service refuses because the session ended (it expired, or its
+// record ran out) ends it for good, every holding lost (ErrLost); it never
+// reopens itself (Done, Err, ErrSessionEnded): a Keeper that opened it
+// opens a new one. A Session is safe for concurrent use.
 type Session struct {
 	c   *Client
 	cfg SessionConfig
@@ -191,7 +201,8 @@ type Session struct {
 	ackedSent time.Time     // send time of the last acknowledged heartbeat
 	changed   chan struct{} // closed and replaced when the deadline moves
 	holdings  map[holdingKey]*sessionHolding
-	closed    bool
+	closed    bool  // by Close, or the service ended it
+	endErr    error // why it ended: ErrSessionClosed, or ErrSessionEnded
 }
 
 // holdingKey names a holding: a fencing token is never reused by a lease.
@@ -379,6 +390,52 @@ func (s *Session) loseAllLocked(err error) {
 	}
 }
 
+// Done returns a channel closed when the session has ended: Close
+// finished, or the service ended it.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err says why the session ended: nil while it lives, ErrSessionClosed
+// after Close, an error matching ErrSessionEnded (and ErrSessionClosed)
+// when the service ended it.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endErr
+}
+
+// closedErr is the error of a request on the ended session: Err, or
+// ErrSessionClosed while Close is under way.
+func (s *Session) closedErr() error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	return ErrSessionClosed
+}
+
+// endLocked ends the session because the service ended it (cause): every
+// holding is lost, the sockets are closed, nothing is sent any more; s.mu
+// is held. The caller cancels s.ctx.
+func (s *Session) endLocked(cause error) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.endErr = fmt.Errorf("%w: %w", ErrSessionEnded, cause)
+	// Lost as a lost push says it (code lease_lost), the refusal told.
+	s.loseAllLocked(&Error{Code: "lease_lost", kind: ErrLost, Detail: "the service ended the session: " + cause.Error()})
+	s.ackedSent = time.Time{}
+	s.signalLocked()
+	for _, sc := range []*sconn{s.conn, s.latest} {
+		if sc != nil {
+			_ = sc.ws.CloseNow()
+		}
+	}
+	if s.conn != nil {
+		s.conn = nil
+		s.connected = make(chan struct{})
+	}
+}
+
 // Close ends the session: it sends close, which releases every lease of
 // the session at once, waits for the answer (until ctx ends; while the
 // session reconnects, for the reconnection first) and closes the socket.
@@ -391,6 +448,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	s.endErr = ErrSessionClosed
 	sc := s.conn
 	s.conn = nil // its end, after the close, is no drop to reconnect after
 	s.connected = make(chan struct{})

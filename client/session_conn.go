@@ -135,7 +135,7 @@ func (s *Session) connect(ctx context.Context, resume bool) (*sconn, error) {
 	if s.closed {
 		s.mu.Unlock()
 		_ = sc.ws.CloseNow()
-		return nil, ErrSessionClosed
+		return nil, s.closedErr()
 	}
 	if resume {
 		s.epoch++

@@ -25,7 +25,7 @@ func TestSessionLostBeforeItsResultIsNotLed(t *testing.T) {
 	waitFor(t, "the first heartbeat acknowledged", func() bool { return !s.Deadline().IsZero() })
 	f.holdAcquires.Store(true)
 	type answer struct {
-		h   *client.Holding
+		h   client.Holding
 		err error
 	}
 	done := make(chan answer, 1)
@@ -69,7 +69,7 @@ func TestSessionLateResultIsLedOnlyByItsOwnWrite(t *testing.T) {
 	waitFor(t, "the first heartbeat acknowledged", func() bool { return !s.Deadline().IsZero() })
 	waitFor(t, "the next heartbeat scheduled", func() bool { return clock.Timers() == 1 })
 	f.holdAcquires.Store(true)
-	done := make(chan *client.Holding, 1)
+	done := make(chan client.Holding, 1)
 	go func() {
 		h, err := k.Acquire(t.Context(), "svc.a", client.AcquireRequest{Holder: "agent-a"})
 		if err != nil {

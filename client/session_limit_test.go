@@ -29,7 +29,7 @@ func TestSessionLimitFallsBackToPlainRenewals(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	run := func(name string, s *client.Session) func() error {
-		_, stop := leadWith(t, c, name, client.ElectorConfig{Holder: "agent-a", Session: s, Logger: logger}, logs)
+		_, stop := leadWith(t, c, name, client.KeeperConfig{Session: s}, client.ElectorConfig{Holder: "agent-a", Logger: logger}, logs)
 		return stop
 	}
 	held := func(name string, viaSession bool) {
@@ -41,7 +41,7 @@ func TestSessionLimitFallsBackToPlainRenewals(t *testing.T) {
 
 	stopPlain := run("svc.limited", nil)
 	held("svc.limited", false)
-	if !strings.Contains(logs.String(), "plain renewals (the service's session limit is reached)") {
+	if !strings.Contains(logs.String(), "with plain renewals (ttl 30s): the service's session limit is reached") {
 		t.Fatalf("the fallback is not logged:\n%s", logs)
 	}
 	stopGiven := run("svc.given", given)

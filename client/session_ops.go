@@ -223,7 +223,7 @@ func (s *Session) socketAfter(ctx context.Context, h *sessionHolding, prev *scon
 		}
 		switch {
 		case closed:
-			return nil, ErrSessionClosed
+			return nil, s.closedErr()
 		case usable:
 			return sc, nil
 		case sc != nil:
@@ -237,7 +237,7 @@ func (s *Session) socketAfter(ctx context.Context, h *sessionHolding, prev *scon
 		case <-ctx.Done():
 			return nil, &Error{kind: ErrUnavailable, Err: fmt.Errorf("no resumed socket to send it on: %w", context.Cause(ctx))}
 		case <-s.ctx.Done():
-			return nil, ErrSessionClosed
+			return nil, s.closedErr()
 		}
 	}
 }
@@ -288,7 +288,7 @@ func (s *Session) socket(ctx context.Context) (*sconn, error) {
 		s.mu.Unlock()
 		switch {
 		case closed:
-			return nil, ErrSessionClosed
+			return nil, s.closedErr()
 		case sc != nil && !retired:
 			return sc, nil
 		case retired:
@@ -299,7 +299,7 @@ func (s *Session) socket(ctx context.Context) (*sconn, error) {
 		case <-ctx.Done():
 			return nil, &Error{kind: ErrUnavailable, Err: fmt.Errorf("the session is reconnecting: %w", context.Cause(ctx))}
 		case <-s.ctx.Done():
-			return nil, ErrSessionClosed
+			return nil, s.closedErr()
 		}
 	}
 }

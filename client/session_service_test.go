@@ -137,15 +137,23 @@ func newTestService(t *testing.T, o testService) (*httptest.Server, *conns) {
 	return srv, ls
 }
 
-// leadWith runs an Elector of name with cfg until the test (or the
-// returned stop) ends it, and waits until it leads; it returns the leading
-// context and stop, which ends Run and returns its error. logs is shown
-// when it does not lead.
-func leadWith(t *testing.T, c *client.Client, name string, cfg client.ElectorConfig, logs fmt.Stringer) (context.Context, func() error) {
+// leadWith runs an Elector of name with cfg, over a Keeper of kcfg (with
+// cfg's Logger), until the test (or the returned stop) ends it, and waits
+// until it leads; it returns the leading context and stop, which ends Run,
+// closes the Keeper and returns Run's error. logs is shown when it does
+// not lead.
+func leadWith(t *testing.T, c *client.Client, name string, kcfg client.KeeperConfig, cfg client.ElectorConfig, logs fmt.Stringer) (context.Context, func() error) {
 	t.Helper()
 	leading := make(chan context.Context, 1)
-	cfg.OnStartedLeading = func(ctx context.Context) { leading <- ctx; <-ctx.Done() }
-	e, err := client.NewElector(c, name, cfg)
+	cfg.Callbacks.OnStartedLeading = func(ctx context.Context) { leading <- ctx; <-ctx.Done() }
+	if kcfg.Logger == nil {
+		kcfg.Logger = cfg.Logger
+	}
+	k, err := client.NewKeeper(t.Context(), c, kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := client.NewElector(k, name, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +162,7 @@ func leadWith(t *testing.T, c *client.Client, name string, cfg client.ElectorCon
 	go func() { ran <- e.Run(ctx) }()
 	select {
 	case lctx := <-leading:
-		return lctx, func() error { cancel(); return <-ran }
+		return lctx, func() error { cancel(); err := <-ran; k.Close(); return err }
 	case err := <-ran:
 		t.Fatalf("%s: Run returned %v before leading; log:\n%s", name, err, logs)
 	case <-time.After(10 * time.Second):
@@ -182,14 +190,16 @@ func TestSessionAgainstTheService(t *testing.T) {
 	defer func() { _ = s.Close(context.Background()) }()
 	leading := make(chan context.Context, 1)
 	deadlines := make(chan time.Time, 100)
-	e, err := client.NewElector(c, "svc.real", client.ElectorConfig{
-		Holder: "agent-a", Session: s,
-		OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() },
-		OnSafeDeadline: func(d time.Time) {
-			select {
-			case deadlines <- d:
-			default:
-			}
+	e, err := keeperElector(t, c, "svc.real", client.KeeperConfig{Session: s}, client.ElectorConfig{
+		Holder: "agent-a",
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx; <-ctx.Done() },
+			OnSafeDeadline: func(d time.Time) {
+				select {
+				case deadlines <- d:
+				default:
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -266,7 +276,7 @@ func TestSharedSessionAgainstTheService(t *testing.T) {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	run := func(name string, plain bool) (context.Context, func() error) {
-		return leadWith(t, c, name, client.ElectorConfig{Holder: "agent-a", PlainRenewals: plain, Logger: logger}, logs)
+		return leadWith(t, c, name, client.KeeperConfig{PlainRenewals: plain}, client.ElectorConfig{Holder: "agent-a", Logger: logger}, logs)
 	}
 	ctxA, stopA := run("svc.shared-a", false)
 	ctxB, stopB := run("svc.shared-b", false)

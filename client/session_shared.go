@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// sharedSession is the session a Client's Electors hold their leases
-// through by default (ElectorConfig.Session nil): one per Client, opened
-// when the first Elector needs it and closed when the last stops using it.
+// sharedSession is the session a Client's Keepers hold their leases
+// through by default (KeeperConfig.Session nil, Window 0): one per Client,
+// opened when the first Keeper needs it, opened again when the service
+// ended it, and closed when the last Keeper stops using it.
 type sharedSession struct {
 	mu          sync.Mutex
 	s           *Session
@@ -26,7 +27,7 @@ func (c *Client) sharedSession(ctx context.Context, cfg SessionConfig, closeTime
 	if sh.unsupported {
 		return nil, nil, ErrSessionsUnsupported
 	}
-	if sh.s == nil {
+	if sh.s == nil || sh.s.Err() != nil { // none, or the service ended it (rule L2)
 		s, err := c.OpenSession(ctx, cfg)
 		if errors.Is(err, ErrSessionsUnsupported) {
 			sh.unsupported = true

@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/coder/websocket"
@@ -49,7 +48,7 @@ func (s *Session) supervise() {
 // reconnect resumes the session on a new socket (any instance), retrying
 // with backoff until Close; a first session_conflict is resumed again at
 // once, above the epoch it names. When the service says the session
-// ended, it reports every holding lost and opens a new session.
+// ended, the Session ends (resume).
 func (s *Session) reconnect() {
 	failures, conflicted := 0, false
 	for attempt := 1; ; attempt++ {
@@ -65,9 +64,12 @@ func (s *Session) reconnect() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		sc, err := s.resumeOrReopen()
+		sc, err := s.resume()
 		if err == nil {
 			s.setConn(sc)
+			return
+		}
+		if errors.Is(err, ErrSessionEnded) {
 			return
 		}
 		s.cfg.Logger.Warn("leasesvc session: reconnect failed", "attempt", attempt, "err", err)
@@ -81,9 +83,10 @@ func (s *Session) reconnect() {
 	}
 }
 
-// resumeOrReopen resumes the session on a new socket or, when the service
-// says it ended, opens a new one.
-func (s *Session) resumeOrReopen() (*sconn, error) {
+// resume resumes the session on a new socket. When the service says the
+// session ended, the Session ends for good (rule L2): its holdings are
+// lost, and it is not reopened.
+func (s *Session) resume() (*sconn, error) {
 	sc, err := s.connect(s.ctx, true)
 	if err == nil {
 		s.cfg.Logger.Info("leasesvc session: resumed")
@@ -94,11 +97,10 @@ func (s *Session) resumeOrReopen() (*sconn, error) {
 	}
 	s.cfg.Logger.Warn("leasesvc session: the service ended the session; its leases are lost", "err", err)
 	s.mu.Lock()
-	s.loseAllLocked(fmt.Errorf("%w: the session ended: %w", ErrLost, err))
-	s.ackedSent = time.Time{}
-	s.signalLocked()
+	s.endLocked(err)
 	s.mu.Unlock()
-	return s.connect(s.ctx, false)
+	s.cancel()
+	return nil, s.closedErr()
 }
 
 // sessionGone reports whether a resume's refusal says the session cannot
@@ -118,7 +120,7 @@ func isConflict(err error) bool {
 // move resumes the session on a new socket, then closes old without a
 // close message (make before break).
 func (s *Session) move(old *sconn) {
-	sc, err := s.resumeOrReopen()
+	sc, err := s.resume()
 	if err != nil {
 		s.mu.Lock()
 		sent := !old.retiredAt.IsZero()

@@ -104,7 +104,7 @@ func sessionElector(t *testing.T, f *fakeSessions, clock *fakeclock.Clock, rec *
 	logs = &syncBuffer{}
 	cfg := rec.config(clock, "agent-a")
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	cfg.OnSafeDeadline = func(d time.Time) {
+	cfg.Callbacks.OnSafeDeadline = func(d time.Time) {
 		mu.Lock()
 		ds = append(ds, d)
 		mu.Unlock()
@@ -112,7 +112,7 @@ func sessionElector(t *testing.T, f *fakeSessions, clock *fakeclock.Clock, rec *
 	if edit != nil {
 		edit(&cfg)
 	}
-	e, err = client.NewElector(c, "svc.session", cfg)
+	e, err = keeperElector(t, c, "svc.session", client.KeeperConfig{Clock: clock, Logger: cfg.Logger}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +159,19 @@ func TestSessionTermEndsAtTheSessionDeadline(t *testing.T) {
 	if ds := deadlines(); len(ds) != 1 || !ds[0].Equal(epoch.Add(900*time.Millisecond)) {
 		t.Fatalf("safe deadlines %v, want [+900ms]", ds)
 	}
-	// The session's heartbeat, the term's deadline and its (idle) renewal.
-	waitFor(t, "the term's timers", func() bool { return clock.Timers() == 3 })
-	beat(t, clock, sock, 2, 3)
+	// The session's heartbeat and the term's deadline (no renewal: the
+	// session keeps the holding, and no checkpoint is pending).
+	waitFor(t, "the term's timers", func() bool { return clock.Timers() == 2 })
+	beat(t, clock, sock, 2, 2)
 	waitFor(t, "the deadline moved by the acknowledged heartbeat", func() bool {
 		ds := deadlines()
 		return len(ds) == 2 && ds[1].Equal(epoch.Add(1150*time.Millisecond))
 	})
 
 	f.acks.Store(false)
-	beat(t, clock, sock, 3, 3) // +500ms
-	beat(t, clock, sock, 4, 3) // +750ms
-	beat(t, clock, sock, 5, 3) // +1000ms
+	beat(t, clock, sock, 3, 2) // +500ms
+	beat(t, clock, sock, 4, 2) // +750ms
+	beat(t, clock, sock, 5, 2) // +1000ms
 	clock.Advance(40 * time.Millisecond)
 	if _, _, ctx := rec.get(); ctx.Err() != nil {
 		t.Fatalf("the term ended at +1040ms, before its deadline: %v", context.Cause(ctx))
@@ -210,7 +211,7 @@ func TestSessionCheckpointYieldAndReleaseTravelOverTheSession(t *testing.T) {
 	var rec term
 	yielded := make(chan string, 1)
 	e, _, _ := sessionElector(t, f, clock, &rec, func(cfg *client.ElectorConfig) {
-		cfg.OnYieldRequested = func(_ context.Context, to string) { yielded <- to }
+		cfg.Callbacks.OnYieldRequested = func(_ context.Context, to string) { yielded <- to }
 	})
 	sock := f.socket(t, 0)
 	if err := e.Checkpoint(t.Context(), map[string]int{"n": 1}); err != nil {
@@ -329,13 +330,13 @@ func TestSessionsUnsupported(t *testing.T) {
 	logs := &syncBuffer{}
 	cfg := rec.config(clock, "agent-a")
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	e, err := client.NewElector(svc.client(t, client.Config{MaxAttempts: 1}), "svc.plain", cfg)
+	e, err := keeperElector(t, svc.client(t, client.Config{MaxAttempts: 1}), "svc.plain", client.KeeperConfig{Clock: clock, Logger: cfg.Logger}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runElector(t, e)
 	waitFor(t, "leading", func() bool { n, _, _ := rec.get(); return n == 1 })
-	if !strings.Contains(logs.String(), "plain renewals (the service offers no sessions)") || svc.acquires.Load() != 1 {
+	if !strings.Contains(logs.String(), "with plain renewals (ttl 30s): the service offers no sessions") || svc.acquires.Load() != 1 {
 		t.Fatalf("acquires %d; log:\n%s", svc.acquires.Load(), logs)
 	}
 }

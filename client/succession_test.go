@@ -126,11 +126,14 @@ func TestAcquireSendsPriorityOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// realConfig is an Elector config on the real clock, with a short TTL,
-// for tests of hand-overs through the service's waiting acquires.
+// realConfig is an Elector config for tests of hand-overs through the
+// service's waiting acquires, over a Keeper of realKeeper.
 func realConfig(holder string, lead func(ctx context.Context)) client.ElectorConfig {
-	return client.ElectorConfig{Holder: holder, TTL: 2 * time.Second, RenewInterval: 200 * time.Millisecond, Wait: 5 * time.Second, OnStartedLeading: lead}
+	return client.ElectorConfig{Holder: holder, Wait: 5 * time.Second, Callbacks: client.LeaderCallbacks{OnStartedLeading: lead}}
 }
+
+// realKeeper is a Keeper config on the real clock, with a short TTL.
+var realKeeper = client.KeeperConfig{TTL: 2 * time.Second, RenewInterval: 200 * time.Millisecond}
 
 // leadRecord is what OnStartedLeading saw of each term.
 type leadRecord struct {
@@ -181,11 +184,11 @@ func TestElectorPreemption(t *testing.T) {
 	var cpErr error
 	cfgLow := realConfig("low", low.lead)
 	cfgLow.Priority = 1
-	cfgLow.OnYieldRequested = func(ctx context.Context, to string) {
+	cfgLow.Callbacks.OnYieldRequested = func(ctx context.Context, to string) {
 		cpErr = lowE.Checkpoint(ctx, map[string]any{"done": 42})
 		yielded <- to
 	}
-	lowE, err := client.NewElector(c, name, cfgLow)
+	lowE, err := keeperElector(t, c, name, realKeeper, cfgLow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +197,7 @@ func TestElectorPreemption(t *testing.T) {
 
 	cfgHigh := realConfig("high", high.lead)
 	cfgHigh.Priority, cfgHigh.Preempt = 10, true
-	highE, err := client.NewElector(c, name, cfgHigh)
+	highE, err := keeperElector(t, c, name, realKeeper, cfgHigh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +249,7 @@ func TestElectorTransfer(t *testing.T) {
 	c := s.client(t, client.Config{})
 	const name = "succ.transfer"
 	var ra, rb leadRecord
-	a, err := client.NewElector(c, name, realConfig("a", ra.lead))
+	a, err := keeperElector(t, c, name, realKeeper, realConfig("a", ra.lead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +261,7 @@ func TestElectorTransfer(t *testing.T) {
 	if err := a.Transfer(t.Context(), "b", json.RawMessage(`[1]`)); err == nil {
 		t.Fatal("Transfer with a checkpoint that is no object succeeded")
 	}
-	b, err := client.NewElector(c, name, realConfig("b", rb.lead))
+	b, err := keeperElector(t, c, name, realKeeper, realConfig("b", rb.lead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +300,7 @@ func TestElectorCheckpoint(t *testing.T) {
 	c := s.client(t, client.Config{})
 	const name = "succ.checkpoint"
 	var r leadRecord
-	e, err := client.NewElector(c, name, realConfig("a", r.lead))
+	e, err := keeperElector(t, c, name, realKeeper, realConfig("a", r.lead))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +352,7 @@ func stepsDownWithoutCallback(t *testing.T) {
 	var low, peer, high leadRecord
 	cfg := realConfig("low", low.lead)
 	cfg.Priority = 5
-	lowE, err := client.NewElector(c, name, cfg)
+	lowE, err := keeperElector(t, c, name, realKeeper, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +368,7 @@ func stepsDownWithoutCallback(t *testing.T) {
 	// A preempting peer of the same priority: registered, but no yield.
 	cfg = realConfig("peer", peer.lead)
 	cfg.Priority, cfg.Preempt = 5, true
-	peerE, err := client.NewElector(c, name, cfg)
+	peerE, err := keeperElector(t, c, name, realKeeper, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +387,7 @@ func stepsDownWithoutCallback(t *testing.T) {
 
 	cfg = realConfig("high", high.lead)
 	cfg.Priority, cfg.Preempt = 6, true
-	highE, err := client.NewElector(c, name, cfg)
+	highE, err := keeperElector(t, c, name, realKeeper, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (p termPhase) String() string {
 // setPending and over, which hold mu.
 type term struct {
 	cfg termConfig
-	h   *Holding
+	h   Holding
 
 	mu      sync.Mutex
 	pending json.RawMessage // the latest checkpoint not yet known to be stored
@@ -69,6 +69,7 @@ type term struct {
 
 	reqs chan termReq  // to the lead loop
 	over chan struct{} // closed when the lead loop has returned
+	wake chan struct{} // a checkpoint is pending: arm the write timer
 
 	// Owned by the lead loop.
 	phase termPhase
@@ -79,11 +80,14 @@ type term struct {
 	stopAt       time.Time       // the safe deadline less CancelBefore
 	reported     time.Time       // the last deadline told to OnSafeDeadline
 	stop, renewT Timer
-	results      chan renewResult
-	cancelRenew  context.CancelFunc
-	inFlight     bool
-	failures     int
-	lastErr      error
+	// renewArmed: renewT is armed to write what is pending. (The Keeper
+	// keeps the holding: the term renews only to write checkpoints.)
+	renewArmed  bool
+	results     chan renewResult
+	cancelRenew context.CancelFunc
+	inFlight    bool
+	failures    int
+	lastErr     error
 	// Checkpoint writes waiting for a renew: queued ones for the next,
 	// covered ones for the one in flight.
 	queued, covered []termReq
@@ -130,8 +134,8 @@ type renewResult struct {
 
 // newTerm returns the term of the holding h, renewing. Its timers are
 // armed by arm.
-func newTerm(ctx context.Context, cfg termConfig, h *Holding, end func(cause, over error)) *term {
-	return &term{cfg: cfg, h: h, reqs: make(chan termReq), over: make(chan struct{}),
+func newTerm(ctx context.Context, cfg termConfig, h Holding, end func(cause, over error)) *term {
+	return &term{cfg: cfg, h: h, reqs: make(chan termReq), over: make(chan struct{}), wake: make(chan struct{}, 1),
 		end: end, ctx: ctx, results: make(chan renewResult, 1), cancelRenew: func() {}, transferDone: make(chan error, 1),
 		changed: h.Changed(), done: h.Done(), yieldCh: h.YieldRequests()}
 }
@@ -145,6 +149,10 @@ func (t *term) setPending(cp json.RawMessage) error {
 		return fmt.Errorf("%w: %w", ErrNotLeading, t.ended)
 	}
 	t.pending, t.gen = cp, t.gen+1
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
@@ -165,13 +173,28 @@ func (t *term) setEnded(err error) {
 	}
 }
 
-// arm starts the term's two timers for a holding confirmed by a request
-// sent at sent: the safe deadline's and the first renewal's.
-func (t *term) arm(sent time.Time) {
+// arm starts the term's stop timer (StopAt) and makes its write timer,
+// unarmed until a checkpoint is pending.
+func (t *term) arm() {
 	clock := t.cfg.clock
-	t.stopAt = t.h.Deadline().Add(-t.cfg.cancelBefore)
+	t.stopAt = StopAt(t.h.Deadline(), t.cfg.cancelBefore)
 	t.stop = clock.NewTimer(t.stopAt.Sub(clock.Now()))
-	t.renewT = clock.NewTimer(sent.Add(t.cfg.jittered(t.cfg.renewInterval)).Sub(clock.Now()))
+	t.renewT = clock.NewTimer(t.cfg.renewInterval)
+	t.renewT.Stop()
+}
+
+// resetRenew arms the write timer to fire after d.
+func (t *term) resetRenew(d time.Duration) {
+	t.renewT.Reset(d)
+	t.renewArmed = true
+}
+
+// onWake arms the write timer for a checkpoint just set pending: it is
+// written with the next renew, within RenewInterval.
+func (t *term) onWake() {
+	if t.phase == termRenewing && !t.renewArmed && !t.inFlight && !t.busy() {
+		t.resetRenew(t.cfg.jittered(t.cfg.renewInterval))
+	}
 }
 
 // close stops the term's timers and any renew in flight.
@@ -215,23 +238,23 @@ func (t *term) sendRenew() {
 	t.covered, t.queued = t.queued, nil
 	go func(at time.Time) {
 		actx, cancel := context.WithTimeout(rctx, t.cfg.attemptTimeout)
-		r, err := t.h.renew(actx, RenewRequest{Holder: t.cfg.holder, FencingToken: t.h.Token(), Checkpoint: cp}, callOpts{attempts: 1})
+		r, err := t.h.renewWith(actx, RenewRequest{Holder: t.cfg.holder, FencingToken: t.h.Token(), Checkpoint: cp}, callOpts{attempts: 1})
 		cancel()
 		t.results <- renewResult{l: r, err: err, sent: at, gen: gen, cp: cp != nil}
 	}(t.cfg.clock.Now())
 }
 
-// onRenewTimer renews when it is time to: always with plain renewals,
-// only to write a checkpoint through a session (Holding.RenewDue).
+// onRenewTimer renews when there is a checkpoint to write: the Keeper
+// keeps the holding itself (renewals, or its session's heartbeats).
 func (t *term) onRenewTimer() {
+	t.renewArmed = false
 	if t.phase != termRenewing || t.inFlight || t.busy() {
 		return
 	}
 	t.mu.Lock()
 	write := t.pending != nil
 	t.mu.Unlock()
-	if !t.h.RenewDue(write || len(t.queued) > 0) {
-		t.renewT.Reset(t.cfg.jittered(t.cfg.renewInterval))
+	if !write && len(t.queued) == 0 {
 		return
 	}
 	t.sendRenew()
@@ -284,7 +307,7 @@ func (t *term) onTransferDone(err error) {
 	default:
 		t.log("leasesvc elector: transfer failed", true, "to", r.to, "err", err)
 		if t.phase == termRenewing && !t.inFlight {
-			t.renewT.Reset(0) // renewals were held back: catch up now
+			t.resetRenew(0) // writes were held back: catch up now
 		}
 		select {
 		case <-t.h.Done(): // the service ended it while the transfer was in flight
@@ -315,7 +338,12 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 	case r.err == nil:
 		t.failures = 0
 		t.onDeadlineMoved()
-		t.renewT.Reset(r.sent.Add(t.cfg.jittered(t.cfg.renewInterval)).Sub(t.cfg.clock.Now()))
+		t.mu.Lock()
+		again := t.pending != nil // set again meanwhile
+		t.mu.Unlock()
+		if again {
+			t.resetRenew(r.sent.Add(t.cfg.jittered(t.cfg.renewInterval)).Sub(t.cfg.clock.Now()))
+		}
 	case errors.Is(r.err, ErrLost) || permanent(r.err):
 		t.phase = termStopped
 		if errors.Is(r.err, ErrLost) {
@@ -329,7 +357,7 @@ func (t *term) onRenewResult(r renewResult) (Lease, bool) {
 	default:
 		t.lastErr = r.err
 		t.log("leasesvc elector: renew failed", true, "err", r.err)
-		t.renewT.Reset(t.cfg.retryDelay(r.err, t.failures))
+		t.resetRenew(t.cfg.retryDelay(r.err, t.failures))
 		t.failures++
 	}
 	if len(t.queued) > 0 {
@@ -344,7 +372,7 @@ func (t *term) onDeadline() {
 	if t.phase != termRenewing {
 		return
 	}
-	if t.cfg.clock.Now().Before(t.h.Deadline().Add(-t.cfg.cancelBefore)) {
+	if t.cfg.clock.Now().Before(StopAt(t.h.Deadline(), t.cfg.cancelBefore)) {
 		t.onDeadlineMoved() // a move this loop has not handled yet
 		return
 	}
@@ -402,7 +430,7 @@ func (t *term) onDeadlineMoved() {
 		return
 	}
 	d := t.h.Deadline()
-	t.stopAt = d.Add(-t.cfg.cancelBefore)
+	t.stopAt = StopAt(d, t.cfg.cancelBefore)
 	t.stop.Reset(t.stopAt.Sub(t.cfg.clock.Now()))
 	if t.cfg.onSafeDeadline != nil && !d.IsZero() && !d.Equal(t.reported) {
 		t.reported = d

@@ -37,24 +37,26 @@ func newTestTerm(t *testing.T) (*term, *[]termEnd, *[]time.Time) {
 	}
 	clock := stillClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var deadlines []time.Time
-	e, err := NewElector(c, "svc.term", ElectorConfig{
-		Holder: "agent-a", Clock: clock,
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnStartedLeading: func(context.Context) {},
-		OnSafeDeadline:   func(d time.Time) { deadlines = append(deadlines, d) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k, err := NewKeeper(t.Context(), c, KeeperConfig{PlainRenewals: true, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Holding{k: k, name: "svc.term", token: 7, ttl: DefaultTTL, lease: Lease{Name: "svc.term", Holder: "agent-a", FencingToken: 7},
-		sent: clock.now, changed: make(chan struct{}), done: make(chan struct{})}
+	e, err := NewElector(k, "svc.term", ElectorConfig{
+		Holder: "agent-a",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Callbacks: LeaderCallbacks{
+			OnStartedLeading: func(context.Context) {},
+			OnSafeDeadline:   func(d time.Time) { deadlines = append(deadlines, d) },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &plainHolding{holdingBase: holdingBase{k: k, name: "svc.term", token: 7, lease: Lease{Name: "svc.term", Holder: "agent-a", FencingToken: 7}},
+		ttl: DefaultTTL, sent: clock.now, changed: make(chan struct{}), done: make(chan struct{}), yield: make(chan string, 1)}
 	var ends []termEnd
 	tm := newTerm(t.Context(), e.termConfig(), h, func(cause, over error) { ends = append(ends, termEnd{cause, over}) })
-	tm.arm(clock.now)
+	tm.arm()
 	t.Cleanup(tm.close)
 	return tm, &ends, &deadlines
 }
@@ -73,7 +75,7 @@ func TestTermPhases(t *testing.T) {
 	}{
 		{name: "renewed", phase: termRenewing, renewed: true, events: func(tm *term) {
 			tm.inFlight = true
-			tm.h.confirm(start.Add(10*time.Second), Lease{}) // the Holding moves its deadline
+			tm.h.(*plainHolding).confirm(start.Add(10*time.Second), Lease{}) // the Holding moves its deadline
 			tm.results <- renewResult{sent: start.Add(10 * time.Second)}
 		}},
 		{name: "a failed renew retries", phase: termRenewing, events: func(tm *term) {
@@ -92,7 +94,7 @@ func TestTermPhases(t *testing.T) {
 			tm.onDeadline()
 		}},
 		{name: "a deadline that moved meanwhile does not end it", phase: termRenewing, events: func(tm *term) {
-			tm.h.confirm(start.Add(time.Second), Lease{})
+			tm.h.(*plainHolding).confirm(start.Add(time.Second), Lease{})
 			tm.cfg.clock = stillClock{now: tm.stopAt} // the old deadline's timer fires
 			tm.onDeadline()
 		}},

@@ -65,18 +65,20 @@ func TestRevokeEndToEnd(t *testing.T) {
 		terms []term
 	)
 	started := make(chan int64, 4)
-	el, err := client.NewElector(agent, name, client.ElectorConfig{
-		Holder: "worker-1", TTL: ttl,
-		OnStartedLeading: func(ctx context.Context) {
-			tok, _ := client.TokenFromContext(ctx)
-			mu.Lock()
-			terms = append(terms, term{token: tok, start: time.Now()})
-			mu.Unlock()
-			started <- tok
-			<-ctx.Done()
-			mu.Lock()
-			terms[len(terms)-1].end, terms[len(terms)-1].endedByCancel = time.Now(), true
-			mu.Unlock()
+	el, err := agent.NewElector(name, client.ElectorConfig{
+		Holder: "worker-1",
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				tok, _ := client.TokenFromContext(ctx)
+				mu.Lock()
+				terms = append(terms, term{token: tok, start: time.Now()})
+				mu.Unlock()
+				started <- tok
+				<-ctx.Done()
+				mu.Lock()
+				terms[len(terms)-1].end, terms[len(terms)-1].endedByCancel = time.Now(), true
+				mu.Unlock()
+			},
 		},
 	})
 	if err != nil {

@@ -152,8 +152,8 @@ func (a *sdkAgent) goElector(ctx context.Context, url string) {
 		return
 	}
 	for ctx.Err() == nil {
-		e, err := client.NewElector(c, a.name, client.ElectorConfig{Holder: a.holder, TTL: 3 * time.Second, Priority: sdkPriority,
-			OnStartedLeading: func(lctx context.Context) {
+		e, err := c.NewElector(a.name, client.ElectorConfig{Holder: a.holder, Priority: sdkPriority,
+			Callbacks: client.LeaderCallbacks{OnStartedLeading: func(lctx context.Context) {
 				token, _ := client.TokenFromContext(lctx)
 				a.leading(time.Now())
 				t := time.NewTimer(200*time.Millisecond + rand.N(1300*time.Millisecond))
@@ -163,7 +163,7 @@ func (a *sdkAgent) goElector(ctx context.Context, url string) {
 				case <-t.C: // returning resigns
 				}
 				a.stopped(token, time.Now())
-			}})
+			}}})
 		if err == nil {
 			err = e.Run(ctx)
 		}

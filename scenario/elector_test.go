@@ -43,21 +43,23 @@ type participant struct {
 func campaign(t *testing.T, c *client.Client, lease, holder string, ttl time.Duration) *participant {
 	t.Helper()
 	p := &participant{name: holder, finished: make(chan struct{})}
-	e, err := client.NewElector(c, lease, client.ElectorConfig{
-		Holder: holder, TTL: ttl, Wait: 10 * time.Second,
-		OnStartedLeading: func(ctx context.Context) {
-			tok, _ := client.TokenFromContext(ctx)
-			p.mu.Lock()
-			p.started = append(p.started, time.Now())
-			p.tokens = append(p.tokens, tok)
-			p.mu.Unlock()
-			p.leading.Store(true)
-			<-ctx.Done()
-			p.leading.Store(false)
-			p.mu.Lock()
-			p.ended = append(p.ended, time.Now())
-			p.causes = append(p.causes, context.Cause(ctx))
-			p.mu.Unlock()
+	e, err := c.NewElector(lease, client.ElectorConfig{
+		Holder: holder, Wait: 10 * time.Second,
+		Callbacks: client.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				tok, _ := client.TokenFromContext(ctx)
+				p.mu.Lock()
+				p.started = append(p.started, time.Now())
+				p.tokens = append(p.tokens, tok)
+				p.mu.Unlock()
+				p.leading.Store(true)
+				<-ctx.Done()
+				p.leading.Store(false)
+				p.mu.Lock()
+				p.ended = append(p.ended, time.Now())
+				p.causes = append(p.causes, context.Cause(ctx))
+				p.mu.Unlock()
+			},
 		},
 	})
 	if err != nil {

@@ -194,22 +194,24 @@ func TestFiveAgentsThousandTasks(t *testing.T) {
 	for i := range team {
 		a := &agent{name: fmt.Sprintf("agent-%d", i+1), px: newProxy(t, svc.URL[len("http://"):]), late: make(chan error, 1)}
 		team[i] = a
-		e, err := client.NewElector(newClient(t, a.px.URL()), name, client.ElectorConfig{
-			Holder: a.name, TTL: ttl, Wait: 10 * time.Second,
-			OnNewLeader: func(string) {},
-			OnStartedLeading: func(lctx context.Context) {
-				token, _ := client.TokenFromContext(lctx)
-				proof, ok := client.ProofFromContext(lctx)
-				if !ok {
-					t.Errorf("%s: the leading ctx of token %d carries no proof", a.name, token)
-					return
-				}
-				a.terms.Add(1)
-				leaderChanges.Add(1)
-				mu.Lock()
-				leaderOf[token] = a
-				mu.Unlock()
-				coordinate(lctx, a, string(proof), token, s, tasks, work, func() { closeAll.Do(func() { close(allDone) }) })
+		e, err := newClient(t, a.px.URL()).NewElector(name, client.ElectorConfig{
+			Holder: a.name, Wait: 10 * time.Second,
+			Callbacks: client.LeaderCallbacks{
+				OnNewLeader: func(string) {},
+				OnStartedLeading: func(lctx context.Context) {
+					token, _ := client.TokenFromContext(lctx)
+					proof, ok := client.ProofFromContext(lctx)
+					if !ok {
+						t.Errorf("%s: the leading ctx of token %d carries no proof", a.name, token)
+						return
+					}
+					a.terms.Add(1)
+					leaderChanges.Add(1)
+					mu.Lock()
+					leaderOf[token] = a
+					mu.Unlock()
+					coordinate(lctx, a, string(proof), token, s, tasks, work, func() { closeAll.Do(func() { close(allDone) }) })
+				},
 			},
 		})
 		if err != nil {

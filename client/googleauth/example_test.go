@@ -34,8 +34,8 @@ func ExampleNewClient() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	el, err := client.NewElector(c, "team-a.scheduler", client.ElectorConfig{
-		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+	el, err := c.NewElector("team-a.scheduler", client.ElectorConfig{
+		Callbacks: client.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
 	})
 	if err != nil {
 		log.Fatal(err)

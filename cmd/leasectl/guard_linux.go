@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leasesvc/leasesvc/client"
 )
 
 // guardCommand is the hidden first argument with which leasectl run starts
@@ -157,7 +159,7 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 		killing
 	)
 	phase := running
-	timer := time.NewTimer(g.until(g.deadline - 2*int64(g.grace)))
+	timer := time.NewTimer(g.stopIn(g.deadline, 2*g.grace))
 	defer timer.Stop()
 	var tick <-chan time.Time
 	// stop begins the end: SIGTERM now, SIGKILL after the grace, and no
@@ -168,7 +170,7 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 		}
 		phase, g.why = terminating, why
 		g.signalTree(syscall.SIGTERM)
-		timer.Reset(min(g.grace, g.until(g.deadline-int64(g.grace))))
+		timer.Reset(min(g.grace, g.stopIn(g.deadline, g.grace)))
 	}
 	// handle acts on one message of leasectl's (ok false: the pipe closed).
 	handle := func(line string, ok bool) {
@@ -180,7 +182,7 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 			d, err := strconv.ParseInt(strings.TrimPrefix(line, "deadline "), 10, 64)
 			if err == nil && phase == running && d > g.deadline {
 				g.deadline = d
-				timer.Reset(g.until(d - 2*int64(g.grace)))
+				timer.Reset(g.stopIn(d, 2*g.grace))
 			}
 		case line == "stop":
 			stop(whyStopped)
@@ -198,7 +200,7 @@ func (g *guard) watch(lines <-chan string, term, quiet, sigchld <-chan os.Signal
 			}
 			break
 		}
-		return phase == running && g.until(g.deadline-2*int64(g.grace)) > 0
+		return phase == running && g.stopIn(g.deadline, 2*g.grace) > 0
 	}
 	for !g.gone {
 		select {
@@ -269,6 +271,14 @@ func readPending(fd int) []string {
 
 // until is how long until the CLOCK_MONOTONIC instant at, 0 if past.
 func (g *guard) until(at int64) time.Duration { return max(0, time.Duration(at-monoNow())) }
+
+// stopIn is how long until the stop time of the safe deadline (a
+// CLOCK_MONOTONIC instant) for before, 0 if past: the deadline less before
+// (client.StopAt, the rule every SDK stops work by). SIGTERM comes at
+// before = 2×grace, SIGKILL at the latest at before = grace.
+func (g *guard) stopIn(deadline int64, before time.Duration) time.Duration {
+	return g.until(client.StopAt(time.Unix(0, deadline), before).UnixNano())
+}
 
 // reap waits for every child that has ended, CMD's status among them, and
 // notes when none is left.

@@ -149,7 +149,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"list", "extra"}, []string{"takes no argument"}},
 		{[]string{"watch"}, []string{"missing NAME"}},
 		{[]string{"watch", "x", "--missing-ok=maybe"}, []string{"--missing-ok maybe"}},
-		{[]string{"run", "--lease", "x", "--ttl", "5s", "--grace", "5s", "--", "true"}, []string{"--grace 5s", "--ttl 5s", "below 1.417s"}},
+		{[]string{"run", "--lease", "x", "--ttl", "5s", "--grace", "5s", "--", "true"}, []string{"--grace 5s", "--ttl 5s", "below 1s"}},
 		{[]string{"run", "--lease", "x", "--ttl", "30", "--", "true"}, []string{"--ttl 30", "needs a unit"}},
 		{[]string{"run", "--lease", "x", "--grace", "-1s", "--", "true"}, []string{"--grace -1s"}},
 		{[]string{"run", "--", "true"}, []string{"missing NAME"}},

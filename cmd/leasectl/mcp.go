@@ -73,7 +73,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl mcp: "+format+"\n", args...)
 	}
-	k, err := openKeeper(ctx, c, client.KeeperConfig{PlainRenewals: *plain, Window: w, TTL: *ttl}, logf)
+	k, err := openKeeper(ctx, c, keeperConfig(*plain, w, *ttl), logf)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -81,7 +81,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	defer k.Close()
-	logf("holding leases %v", k)
+	logf("holding leases %s", holdingMode(k))
 	if ttlSet && k.Span() != *ttl {
 		logf("--ttl %v does not apply: %v the service frees the leases within %v of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, k, k.Span())
 	}

@@ -65,7 +65,6 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(e.stderr, "leasectl run: "+format+"\n", args...)
 	}
-	var k *client.Keeper
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var mu sync.Mutex
@@ -73,20 +72,18 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	var el *client.Elector
 	var again atomic.Bool   // the term that just ended was lost: campaign again
 	feed := &deadlineFeed{} // each safe deadline, for CMD's guard
-	newElector := func() (*client.Elector, error) {
-		return client.NewElector(c, *name, client.ElectorConfig{
-			Holder: *holder,
-			TTL:    *ttl,
-			// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
-			// grace later: it is gone a grace period before the deadline.
-			CancelBefore:   2 * *grace,
-			ReleaseTimeout: max(*grace, time.Second),
-			Priority:       *priority,
-			Preempt:        *preempt,
-			Keeper:         k,
-			// Asked to yield, the Elector steps down by itself (no callback):
-			// the leading ctx ends with ErrYielded, CMD is stopped as on any
-			// end of leadership, and the release carries its checkpoint.
+	cfg := client.ElectorConfig{
+		Holder: *holder,
+		// CMD gets SIGTERM 2×grace before the safe deadline and SIGKILL one
+		// grace later: it is gone a grace period before the deadline. Set
+		// again once the Keeper's span gives the default grace.
+		CancelBefore: 2 * *grace,
+		Priority:     *priority,
+		Preempt:      *preempt,
+		// Asked to yield, the Elector steps down by itself (no callback):
+		// the leading ctx ends with ErrYielded, CMD is stopped as on any
+		// end of leadership, and the release carries its checkpoint.
+		Callbacks: client.LeaderCallbacks{
 			OnNewLeader: func(h string) {
 				logf("leader of %s: %s", *name, h)
 			},
@@ -152,13 +149,29 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 				out = o
 				mu.Unlock()
 			},
-		})
+		},
 	}
-	// The flags are checked before anything reaches the service.
-	if _, err := newElector(); err != nil {
-		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
+	// The flags are checked before anything reaches the service: the
+	// Elector's (all but CancelBefore, checked against the ttl and window
+	// above) and the Keeper's.
+	kcfg := keeperConfig(*plain, window, *ttl)
+	// The release after CMD's end has a grace period, 1s at least (a
+	// session's default grace, a tenth of its window, is known once it is
+	// open).
+	kcfg.ReleaseTimeout = time.Second
+	if set["grace"] || *plain {
+		kcfg.ReleaseTimeout = max(*grace, time.Second)
 	}
-	if k, err = openKeeper(ctx, c, client.KeeperConfig{PlainRenewals: *plain, Window: window, TTL: *ttl}, logf); err != nil {
+	if set["grace"] {
+		kcfg.CancelBefore = cfg.CancelBefore // a session window it does not fit: plain renewals
+	}
+	for _, err := range []error{cfg.Validate(), kcfg.Validate()} {
+		if err != nil {
+			return flagError(fs, "%s", electorFlags.Replace(err.Error()))
+		}
+	}
+	k, err := openKeeper(ctx, c, kcfg, logf)
+	if err != nil {
 		if ctx.Err() != nil {
 			return &exitError{code: 130, err: errors.New("run: interrupted before leading; CMD never started")}
 		}
@@ -167,12 +180,13 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 	defer k.Close()
 	if !set["grace"] {
 		*grace = k.Span() / 10
+		cfg.CancelBefore = 2 * *grace
 	}
-	logf("holding %s %v", *name, k)
+	logf("holding %s %s", *name, holdingMode(k))
 	if set["ttl"] && k.Span() != *ttl {
 		logf("--ttl %v does not apply: %v the service frees the lease within %v of leasectl's end; give --window, or --plain-renewals to renew every ttl/3", *ttl, k, k.Span())
 	}
-	if el, err = newElector(); err != nil {
+	if el, err = client.NewElector(k, *name, cfg); err != nil {
 		return flagError(fs, "%s", electorFlags.Replace(err.Error()))
 	}
 	if err := el.Run(runCtx); err != nil {
@@ -204,7 +218,8 @@ func cmdRun(ctx context.Context, e *env, args []string) error {
 }
 
 // runFlags parses and checks the flags of run: a usage error names the flag
-// at fault, in the flags' terms rather than ElectorConfig's.
+// at fault, in the flags' terms rather than ElectorConfig's or
+// KeeperConfig's.
 func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.Duration, holder *string, grace *time.Duration) error {
 	if err := runArgs(fs, args, name); err != nil {
 		return err
@@ -227,15 +242,24 @@ func runFlags(e *env, fs *flag.FlagSet, args []string, name *string, ttl *time.D
 	if *grace <= 0 {
 		return flagError(fs, "--grace %v: must be positive", *grace)
 	}
-	// The Elector renews every ttl/3 and cancels the term 2×grace before
-	// the safe deadline, at ttl × (1 − drift margin): that must come after
-	// the renewal.
-	safe := client.SafeSpan(*ttl, client.DefaultDriftMargin)
-	if limit := (safe - *ttl/3) / 2; *grace >= limit {
-		return flagError(fs, "--grace %v is too long for --ttl %v: it must be below %v (CMD gets SIGTERM 2×grace before the safe deadline at %d%% of the ttl, which must come after the renewal at ttl/3); lower --grace or raise --ttl",
-			*grace, *ttl, limit.Round(time.Millisecond), int(100*(1-client.DefaultDriftMargin)))
+	// The Elector cancels the term 2×grace before the safe deadline
+	// (client.StopAt), which must fit the ttl (client.FitCancelBefore).
+	if below, ok := graceFits(*ttl, *grace); !ok {
+		return flagError(fs, "--grace %v is too long for --ttl %v: it must be below %v (CMD gets SIGTERM 2×grace before the safe deadline, which must leave half the ttl for a renewal); lower --grace or raise --ttl",
+			*grace, *ttl, below)
 	}
 	return nil
+}
+
+// graceFits reports whether 2×grace, run's CancelBefore, fits span (a
+// ttl or a session window) with the Keeper's drift margin
+// (client.FitCancelBefore), and gives the longest grace that does
+// otherwise, rounded down to the millisecond.
+func graceFits(span, grace time.Duration) (below time.Duration, ok bool) {
+	if client.FitCancelBefore(span, driftMargin, 2*grace) == nil {
+		return 0, true
+	}
+	return (client.CancelBeforeLimit(span, driftMargin) / 2).Truncate(time.Millisecond), false
 }
 
 // runArgs parses run's arguments, NAME [flags] -- CMD [ARGS...], into fs
@@ -275,10 +299,11 @@ func terminated(args, rest []string) bool {
 	return len(rest) < len(args) && args[len(args)-len(rest)-1] == "--"
 }
 
-// electorFlags renames ElectorConfig's fields in its errors to run's flags.
-var electorFlags = strings.NewReplacer("ElectorConfig.Holder", "--holder", "ElectorConfig.TTL", "--ttl",
-	"ElectorConfig.CancelBefore", "2×--grace", "ElectorConfig.RenewInterval", "the renewal interval (--ttl/3)",
-	"CancelBefore", "2×--grace", "ElectorConfig.ReleaseTimeout", "--grace")
+// electorFlags renames ElectorConfig's and KeeperConfig's fields in their
+// errors to run's flags.
+var electorFlags = strings.NewReplacer("ElectorConfig.Holder", "--holder", "KeeperConfig.TTL", "--ttl",
+	"ElectorConfig.CancelBefore", "2×--grace", "KeeperConfig.CancelBefore", "2×--grace", "CancelBefore", "2×--grace",
+	"KeeperConfig.RenewInterval", "the renewal interval (--ttl/3)", "KeeperConfig.ReleaseTimeout", "--grace")
 
 // lockedWriters returns stdout and stderr such that leasectl's own lines
 // and the copies of CMD's output do not write to them at once. A file is
@@ -337,10 +362,9 @@ func runWindow(e *env, fs *flag.FlagSet, w time.Duration, set bool, grace time.D
 	if w < client.MinSessionWindow || w > client.MaxSessionWindow || w%time.Millisecond != 0 {
 		return 0, flagError(fs, "%s %v: must be whole milliseconds within %v … %v", src, w, client.MinSessionWindow, client.MaxSessionWindow)
 	}
-	room := client.SafeSpan(w, client.DefaultDriftMargin) - w/2
-	if graceSet && 2*grace >= room {
+	if below, ok := graceFits(w, grace); graceSet && !ok {
 		return 0, flagError(fs, "--grace %v is too long for %s %v: CMD gets SIGTERM 2×grace before the session's deadline, which must leave half the window for a heartbeat; give --grace below %v or a longer window",
-			grace, src, w, (room / 2).Round(time.Millisecond))
+			grace, src, w, below)
 	}
 	return w, nil
 }

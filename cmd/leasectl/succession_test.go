@@ -76,7 +76,9 @@ func TestRunPreemptionHandsOverTheCheckpointFile(t *testing.T) {
 	// CMD waits in the shell's own wait (which a signal interrupts at
 	// once, where a foreground sleep would hold the trap back) and has
 	// 250 ms, not the default tenth of the window, to write its last
-	// checkpoint: a loaded machine took longer than 100 ms.
+	// checkpoint: a loaded machine took longer than 100 ms. (--ttl 2s: a
+	// grace of 250 ms must fit the ttl as well, client.FitCancelBefore:
+	// 2×grace below ttl × 0.9 − ttl/2.)
 	lowScript := `trap '` + strings.ReplaceAll(put(`{"n":2}`), `'`, `'\''`) + `; exit 0' TERM
 echo "low inherited:[$(cat "$LEASE_CHECKPOINT_FILE")]"
 ` + put(`{"n":1}`) + `
@@ -84,7 +86,7 @@ while :; do sleep 0.2 & wait $!; done`
 	var lowOut syncBuffer
 	lowDone := make(chan error, 1)
 	go func() {
-		lowDone <- run(t.Context(), []string{"run", "--lease", name, "--ttl", "1s", "--grace", "250ms", "--holder", "low", "--priority", "1", "--url", svc.URL, "--", "sh", "-c", lowScript},
+		lowDone <- run(t.Context(), []string{"run", "--lease", name, "--ttl", "2s", "--grace", "250ms", "--holder", "low", "--priority", "1", "--url", svc.URL, "--", "sh", "-c", lowScript},
 			getenv, &lowOut, &lowOut)
 	}()
 	waitOutput(t, &lowOut, "low inherited:[]") // the first leader's checkpoint file is empty

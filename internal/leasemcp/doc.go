@@ -4,18 +4,19 @@
 // An LLM cannot renew a lease every few seconds, and cannot be trusted to
 // stop acting when it loses one; the process that serves its tools can. A
 // Server holds every lease its agent acquires (lease_acquire,
-// lease_claim_next) under one holder identity, renews each in the
-// background with the Go SDK's [client.Elector] (renew every TTL/3, the
-// safe deadline of docs/contract.md §2 on the local monotonic clock), and
-// releases them all when the session ends. The agent only decides what to
+// lease_claim_next) under one holder identity with the Go SDK's
+// [client.Keeper] ([client.Keeper.Hold]: one acquire, then the Keeper
+// keeps the holding, through its session or by renewing it every TTL/3;
+// the safe deadline is the Holding's, docs/contract.md §2 and §14, on the
+// Keeper's monotonic clock), and releases them all when the session ends. The agent only decides what to
 // claim and passes the fencing token on.
 //
 // # Guarantees and limits
 //
 //   - Every tool result carries the fencing token of every lease the
-//     session holds ("held"). A lease lost in the background — a renew
-//     answered lease_lost (another holder, a revocation) or no renew
-//     succeeded before the safe deadline — is taken out of "held" at once,
+//     session holds ("held"). A lease lost in the background — the
+//     service ended it (another holder, a revocation, lease_lost to a
+//     renew) or nothing confirmed it before its safe deadline — is taken out of "held" at once,
 //     reported in the next tool result ("lostLeases", with a warning), and
 //     announced by an MCP logging notification (level "error", logger
 //     "leasectl", once the client has set a level) and a
@@ -26,9 +27,8 @@
 //     token.
 //   - The safe deadline is checked when a tool runs and by a timer: a
 //     holding past it is reported lost even while the service cannot be
-//     reached. Between the acquire's answer and the background renewer's
-//     first renew the holding is bounded by the acquire's own safe
-//     deadline.
+//     reached. A holding is handed to the agent only once its deadline
+//     leaves room (Holding.Fresh after an acquire that waited).
 //   - Session end (stdin closed, the client gone, SIGINT or SIGTERM)
 //     releases everything held. A SIGKILLed leasectl releases nothing: its
 //     leases run out at their TTL, and nobody else can hold them before.
@@ -67,9 +67,9 @@
 // it). A yield request — a preempting candidate of higher priority — is
 // listed in every result's yieldRequests (with a warning and a logging
 // notification, level "warning") while the session holds the lease: the
-// background renewal never steps down by itself. The renewal notes the
-// first request of a holding; lease_checkpoint and lease_get refresh it
-// from the service's answer.
+// background renewal never steps down by itself. The Keeper's yield
+// requests (Holding.YieldRequests) note a request; lease_checkpoint and
+// lease_get refresh it from the service's answer.
 //
 // # Tasks
 //

@@ -10,10 +10,12 @@ import (
 	"github.com/leasesvc/leasesvc/client"
 )
 
-// holding is one lease the session holds. Its mutable fields are guarded by
-// Server.mu.
+// holding is one lease the session holds: a Holding of the Keeper's
+// (Keeper.Hold), which the Keeper keeps (renews it, or its session does)
+// until it is released, lost or the Keeper closes. Its mutable fields are
+// guarded by Server.mu.
 type holding struct {
-	kh    *client.Holding // the Keeper's, from the acquire
+	kh    client.Holding // the Keeper's, from the one acquire
 	name  string
 	token int64
 	ttl   time.Duration
@@ -21,141 +23,120 @@ type holding struct {
 	proof string       // the service's signed proof of the holding, "" when it gave none
 
 	// yieldTo is the preempting candidate that asks for the lease
-	// (docs/contract.md §8), as the last renewal or read answered; "" when
-	// none.
+	// (docs/contract.md §8), as the Keeper, the last checkpoint or read
+	// answered; "" when none.
 	yieldTo string
 
-	// safeUntil is the local monotonic deadline of the acquire: it bounds
-	// the holding until the renewer has confirmed it (term != nil).
-	safeUntil time.Time
-	term      context.Context // the Elector's leading ctx, once confirmed
-	stop      context.CancelFunc
-	done      chan struct{} // closed when the renewer has stopped
-	led       chan struct{} // closed when the renewer's first acquire was answered and it leads
-	ledOnce   sync.Once
+	stop     chan struct{} // closed to end the watch
+	stopOnce sync.Once
+	done     chan struct{} // closed when the watch has ended
 }
 
-// alive reports whether the holding may still be acted on, and why not.
-// Server.mu is held.
+// halt ends the watch of h (once) and waits for it to end.
+func (h *holding) halt() {
+	h.stopOnce.Do(func() { close(h.stop) })
+	<-h.done
+}
+
+// deadlineReason is why a holding whose safe deadline passed is lost.
+const deadlineReason = "nothing confirmed the holding before its safe deadline (the service is unreachable or too slow)"
+
+// alive reports whether the holding may still be acted on at now (on the
+// Keeper's clock), and why not: it has not ended and its safe deadline
+// (Holding.Deadline) has not passed.
 func (h *holding) alive(now time.Time) (bool, string) {
-	if h.term != nil {
-		if h.term.Err() == nil {
-			return true, ""
-		}
-		return false, lossReason(context.Cause(h.term))
+	select {
+	case <-h.kh.Done():
+		return false, endReason(h.kh, now)
+	default:
 	}
-	if now.Before(h.safeUntil) {
-		return true, ""
+	if !now.Before(h.kh.Deadline()) {
+		return false, deadlineReason
 	}
-	return false, "the safe deadline passed before the background renewal could confirm the holding"
+	return true, ""
 }
 
-// lossReason says in words why a renewer's leading ctx ended.
-func lossReason(cause error) string {
+// endReason says in words why the Holding kh ended, at now.
+func endReason(kh client.Holding, now time.Time) string {
+	err := kh.Err()
 	switch {
-	case errors.Is(cause, client.ErrSafeDeadline):
-		return "no renew succeeded before the safe deadline (the service is unreachable or too slow): " + cause.Error()
-	case errors.Is(cause, client.ErrLost):
-		return "the service answered lease_lost to a renew (the holding expired, was revoked or was taken over): " + cause.Error()
-	case cause == nil:
-		return "the background renewal stopped"
+	case errors.Is(err, client.ErrKeeperClosed):
+		return "the session is ending: its keeper closed"
+	case !now.Before(kh.Deadline()):
+		if err != nil {
+			return deadlineReason + ": " + err.Error()
+		}
+		return deadlineReason
+	case errors.Is(err, client.ErrLost):
+		return "the service answered lease_lost (the holding expired, was revoked or was taken over): " + err.Error()
+	case err == nil:
+		return "the holding ended"
 	}
-	return cause.Error()
+	return "the background renewal failed: " + err.Error()
 }
 
-// adopt starts renewing the holding kh and records it as held. It returns
-// false when the session is ending; the holding is then released.
-func (s *Server) adopt(kh *client.Holding, ttl time.Duration) (*holding, bool) {
-	ctx, stop := context.WithCancel(context.Background())
+// adopt records the holding kh as held and watches it. It returns false
+// when the session is ending; the holding is then released.
+func (s *Server) adopt(kh client.Holding, ttl time.Duration) (*holding, bool) {
 	l := kh.Lease()
 	h := &holding{
 		kh: kh, name: l.Name, token: l.FencingToken, ttl: ttl, lease: l, proof: proofOf(l),
-		safeUntil: kh.Deadline(),
-		stop:      stop, done: make(chan struct{}), led: make(chan struct{}),
-	}
-	el, err := client.NewElector(s.c, l.Name, client.ElectorConfig{
-		Holder: s.cfg.Holder,
-		TTL:    ttl,
-		Wait:   -1, // never wait on the service: a holding of another means ours is gone
-		Keeper: s.cfg.Keeper,
-		Logger: s.cfg.Logger,
-		OnStartedLeading: func(term context.Context) {
-			s.lead(h, term)
-		},
-		OnStoppedLeading: stop, // a term that ended is never campaigned for again
-		// A yield request is the agent's to act on (lease_checkpoint,
-		// lease_release): the term lasts until the agent releases the lease
-		// or it is lost, never stepped down by itself.
-		OnYieldRequested: func(term context.Context, to string) {
-			s.noteYield(h, to)
-			<-term.Done()
-		},
-		OnNewLeader: func(holder string) {
-			if holder != s.cfg.Holder {
-				s.lose(h, fmt.Sprintf("the service says %q holds it now", holder))
-			}
-		},
-	})
-	if err != nil { // the same holder and TTL just acquired it: cannot happen
-		stop()
-		close(h.done)
-		s.cfg.Logger.Error("leasectl mcp: cannot renew", "lease", l.Name, "err", err)
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {
 		if old := s.held[h.name]; old != nil {
-			old.stop()
+			old.stopOnce.Do(func() { close(old.stop) })
 		}
 		s.held[h.name] = h
 		delete(s.stale, h.name)
 	}
 	s.mu.Unlock()
 	if closing {
-		stop()
+		close(h.done) // never watched
 		if err := s.release(h); err != nil {
 			s.cfg.Logger.Warn("leasectl mcp: release failed", "lease", h.name, "err", err)
 		}
 		return nil, false
 	}
-	if err == nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer close(h.done)
-			if err := el.Run(ctx); err != nil {
-				s.lose(h, "the background renewal failed: "+err.Error())
-			}
-		}()
-	}
-	// Until the renewer leads, the acquire's safe deadline bounds the holding.
-	time.AfterFunc(time.Until(h.safeUntil), func() { s.sweep() })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(h.done)
+		s.watch(h)
+	}()
 	s.addHeldResource(h.name)
 	s.cfg.Logger.Info("leasectl mcp: holding", "lease", h.name, "holder", s.cfg.Holder, "fencingToken", h.token)
 	return h, true
 }
 
-// lead runs as the renewer's OnStartedLeading: it confirms the holding and
-// waits for the term to end.
-func (s *Server) lead(h *holding, term context.Context) {
-	h.ledOnce.Do(func() { close(h.led) })
-	tok, _ := client.TokenFromContext(term)
-	s.mu.Lock()
-	if s.held[h.name] != h {
-		s.mu.Unlock()
-		return // released or lost meanwhile: resign
+// watch follows the holding h until it is lost or its watch is stopped:
+// it reports the loss when the Keeper ends the holding or its safe
+// deadline (on the Keeper's clock) passes first, and notes each yield
+// request.
+func (s *Server) watch(h *holding) {
+	clock := s.cfg.Keeper.Clock()
+	for {
+		changed := h.kh.Changed()
+		now := clock.Now()
+		if ok, why := h.alive(now); !ok {
+			s.lose(h, why)
+			return
+		}
+		t := clock.NewTimer(h.kh.Deadline().Sub(now))
+		select {
+		case <-h.stop:
+			t.Stop()
+			return
+		case <-h.kh.Done():
+		case to := <-h.kh.YieldRequests():
+			s.noteYield(h, to)
+		case <-changed:
+		case <-t.C():
+		}
+		t.Stop()
 	}
-	if tok != h.token {
-		// Our holding ran out before the renewer's first acquire, which began
-		// a new one: that one is not what the agent was told; give it up.
-		s.loseLocked(h, fmt.Sprintf("the holding ran out before its first renewal (the service began a new one, fencing token %d)", tok))
-		s.mu.Unlock()
-		return
-	}
-	h.term = term
-	s.mu.Unlock()
-	<-term.Done()
-	s.sweep()
 }
 
 // noteYield records that the candidate to asks for the lease of h (""
@@ -185,24 +166,24 @@ func (s *Server) lose(h *holding, reason string) {
 }
 
 // loseLocked takes h out of the held leases, queues its loss for the next
-// tool result, stops its renewer and notifies the client. Server.mu is
+// tool result, stops its watch and notifies the client. Server.mu is
 // held.
 func (s *Server) loseLocked(h *holding, reason string) {
 	delete(s.held, h.name)
 	s.stale[h.name] = h
 	l := LostLease{Name: h.name, FencingToken: h.token, Reason: reason}
 	s.lost = append(s.lost, l)
-	h.stop()
+	h.stopOnce.Do(func() { close(h.stop) })
 	s.cfg.Logger.Warn("leasectl mcp: lease lost", "lease", h.name, "fencingToken", h.token, "reason", reason)
 	go s.notifyLost(l)
 }
 
-// sweep takes every holding past its safe deadline out of the held
-// leases.
+// sweep takes every holding that ended or is past its safe deadline out
+// of the held leases.
 func (s *Server) sweep() {
+	now := s.cfg.Keeper.Clock().Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
 	for _, h := range s.held {
 		if ok, why := h.alive(now); !ok {
 			s.loseLocked(h, why)
@@ -210,46 +191,33 @@ func (s *Server) sweep() {
 	}
 }
 
-// release stops the renewer of h, which the caller has taken out of the
+// release stops the watch of h, which the caller has taken out of the
 // held leases, and releases the holding. A holding that is already over
-// (released by the renewer, expired, taken by another since) is not an
-// error: it is released either way.
+// (expired, taken by another since) is not an error: it is released
+// either way.
 func (s *Server) release(h *holding) error {
-	// The renewer begins with an acquire of its own (the same holder's,
-	// answered with this holding). Stopped while that acquire is on its
-	// way, it abandons it, but the service may decide it after the
-	// release below and begin a new holding nobody asked for (a token
-	// more). So the release waits for that answer first, a short while
-	// at most.
-	wait := time.NewTimer(min(time.Until(h.safeUntil), maxFirstRenewWait))
-	select {
-	case <-h.led:
-	case <-h.done:
-	case <-wait.C:
-	}
-	wait.Stop()
-	h.stop()
-	<-h.done
+	h.halt()
 	s.removeHeldResource(h.name)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReleaseTimeout)
 	defer cancel()
-	_, err := h.kh.Release(ctx, nil)
-	if err != nil && !errors.Is(err, client.ErrLost) {
+	if _, err := h.kh.Release(ctx, nil); err != nil && !over(err) {
 		return fmt.Errorf("release %q (fencing token %d): %w", h.name, h.token, err)
 	}
 	s.cfg.Logger.Info("leasectl mcp: released", "lease", h.name, "fencingToken", h.token)
 	return nil
 }
 
-// maxFirstRenewWait bounds how long a release waits for the renewer's
-// first acquire to be answered (Server.release).
-const maxFirstRenewWait = 2 * time.Second
+// over reports whether a release's err says the holding is over anyway:
+// lost, or gone with the session the service ended.
+func over(err error) bool {
+	return errors.Is(err, client.ErrLost) || errors.Is(err, client.ErrSessionClosed)
+}
 
 // forgetStale releases a lost holding of name that the service may still
 // count as live, so that an acquire by the agent begins a new holding (a
 // new token) instead of reviving the lost one. It first waits for the lost
-// holding's renewer to stop, so that nothing of the old holding acts on
-// the new one.
+// holding's watch to end, so that nothing of the old holding acts on the
+// new one.
 func (s *Server) forgetStale(ctx context.Context, name string) error {
 	s.mu.Lock()
 	h := s.stale[name]
@@ -260,9 +228,9 @@ func (s *Server) forgetStale(ctx context.Context, name string) error {
 	select {
 	case <-h.done:
 	case <-ctx.Done():
-		return fmt.Errorf("wait for the renewal of the lost holding %d of %q to stop: %w", h.token, name, context.Cause(ctx))
+		return fmt.Errorf("wait for the watch of the lost holding %d of %q to end: %w", h.token, name, context.Cause(ctx))
 	}
-	if _, err := h.kh.Release(ctx, nil); err != nil && !errors.Is(err, client.ErrLost) {
+	if _, err := h.kh.Release(ctx, nil); err != nil && !over(err) {
 		return fmt.Errorf("release the lost holding %d of %q first: %w", h.token, name, err)
 	}
 	s.mu.Lock()

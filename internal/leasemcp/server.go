@@ -37,7 +37,9 @@ type Config struct {
 	// Keeper holds the server's leases (client.NewKeeper): through a
 	// session (docs/contract.md §14), acquires, checkpoints and releases
 	// travel over it and the service frees the leases within its window
-	// when the process dies. Nil: a Keeper of plain renewals every TTL/3.
+	// when the process dies. The Server holds each lease with Keeper.Hold
+	// and does not close it. Nil: a Keeper of plain renewals every TTL/3,
+	// which the Server closes when its session ends.
 	Keeper *client.Keeper
 }
 
@@ -56,7 +58,8 @@ type Server struct {
 	stale   map[string]*holding    // lost holdings, released before a re-acquire of their lease
 	busy    map[string]bool        // leases with a tool call in progress
 	inputs  map[string]*inputCheck // by tool name; written only by New
-	wg      sync.WaitGroup         // background renewers
+	wg      sync.WaitGroup         // the holdings' watches
+	ownK    bool                   // the Server built cfg.Keeper: it closes it
 }
 
 // New returns a Server that calls the service through c.
@@ -88,15 +91,17 @@ func New(c *client.Client, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Keeper == nil {
-		k, err := client.NewKeeper(context.Background(), c, client.KeeperConfig{PlainRenewals: true, TTL: cfg.TTL, Logger: cfg.Logger})
+	own := cfg.Keeper == nil
+	if own {
+		k, err := client.NewKeeper(context.Background(), c, client.KeeperConfig{
+			PlainRenewals: true, TTL: cfg.TTL, ReleaseTimeout: cfg.ReleaseTimeout, Logger: cfg.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("leasemcp.New: %w", err)
 		}
 		cfg.Keeper = k
 	}
 	s := &Server{c: c, cfg: cfg, held: map[string]*holding{}, stale: map[string]*holding{}, busy: map[string]bool{},
-		inputs: map[string]*inputCheck{}}
+		inputs: map[string]*inputCheck{}, ownK: own}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "leasectl", Title: "leasesvc leases", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:       instructions(cfg.Holder, holdingMode(cfg.Keeper)),
 		Logger:             slog.New(slog.DiscardHandler),
@@ -145,7 +150,8 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return broken
 }
 
-// shutdown releases every holding and waits for the renewers to stop.
+// shutdown releases every holding, waits for the watches to end and
+// closes the Keeper if the Server built it.
 func (s *Server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
@@ -166,6 +172,9 @@ func (s *Server) shutdown() {
 	}
 	wg.Wait()
 	s.wg.Wait()
+	if s.ownK {
+		s.cfg.Keeper.Close()
+	}
 }
 
 // session returns the MCP session, once connected.

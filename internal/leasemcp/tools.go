@@ -288,13 +288,15 @@ func (s *Server) acquireTool(ctx context.Context, _ *mcp.CallToolRequest, in Acq
 	return nil, out, nil
 }
 
-// acquire acquires name for the session and starts renewing it. A lost
-// holding of name is released first, so the agent always gets a new token.
+// acquire holds name for the session with the Keeper (one acquire; the
+// Keeper keeps the holding until it is released, lost or the Keeper
+// closes). A lost holding of name is released first, so the agent always
+// gets a new token.
 func (s *Server) acquire(ctx context.Context, name string, req client.AcquireRequest) (client.Lease, error) {
 	if err := s.forgetStale(ctx, name); err != nil {
 		return client.Lease{}, err
 	}
-	kh, err := s.cfg.Keeper.Acquire(ctx, name, req)
+	kh, err := s.cfg.Keeper.Hold(ctx, name, req)
 	if err != nil {
 		return client.Lease{}, err
 	}

@@ -58,7 +58,7 @@ type HeldLease struct {
 	// through a session (TTLSeconds does not apply then).
 	WindowSeconds float64 `json:"windowSeconds,omitempty" jsonschema:"through a session: the lease is freed within this many seconds if this server dies"`
 	AcquireTime   string  `json:"acquireTime" jsonschema:"the lease service's time (RFC 3339) when the holding began"`
-	Renewing      bool    `json:"renewing" jsonschema:"true once the background renewal has confirmed the holding"`
+	Renewing      bool    `json:"renewing" jsonschema:"true: the holding is confirmed and renewed in the background until you release it"`
 	Priority      int     `json:"priority,omitempty" jsonschema:"the priority the holding was acquired with"`
 	YieldTo       string  `json:"yieldTo,omitempty" jsonschema:"set when a waiting agent of higher priority asks for the lease: checkpoint your progress and release it"`
 }
@@ -107,7 +107,7 @@ func heldView(h *holding, window time.Duration) HeldLease {
 	return HeldLease{
 		Name: h.name, FencingToken: h.token, Proof: h.proof, Holder: h.lease.Holder, WindowSeconds: window.Seconds(),
 		TTLSeconds:  h.kh.TTL().Seconds(),
-		AcquireTime: stamp(h.lease.AcquireTime), Renewing: h.term != nil, Priority: h.lease.Priority, YieldTo: h.yieldTo,
+		AcquireTime: stamp(h.lease.AcquireTime), Renewing: true, Priority: h.lease.Priority, YieldTo: h.yieldTo,
 	}
 }
 

@@ -29,12 +29,14 @@ type language struct {
 	env     []string // added to the agent's environment
 	// sessions: the agent runs the session case (docs/contract.md §14).
 	sessions bool
+	// lifecycle: the agent runs the lifecycle_* cases (PROTOCOL.md, L1–L4).
+	lifecycle bool
 }
 
 var languages = []language{
-	{name: "go", prepare: prepareGo, sessions: true},
+	{name: "go", prepare: prepareGo, sessions: true, lifecycle: true},
 	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true},
-	{name: "typescript", prepare: prepareTypeScript, sessions: true},
+	{name: "typescript", prepare: prepareTypeScript, sessions: true, lifecycle: true},
 }
 
 func prepareGo(t testing.TB) []string {

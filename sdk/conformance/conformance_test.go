@@ -114,6 +114,9 @@ func TestConformance(t *testing.T) {
 			if lang.sessions {
 				t.Run("session", func(t *testing.T) { sessionCase(t, lang, argv, base("session"), plain) })
 			}
+			if lang.lifecycle {
+				lifecycleCases(t, lang, argv, base, auth, revoking)
+			}
 		})
 	}
 }

@@ -23,7 +23,7 @@ func keeperCase(ctx context.Context, e env) error {
 	defer k.Close()
 	emit(map[string]any{"step": "keeper", "mode": k.Mode()})
 
-	hold := func() (*client.Holding, error) {
+	hold := func() (client.Holding, error) {
 		h, err := k.Hold(ctx, e.name, client.AcquireRequest{Holder: e.holder})
 		if err != nil {
 			return nil, fmt.Errorf("hold: %w", err)

@@ -4,9 +4,11 @@
 // agents do for their SDKs (docs/contract.md §12).
 //
 // Usage: goagent CASE, with LEASESVC_URL, LEASESVC_TOKEN, LEASE_NAME,
-// LEASE_HOLDER and LEASE_TTL_MS in the environment. Times are milliseconds
-// on the agent's monotonic clock. A "stop" line or EOF on stdin stops what
-// runs; the agent then exits 0.
+// LEASE_HOLDER and LEASE_TTL_MS in the environment (and LEASE_KEEPER,
+// LEASE_CANCEL_BEFORE_MS for the keeper and lifecycle cases). Times are
+// milliseconds on the agent's monotonic clock. A "stop" line or EOF on
+// stdin stops what runs; the agent then exits 0. A "go" line lets a case
+// that waits for the driver go on (goLine).
 package main
 
 import (
@@ -86,10 +88,13 @@ func main() {
 		"basic": basic, "wait": wait, "ratelimit": ratelimit, "freeze": freeze, "revoke": revoke,
 		"succession": succession, "delete": deleteCase, "session": session,
 		"fence": fenceCase, "keeper": keeperCase,
+		"lifecycle_limit": lifecycleLimit, "lifecycle_reopen": lifecycleReopen,
+		"lifecycle_cancel": lifecycleCancel, "lifecycle_renewal": lifecycleRenewal,
 	}
-	elector := map[string]bool{"freeze": true, "revoke": true, "session": true, "keeper": true}
+	elector := map[string]bool{"freeze": true, "revoke": true, "session": true, "keeper": true,
+		"lifecycle_limit": true, "lifecycle_reopen": true, "lifecycle_cancel": true, "lifecycle_renewal": true}
 	if len(os.Args) != 2 || cases[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete|session|fence|keeper")
+		fmt.Fprintln(os.Stderr, "usage: goagent basic|wait|ratelimit|freeze|revoke|succession|delete|session|fence|keeper|lifecycle_limit|lifecycle_reopen|lifecycle_cancel|lifecycle_renewal")
 		os.Exit(2)
 	}
 	ttlMs, err := strconv.Atoi(os.Getenv("LEASE_TTL_MS"))
@@ -106,11 +111,15 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { // stdin: a "stop" line or EOF stops what runs
+	go func() { // stdin: a "stop" line or EOF stops what runs; "go" lines go to goLine
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "stop" {
+			line := strings.TrimSpace(sc.Text())
+			if line == "stop" {
 				break
+			}
+			if line == "go" {
+				goLines <- struct{}{}
 			}
 		}
 		cancel()
@@ -122,6 +131,21 @@ func main() {
 		emit(map[string]any{"step": "error", "error": codeOf(err)})
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
+	}
+}
+
+// goLines carries the "go" lines of stdin (buffered: the driver need not
+// wait for the agent to read).
+var goLines = make(chan struct{}, 16)
+
+// goLine waits for a "go" line on stdin; false when ctx ended first (a
+// "stop" line, or EOF).
+func goLine(ctx context.Context) bool {
+	select {
+	case <-goLines:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -245,14 +269,18 @@ func ratelimit(ctx context.Context, e env) error {
 }
 
 // runElector runs an Elector with the SDK's defaults (CancelBefore
-// min(250ms, TTL/10), as in the Python and TypeScript SDKs) on plain
-// renewals (freeze and revoke check the renewals' safe deadline; sessions
-// are a case of their own) until stdin says stop; onTerm runs as
+// min(250ms, TTL/10), as in the Python and TypeScript SDKs) over a Keeper
+// of plain renewals (freeze and revoke check the renewals' safe deadline;
+// sessions are a case of their own) until stdin says stop; onTerm runs as
 // OnStartedLeading.
 func runElector(ctx context.Context, e env, onTerm func(ctx context.Context)) error {
-	el, err := client.NewElector(e.c, e.name, client.ElectorConfig{
-		Holder: e.holder, TTL: e.ttl, OnStartedLeading: onTerm,
-		Clock: readings{}, PlainRenewals: true,
+	k, err := client.NewKeeper(ctx, e.c, client.KeeperConfig{PlainRenewals: true, TTL: e.ttl, Clock: readings{}})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	el, err := client.NewElector(k, e.name, client.ElectorConfig{
+		Holder: e.holder, Callbacks: client.LeaderCallbacks{OnStartedLeading: onTerm},
 	})
 	if err != nil {
 		return err
@@ -286,8 +314,8 @@ func revoke(ctx context.Context, e env) error {
 	})
 }
 
-// readings is the Elector's clock: the system clock, remembering its last
-// reading. The Elector reads it just before it sends an acquire or renew
+// readings is the Keeper's clock: the system clock, remembering its last
+// reading. The Keeper reads it just before it sends an acquire or renew
 // (the time its safe deadline counts from) and not again until the answer,
 // so the last reading when a request enters the transport is that send's.
 type readings struct{ client.SystemClock }
