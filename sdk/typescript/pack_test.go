@@ -17,12 +17,13 @@ import (
 // consumerESM imports the package by name, as a user's ES module does, and
 // uses what it exports.
 const consumerESM = `import assert from "node:assert/strict";
-import { Client, Elector, LeaseLostError, SafeDeadlineError, validName } from "@leasesvc/client";
+import { Client, Elector, Keeper, LeaseLostError, SafeDeadlineError, validName } from "@leasesvc/client";
 assert.equal(typeof Client, "function");
 assert.equal(typeof Elector, "function");
 const client = new Client("http://127.0.0.1:1");
-const elector = new Elector(client, "team-a.scheduler", { holder: "consumer", onStartedLeading: async () => {} });
+const elector = new Elector(new Keeper(client), "team-a.scheduler", { holder: "consumer", callbacks: { onStartedLeading: async () => {} } });
 assert.ok(elector);
+assert.ok(Elector.forClient(client, "team-a.scheduler", { callbacks: { onStartedLeading: async () => {} } }));
 assert.ok(new LeaseLostError("x", { status: 409 }) instanceof Error);
 assert.equal(typeof SafeDeadlineError, "function");
 assert.equal(validName("team-a.scheduler"), true);
@@ -31,14 +32,18 @@ console.log("imported");
 
 // consumerTS type-checks against the package's declarations, as a user's
 // TypeScript project does.
-const consumerTS = `import { Client, Elector, type Lease } from "@leasesvc/client";
+const consumerTS = `import { Client, Elector, Keeper, type Lease } from "@leasesvc/client";
 const client: Client = new Client("http://127.0.0.1:1");
-const elector: Elector = new Elector(client, "team-a.scheduler", {
+const keeper: Keeper = new Keeper(client, { ttlMs: 30_000 });
+const elector: Elector = new Elector(keeper, "team-a.scheduler", {
   holder: "consumer",
-  onStartedLeading: async (signal: AbortSignal, token: number) => { void signal; void token; },
+  callbacks: { onStartedLeading: async (signal: AbortSignal, token: number) => { void signal; void token; } },
 });
+// The deprecated form (LegacyElectorOptions) still type-checks for one release.
+const legacy: Elector = new Elector(client, "team-a.scheduler", { holder: "consumer", ttlMs: 30_000, onStartedLeading: async () => {} });
 export async function look(): Promise<Lease> { return client.get("team-a.scheduler"); }
 void elector;
+void legacy;
 `
 
 const consumerTSConfig = `{

@@ -19,7 +19,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { Client, Elector, fence } from "@leasesvc/client";
+import { Client, Elector, Keeper, fence } from "@leasesvc/client";
 
 /** A write the sink accepted. */
 interface Accepted {
@@ -153,34 +153,42 @@ async function agent(): Promise<void> {
   const holder = env("HOLDER");
   const stop = new AbortController();
   process.on("SIGTERM", () => stop.abort());
-  const elector = new Elector(new Client(env("LEASESVC_URL")), env("LEASE_NAME"), {
+  // The keeper decides how the lease is kept (a session by default, TTL 2 s if it falls back to plain renewals);
+  // the Elector only what a term is.
+  const keeper = new Keeper(new Client(env("LEASESVC_URL")), { ttlMs: 2000 });
+  const elector = new Elector(keeper, env("LEASE_NAME"), {
     holder,
-    ttlMs: 2000,
-    onStartedLeading: async (signal, _token, term) => {
-      const proof = term.lease.proof ?? "";
-      while (!signal.aborted) {
-        try {
-          const claim = await post(sink + "/claim", { proof }, signal);
-          if (claim.status !== 200) return; // fenced off: a newer leader exists
-          const tasks = claim.body.tasks ?? [];
-          if (tasks.length === 0) {
-            await sleep(50); // all done: idle while leading
-            continue;
+    callbacks: {
+      onStartedLeading: async (signal, _token, term) => {
+        const proof = term.lease.proof ?? "";
+        while (!signal.aborted) {
+          try {
+            const claim = await post(sink + "/claim", { proof }, signal);
+            if (claim.status !== 200) return; // fenced off: a newer leader exists
+            const tasks = claim.body.tasks ?? [];
+            if (tasks.length === 0) {
+              await sleep(50); // all done: idle while leading
+              continue;
+            }
+            for (const task of tasks) {
+              await sleep(1); // the work
+              if (signal.aborted) return; // stop acting the moment leadership ends
+              const done = await post(sink + "/complete", { task, proof }, signal);
+              if (done.status !== 200) return; // fenced off
+            }
+          } catch {
+            if (signal.aborted) return;
+            await sleep(10);
           }
-          for (const task of tasks) {
-            await sleep(1); // the work
-            if (signal.aborted) return; // stop acting the moment leadership ends
-            const done = await post(sink + "/complete", { task, proof }, signal);
-            if (done.status !== 200) return; // fenced off
-          }
-        } catch {
-          if (signal.aborted) return;
-          await sleep(10);
         }
-      }
+      },
     },
   });
-  await elector.run(stop.signal);
+  try {
+    await elector.run(stop.signal);
+  } finally {
+    await keeper.close();
+  }
 }
 
 /** main runs the sink and 5 agents, kills the leader twice, and checks the outcome. */

@@ -1,65 +1,77 @@
 import type { Client } from "./client.js";
-import { type Clock, clockSleep } from "./clock.js";
+import { clockSleep } from "./clock.js";
+import { cancelBeforeFor, stopTime } from "./deadline.js";
 import { LeaseHeldError, LeaseLostError, LeaseReservedError } from "./errors.js";
 import { checkCheckpoint } from "./holding.js";
 import type { Holding } from "./holding.js";
-import type { Keeper } from "./keeper.js";
+import { Keeper, type KeeperOptions } from "./keeper.js";
 import { type Lease, validName } from "./lease.js";
-import { type ElectorOptions, NotLeadingError, type Resolved, TransferredError, YieldedError, buildKeeper, resolve, timerSlack } from "./electoropts.js";
+import {
+  type ElectorOptions,
+  type LegacyElectorOptions,
+  NotLeadingError,
+  type Resolved,
+  TransferredError,
+  YieldedError,
+  keeperOptionsFor,
+  resolve,
+  splitLegacy,
+} from "./electoropts.js";
 import { Term, permanent } from "./term.js";
 
 export { defaultHolder } from "./keeper.js";
 export { maxCheckpointBytes } from "./holding.js";
 export { NotLeadingError, TransferredError, YieldedError, electorDefaults, maxPriority } from "./electoropts.js";
-export type { ElectorLogger, ElectorOptions, RenewInfo, TermInfo } from "./electoropts.js";
+export type { ElectorCallbacks, ElectorLogger, ElectorOptions, LegacyElectorOptions, RenewInfo, TermInfo } from "./electoropts.js";
+
+/** A keeper an Elector builds for each run (Elector.forClient, the deprecated Client form) and closes when the run ends. */
+class KeeperPerRun {
+  constructor(readonly make: () => Keeper) {}
+}
 
 /**
  * Elector campaigns for one lease and keeps it while this process leads,
- * like the Go SDK's client.Elector.
+ * like the Go SDK's client.Elector. It is built on a Keeper (issue 46):
+ * the keeper decides how the lease is kept (a session or plain renewals,
+ * its TTL, renewals, retries, drift margin and clock) and the Elector only
+ * what a term is: `new Elector(keeper, name, options)`, or
+ * `Elector.forClient(client, name, options, keeperOptions?)`, which builds
+ * a keeper for each run and closes it when the run ends.
  *
- * run() campaigns until its signal is aborted: it acquires the lease,
- * waiting on the service (waitMs) while another holds it; once leader it
- * calls onStartedLeading(signal, token), renews every renewIntervalMs (with
- * jitter), and ends the term — aborting the leading signal — at once when a
- * renew answers lease_lost, and before the safe deadline when renewals fail
- * for any reason (timeouts, 5xx, an unreachable service). After a lost term
- * it campaigns again. When run's signal is aborted it aborts the leading
- * signal, keeps renewing until onStartedLeading has returned, releases the
- * lease so a follower takes over at once, calls onStoppedLeading and
- * resolves.
+ * run() campaigns until its signal is aborted: it acquires the lease
+ * through the keeper (keeper.hold), waiting on the service (waitMs) while
+ * another holds it; once leader it calls callbacks.onStartedLeading(signal,
+ * token) and ends the term — aborting the leading signal — at once when
+ * the holding is lost (a renewal answered lease_lost, a lost or revoked
+ * push, the session ended), and at the term's stop time, stopTime(the
+ * holding's deadline, cancelBeforeMs), when confirmations stop for any
+ * reason (timeouts, 5xx, an unreachable service, a paused process). After a
+ * lost term it campaigns again, through a new session when the service
+ * ended the keeper's (rule L2). When run's signal is aborted it aborts the
+ * leading signal, keeps the holding until onStartedLeading has returned,
+ * releases the lease so a follower takes over at once, calls
+ * onStoppedLeading and resolves.
  *
- * Guarantees and limits: the safe deadline is (performance.now() when the
- * last successful acquire or renew was sent) + ttlMs × (1 − driftMargin);
- * the service decided that holding's expiry after that send, so no other
- * holder can start before it, provided the clocks run at rates within
- * driftMargin of each other and this process is not paused. The leading
- * signal is aborted by a timer armed at the safe deadline − cancelBeforeMs −
- * a timer slack of 10% of the TTL (at most 500 ms), so that a timer that
- * fires late (a busy event loop, a loaded machine: up to 85 ms was
- * measured) still ends leadership before the safe deadline. Local time and
- * server times are never compared. A process that is paused, or
- * whose event loop is blocked, can still act after its deadline: that is
- * why every write downstream must carry the fencing token, and downstream
- * systems must refuse tokens lower than the highest they have seen.
- *
- * Keepers and sessions (docs/contract.md §14, issue 38): the Elector holds
- * its lease through a Keeper, options.keeper or one it builds for each run
- * from its options (buildKeeper); by default that keeper holds through a
- * session, the Client's shared one unless options.session names
- * another, and logs which it uses ("holding through a session (window
- * 1s)" or "plain renewals"; a service without sessions gets plain
- * renewals). Through a session it sends no renewals: the session's
- * heartbeats keep the lease, the service frees it within the window when
- * this process dies, and each term ends at the session's deadline (the
- * send time of its last acknowledged heartbeat + window × (1 −
- * driftMargin), less cancelBeforeMs and a timer slack of 10% of the
- * window) whatever the socket says, at once on a lost or revoked push, and
- * steps down on a yield push as on yieldRequested.
+ * Guarantees and limits: the deadline is the holding's (Holding.deadline:
+ * deadlineOf(the send time of its last confirmation, the span, driftMargin),
+ * on the keeper's clock; the span is the plain TTL or the session's
+ * window); the service decided the holding's expiry after that send, so no
+ * other holder can start before it, provided the clocks run at rates within
+ * driftMargin of each other. cancelBeforeMs (default min(250 ms, span/10))
+ * must fit the span (cancelBeforeFits); a timer that fires late eats into
+ * it. Local time and server times are never compared. A process that is
+ * paused, or whose event loop is blocked, can still act after its
+ * deadline: that is why every write downstream must carry the fencing
+ * token, and downstream systems must refuse tokens lower than the highest
+ * they have seen.
  */
 export class Elector {
-  readonly #client: Client;
   readonly #name: string;
   readonly #o: Resolved;
+  #keeper: Keeper;
+  /** Builds the keeper of each run after the first (Elector.forClient); undefined for a keeper given. */
+  readonly #make: (() => Keeper) | undefined;
+  #fresh = true;
   #running = false;
   #leading = false;
   #token = 0;
@@ -70,14 +82,81 @@ export class Elector {
   /** The current or last term. */
   #lastTerm: Term | undefined;
 
-  /** Returns an Elector for the lease name, calling the service through client. It checks options and does not modify them. */
-  constructor(client: Client, name: string, options: ElectorOptions) {
+  /**
+   * Returns an Elector for the lease name that holds it through keeper,
+   * which stays open when the Elector stops. It checks the options (and
+   * does not modify them): a cancelBeforeMs that does not fit the keeper's
+   * span, when that is known already (plain renewals or a session given),
+   * throws InvalidArgumentError here; otherwise run checks it.
+   */
+  constructor(keeper: Keeper, name: string, options: ElectorOptions);
+  /**
+   * @deprecated Use Elector.forClient(client, name, options, keeperOptions)
+   * or new Elector(keeper, name, options): this form builds a Keeper for
+   * each run from the keeper fields of options (LegacyElectorOptions).
+   */
+  constructor(client: Client, name: string, options: LegacyElectorOptions);
+  constructor(via: Keeper | Client | KeeperPerRun, name: string, options: ElectorOptions | LegacyElectorOptions) {
     if (!validName(name)) {
       throw new TypeError(`leasesvc Elector: lease name ${JSON.stringify(name)} must be 1–128 characters of [A-Za-z0-9._-] starting with a letter or digit`);
     }
-    this.#client = client;
     this.#name = name;
-    this.#o = resolve(options);
+    if (via instanceof Keeper) {
+      this.#o = resolve(options as ElectorOptions);
+      this.#keeper = via;
+      this.#make = undefined;
+    } else if (via instanceof KeeperPerRun) {
+      this.#o = resolve(options as ElectorOptions);
+      this.#make = via.make;
+      this.#keeper = via.make();
+    } else {
+      const legacy = options as LegacyElectorOptions;
+      if (typeof legacy?.onStartedLeading !== "function") throw new TypeError("leasesvc Elector: options.onStartedLeading is required");
+      const { elector, keeper } = splitLegacy(legacy);
+      this.#o = resolve(elector);
+      if (keeper instanceof Keeper) {
+        this.#keeper = keeper;
+        this.#make = undefined;
+      } else {
+        const ko = keeperOptionsFor(name, this.#o.givenLogger, keeper);
+        this.#make = () => new Keeper(via, ko);
+        this.#keeper = this.#make();
+      }
+    }
+    this.#cancelBeforeFor(this.#keeper); // L3: refused now when the span is known
+  }
+
+  /**
+   * forClient returns an Elector for the lease name that holds it through
+   * a Keeper of its own over client, built from keeperOptions for each run
+   * and closed when the run ends (a session by default; the Elector's
+   * logger is the keeper's unless keeperOptions names one).
+   */
+  static forClient(client: Client, name: string, options: ElectorOptions, keeperOptions: KeeperOptions = {}): Elector {
+    const logger = (options as Partial<ElectorOptions> | undefined)?.logger;
+    const ko = keeperOptionsFor(name, logger, keeperOptions);
+    return new Elector(new KeeperPerRun(() => new Keeper(client, ko)) as unknown as Keeper, name, options);
+  }
+
+  /** The keeper the Elector holds through (for one it builds: the current or last run's). */
+  get keeper(): Keeper {
+    return this.#keeper;
+  }
+
+  /**
+   * The CancelBefore of its terms, ms: the one given, checked against the
+   * keeper's span, or the default for it (min(250, span / 10)); undefined
+   * while neither is known (before run chose the keeper's mode).
+   */
+  get cancelBeforeMs(): number | undefined {
+    return this.#keeper.span === undefined ? this.#o.cancelBeforeMs : this.#cancelBeforeFor(this.#keeper);
+  }
+
+  /** The CancelBefore for k's span (rule L3: InvalidArgumentError when a given one does not fit); undefined while the span is unknown. */
+  #cancelBeforeFor(k: Keeper): number | undefined {
+    const span = k.span;
+    if (span === undefined) return undefined;
+    return cancelBeforeFor(this.#o.cancelBeforeMs, span.spanMs, span.driftMargin, span.name);
   }
 
   /** This Elector's identity. */
@@ -100,20 +179,20 @@ export class Elector {
     return { holder: this.#leaderHolder, fencingToken: this.#leaderToken };
   }
 
-  /** performance.now() when the acquire or renew that last succeeded in this (or the last) term was sent (through a session: its last acknowledged heartbeat); 0 before any. */
+  /** The keeper's clock time when the confirmation the current (or last) term's deadline counts from was sent (an acquire, a renewal, an acknowledged heartbeat); 0 before any. */
   get lastSentAt(): number {
     return this.#lastTerm?.sentAt ?? 0;
   }
 
-  /** The safe deadline of the current (or last) term on performance.now(), as its holding keeps it (Holding.deadline); 0 before any. */
+  /** The deadline of the current (or last) term's holding on the keeper's clock (Holding.deadline); 0 before any. */
   get safeDeadline(): number {
     return this.#lastTerm?.holding.deadline ?? 0;
   }
 
-  /** The options in force, defaults filled in. */
-  get options(): Readonly<{ ttlMs: number; renewIntervalMs: number; driftMargin: number; renewJitter: number; waitMs: number; cancelBeforeMs: number }> {
-    const o = this.#o;
-    return { ttlMs: o.ttlMs, renewIntervalMs: o.renewIntervalMs, driftMargin: o.driftMargin, renewJitter: o.renewJitter, waitMs: o.waitMs, cancelBeforeMs: o.cancelBeforeMs };
+  /** @deprecated The keeper's values (keeper.ttlMs, …) and this Elector's waitMs and cancelBeforeMs. */
+  get options(): Readonly<{ ttlMs: number; renewIntervalMs: number; driftMargin: number; renewJitter: number; waitMs: number; cancelBeforeMs: number | undefined }> {
+    const k = this.#keeper;
+    return { ttlMs: k.ttlMs, renewIntervalMs: k.renewIntervalMs, driftMargin: k.driftMargin, renewJitter: k.renewJitter, waitMs: this.#o.waitMs, cancelBeforeMs: this.cancelBeforeMs };
   }
 
   /** The term checkpoints and transfers act on. */
@@ -168,7 +247,7 @@ export class Elector {
     if (to === "" || to === this.#o.holder) throw new RangeError(`leasesvc Elector.transfer: the successor ${JSON.stringify(to)} must be another holder than ${JSON.stringify(this.#o.holder)}`);
     const cp = checkpoint === undefined ? undefined : checkCheckpoint(checkpoint);
     const t = this.#openTerm();
-    const signal = opts.signal ?? AbortSignal.timeout(this.#o.releaseTimeoutMs);
+    const signal = opts.signal ?? AbortSignal.timeout(this.#keeper.releaseTimeoutMs);
     const l = await t.holding.transfer(to, opts.reserveMs, cp, { signal });
     t.transferred(to, new TransferredError(to));
     return l;
@@ -176,26 +255,43 @@ export class Elector {
 
   /**
    * Campaigns and leads until signal is aborted, as the class's doc says,
-   * then resolves. It rejects at once when the service refuses the
-   * Elector's requests for good (InvalidArgumentError, DeniedError: a TTL
-   * out of the service's bounds, credentials refused) and when run is
-   * already running. A token provider that fails is retried like an
-   * unreachable service.
+   * then resolves. It first has the keeper choose its mode (keeper.start)
+   * and checks cancelBeforeMs against its span. It rejects at once when
+   * cancelBeforeMs does not fit that span (InvalidArgumentError), when the
+   * service refuses the Elector's requests for good (InvalidArgumentError,
+   * DeniedError: a TTL out of the service's bounds, credentials refused),
+   * when the keeper can hold nothing more (closed, or the session given to
+   * it ended) and when run is already running. A token provider that fails
+   * is retried like an unreachable service.
    */
   async run(signal?: AbortSignal): Promise<void> {
     if (this.#running) throw new Error("leasesvc Elector.run: already running");
     this.#running = true;
-    const k = this.#o.keeper ?? buildKeeper(this.#client, this.#o, this.#name);
+    const k = this.#runKeeper();
     try {
+      try {
+        await k.start(signal);
+      } catch (err) {
+        if (signal?.aborted) return;
+        throw err;
+      }
+      const cb = this.#cancelBeforeFor(k)!;
       for (;;) {
-        const h = await this.#campaign(k, signal);
+        const h = await this.#campaign(k, cb, signal);
         if (h === undefined) return;
-        if (await this.#lead(signal, k.clock, h)) return;
+        if (await this.#lead(signal, k, h, cb)) return;
       }
     } finally {
-      if (k !== this.#o.keeper) await k.close();
+      if (this.#make !== undefined) await k.close();
       this.#running = false;
     }
+  }
+
+  /** The keeper of this run: the one given, or a new one for every run after the first. */
+  #runKeeper(): Keeper {
+    if (this.#make !== undefined && !this.#fresh) this.#keeper = this.#make();
+    this.#fresh = false;
+    return this.#keeper;
   }
 
   #observe(l: Lease): void {
@@ -206,12 +302,8 @@ export class Elector {
     if (changed) this.#o.onNewLeader?.(l.holder);
   }
 
-  #jittered(d: number): number {
-    return d - Math.random() * this.#o.renewJitter * d;
-  }
-
   /** Acquires the lease through k; resolves to the holding, or to undefined when signal aborts. */
-  async #campaign(k: Keeper, signal?: AbortSignal): Promise<Holding | undefined> {
+  async #campaign(k: Keeper, cancelBeforeMs: number, signal?: AbortSignal): Promise<Holding | undefined> {
     const o = this.#o;
     let failures = 0;
     // The first acquire, and the first after a failure, does not wait: the
@@ -230,7 +322,7 @@ export class Elector {
           priority: ranked ? o.priority : undefined,
           preempt: o.preempt && waitMs > 0,
           signal,
-          aheadMs: (periodMs) => o.cancelBeforeMs + timerSlack(periodMs),
+          aheadMs: cancelBeforeMs,
         });
         this.#observe(h.lease);
         return h;
@@ -243,7 +335,7 @@ export class Elector {
             wait = true;
             continue; // wait on the service now, or again
           }
-          if (!(await clockSleep(k.clock, this.#jittered(o.renewIntervalMs), signal))) return undefined;
+          if (!(await clockSleep(k.clock, k.pollDelay(), signal))) return undefined;
           continue;
         }
         if (permanent(err)) throw err;
@@ -264,12 +356,12 @@ export class Elector {
    * resignation). Resolves to true when run should return (a graceful stop
    * or a resignation), false to campaign again.
    */
-  #lead(parent: AbortSignal | undefined, clock: Clock, h: Holding): Promise<boolean> {
+  #lead(parent: AbortSignal | undefined, k: Keeper, h: Holding, cancelBeforeMs: number): Promise<boolean> {
     const o = this.#o;
+    const clock = k.clock;
     const l = h.lease;
     const token = h.token;
-    const marginMs = o.cancelBeforeMs + timerSlack(h.periodMs);
-    if (clock.now() >= h.deadline - marginMs) {
+    if (clock.now() >= stopTime(h.deadline, cancelBeforeMs)) {
       h.drop(); // too late to lead on this holding
       return Promise.resolve(false);
     }
@@ -286,7 +378,7 @@ export class Elector {
         holding: h,
         clock,
         logger: o.logger,
-        marginMs,
+        cancelBeforeMs,
         end,
         yieldRequested: (to) => {
           if (why !== "graceful" && !leading.signal.aborted) askYield(to);

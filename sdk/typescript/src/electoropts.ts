@@ -1,14 +1,12 @@
-import { type Backoff, backoffWithDefaults } from "./backoff.js";
-import type { Client } from "./client.js";
-import { Keeper, defaultHolder } from "./keeper.js";
+import type { Backoff } from "./backoff.js";
+import { type Keeper, type KeeperOptions, defaultHolder } from "./keeper.js";
 import type { Lease } from "./lease.js";
-import { plainSpan } from "./plainholding.js";
 import type { Session } from "./session.js";
 
 /*
  * The Elector's options, their defaults and checks, the errors its leading
- * signal is aborted with, and buildKeeper, which turns the options into the
- * Keeper a run holds its lease through.
+ * signal is aborted with, and the deprecated options of Electors built on
+ * a Client (LegacyElectorOptions), split into an Elector's and a Keeper's.
  */
 
 /** What the Elector logs to: a line for every gain and loss of leadership and every failed call. */
@@ -17,13 +15,13 @@ export interface ElectorLogger {
   warn(message: string, fields?: Record<string, unknown>): void;
 }
 
-/** A renew that succeeded, as ElectorOptions.onRenewed sees it. */
+/** A confirmation of the holding (a renewal, an acknowledged heartbeat), as ElectorCallbacks.onRenewed sees it. */
 export interface RenewInfo {
   /** The fencing token of the term. */
   fencingToken: number;
-  /** performance.now() when the renew was sent. */
+  /** The keeper's clock time when the confirmation was sent. */
   sentAt: number;
-  /** performance.now() at which the leading signal is now due to be aborted if no later renew succeeds. */
+  /** The keeper's clock time at which the leading signal is now due to be aborted (stopTime) if no later confirmation comes. */
   deadline: number;
 }
 
@@ -77,62 +75,17 @@ export class NotLeadingError extends Error {
 
 /** The highest priority the service accepts (docs/contract.md §8). */
 export const maxPriority = 1000;
-/** Options of an Elector. Every field but onStartedLeading has a default; the constructor checks them all. */
-export interface ElectorOptions {
-  /** This participant's identity, 1–256 printable characters, unique among the participants. Default "{hostname}-{pid}". */
-  holder?: string;
-  /** The lease duration asked for, whole ms. Default 30,000. */
-  ttlMs?: number;
-  /**
-   * How long after a successful acquire or renew the next renew is sent
-   * (minus up to renewJitter of it). Default ttlMs / 3. With cancelBeforeMs
-   * it must stay below ttlMs × (1 − driftMargin).
-   */
-  renewIntervalMs?: number;
-  /** The fraction of renewIntervalMs, 0 … 0.5, by which each renew comes early at random. Default 0.1. */
-  renewJitter?: number;
-  /**
-   * The fraction of the TTL given up to the difference between the local
-   * clock's rate and the backend's, 0.01 … 0.5. The safe deadline of a
-   * holding is (performance.now() when the acquire or renew that last
-   * succeeded was sent) + ttlMs × (1 − driftMargin). Default 0.1.
-   */
-  driftMargin?: number;
-  /**
-   * How long before the safe deadline the leading signal is aborted when
-   * renewals keep failing, so that work has that long to stop. Default 0.
-   * (The timer is armed a further timer slack earlier: see Elector.)
-   */
-  cancelBeforeMs?: number;
-  /**
-   * How long one acquire waits on the service (waitMs) for the holding of
-   * another to end, 0 … 60,000; a follower takes over as soon as the
-   * service sees the lease free. Default 30,000. Negative disables waiting:
-   * followers poll every renewIntervalMs.
-   */
-  waitMs?: number;
-  /** Spaces the retries of a failed acquire or renew. Default: initial min(100, TTL/30) ms, max min(5,000, TTL/6) ms, doubling. */
-  retryBackoff?: Partial<Backoff>;
-  /** Bounds the release sent on a graceful stop. Default 5,000 ms. */
-  releaseTimeoutMs?: number;
-  /** A JSON object attached to the lease on every acquire. */
-  metadata?: Record<string, unknown>;
-  /**
-   * Receives a line for every gain and loss of leadership, every failed
-   * call and the mode the lease is held in. Default: none, but for one
-   * line on stderr saying how the lease is held (`leasesvc: elector "x"
-   * holds through a session (window 1s)`, or with plain renewals and why),
-   * once per process for each change of mode.
-   */
-  logger?: ElectorLogger;
+/** What an Elector calls. Only onStartedLeading is required. */
+export interface ElectorCallbacks {
   /**
    * Called when this Elector becomes leader; required. signal is aborted
-   * when leadership ends: at once on lease_lost, before the safe deadline
-   * when renewals fail however the service fails, and when run's signal is
-   * aborted; signal.reason says why (LeaseLostError, SafeDeadlineError, or
-   * run's reason). token is the term's fencing token: pass it with every
-   * write downstream. Stop all leader work when signal aborts, and return
-   * (or resolve). Returning while still leading resigns: the lease is
+   * when leadership ends: at once on lease_lost, at the term's stop time
+   * (the holding's deadline − cancelBeforeMs) when confirmations stop
+   * however the service fails, and when run's signal is aborted;
+   * signal.reason says why (LeaseLostError, SafeDeadlineError, or run's
+   * reason). token is the term's fencing token: pass it with every write
+   * downstream. Stop all leader work when signal aborts, and return (or
+   * resolve). Returning while still leading resigns: the lease is
    * released and run resolves.
    */
   onStartedLeading: (signal: AbortSignal, token: number, term: TermInfo) => void | Promise<void>;
@@ -140,59 +93,103 @@ export interface ElectorOptions {
   onStoppedLeading?: () => void;
   /** Called whenever the holder seen leading changes, this Elector's own included. */
   onNewLeader?: (holder: string) => void;
-  /** Called after each successful renew of a term. */
+  /** Called after each confirmation that moved the term's deadline (a renewal, an acknowledged heartbeat). */
   onRenewed?: (info: RenewInfo) => void;
+  /**
+   * Called at most once per term when the preempting candidate yieldTo
+   * asks this leader to step down; signal is the leading signal, still
+   * live: it may save progress with setCheckpoint or checkpoint. When it
+   * returns (or resolves), the Elector steps down: it aborts the leading
+   * signal with a YieldedError, waits for onStartedLeading to return,
+   * releases the lease with the latest checkpoint, calls onStoppedLeading
+   * and campaigns again. Omitted: it steps down the same way at once.
+   */
+  onYieldRequested?: (signal: AbortSignal, yieldTo: string) => void | Promise<void>;
+}
+
+/**
+ * Options of an Elector over a Keeper: what it campaigns with and what it
+ * calls. How the lease is kept (TTL, renewals, drift margin, retries,
+ * release timeout, clock, session or plain renewals) is the keeper's
+ * (KeeperOptions). The constructor checks them all.
+ */
+export interface ElectorOptions {
+  /** This participant's identity, 1–256 printable characters, unique among the participants. Default "{hostname}-{pid}". */
+  holder?: string;
+  /**
+   * How long before the holding's deadline the leading signal is aborted
+   * (stopTime), so that work has that long to stop, ms. It must fit the
+   * keeper's span (cancelBeforeFits: below the span × (1 − driftMargin) −
+   * span / 2, for the session's window or the plain TTL): one that does
+   * not is an InvalidArgumentError, thrown by the constructor when the
+   * keeper's span is known then, else by run once the keeper's mode is
+   * chosen; it is never capped. Default min(250, span / 10).
+   */
+  cancelBeforeMs?: number;
+  /**
+   * How long one acquire waits on the service for the holding of another
+   * to end, 0 … 60,000 ms; a follower takes over as soon as the service
+   * sees the lease free. Default 30,000. Negative disables waiting:
+   * followers poll every keeper.renewIntervalMs (jittered).
+   */
+  waitMs?: number;
+  /** A JSON object attached to the lease on every acquire. */
+  metadata?: Record<string, unknown>;
   /**
    * 0 … 1000, ranks this Elector among the candidates waiting for the lease
    * (docs/contract.md §8): when a holding ends, the lease is reserved for a
    * few seconds for the best waiting candidate. With priority > 0 or
-   * preempt every acquire carries it (the holding records it) and the
-   * waiting acquires register this Elector as a candidate; with neither
-   * (the default) it waits unranked, as before. Default 0.
+   * preempt every acquire carries it and the waiting acquires register
+   * this Elector as a candidate; with neither (the default) it waits
+   * unranked. Default 0.
    */
   priority?: number;
   /** The waiting acquires ask a holder whose holding has a strictly lower priority to step down. Needs waitMs ≥ 0. Nothing is taken by force. */
   preempt?: boolean;
+  /** What the Elector calls: onStartedLeading (required) and the optional others. */
+  callbacks: ElectorCallbacks;
   /**
-   * Called at most once per term when a renewal answers that the preempting
-   * candidate yieldTo asks this leader to step down; signal is the leading
-   * signal, still live: it may save progress with setCheckpoint or
-   * checkpoint. When it returns (or resolves), the Elector steps down: it
-   * aborts the leading signal with a YieldedError, waits for
-   * onStartedLeading to return, releases the lease with the latest
-   * checkpoint, calls onStoppedLeading and campaigns again. Omitted: it
-   * steps down the same way at once.
+   * Receives a line for every gain and loss of leadership and every
+   * failed call. A keeper the Elector builds (Elector.forClient) logs to
+   * it too, unless its KeeperOptions name another; without any, that
+   * keeper says on stderr once per process for each change of mode how
+   * the lease is held (`leasesvc: elector "x" holds through a session
+   * (window 1s)`). Default: none.
    */
-  onYieldRequested?: (signal: AbortSignal, yieldTo: string) => void | Promise<void>;
-  /**
-   * The session to hold the lease through (docs/contract.md §14; open one
-   * with Client.openSession). Electors may share one; it stays open when
-   * they stop. Omitted (and without plainRenewals): the Client's shared
-   * session, opened on first use (window 1 s) and closed when the last
-   * Elector using it stops; a service without sessions (404, 405 or 501 on
-   * the sessions route) falls back to plain renewals, and so does one that
-   * refuses the open at its session limit (429; asked again on the next
-   * run). So does a runtime without WebSocket (Node 20 without the ws
-   * package), with a warning: the logger's, or without one console.warn,
-   * once per process.
-   */
+  logger?: ElectorLogger;
+}
+
+/**
+ * @deprecated The options of `new Elector(client, name, options)`, the
+ * Elector of before issue 46 that built a Keeper for each run from them:
+ * use `Elector.forClient(client, name, options, keeperOptions)` (or `new
+ * Elector(keeper, name, options)`), with the callbacks in
+ * ElectorOptions.callbacks and ttlMs, renewIntervalMs, renewJitter,
+ * driftMargin, retryBackoff, releaseTimeoutMs, session and plainRenewals
+ * in KeeperOptions. Kept for one release; forwarded to exactly that.
+ */
+export interface LegacyElectorOptions extends Omit<ElectorOptions, "callbacks">, ElectorCallbacks {
+  /** KeeperOptions.ttlMs. */
+  ttlMs?: number;
+  /** KeeperOptions.renewIntervalMs. */
+  renewIntervalMs?: number;
+  /** KeeperOptions.renewJitter. */
+  renewJitter?: number;
+  /** KeeperOptions.driftMargin. */
+  driftMargin?: number;
+  /** KeeperOptions.retryBackoff. */
+  retryBackoff?: Partial<Backoff>;
+  /** KeeperOptions.releaseTimeoutMs. */
+  releaseTimeoutMs?: number;
+  /** KeeperOptions.session. */
   session?: Session;
-  /**
-   * Holds the lease with plain renewals (acquire with ttlMs, renew every
-   * renewIntervalMs) instead of a session. Default false.
-   */
+  /** KeeperOptions.plainRenewals. */
   plainRenewals?: boolean;
-  /**
-   * The Keeper to hold the lease through (docs/contract.md §14, issue 38):
-   * it decides sessions or plain renewals, and its own ttlMs, driftMargin,
-   * renewals and retries apply; session and plainRenewals are then
-   * ignored. It stays open when the Elector stops. Omitted: the Elector
-   * builds one for each run from these options.
-   */
+  /** The keeper to hold through (the others above are then ignored); it stays open when the Elector stops. */
   keeper?: Keeper;
 }
 
-/** Defaults of ElectorOptions (docs/contract.md §7). */
+/** Defaults of an Elector and of the keeper it builds (docs/contract.md §7). */
 export const electorDefaults = Object.freeze({
   ttlMs: 30_000,
   driftMargin: 0.1,
@@ -202,18 +199,20 @@ export const electorDefaults = Object.freeze({
 });
 
 export const maxWaitMs = 60_000;
-/** The timer slack: the fraction of the TTL (at most maxTimerSlackMs) by which the deadline timer is armed early. */
-const timerSlackFraction = 0.1;
-const maxTimerSlackMs = 500;
 
-/** The checked options, defaults filled in. */
-export type Resolved = Required<Omit<ElectorOptions, "metadata" | "logger" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "retryBackoff" | "onYieldRequested" | "session" | "keeper">> &
-  Pick<ElectorOptions, "metadata" | "onStoppedLeading" | "onNewLeader" | "onRenewed" | "onYieldRequested" | "session" | "keeper"> & {
-    retryBackoff: Backoff;
-    logger: ElectorLogger;
-    /** The logger the caller gave, if any (the keeper warns on the console without one). */
-    givenLogger: ElectorLogger | undefined;
-  };
+/** The checked options, defaults filled in but for cancelBeforeMs, which the keeper's span decides. */
+export interface Resolved extends Required<Omit<ElectorCallbacks, "onStoppedLeading" | "onNewLeader" | "onRenewed" | "onYieldRequested">>, Omit<ElectorCallbacks, "onStartedLeading"> {
+  holder: string;
+  /** The CancelBefore given; undefined: the default for the span. */
+  cancelBeforeMs: number | undefined;
+  waitMs: number;
+  metadata: Record<string, unknown> | undefined;
+  priority: number;
+  preempt: boolean;
+  logger: ElectorLogger;
+  /** The logger the caller gave, if any (a keeper the Elector builds warns on the console without one). */
+  givenLogger: ElectorLogger | undefined;
+}
 
 export const noLogger: ElectorLogger = { info() {}, warn() {} };
 
@@ -222,41 +221,16 @@ function validHolder(h: string): boolean {
   return chars.length >= 1 && chars.length <= 256 && chars.every((c) => !/[\p{C}\p{Z}]/u.test(c) || c === " ");
 }
 
-/** timerSlack is how much earlier than its deadline less cancelBeforeMs a term stops, for a period (TTL or window) of ms: 10% of it, at most 500 ms. */
-export function timerSlack(ttlMs: number): number {
-  return Math.min(maxTimerSlackMs, ttlMs * timerSlackFraction);
-}
-
 /** resolve fills the defaults into a copy of the options and checks them, naming the field at fault. */
 export function resolve(opts: ElectorOptions): Resolved {
-  if (typeof opts.onStartedLeading !== "function") throw new TypeError("leasesvc Elector: options.onStartedLeading is required");
+  const cbs = opts.callbacks as ElectorCallbacks | undefined;
+  if (typeof cbs?.onStartedLeading !== "function") throw new TypeError("leasesvc Elector: options.callbacks.onStartedLeading is required");
   const holder = opts.holder ?? defaultHolder();
   if (!validHolder(holder)) throw new RangeError(`leasesvc Elector: holder ${JSON.stringify(holder)} must be 1–256 printable characters`);
-  const ttlMs = opts.ttlMs ?? electorDefaults.ttlMs;
-  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new RangeError(`leasesvc Elector: ttlMs ${ttlMs} must be a positive whole number of milliseconds`);
-  const driftMargin = opts.driftMargin ?? electorDefaults.driftMargin;
-  if (!(driftMargin >= 0.01 && driftMargin <= 0.5)) throw new RangeError(`leasesvc Elector: driftMargin ${driftMargin} must be within 0.01 … 0.5`);
-  const renewIntervalMs = opts.renewIntervalMs ?? ttlMs / 3;
-  const renewJitter = opts.renewJitter ?? electorDefaults.renewJitter;
-  if (!(renewJitter >= 0 && renewJitter <= 0.5)) throw new RangeError(`leasesvc Elector: renewJitter ${renewJitter} must be within 0 … 0.5`);
-  const cancelBeforeMs = opts.cancelBeforeMs ?? 0;
-  if (!(cancelBeforeMs >= 0)) throw new RangeError(`leasesvc Elector: cancelBeforeMs ${cancelBeforeMs} must not be negative`);
-  const safe = plainSpan(ttlMs, driftMargin);
-  if (!(renewIntervalMs > 0) || renewIntervalMs + cancelBeforeMs + timerSlack(ttlMs) >= safe) {
-    throw new RangeError(
-      `leasesvc Elector: renewIntervalMs ${renewIntervalMs} must be positive and, with cancelBeforeMs ${cancelBeforeMs} and the timer slack ${timerSlack(ttlMs)}, below ttlMs × (1 − driftMargin) = ${safe}`,
-    );
-  }
+  const cancelBeforeMs = opts.cancelBeforeMs;
+  if (cancelBeforeMs !== undefined && !(cancelBeforeMs >= 0)) throw new RangeError(`leasesvc Elector: cancelBeforeMs ${cancelBeforeMs} must not be negative`);
   const waitMs = opts.waitMs ?? electorDefaults.waitMs;
   if (!Number.isInteger(waitMs) || waitMs > maxWaitMs) throw new RangeError(`leasesvc Elector: waitMs ${waitMs} must be whole milliseconds, at most ${maxWaitMs}`);
-  const initial = Math.max(1, Math.min(100, ttlMs / 30));
-  const retryBackoff = backoffWithDefaults(opts.retryBackoff, "ElectorOptions.retryBackoff", {
-    initialMs: initial,
-    maxMs: Math.max(initial, Math.min(5000, ttlMs / 6)),
-    multiplier: 2,
-  });
-  const releaseTimeoutMs = opts.releaseTimeoutMs ?? electorDefaults.releaseTimeoutMs;
-  if (!(releaseTimeoutMs > 0)) throw new RangeError(`leasesvc Elector: releaseTimeoutMs ${releaseTimeoutMs} must be positive`);
   const priority = opts.priority ?? 0;
   if (!Number.isInteger(priority) || priority < 0 || priority > maxPriority) throw new RangeError(`leasesvc Elector: priority ${priority} must be an integer within 0 … ${maxPriority}`);
   const preempt = opts.preempt ?? false;
@@ -266,46 +240,52 @@ export function resolve(opts: ElectorOptions): Resolved {
   }
   return {
     holder,
-    ttlMs,
-    renewIntervalMs,
-    renewJitter,
-    driftMargin,
     cancelBeforeMs,
     waitMs,
-    retryBackoff,
-    releaseTimeoutMs,
     metadata: opts.metadata,
-    logger: opts.logger ?? noLogger,
-    onStartedLeading: opts.onStartedLeading,
-    onStoppedLeading: opts.onStoppedLeading,
-    onNewLeader: opts.onNewLeader,
-    onRenewed: opts.onRenewed,
     priority,
     preempt,
-    onYieldRequested: opts.onYieldRequested,
-    session: opts.session,
-    plainRenewals: opts.plainRenewals ?? false,
-    keeper: opts.keeper,
+    logger: opts.logger ?? noLogger,
     givenLogger: opts.logger,
+    onStartedLeading: cbs.onStartedLeading,
+    onStoppedLeading: cbs.onStoppedLeading,
+    onNewLeader: cbs.onNewLeader,
+    onRenewed: cbs.onRenewed,
+    onYieldRequested: cbs.onYieldRequested,
   };
 }
 
 /**
- * buildKeeper makes the Keeper of one run from the Elector's options: the
- * only place an Elector chooses between a session and plain renewals.
- * Without a logger, the keeper names the Elector of the lease name in its
- * line on stderr saying how it holds (KeeperOptions.announce).
+ * keeperOptionsFor completes the options of a keeper an Elector of the
+ * lease name builds: its log lines say "leasesvc elector", go to the
+ * Elector's logger unless ko names one, and without either name the
+ * Elector in the line on stderr that says how the lease is held.
  */
-export function buildKeeper(client: Client, o: Resolved, name: string): Keeper {
-  return new Keeper(client, {
-    mode: o.plainRenewals ? "plain" : (o.session ?? "session"),
-    ttlMs: o.ttlMs,
-    driftMargin: o.driftMargin,
-    renewIntervalMs: o.renewIntervalMs,
-    renewJitter: o.renewJitter,
-    retryBackoff: o.retryBackoff,
-    releaseTimeoutMs: o.releaseTimeoutMs,
-    ...(o.givenLogger === undefined ? { announce: `elector ${JSON.stringify(name)}` } : { logger: o.givenLogger }),
-    logPrefix: "leasesvc elector",
-  });
+export function keeperOptionsFor(name: string, logger: ElectorLogger | undefined, ko: KeeperOptions): KeeperOptions {
+  const log = ko.logger ?? logger;
+  return { logPrefix: "leasesvc elector", ...ko, ...(log === undefined ? { announce: ko.announce ?? `elector ${JSON.stringify(name)}` } : { logger: log }) };
+}
+
+/**
+ * splitLegacy splits the deprecated options of `new Elector(client, name,
+ * options)` into the Elector's and the Keeper's (or the keeper given):
+ * nothing is decided here, every field is forwarded.
+ */
+export function splitLegacy(o: LegacyElectorOptions): { elector: ElectorOptions; keeper: KeeperOptions | Keeper } {
+  const { ttlMs, renewIntervalMs, renewJitter, driftMargin, retryBackoff, releaseTimeoutMs, session, plainRenewals, keeper } = o;
+  const { onStartedLeading, onStoppedLeading, onNewLeader, onRenewed, onYieldRequested } = o;
+  const elector: ElectorOptions = {
+    holder: o.holder,
+    cancelBeforeMs: o.cancelBeforeMs,
+    waitMs: o.waitMs,
+    metadata: o.metadata,
+    priority: o.priority,
+    preempt: o.preempt,
+    logger: o.logger,
+    callbacks: { onStartedLeading, onStoppedLeading, onNewLeader, onRenewed, onYieldRequested },
+  };
+  if (keeper !== undefined) return { elector, keeper };
+  const ko: KeeperOptions = { ttlMs, renewIntervalMs, renewJitter, driftMargin, retryBackoff, releaseTimeoutMs, session, plainRenewals };
+  for (const k of Object.keys(ko) as Array<keyof KeeperOptions>) if (ko[k] === undefined) delete ko[k];
+  return { elector, keeper: ko };
 }

@@ -47,6 +47,44 @@ export interface HoldingDeps {
   readonly done: (h: Holding) => void;
 }
 
+/** What a hold asks for. */
+export interface HoldRequest {
+  holder: string;
+  metadata?: Record<string, unknown> | undefined;
+  waitMs?: number | undefined;
+  priority?: number | undefined;
+  preempt?: boolean | undefined;
+}
+
+/**
+ * Keeping is how a keeper keeps its holdings, chosen once per keeper
+ * (issue 46, rule L1): PlainKeeping (plainholding.ts) or SessionKeeping
+ * (sessionholding.ts). It is the only thing that knows one mode from the
+ * other: the keeper asks it for holdings and nothing else branches on the
+ * mode.
+ */
+export interface Keeping {
+  /** "session" or "plain". */
+  readonly mode: "session" | "plain";
+  /** The span deadlines are measured in: the plain TTL or the session's window, ms. */
+  readonly spanMs: number;
+  /** What the span is, for messages: "TTL" or "session window". */
+  readonly spanName: string;
+  /** The fraction of spanMs given up to clock-rate differences. */
+  readonly driftMargin: number;
+  /** Why the keeping can hand out nothing more (a session the caller gave ended); undefined while it can. */
+  readonly failed: unknown;
+  /**
+   * Acquires name and resolves to its holding, not yet started; through a
+   * session, once its deadline lies more than aheadMs ahead.
+   */
+  acquire(deps: HoldingDeps, name: string, req: HoldRequest, aheadMs: number, signal: AbortSignal | undefined): Promise<Holding>;
+  /** Releases a holding of name by holder that an abandoned acquire may have obtained without hearing of it (best effort). */
+  abandon(name: string, holder: string, signal: AbortSignal): Promise<void>;
+  /** Stops keeping: a session the keeper opened is closed (a shared one: its use ends). */
+  close(): void;
+}
+
 /** The request a release or transfer sends, shaped alike for REST and sessions. */
 export interface LetGo {
   holder: string;

@@ -1,20 +1,21 @@
 /**
  * @leasesvc/client: the TypeScript SDK of leasesvc (docs/contract.md §12).
  *
- * Client calls the HTTP API with retries that are safe; Elector campaigns
+ * Client calls the HTTP API with retries that are safe; Keeper keeps
+ * leases (through a Session, docs/contract.md §14, one WebSocket whose
+ * heartbeats keep them, or by plain renewals against a service without
+ * sessions) and owns their deadlines; Elector, built on a Keeper, campaigns
  * for a lease and aborts its leading AbortSignal at once on lease_lost and
- * before the safe deadline, measured on performance.now(), when the service
- * cannot be reached. By default the Elector holds its lease through a
- * Session (Client.openSession, docs/contract.md §14), one WebSocket whose
- * heartbeats keep it, and falls back to plain renewals against a service
- * without sessions. The fence module verifies the proofs that come with
+ * at stopTime(the deadline, cancelBeforeMs), on the keeper's monotonic
+ * clock, when the service cannot be reached. The fence module verifies the proofs that come with
  * holdings (Lease.proof) and keeps sinks fenced (docs/contract.md §17).
  */
 export { Client, defaultMaxAttempts, defaultRequestTimeoutMs } from "./client.js";
 export { maxAnswerBytes } from "./sse.js";
 export type { AcquireRequest, CallOptions, ClientOptions, ListRequest, ReleaseOptions, RenewRequest, RevokeRequest, TokenProvider, TransferRequest, WatchOptions } from "./client.js";
 export { Elector, NotLeadingError, TransferredError, YieldedError, defaultHolder, electorDefaults, maxCheckpointBytes, maxPriority } from "./elector.js";
-export type { ElectorLogger, ElectorOptions, RenewInfo, TermInfo } from "./elector.js";
+export type { ElectorCallbacks, ElectorLogger, ElectorOptions, LegacyElectorOptions, RenewInfo, TermInfo } from "./elector.js";
+export { cancelBeforeFits, cancelBeforeFor, cancelBeforeLimit, deadlineOf, defaultCancelBefore, defaultCancelBeforeMaxMs, safeSpan, stopTime } from "./deadline.js";
 export {
   CredentialsError,
   DeniedError,
@@ -33,7 +34,7 @@ export {
 } from "./errors.js";
 export type { FieldError, LeaseErrorInit } from "./errors.js";
 export { Keeper } from "./keeper.js";
-export type { HoldOptions, KeeperLogger, KeeperMode, KeeperOptions } from "./keeper.js";
+export type { HoldOptions, KeeperLogger, KeeperMode, KeeperModeInfo, KeeperOptions, PlainReason } from "./keeper.js";
 export { Holding, checkCheckpoint } from "./holding.js";
 export type { HoldingEvent, HoldingState } from "./holding.js";
 export { systemClock } from "./clock.js";

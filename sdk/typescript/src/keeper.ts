@@ -2,11 +2,12 @@ import { hostname } from "node:os";
 import { type Backoff, backoffDelay, backoffWithDefaults } from "./backoff.js";
 import type { Client } from "./client.js";
 import { type Clock, clockSleep, systemClock } from "./clock.js";
+import { safeSpan } from "./deadline.js";
 import { RateLimitedError } from "./errors.js";
-import type { Holding, HoldingDeps } from "./holding.js";
-import { type HoldRequest, type PlainConfig, PlainHolding, permanent, plainSpan } from "./plainholding.js";
-import { type Session, SessionEndedError, SessionLimitError, SessionsUnsupportedError } from "./session.js";
-import { SessionHolding } from "./sessionholding.js";
+import type { HoldRequest, Holding, HoldingDeps, Keeping } from "./holding.js";
+import { type PlainConfig, PlainKeeping, permanent } from "./plainholding.js";
+import { type Session, SessionLimitError, SessionsUnsupportedError } from "./session.js";
+import { type KeptSession, SessionKeeping } from "./sessionholding.js";
 import { useSharedSession } from "./shared.js";
 
 /** What a Keeper logs to. */
@@ -18,25 +19,47 @@ export interface KeeperLogger {
 /** How a keeper keeps its leases: through a session, or by plain renewals. */
 export type KeeperMode = "session" | "plain";
 
+/**
+ * Why a keeper holds by plain renewals (rule L1), stable for tools that
+ * act on it: "asked" (plainRenewals: true), "sessions_unsupported" (the
+ * service, or this runtime, has no sessions), "session_limit" (the service
+ * refused the session at its session limit: 429), "window" (the window
+ * did not fit a CancelBefore check: Go's keeper has one; this one never
+ * reports it).
+ */
+export type PlainReason = "asked" | "sessions_unsupported" | "session_limit" | "window";
+
+/** The mode a keeper chose, as KeeperOptions.onMode hears it once. */
+export interface KeeperModeInfo {
+  mode: KeeperMode;
+  /** Why plain renewals; "" in session mode. */
+  plainReason: PlainReason | "";
+  /** The span deadlines are measured in: the session's window or the plain TTL, ms. */
+  spanMs: number;
+}
+
 /** Options of a Keeper. Every field has a default. */
 export interface KeeperOptions {
   /**
-   * "session" (the default): through a session, the Client's shared one
-   * (opened on first hold, window 1 s) unless windowMs asks for another;
-   * falls back to plain renewals, and says so in the log, when the
-   * service offers no sessions, its session limit is reached, or this
-   * runtime has no WebSocket (then with a warning: the logger's, or
-   * console.warn once per process). "plain": plain renewals, always. A
-   * Session: through it; it stays open when the keeper closes. A keeper
-   * with a clock of its own (not the default) opens a session of its own
-   * on that clock rather than sharing the Client's.
+   * Holds with plain renewals (acquire with ttlMs, renew every
+   * renewIntervalMs) instead of a session; plainReason "asked". Default
+   * false: through a session, the Client's shared one (opened on first
+   * hold, window 1 s) unless windowMs, clock or driftMargin ask for one of
+   * its own; falling back to plain renewals, and saying so, when the
+   * service offers no sessions (or this runtime has no WebSocket: then
+   * with a warning, the logger's or console.warn once per process) or
+   * refuses the session at its session limit.
    */
+  plainRenewals?: boolean;
+  /** The session to hold through (Client.openSession); it stays open when the keeper closes and is never reopened by it. */
+  session?: Session;
+  /** @deprecated Use plainRenewals or session: "plain" is plainRenewals: true, a Session is session. */
   mode?: KeeperMode | Session;
   /** The window of a session the keeper opens itself (instead of sharing the Client's), ms. */
   windowMs?: number;
   /** The TTL of plain holdings, whole ms. Default 30,000. */
   ttlMs?: number;
-  /** The fraction of the TTL given up to clock-rate differences, 0.01 … 0.5. Default 0.1. */
+  /** The fraction of the TTL (or of the window of a session the keeper opens) given up to clock-rate differences, 0.01 … 0.5. Default 0.1. */
   driftMargin?: number;
   /** How long after a successful renewal the next is sent (less up to renewJitter of it), ms. Default ttlMs / 3. */
   renewIntervalMs?: number;
@@ -44,14 +67,14 @@ export interface KeeperOptions {
   renewJitter?: number;
   /** Spaces retries of failed renewals and session opens. Default: initial min(100, TTL/30) ms, max min(5,000, TTL/6) ms, doubling. */
   retryBackoff?: Partial<Backoff>;
-  /** Bounds a release or transfer, ms. Default 5,000. */
+  /** Bounds a release or transfer (close's releases too), ms. Default 5,000. */
   releaseTimeoutMs?: number;
   /**
-   * The monotonic clock and timers. Default: a given Session's clock, else
+   * The monotonic clock and timers. Default: a given session's clock, else
    * performance.now() and the global timers. A session the keeper opens
-   * measures its deadlines on it too (SessionOptions.clock): a holding's
-   * deadline and the clock it is compared with are one clock. A given
-   * Session on another clock is refused (RangeError).
+   * measures its deadlines on it (SessionOptions.clock), and its holdings
+   * run their timers on it: one clock. A given session on another clock is
+   * refused (RangeError).
    */
   clock?: Clock;
   /** Receives a line for the mode chosen, every loss and every failed call. Default: none. */
@@ -65,6 +88,8 @@ export interface KeeperOptions {
    * for each change of mode (not per hold or term). Default: no such line.
    */
   announce?: string;
+  /** Called once, when the mode is chosen (rule L1), with the mode and why. */
+  onMode?: (info: KeeperModeInfo) => void;
 }
 
 /** Options of one hold: the acquire's. */
@@ -81,8 +106,8 @@ export interface HoldOptions {
   preempt?: boolean;
   /** Aborting it abandons the hold (a holding granted meanwhile is released). */
   signal?: AbortSignal;
-  /** Through a session, wait for an acknowledged heartbeat until the deadline lies more than this ahead (given the period: the window), ms. Default 0. */
-  aheadMs?: (periodMs: number) => number;
+  /** Through a session, wait for an acknowledged heartbeat until the deadline lies more than this ahead (a function: of the span, the window), ms. Default 0. */
+  aheadMs?: number | ((spanMs: number) => number);
 }
 
 /** defaultHolder returns "{hostname}-{pid}", the default identity. */
@@ -91,6 +116,9 @@ export function defaultHolder(): string {
 }
 
 const noLogger: KeeperLogger = { info() {}, warn() {} };
+
+/** The drift margin of the Client's shared session (SessionOptions' default). */
+const sharedDriftMargin = 0.1;
 
 /** Set once this process has been told, on the console, that its runtime cannot hold sessions. */
 let warnedNoSessions = false;
@@ -110,22 +138,27 @@ function windowText(ms: number): string {
   return ms >= 1000 ? `${ms / 1000}s` : `${ms}ms`;
 }
 
-/** How the keeper keeps: a session (shared: the Client's, reopened when it ends), or plain renewals. */
-interface Via {
-  session: Session | undefined;
-  shared: boolean;
-  owned: boolean;
-  release(): void;
-}
-
 /**
  * Keeper keeps leases for one agent, like etcd's concurrency.Session
  * apart from its Election: by plain renewals (REST acquire, renew every
  * renewIntervalMs, release; deadline = send time of the last successful
  * acquire or renew + ttlMs × (1 − driftMargin)), or through a session (its
  * heartbeats keep the leases; deadline = the session's). It is the one
- * place that decides which. hold returns a Holding that tells its
- * listeners when its deadline moves and when it is lost.
+ * place that decides which (issue 46):
+ *
+ * - L1: the mode is chosen once, at construction when plain renewals or a
+ *   session were given, else at the first hold (or start), and kept for
+ *   the keeper's life, a refusal at the session limit included (a new
+ *   keeper asks again). mode and plainReason say which and why.
+ * - L2: when the service ends a session the keeper opened (its own or the
+ *   Client's shared one), its holdings end lost and the next hold opens a
+ *   new session of the same window; the mode stays "session". A session
+ *   the caller gave is not reopened: holds then fail with
+ *   SessionEndedError (failed).
+ * - L4: every holding it hands out is kept (plain: renewed every
+ *   renewIntervalMs; session: by the heartbeats) until it is released,
+ *   transferred, lost, its deadline passes or the keeper closes; close
+ *   releases what is still held and stops all renewals.
  */
 export class Keeper {
   readonly #client: Client;
@@ -134,18 +167,32 @@ export class Keeper {
   readonly #log: KeeperLogger;
   readonly #prefix: string;
   readonly #plain: PlainConfig;
+  readonly #jitter: number;
   readonly #backoff: Backoff;
   readonly #releaseTimeoutMs: number;
+  /** Plain renewals were asked for. */
+  readonly #asked: boolean;
+  readonly #given: Session | undefined;
   readonly #holdings = new Set<Holding>();
-  #via: Via | undefined;
-  #deciding: Promise<Via | undefined> | undefined;
+  #keeping: Keeping | undefined;
+  #reason: PlainReason | "" = "";
+  #choosing: Promise<Keeping | undefined> | undefined;
   #failed: unknown;
+  #closed = false;
 
-  /** A keeper calling the service through client; it checks options and opens nothing until the first hold. */
+  /** A keeper calling the service through client; it checks options and opens nothing until the first hold (or start). */
   constructor(client: Client, opts: KeeperOptions = {}) {
     this.#client = client;
     this.#opts = opts;
-    const given = typeof opts.mode === "object" ? opts.mode : undefined;
+    const legacy = opts.mode;
+    if (legacy !== undefined && legacy !== "session" && legacy !== "plain" && typeof legacy !== "object") {
+      throw new RangeError(`leasesvc Keeper: mode ${JSON.stringify(legacy)} must be "session", "plain" or a Session`);
+    }
+    this.#asked = opts.plainRenewals === true || legacy === "plain";
+    this.#given = opts.session ?? (typeof legacy === "object" ? legacy : undefined);
+    if (this.#asked && this.#given !== undefined) throw new RangeError("leasesvc Keeper: plainRenewals and a session exclude each other");
+    if (opts.session !== undefined && typeof legacy === "object" && legacy !== opts.session) throw new RangeError("leasesvc Keeper: session and mode name two sessions");
+    const given = this.#given;
     if (given !== undefined && opts.clock !== undefined && opts.clock !== given.clock) {
       throw new RangeError("leasesvc Keeper: clock must be the given session's (SessionOptions.clock): a holding's deadline is measured on it");
     }
@@ -157,9 +204,10 @@ export class Keeper {
     const driftMargin = opts.driftMargin ?? 0.1;
     if (!(driftMargin >= 0.01 && driftMargin <= 0.5)) throw new RangeError(`leasesvc Keeper: driftMargin ${driftMargin} must be within 0.01 … 0.5`);
     const renewIntervalMs = opts.renewIntervalMs ?? ttlMs / 3;
-    if (!(renewIntervalMs > 0 && renewIntervalMs < plainSpan(ttlMs, driftMargin))) throw new RangeError(`leasesvc Keeper: renewIntervalMs ${renewIntervalMs} must be positive and below ttlMs × (1 − driftMargin)`);
+    if (!(renewIntervalMs > 0 && renewIntervalMs < safeSpan(ttlMs, driftMargin))) throw new RangeError(`leasesvc Keeper: renewIntervalMs ${renewIntervalMs} must be positive and below ttlMs × (1 − driftMargin)`);
     const jitter = opts.renewJitter ?? 0.1;
     if (!(jitter >= 0 && jitter <= 0.5)) throw new RangeError(`leasesvc Keeper: renewJitter ${jitter} must be within 0 … 0.5`);
+    this.#jitter = jitter;
     const initial = Math.max(1, Math.min(100, ttlMs / 30));
     this.#backoff = backoffWithDefaults(opts.retryBackoff, "KeeperOptions.retryBackoff", { initialMs: initial, maxMs: Math.max(initial, Math.min(5000, ttlMs / 6)), multiplier: 2 });
     this.#releaseTimeoutMs = opts.releaseTimeoutMs ?? 5_000;
@@ -169,21 +217,63 @@ export class Keeper {
       ttlMs,
       driftMargin,
       renewIntervalMs,
-      renewDelay: () => renewIntervalMs - Math.random() * jitter * renewIntervalMs,
+      renewDelay: () => this.pollDelay(),
       retryDelay: (err, n) => this.retryDelay(err, n),
       attemptTimeoutMs: Math.max(1, Math.min(client.requestTimeoutMs, renewIntervalMs)),
     };
+    // Nothing to ask the service: the mode is known now.
+    if (this.#asked) this.#settle(new PlainKeeping(this.#plain), "asked", "plain renewals chosen");
+    else if (given !== undefined) this.#settle(new SessionKeeping({ session: given, release() {} }, undefined), "", "");
   }
 
-  /** "session" or "plain": how the keeper keeps its leases, once its first hold decided it; undefined before. */
+  /** "session" or "plain": how the keeper keeps its leases, once chosen (rule L1); undefined before. */
   get mode(): KeeperMode | undefined {
-    if (this.#via === undefined) return undefined;
-    return this.#via.session !== undefined ? "session" : "plain";
+    return this.#keeping?.mode;
   }
 
-  /** The keeper's clock. */
+  /** Why the keeper holds by plain renewals (PlainReason); "" in session mode and before the mode is chosen. */
+  get plainReason(): PlainReason | "" {
+    return this.#reason;
+  }
+
+  /**
+   * The span its holdings' deadlines are measured in (spanMs: the
+   * session's window or the plain TTL; name: "session window" or "TTL")
+   * and its drift margin, once the mode is chosen; undefined before.
+   */
+  get span(): { spanMs: number; driftMargin: number; name: string } | undefined {
+    const k = this.#keeping;
+    return k === undefined ? undefined : { spanMs: k.spanMs, driftMargin: k.driftMargin, name: k.spanName };
+  }
+
+  /** The keeper's clock: its holdings' deadlines are on it. */
   get clock(): Clock {
     return this.#clock;
+  }
+
+  /** The TTL of plain holdings, ms. */
+  get ttlMs(): number {
+    return this.#plain.ttlMs;
+  }
+
+  /** The renewal interval of plain holdings before jitter, ms. */
+  get renewIntervalMs(): number {
+    return this.#plain.renewIntervalMs;
+  }
+
+  /** The fraction of renewIntervalMs by which a renewal comes early at random. */
+  get renewJitter(): number {
+    return this.#jitter;
+  }
+
+  /** The drift margin of plain holdings and of sessions the keeper opens. */
+  get driftMargin(): number {
+    return this.#plain.driftMargin;
+  }
+
+  /** Bounds a release or transfer, ms. */
+  get releaseTimeoutMs(): number {
+    return this.#releaseTimeoutMs;
   }
 
   /** Why the keeper can hold nothing more (closed, or the session it was given ended); undefined while it can. */
@@ -198,46 +288,55 @@ export class Keeper {
     return d;
   }
 
+  /** renewIntervalMs less up to renewJitter of it, at random: when a plain renewal (or a follower's poll) is due next. */
+  pollDelay(): number {
+    const d = this.#plain.renewIntervalMs;
+    return d - Math.random() * this.#jitter * d;
+  }
+
   /**
-   * Acquires name and keeps it: resolves to the Holding, started, or
-   * rejects with the acquire's typed error (LeaseHeldError,
+   * Chooses the mode now, if the first hold has not (rule L1): opens the
+   * session (or finds the service has none) and resolves to the mode.
+   * Rejects when signal aborts first, when the keeper is closed, and with
+   * a permanent refusal (credentials, a bad window).
+   */
+  async start(signal?: AbortSignal): Promise<KeeperMode> {
+    const k = await this.#keepingFor(signal);
+    if (k === undefined) throw signal?.reason ?? new Error("leasesvc keeper: start aborted");
+    return k.mode;
+  }
+
+  /**
+   * Acquires name and keeps it (rule L4): resolves to the Holding,
+   * started, or rejects with the acquire's typed error (LeaseHeldError,
    * LeaseReservedError, …). Aborting opts.signal abandons the hold and
    * releases a holding an acquire in flight obtained.
    */
   async hold(name: string, opts: HoldOptions = {}): Promise<Holding> {
-    if (this.#failed !== undefined) throw this.#failed;
     const signal = opts.signal;
     const req: HoldRequest = { holder: opts.holder ?? defaultHolder(), metadata: opts.metadata, waitMs: opts.waitMs, priority: opts.priority, preempt: opts.preempt };
-    for (let again = 0; ; again++) {
-      const via = await this.#decide(signal);
-      if (via === undefined) throw signal?.reason ?? new Error("leasesvc keeper: hold aborted");
-      const s = via.session;
-      const deps = this.#deps();
-      try {
-        const h =
-          s === undefined
-            ? await PlainHolding.acquire(deps, this.#plain, name, req, signal)
-            : await SessionHolding.acquire(deps, s, name, req, opts.aheadMs?.(s.windowMs) ?? 0, signal);
-        this.#holdings.add(h);
-        h.start();
-        return h;
-      } catch (err) {
-        if (signal?.aborted) {
-          const rs = AbortSignal.timeout(this.#releaseTimeoutMs);
-          if (s !== undefined) await SessionHolding.abandon(s, name, req.holder, rs);
-          else await PlainHolding.abandon(this.#client, name, req.holder, rs);
-          throw err;
-        }
-        if (!(err instanceof SessionEndedError) || s === undefined || !s.ended) throw err;
-        // The session is gone with its leases: a shared one is opened anew, a given one ends the keeper.
-        if (!via.shared || again > 0) {
-          this.#failed ??= err;
-          throw err;
-        }
-        this.#log.warn(`${this.#prefix}: the session ended; opening another`, { lease: name, holder: req.holder, err: String(err) });
-        this.#dropVia(via);
+    const k = await this.#keepingFor(signal);
+    if (k === undefined) throw signal?.reason ?? new Error("leasesvc keeper: hold aborted");
+    const ahead = typeof opts.aheadMs === "function" ? opts.aheadMs(k.spanMs) : (opts.aheadMs ?? 0);
+    let h: Holding;
+    try {
+      h = await k.acquire(this.#deps(), name, req, ahead, signal);
+    } catch (err) {
+      if (signal?.aborted) {
+        await k.abandon(name, req.holder, AbortSignal.timeout(this.#releaseTimeoutMs));
+        throw err;
       }
+      if (k.failed !== undefined) this.#failed ??= k.failed;
+      throw err;
     }
+    if (this.#closed) {
+      // Closed while the acquire was in flight: what close would have released.
+      await h.release().catch(() => undefined);
+      throw this.#failed;
+    }
+    this.#holdings.add(h);
+    h.start();
+    return h;
   }
 
   #deps(): HoldingDeps {
@@ -250,57 +349,70 @@ export class Keeper {
     };
   }
 
-  #dropVia(via: Via): void {
-    if (this.#via === via) this.#via = undefined;
-    via.release();
+  /** The keeping, chosen once (rule L1); undefined when signal aborts first. */
+  async #keepingFor(signal: AbortSignal | undefined): Promise<Keeping | undefined> {
+    for (;;) {
+      if (this.#failed !== undefined) throw this.#failed;
+      if (this.#keeping !== undefined) return this.#keeping;
+      if (signal?.aborted) return undefined;
+      // A choice begun by a hold whose signal aborted gives up: the next caller chooses anew.
+      await (this.#choosing ??= this.#choose(signal).finally(() => (this.#choosing = undefined)));
+    }
   }
 
-  /** Decides (once, and again after a shared session ended) how to keep leases; undefined when signal aborts first. */
-  async #decide(signal: AbortSignal | undefined): Promise<Via | undefined> {
-    const v = this.#via;
-    if (v !== undefined && !(v.shared && v.session?.ended === true)) return v;
-    if (v !== undefined) this.#dropVia(v);
-    this.#deciding ??= this.#choose(signal).finally(() => (this.#deciding = undefined));
-    const via = await this.#deciding;
-    if (via !== undefined) this.#via = via;
-    return via;
-  }
-
-  async #choose(signal: AbortSignal | undefined): Promise<Via | undefined> {
+  /** Takes k as the keeper's way of keeping for good, says so, and returns it. */
+  #settle(k: Keeping, reason: PlainReason | "", why: string): Keeping {
+    this.#keeping = k;
+    this.#reason = reason;
     const o = this.#opts;
-    const mode = o.mode ?? "session";
     const say = (what: string): void => {
       if (this.#log === noLogger && o.announce !== undefined) sayMode(o.announce, what);
     };
-    const plain = (why: string): Via => {
-      this.#log.info(`${this.#prefix}: plain renewals`, { ttlMs: this.#plain.ttlMs, why });
-      say(`with plain renewals (${mode === "plain" ? "plainRenewals: true" : why})`);
-      return { session: undefined, shared: false, owned: false, release() {} };
-    };
-    const through = (s: Session, shared: boolean, owned: boolean, release: () => void): Via => {
-      this.#log.info(`${this.#prefix}: holding through a session (window ${windowText(s.windowMs)})`, { windowMs: s.windowMs });
-      say(`through a session (window ${windowText(s.windowMs)})`);
-      return { session: s, shared, owned, release };
-    };
-    if (mode === "plain") return plain("plain renewals chosen");
-    if (mode !== "session") return through(mode, false, false, () => undefined);
+    if (k.mode === "plain") {
+      this.#log.info(`${this.#prefix}: plain renewals`, { ttlMs: k.spanMs, plainReason: reason, why });
+      say(`with plain renewals (${reason === "asked" ? "plainRenewals: true" : why})`);
+    } else {
+      this.#log.info(`${this.#prefix}: holding through a session (window ${windowText(k.spanMs)})`, { windowMs: k.spanMs });
+      say(`through a session (window ${windowText(k.spanMs)})`);
+    }
+    try {
+      o.onMode?.({ mode: k.mode, plainReason: reason, spanMs: k.spanMs });
+    } catch (err) {
+      this.#log.warn(`${this.#prefix}: onMode failed`, { err: String(err) });
+    }
+    if (this.#closed) k.close(); // closed while the session opened
+    return k;
+  }
+
+  /** Opens the session the keeper holds through: its own (another window, clock or drift margin than the shared one's), or the Client's shared one. */
+  async #openSession(): Promise<KeptSession> {
+    const o = this.#opts;
+    const dm = this.#plain.driftMargin;
+    if (o.windowMs !== undefined || this.#clock !== systemClock || dm !== sharedDriftMargin) {
+      const s = await this.#client.openSession({ ...(o.windowMs !== undefined ? { windowMs: o.windowMs } : {}), driftMargin: dm, clock: this.#clock });
+      return { session: s, release: () => void s.close().catch(() => undefined) };
+    }
+    return await useSharedSession(this.#client, () => this.#client.openSession({ clock: systemClock }));
+  }
+
+  /** The first hold's choice: a session unless the service (or runtime) has none or refuses one at its limit; undefined when signal aborts first. */
+  async #choose(signal: AbortSignal | undefined): Promise<Keeping | undefined> {
     for (let failures = 0; ; failures++) {
-      if (signal?.aborted) return undefined;
+      if (signal?.aborted || this.#closed) return undefined;
       try {
-        if (o.windowMs !== undefined || this.#clock !== systemClock) {
-          // Its own session: another window, or its own clock (the shared session's is the system's).
-          const s = await this.#client.openSession({ ...(o.windowMs !== undefined ? { windowMs: o.windowMs } : {}), driftMargin: this.#plain.driftMargin, clock: this.#clock });
-          return through(s, false, true, () => void s.close().catch(() => undefined));
-        }
-        const u = await useSharedSession(this.#client, () => this.#client.openSession());
-        return through(u.session, true, false, u.release);
+        const first = await this.#openSession();
+        const reopen = (): Promise<KeptSession> => {
+          this.#log.warn(`${this.#prefix}: the session ended; opening another`, { windowMs: first.session.windowMs });
+          return this.#openSession();
+        };
+        return this.#settle(new SessionKeeping(first, reopen), "", "");
       } catch (err) {
         if (err instanceof SessionsUnsupportedError) {
           // Status 0: the runtime, not the service, has no sessions (Node 20 without ws).
           if (err.status === 0) this.#warnNoSessions(err);
-          return plain(err.message);
+          return this.#settle(new PlainKeeping(this.#plain), "sessions_unsupported", err.message);
         }
-        if (err instanceof SessionLimitError) return plain(`the service's session limit is reached: ${err.message}`);
+        if (err instanceof SessionLimitError) return this.#settle(new PlainKeeping(this.#plain), "session_limit", `the service's session limit is reached: ${err.message}`);
         if (permanent(err)) throw err;
         this.#log.warn(`${this.#prefix}: opening the session failed`, { err: String(err) });
         if (!(await clockSleep(this.#clock, this.retryDelay(err, failures), signal))) return undefined;
@@ -320,7 +432,7 @@ export class Keeper {
     const msg =
       `${this.#prefix}: sessions are unavailable (${err.message}); holding leases with plain renewals, so a crashed ` +
       `leader's lease is taken over after its TTL (${ttlMs} ms), not within a session's window (1 s). Install ws, or pass ` +
-      `plainRenewals: true (Keeper mode "plain") to choose plain renewals.`;
+      `plainRenewals: true (KeeperOptions) to choose plain renewals.`;
     if (this.#log !== noLogger) {
       this.#log.warn(msg, { ttlMs });
       return;
@@ -330,12 +442,16 @@ export class Keeper {
     console.warn(msg);
   }
 
-  /** Releases what the keeper still holds and stops using its session (closing it if the keeper opened it). Holds after it reject. */
+  /**
+   * Releases every holding the keeper still holds (each bounded by
+   * releaseTimeoutMs), which stops their renewals, and stops using its
+   * session (closing one it opened). Holds after it reject. Idempotent.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
     this.#failed ??= new Error("leasesvc keeper: closed");
     const live = [...this.#holdings];
-    await Promise.all(live.map((h) => h.release().catch(() => undefined)));
-    const v = this.#via;
-    if (v !== undefined) this.#dropVia(v);
+    await Promise.all(live.map((h) => h.release().catch(() => h.drop())));
+    this.#keeping?.close();
   }
 }

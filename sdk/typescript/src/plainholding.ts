@@ -1,21 +1,14 @@
 import type { Client } from "./client.js";
 import { DeniedError, InvalidArgumentError, LeaseLostError } from "./errors.js";
-import { Holding, type HoldingDeps, type LetGo } from "./holding.js";
+import { deadlineOf } from "./deadline.js";
+import { type HoldRequest, Holding, type HoldingDeps, type Keeping, type LetGo } from "./holding.js";
 import type { Lease } from "./lease.js";
+
+export type { HoldRequest } from "./holding.js";
 
 /** permanent reports whether err cannot go away by retrying. */
 export function permanent(err: unknown): boolean {
   return err instanceof InvalidArgumentError || err instanceof DeniedError;
-}
-
-/**
- * plainSpan is how long after sending a successful acquire or renew the
- * holder may act: ttlMs × (1 − driftMargin). The plain deadline
- * (PlainHolding.deadline) is that send time + plainSpan; option checks
- * use it too.
- */
-export function plainSpan(ttlMs: number, driftMargin: number): number {
-  return ttlMs * (1 - driftMargin);
 }
 
 /** How a keeper renews plainly. */
@@ -31,15 +24,6 @@ export interface PlainConfig {
   retryDelay(err: unknown, failures: number): number;
   /** Bounds one renew attempt, ms. */
   readonly attemptTimeoutMs: number;
-}
-
-/** What a hold asks for. */
-export interface HoldRequest {
-  holder: string;
-  metadata?: Record<string, unknown> | undefined;
-  waitMs?: number | undefined;
-  priority?: number | undefined;
-  preempt?: boolean | undefined;
 }
 
 /**
@@ -66,9 +50,9 @@ export class PlainHolding extends Holding {
     this.#sentAt = sentAt;
   }
 
-  /** The plain deadline: the send time of the last successful acquire or renew + TTL × (1 − driftMargin). */
+  /** The plain deadline: the send time of the last successful acquire or renew + TTL × (1 − driftMargin) (deadlineOf). */
   get deadline(): number {
-    return this.#sentAt + plainSpan(this.#cfg.ttlMs, this.#cfg.driftMargin);
+    return deadlineOf(this.#sentAt, this.#cfg.ttlMs, this.#cfg.driftMargin);
   }
 
   get confirmedAt(): number {
@@ -187,4 +171,38 @@ export class PlainHolding extends Holding {
   protected sendTransfer(req: LetGo & { to: string; reserveMs?: number | undefined }, signal: AbortSignal): Promise<Lease> {
     return this.#cfg.client.transfer(this.name, req, { signal });
   }
+}
+
+/**
+ * PlainKeeping is a keeper's plain mode (rule L1): every holding is a
+ * PlainHolding, acquired with the keeper's TTL and renewed every
+ * renewIntervalMs until it ends (rule L4).
+ */
+export class PlainKeeping implements Keeping {
+  readonly mode = "plain" as const;
+  readonly spanName = "TTL";
+  readonly failed: unknown = undefined;
+  readonly #cfg: PlainConfig;
+
+  constructor(cfg: PlainConfig) {
+    this.#cfg = cfg;
+  }
+
+  get spanMs(): number {
+    return this.#cfg.ttlMs;
+  }
+
+  get driftMargin(): number {
+    return this.#cfg.driftMargin;
+  }
+
+  acquire(deps: HoldingDeps, name: string, req: HoldRequest, _aheadMs: number, signal: AbortSignal | undefined): Promise<Holding> {
+    return PlainHolding.acquire(deps, this.#cfg, name, req, signal);
+  }
+
+  abandon(name: string, holder: string, signal: AbortSignal): Promise<void> {
+    return PlainHolding.abandon(this.#cfg.client, name, holder, signal);
+  }
+
+  close(): void {}
 }

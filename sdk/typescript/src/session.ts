@@ -1,6 +1,7 @@
 import { performance } from "node:perf_hooks";
 import { sleep } from "./backoff.js";
 import type { Clock } from "./clock.js";
+import { deadlineOf } from "./deadline.js";
 import { InvalidArgumentError, LeaseLostError, PermissionDeniedError, RateLimitedError, UnavailableError } from "./errors.js";
 import { type Lease, parseLease } from "./lease.js";
 import {
@@ -120,7 +121,7 @@ export class Session extends SessionCore {
    * first; a holding's own is holdingDeadline.
    */
   deadline(): number {
-    return this._lastAck === 0 ? 0 : this._lastAck + this.windowMs * (1 - this.driftMargin);
+    return this._lastAck === 0 ? 0 : deadlineOf(this._lastAck, this.windowMs, this.driftMargin);
   }
 
   /**
@@ -143,8 +144,7 @@ export class Session extends SessionCore {
   }
 
   #holdingTimes(name: string, token: number): { deadline: number; confirmedAt: number } {
-    const m = 1 - this.driftMargin;
-    return this._held.deadline(name, token, this.deadline(), this._lastAck, this.windowMs * m, this.leaseTtlMs * m);
+    return this._held.deadline(name, token, this.deadline(), this._lastAck, this.windowMs, this.leaseTtlMs, this.driftMargin);
   }
 
   /** Resolves at the next acknowledged heartbeat that counts (it may confirm a holding, A4), or when the session ends. */

@@ -23,6 +23,7 @@
  * idea: the connection engine asks this table, and nothing else keeps a
  * holding's confirmation.
  */
+import { deadlineOf } from "./deadline.js";
 import type { LeaseError } from "./errors.js";
 import type { Wire } from "./socket.js";
 
@@ -107,14 +108,16 @@ export class HeldTable extends Map<string, Held> {
   /**
    * The deadline of the holding (name, token), and the send time of the
    * confirmation it counts from: 0 and 0 when the session does not hold
-   * it. sessionDeadline and lastAck are the session's (A3), spanMs its
-   * windowMs × (1 − driftMargin), ttlSpanMs its leaseTtlMs × (1 − driftMargin).
+   * it. sessionDeadline and lastAck are the session's (A3); windowMs,
+   * leaseTtlMs and driftMargin its own: an acked heartbeat gives
+   * deadlineOf(its send time, windowMs, driftMargin), the acquire before
+   * one deadlineOf(its send time, leaseTtlMs, driftMargin).
    */
-  deadline(name: string, token: number, sessionDeadline: number, lastAck: number, spanMs: number, ttlSpanMs: number): { deadline: number; confirmedAt: number } {
+  deadline(name: string, token: number, sessionDeadline: number, lastAck: number, windowMs: number, leaseTtlMs: number, driftMargin: number): { deadline: number; confirmedAt: number } {
     const h = this.get(name);
     if (h === undefined || h.token !== token || h.leaving === true) return { deadline: 0, confirmedAt: 0 };
-    if (h.ackedAt !== undefined) return { deadline: h.ackedAt + spanMs, confirmedAt: h.ackedAt };
-    const bound = h.sentAt + ttlSpanMs;
+    if (h.ackedAt !== undefined) return { deadline: deadlineOf(h.ackedAt, windowMs, driftMargin), confirmedAt: h.ackedAt };
+    const bound = deadlineOf(h.sentAt, leaseTtlMs, driftMargin);
     return bound < sessionDeadline ? { deadline: bound, confirmedAt: h.sentAt } : { deadline: sessionDeadline, confirmedAt: lastAck };
   }
 

@@ -1,4 +1,5 @@
 import type { Clock } from "./clock.js";
+import { stopTime } from "./deadline.js";
 import { SafeDeadlineError } from "./errors.js";
 import type { Holding } from "./holding.js";
 import type { Lease } from "./lease.js";
@@ -22,8 +23,8 @@ export interface TermDeps {
   readonly holding: Holding;
   readonly clock: Clock;
   readonly logger: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
-  /** How long before the holding's deadline leading ends (cancelBeforeMs + the timer slack), ms. */
-  readonly marginMs: number;
+  /** How long before the holding's deadline leading ends (the Elector's CancelBefore, checked by cancelBeforeFor), ms. */
+  readonly cancelBeforeMs: number;
   /** Ends leadership with reason: the term can no longer be led on. */
   end(reason: unknown): void;
   /** A preempting candidate asks the holding to step down. */
@@ -34,7 +35,7 @@ export interface TermDeps {
 
 /**
  * Term is one term of leadership on a Holding: it leads while
- * clock.now() < holding.deadline − marginMs, re-arming its stop timer
+ * clock.now() < stopTime(holding.deadline, cancelBeforeMs), re-arming its stop timer
  * whenever the holding's deadline moves, and ends the term (deps.end) when
  * the holding is lost or refused or the stop time comes first. The
  * deadline itself is the holding's: the term never computes one.
@@ -69,7 +70,7 @@ export class Term {
 
   /** When leading ends unless the holding's deadline moves first. */
   get stopAt(): number {
-    return this.holding.deadline - this.#d.marginMs;
+    return stopTime(this.holding.deadline, this.#d.cancelBeforeMs);
   }
 
   /** Listens to the holding and arms the stop timer. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { Client, Elector, type ElectorLogger, type ElectorOptions } from "@leasesvc/client";
+import { Client, Elector, type ElectorLogger, type KeeperOptions } from "@leasesvc/client";
 import { FakeService } from "./helpers/fake.js";
 import { FakeSessionServer } from "./helpers/fakesession.js";
 
@@ -27,20 +27,18 @@ after(async () => {
 
 const client = (url: string): Client => new Client(url, { requestTimeoutMs: 2000, backoff: { initialMs: 5, maxMs: 20 } });
 
-/** leadOnce runs an Elector of name until it leads, then stops it. */
-async function leadOnce(c: Client, name: string, opts: Partial<ElectorOptions> = {}): Promise<void> {
+/** leadOnce runs an Elector of name (over a keeper of its own: Elector.forClient) until it leads, then stops it. */
+async function leadOnce(c: Client, name: string, logger?: ElectorLogger, ko: KeeperOptions = {}): Promise<void> {
   let led!: () => void;
   const leading = new Promise<void>((resolve) => (led = resolve));
-  const e = new Elector(c, name, {
-    holder: "h",
-    ttlMs: 3000,
-    ...opts,
-    onStartedLeading: (signal) =>
+  const callbacks = {
+    onStartedLeading: (signal: AbortSignal) =>
       new Promise<void>((resolve) => {
         led();
         signal.addEventListener("abort", () => resolve());
       }),
-  });
+  };
+  const e = Elector.forClient(c, name, { holder: "h", callbacks, ...(logger === undefined ? {} : { logger }) }, { ttlMs: 3000, ...ko });
   const ac = new AbortController();
   const run = e.run(ac.signal);
   await leading;
@@ -61,8 +59,8 @@ test("without a logger, the Elector says its mode on stderr once per change of m
     await leadOnce(client(bare.url), "mode.plain");
     assert.equal(lines.length, 2, JSON.stringify(lines));
     assert.match(lines[1] ?? "", /^leasesvc: elector "mode\.plain" holds with plain renewals \(.*(404|no sessions).*\)$/);
-    await leadOnce(client(rest.url), "mode.chosen", { plainRenewals: true });
-    await leadOnce(client(rest.url), "mode.chosen", { plainRenewals: true });
+    await leadOnce(client(rest.url), "mode.chosen", undefined, { plainRenewals: true });
+    await leadOnce(client(rest.url), "mode.chosen", undefined, { plainRenewals: true });
     assert.deepEqual(lines.slice(2), ['leasesvc: elector "mode.chosen" holds with plain renewals (plainRenewals: true)']);
     await leadOnce(c, "mode.a");
     assert.deepEqual(lines.slice(3), ['leasesvc: elector "mode.a" holds through a session (window 1s)'], "back to a session: said again");
@@ -78,7 +76,7 @@ test("with a logger, the mode goes to the logger and nothing to stderr", async (
   const orig = console.error;
   console.error = (...args: unknown[]) => void lines.push(args.map(String).join(" "));
   try {
-    await leadOnce(client(bare.url), "mode.logged", { logger });
+    await leadOnce(client(bare.url), "mode.logged", logger);
   } finally {
     console.error = orig;
   }

@@ -30,16 +30,22 @@ function noWebSocket(): Client {
 async function leadOnce(c: Client, logger?: ElectorLogger): Promise<void> {
   let led!: () => void;
   const leading = new Promise<void>((resolve) => (led = resolve));
-  const e = new Elector(c, `nows.${process.pid}.${++seq}`, {
-    holder: "h",
-    ttlMs: 900,
-    ...(logger === undefined ? {} : { logger }),
-    onStartedLeading: (signal) =>
-      new Promise<void>((resolve) => {
-        led();
-        signal.addEventListener("abort", () => resolve());
-      }),
-  });
+  const e = Elector.forClient(
+    c,
+    `nows.${process.pid}.${++seq}`,
+    {
+      holder: "h",
+      ...(logger === undefined ? {} : { logger }),
+      callbacks: {
+        onStartedLeading: (signal) =>
+          new Promise<void>((resolve) => {
+            led();
+            signal.addEventListener("abort", () => resolve());
+          }),
+      },
+    },
+    { ttlMs: 900 },
+  );
   const ac = new AbortController();
   const run = e.run(ac.signal);
   await leading;
@@ -77,16 +83,21 @@ test("plainRenewals: true chooses plain renewals and warns nothing", async () =>
     const c = noWebSocket();
     let led!: () => void;
     const leading = new Promise<void>((resolve) => (led = resolve));
-    const e = new Elector(c, `nows.${process.pid}.${++seq}`, {
-      holder: "h",
-      ttlMs: 900,
-      plainRenewals: true,
-      onStartedLeading: (signal) =>
-        new Promise<void>((resolve) => {
-          led();
-          signal.addEventListener("abort", () => resolve());
-        }),
-    });
+    const e = Elector.forClient(
+      c,
+      `nows.${process.pid}.${++seq}`,
+      {
+        holder: "h",
+        callbacks: {
+          onStartedLeading: (signal) =>
+            new Promise<void>((resolve) => {
+              led();
+              signal.addEventListener("abort", () => resolve());
+            }),
+        },
+      },
+      { ttlMs: 900, plainRenewals: true },
+    );
     const ac = new AbortController();
     const run = e.run(ac.signal);
     await leading;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import { performance } from "node:perf_hooks";
-import { Client, Elector, type ElectorOptions, InvalidArgumentError, LeaseLostError, SafeDeadlineError } from "@leasesvc/client";
+import { Client, Elector, type ElectorOptions, InvalidArgumentError, Keeper, type KeeperOptions, LeaseLostError, SafeDeadlineError } from "@leasesvc/client";
 import { FakeService } from "./helpers/fake.js";
 
 let fake: FakeService;
@@ -45,28 +45,39 @@ interface Term {
   reason?: unknown;
 }
 
-/** electorWithTerms records every term of an Elector. */
-function electorWithTerms(c: Client, name: string, opts: Partial<ElectorOptions> = {}): { e: Elector; terms: Term[]; stopped: number; next: () => Promise<Term> } {
+/** electorWithTerms records every term of an Elector over a keeper of its own (Elector.forClient; TTL 900 ms unless ko says otherwise). */
+function electorWithTerms(
+  c: Client,
+  name: string,
+  opts: Partial<Omit<ElectorOptions, "callbacks">> = {},
+  ko: KeeperOptions = {},
+): { e: Elector; terms: Term[]; stopped: number; next: () => Promise<Term> } {
   const terms: Term[] = [];
   const waiters: Array<(t: Term) => void> = [];
   const rec = { e: undefined as unknown as Elector, terms, stopped: 0, next: () => new Promise<Term>((r) => waiters.push(r)) };
-  rec.e = new Elector(c, name, {
-    holder: "h-" + name,
-    ttlMs: 900,
-    ...opts,
-    onStartedLeading: (signal, token) =>
-      new Promise<void>((resolve) => {
-        const t: Term = { token, startedAt: performance.now() };
-        terms.push(t);
-        waiters.shift()?.(t);
-        signal.addEventListener("abort", () => {
-          t.endedAt = performance.now();
-          t.reason = signal.reason;
-          resolve();
-        });
-      }),
-    onStoppedLeading: () => rec.stopped++,
-  });
+  rec.e = Elector.forClient(
+    c,
+    name,
+    {
+      holder: "h-" + name,
+      ...opts,
+      callbacks: {
+        onStartedLeading: (signal, token) =>
+          new Promise<void>((resolve) => {
+            const t: Term = { token, startedAt: performance.now() };
+            terms.push(t);
+            waiters.shift()?.(t);
+            signal.addEventListener("abort", () => {
+              t.endedAt = performance.now();
+              t.reason = signal.reason;
+              resolve();
+            });
+          }),
+        onStoppedLeading: () => rec.stopped++,
+      },
+    },
+    { ttlMs: 900, ...ko },
+  );
   return rec;
 }
 
@@ -127,7 +138,7 @@ describe("Elector", () => {
   ] as const) {
     test(`a service that ${what}: leading ends before the safe deadline`, async () => {
       const name = lease();
-      const r = electorWithTerms(client(), name, { ttlMs: 1200 });
+      const r = electorWithTerms(client(), name, {}, { ttlMs: 1200 });
       const { ac, run } = start(r.e);
       const t = await r.next();
       fake.fault = fault;
@@ -135,7 +146,9 @@ describe("Elector", () => {
       const since = t.endedAt! - r.e.lastSentAt;
       assert.ok(t.reason instanceof SafeDeadlineError, String(t.reason));
       assert.ok(since < 1200 * 0.9, `ended ${since.toFixed(1)} ms after the last successful send (safe: 1080)`);
+      // The stop time is the deadline less the default CancelBefore, min(250, 1200 / 10) = 120 ms.
       assert.ok(since > 1200 * 0.9 - 200, `not long before it: ${since.toFixed(1)} ms`);
+      assert.equal(r.e.cancelBeforeMs, 120);
       assert.ok(Math.abs(r.e.safeDeadline - r.e.lastSentAt - 1200 * 0.9) < 1e-6);
       assert.equal(r.e.isLeader, false);
       fake.fault = "none";
@@ -146,7 +159,7 @@ describe("Elector", () => {
 
   test("a renew refused with 429 is retried no earlier than its Retry-After", async () => {
     const name = lease();
-    const r = electorWithTerms(client(), name, { ttlMs: 6000 });
+    const r = electorWithTerms(client(), name, {}, { ttlMs: 6000 });
     start(r.e);
     await r.next();
     fake.script.push({ match: `${name}:renew`, status: 429, code: "resource_exhausted", headers: { "Retry-After": "1" } });
@@ -163,8 +176,8 @@ describe("Elector", () => {
   test("a follower waits on the service and takes over as soon as the leader stops", async () => {
     const name = lease();
     const c = client();
-    const a = electorWithTerms(c, name, { holder: "a", ttlMs: 3000 });
-    const b = electorWithTerms(c, name, { holder: "b", ttlMs: 3000 });
+    const a = electorWithTerms(c, name, { holder: "a" }, { ttlMs: 3000 });
+    const b = electorWithTerms(c, name, { holder: "b" }, { ttlMs: 3000 });
     const { ac: acA, run: runA } = start(a.e);
     await a.next();
     const { ac: acB, run: runB } = start(b.e);
@@ -187,7 +200,7 @@ describe("Elector", () => {
   test("returning from onStartedLeading resigns: the lease is released and run resolves", async () => {
     const name = lease();
     let stopped = 0;
-    const e = new Elector(client(), name, { ttlMs: 900, holder: "r", onStartedLeading: async () => {}, onStoppedLeading: () => stopped++ });
+    const e = Elector.forClient(client(), name, { holder: "r", callbacks: { onStartedLeading: async () => {}, onStoppedLeading: () => stopped++ } }, { ttlMs: 900 });
     await e.run();
     assert.equal(stopped, 1);
     assert.equal(fake.count(`${name}:release`), 1);
@@ -195,7 +208,7 @@ describe("Elector", () => {
 
   test("a permanent refusal rejects run", async () => {
     fake.script.push({ match: ":acquire", status: 400, code: "invalid_argument", body: { errors: [{ field: "ttlMs", detail: "too short" }] } });
-    const e = new Elector(client(), lease(), { onStartedLeading: () => {} });
+    const e = Elector.forClient(client(), lease(), { callbacks: { onStartedLeading: () => {} } });
     await assert.rejects(e.run(), InvalidArgumentError);
   });
 
@@ -209,24 +222,48 @@ describe("Elector", () => {
     await run;
   });
 
-  test("options are checked, naming the field", () => {
+  test("options are checked, naming the field: the Elector's by the Elector, the keeper's by the Keeper", () => {
     const c = client();
-    const ok = { onStartedLeading: () => {} };
-    assert.throws(() => new Elector(c, "-bad", ok), /lease name/);
-    assert.throws(() => new Elector(c, "n", {} as ElectorOptions), /onStartedLeading/);
-    assert.throws(() => new Elector(c, "n", { ...ok, ttlMs: 1.5 }), /ttlMs/);
-    assert.throws(() => new Elector(c, "n", { ...ok, driftMargin: 0.9 }), /driftMargin/);
-    assert.throws(() => new Elector(c, "n", { ...ok, renewJitter: 0.7 }), /renewJitter/);
-    assert.throws(() => new Elector(c, "n", { ...ok, ttlMs: 3000, renewIntervalMs: 2700 }), /renewIntervalMs/);
-    assert.throws(() => new Elector(c, "n", { ...ok, waitMs: 70_000 }), /waitMs/);
-    assert.throws(() => new Elector(c, "n", { ...ok, holder: "a\nb" }), /holder/);
-    const e = new Elector(c, "n", ok);
-    assert.deepEqual(e.options, { ttlMs: 30000, renewIntervalMs: 10000, driftMargin: 0.1, renewJitter: 0.1, waitMs: 30000, cancelBeforeMs: 0 });
+    const ok = { callbacks: { onStartedLeading: () => {} } };
+    const k = new Keeper(c, { plainRenewals: true, ttlMs: 3000 });
+    assert.throws(() => new Elector(k, "-bad", ok), /lease name/);
+    assert.throws(() => new Elector(k, "n", {} as ElectorOptions), /onStartedLeading/);
+    assert.throws(() => new Elector(k, "n", { ...ok, waitMs: 70_000 }), /waitMs/);
+    assert.throws(() => new Elector(k, "n", { ...ok, holder: "a\nb" }), /holder/);
+    assert.throws(() => new Elector(k, "n", { ...ok, cancelBeforeMs: -1 }), /cancelBeforeMs/);
+    assert.throws(() => Elector.forClient(c, "n", ok, { ttlMs: 1.5 }), /ttlMs/);
+    assert.throws(() => Elector.forClient(c, "n", ok, { driftMargin: 0.9 }), /driftMargin/);
+    assert.throws(() => Elector.forClient(c, "n", ok, { renewJitter: 0.7 }), /renewJitter/);
+    assert.throws(() => Elector.forClient(c, "n", ok, { ttlMs: 3000, renewIntervalMs: 2700 }), /renewIntervalMs/);
+    const e = Elector.forClient(c, "n", ok);
+    assert.deepEqual(e.options, { ttlMs: 30000, renewIntervalMs: 10000, driftMargin: 0.1, renewJitter: 0.1, waitMs: 30000, cancelBeforeMs: undefined });
+    assert.equal(e.cancelBeforeMs, undefined, "a session's window is not known before run chose the mode");
+    assert.equal(new Elector(k, "n", ok).cancelBeforeMs, 250, "plain, TTL 3000: min(250, 300)");
+    assert.equal(new Elector(k, "n", ok).keeper, k);
     assert.match(e.holder, /-\d+$/);
   });
 
+  test("the deprecated Client form still works: its keeper fields go to a keeper built for each run", async () => {
+    const name = lease();
+    let leads = 0;
+    const onStartedLeading = async (): Promise<void> => void leads++; // resigns at once
+    const legacy = { holder: "old", ttlMs: 1200, plainRenewals: true, cancelBeforeMs: 300, onStartedLeading };
+    assert.throws(() => new Elector(client(), name, { onStartedLeading, ttlMs: 1.5 }), /ttlMs/);
+    assert.throws(() => new Elector(client(), name, { ...legacy, cancelBeforeMs: 480 }), InvalidArgumentError, "1200 × 0.9 − 600 = 480");
+    const e = new Elector(client(), name, legacy);
+    const first = e.keeper;
+    assert.deepEqual([first.mode, first.plainReason, first.ttlMs, e.cancelBeforeMs], ["plain", "asked", 1200, 300]);
+    await e.run();
+    assert.equal(leads, 1);
+    assert.deepEqual(fake.seen.find((x) => x.path.endsWith(`${name}:acquire`))!.body, { holder: "old", ttlMs: 1200 });
+    assert.equal(first.failed instanceof Error, true, "the run's keeper is closed with it");
+    await e.run();
+    assert.equal(leads, 2);
+    assert.notEqual(e.keeper, first, "a new keeper for the next run");
+  });
+
   test("run refuses to run twice at once", async () => {
-    const e = new Elector(client(), lease(), { ttlMs: 900, onStartedLeading: (s) => new Promise((r) => s.addEventListener("abort", () => r())) });
+    const e = Elector.forClient(client(), lease(), { callbacks: { onStartedLeading: (s) => new Promise((r) => s.addEventListener("abort", () => r())) } }, { ttlMs: 900 });
     const { ac, run } = start(e);
     await assert.rejects(e.run(), /already running/);
     ac.abort();

@@ -61,7 +61,7 @@ function next(h: Holding, kind: HoldingEvent["kind"]): Promise<HoldingEvent> {
 
 describe("keeper, plain renewals", () => {
   test("held: the deadline is the acquire's send time + TTL × (1 − driftMargin); a renewal moves it", async () => {
-    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000, renewJitter: 0 });
+    const { k, clock } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000, renewJitter: 0 });
     const at = clock.now();
     const h = await k.hold(lease(), { holder: "a" });
     assert.equal(k.mode, "plain");
@@ -79,7 +79,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("lost: a renewal answered lease_lost ends the holding at once; nothing is released", async () => {
-    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k, clock } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
     const releases = rest.count(":release");
     rest.script.push({ match: ":renew", status: 409, code: "lease_lost" });
@@ -93,7 +93,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("lost: renewals failing, the deadline passes with no confirmation", async () => {
-    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k, clock } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
     rest.fault = "unavailable";
     const lost = next(h, "lost");
@@ -105,7 +105,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("renew with a checkpoint, then release with one: the holding ends (not lost) and renews no more", async () => {
-    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k, clock } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const name = lease();
     const h = await k.hold(name, { holder: "a" });
     const sentAt = clock.now();
@@ -126,7 +126,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("a staged checkpoint goes with the next renewal and is then no longer pending", async () => {
-    const { k, clock } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k, clock } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
     h.stage({ n: 7 });
     assert.deepEqual(h.pending, { n: 7 });
@@ -138,7 +138,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("transfer ends the holding (not lost)", async () => {
-    const { k } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
     h.stage({ n: 3 });
     // The REST fake has no transfers: answer this one as the service would.
@@ -162,7 +162,7 @@ describe("keeper, plain renewals", () => {
   });
 
   test("close releases what it holds; holds after it reject", async () => {
-    const { k } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const h = await k.hold(lease(), { holder: "a" });
     const releases = rest.count(":release");
     await k.close();
@@ -199,8 +199,8 @@ describe("keeper, sessions", () => {
     const c = client(ses.url);
     const s = await c.openSession({ windowMs: 1000, clock: new FakeClock() });
     cleanups.push(() => s.close());
-    assert.equal(new Keeper(c, { mode: s }).clock, s.clock);
-    assert.throws(() => new Keeper(c, { mode: s, clock: new FakeClock() }), RangeError);
+    assert.equal(new Keeper(c, { session: s }).clock, s.clock);
+    assert.throws(() => new Keeper(c, { session: s, clock: new FakeClock() }), RangeError);
   });
 
   test("a revoked push: lost with lease_lost; release then rejects and sends nothing", async () => {
@@ -242,19 +242,19 @@ describe("keeper, sessions", () => {
 
 describe("an Elector over a given keeper", () => {
   test("leads through it, releases on a graceful stop, and leaves the keeper open", async () => {
-    const { k } = keeper(rest.url, { mode: "plain", ttlMs: 3000 });
+    const { k } = keeper(rest.url, { plainRenewals: true, ttlMs: 3000 });
     const name = lease();
     let led!: (token: number) => void;
     const leading = new Promise<number>((r) => (led = r));
-    const e = new Elector(client(rest.url), name, {
+    const e = new Elector(k, name, {
       holder: "a",
-      ttlMs: 3000,
-      keeper: k,
-      onStartedLeading: (signal, token) =>
-        new Promise<void>((resolve) => {
-          led(token);
-          signal.addEventListener("abort", () => resolve());
-        }),
+      callbacks: {
+        onStartedLeading: (signal, token) =>
+          new Promise<void>((resolve) => {
+            led(token);
+            signal.addEventListener("abort", () => resolve());
+          }),
+      },
     });
     const ac = new AbortController();
     const run = e.run(ac.signal);

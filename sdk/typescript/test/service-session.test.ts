@@ -109,10 +109,10 @@ describe("sessions against the real service", { skip: skip || undefined }, () =>
     const c = new Client(svc.url);
     const name = leaseName("shared");
     const logs: string[] = [];
-    const e = new Elector(c, name, {
+    const e = Elector.forClient(c, name, {
       holder: "a",
       logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
-      onStartedLeading: (signal) => new Promise<void>((r) => signal.addEventListener("abort", () => r())),
+      callbacks: { onStartedLeading: (signal) => new Promise<void>((r) => signal.addEventListener("abort", () => r())) },
     });
     const ac = new AbortController();
     const run = e.run(ac.signal);
@@ -135,19 +135,25 @@ describe("sessions against the real service", { skip: skip || undefined }, () =>
     const logs: string[] = [];
     let endedAt = 0;
     let reason: unknown;
-    const e = new Elector(c, name, {
-      holder: "a",
-      session,
-      logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
-      onStartedLeading: (signal) =>
-        new Promise<void>((r) =>
-          signal.addEventListener("abort", () => {
-            endedAt = performance.now();
-            reason = signal.reason;
-            r();
-          }),
-        ),
-    });
+    const e = Elector.forClient(
+      c,
+      name,
+      {
+        holder: "a",
+        logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
+        callbacks: {
+          onStartedLeading: (signal) =>
+            new Promise<void>((r) =>
+              signal.addEventListener("abort", () => {
+                endedAt = performance.now();
+                reason = signal.reason;
+                r();
+              }),
+            ),
+        },
+      },
+      { session },
+    );
     const ac = new AbortController();
     const run = e.run(ac.signal);
     try {

@@ -116,15 +116,21 @@ describe("real service", { skip: skip || undefined }, () => {
     const name = leaseName("electors");
     const tokens: Array<[string, number]> = [];
     const mk = (holder: string): Elector =>
-      new Elector(c, name, {
-        holder,
-        ttlMs: 3000,
-        onStartedLeading: (signal, token) =>
-          new Promise<void>((r) => {
-            tokens.push([holder, token]);
-            signal.addEventListener("abort", () => r());
-          }),
-      });
+      Elector.forClient(
+        c,
+        name,
+        {
+          holder,
+          callbacks: {
+            onStartedLeading: (signal, token) =>
+              new Promise<void>((r) => {
+                tokens.push([holder, token]);
+                signal.addEventListener("abort", () => r());
+              }),
+          },
+        },
+        { ttlMs: 3000 },
+      );
     const a = mk("a");
     const b = mk("b");
     const acA = new AbortController();

@@ -44,7 +44,7 @@ async function open(c: Client): Promise<Session> {
 }
 
 function keeperOver(c: Client, s: Session): Keeper {
-  const k = new Keeper(c, { mode: s });
+  const k = new Keeper(c, { session: s });
   cleanups.push(() => k.close());
   return k;
 }

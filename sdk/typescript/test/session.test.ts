@@ -13,6 +13,7 @@ import {
   Client,
   Elector,
   type ElectorOptions,
+  type KeeperOptions,
   LeaseHeldError,
   LeaseLostError,
   SafeDeadlineError,
@@ -92,26 +93,37 @@ interface Term {
   reason?: unknown;
 }
 
-/** electorWithTerms records every term of an Elector and its log lines, and stops it after the test. */
-function elector(c: Client, name: string, opts: Partial<ElectorOptions> = {}): { e: Elector; terms: Term[]; logs: string[]; ac: AbortController; run: Promise<void> } {
+/** electorWithTerms records every term of an Elector (over a keeper of its own with ko: Elector.forClient) and its log lines, and stops it after the test. */
+function elector(
+  c: Client,
+  name: string,
+  ko: KeeperOptions = {},
+  opts: Partial<Omit<ElectorOptions, "callbacks">> = {},
+): { e: Elector; terms: Term[]; logs: string[]; ac: AbortController; run: Promise<void> } {
   const terms: Term[] = [];
   const logs: string[] = [];
-  const e = new Elector(c, name, {
-    holder: "h-" + name,
-    ttlMs: 3000,
-    logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
-    ...opts,
-    onStartedLeading: (signal, token) =>
-      new Promise<void>((resolve) => {
-        const t: Term = { token, startedAt: performance.now() };
-        terms.push(t);
-        signal.addEventListener("abort", () => {
-          t.endedAt = performance.now();
-          t.reason = signal.reason;
-          resolve();
-        });
-      }),
-  });
+  const e = Elector.forClient(
+    c,
+    name,
+    {
+      holder: "h-" + name,
+      logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
+      ...opts,
+      callbacks: {
+        onStartedLeading: (signal, token) =>
+          new Promise<void>((resolve) => {
+            const t: Term = { token, startedAt: performance.now() };
+            terms.push(t);
+            signal.addEventListener("abort", () => {
+              t.endedAt = performance.now();
+              t.reason = signal.reason;
+              resolve();
+            });
+          }),
+      },
+    },
+    { ttlMs: 3000, ...ko },
+  );
   const ac = new AbortController();
   const run = e.run(ac.signal);
   cleanups.push(async () => {
@@ -764,11 +776,11 @@ import { Client, Elector, SessionsUnsupportedError } from "./dist/index.js";
 const c = new Client(process.argv[2]);
 const err = await c.openSession().catch((e) => e);
 console.log(JSON.stringify({ unsupported: err instanceof SessionsUnsupportedError, message: String(err.message) }));
-const e = new Elector(c, "nows.a", {
-  holder: "h", ttlMs: 900,
+const e = Elector.forClient(c, "nows.a", {
+  holder: "h",
   logger: { info: (m, f) => console.log(JSON.stringify({ log: m, why: f?.why })), warn() {} },
-  onStartedLeading: async () => { console.log(JSON.stringify({ leading: true })); process.exit(0); },
-});
+  callbacks: { onStartedLeading: async () => { console.log(JSON.stringify({ leading: true })); process.exit(0); } },
+}, { ttlMs: 900 });
 await e.run();
 `,
     );
@@ -930,7 +942,7 @@ describe("Elector through a session", () => {
     const opens = fake.of("open").length;
     const lines: string[] = [];
     const logger = { info: (m: string, f?: Record<string, unknown>) => lines.push(`${m} ${JSON.stringify(f)}`), warn: () => undefined };
-    const r = elector(c, lease(), { ttlMs: 900, logger });
+    const r = elector(c, lease(), { ttlMs: 900 }, { logger });
     await waitFor("leading with plain renewals", () => r.terms.length === 1);
     assert.ok(lines.some((l) => l.startsWith("leasesvc elector: plain renewals") && l.includes("the service's session limit is reached")), lines.join("\n"));
     await waitFor("a REST renew", () => rest.count(":renew") > 0);
@@ -963,8 +975,11 @@ describe("Elector through a session", () => {
     fake.leases.delete(name);
     fake.drop();
     await waitFor("the term to end", () => r.terms[0]!.endedAt !== undefined);
-    assert.ok(r.terms[0]!.reason instanceof SessionEndedError, String(r.terms[0]!.reason));
+    // L2: the holding ends with the lost error, the session's end its cause.
+    const reason = r.terms[0]!.reason;
+    assert.ok(reason instanceof LeaseLostError && reason.code === "lease_lost" && reason.cause instanceof SessionEndedError, String(reason));
     await waitFor("a new term", () => r.terms.length === 2);
     assert.equal(fake.of("open").length, opens + 1);
+    assert.equal(r.e.keeper.mode, "session", "the mode stays");
   });
 });

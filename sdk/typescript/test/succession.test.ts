@@ -9,6 +9,10 @@ import { after, before, beforeEach, describe, test } from "node:test";
 import {
   Client,
   Elector,
+  type ElectorCallbacks,
+  type ElectorOptions,
+  Keeper,
+  type KeeperOptions,
   LeaseHeldError,
   LeaseLostError,
   LeaseReservedError,
@@ -141,27 +145,33 @@ describe("Elector succession steps (fake)", () => {
     let e!: Elector;
     let done!: () => void;
     const returned = new Promise<void>((r) => (done = r));
-    e = new Elector(c, name, {
-      holder: "me",
-      ttlMs: 1500,
-      waitMs: -1,
-      priority: 2,
-      onStartedLeading: (signal) =>
-        new Promise<void>((resolve) => {
-          if (reasons.length > 0) return resolve();
-          e.setCheckpoint({ at: 1 });
-          signal.addEventListener(
-            "abort",
-            () => {
-              reasons.push(signal.reason);
-              e.setCheckpoint({ at: 2 }); // after the step-down, before returning: the release carries it
-              resolve();
-              done();
-            },
-            { once: true },
-          );
-        }),
-    });
+    e = Elector.forClient(
+      c,
+      name,
+      {
+        holder: "me",
+        waitMs: -1,
+        priority: 2,
+        callbacks: {
+          onStartedLeading: (signal) =>
+            new Promise<void>((resolve) => {
+              if (reasons.length > 0) return resolve();
+              e.setCheckpoint({ at: 1 });
+              signal.addEventListener(
+                "abort",
+                () => {
+                  reasons.push(signal.reason);
+                  e.setCheckpoint({ at: 2 }); // after the step-down, before returning: the release carries it
+                  resolve();
+                  done();
+                },
+                { once: true },
+              );
+            }),
+        },
+      },
+      { ttlMs: 1500 },
+    );
     const run = e.run(stop.signal);
     await returned;
     await new Promise((r) => setTimeout(r, 200));
@@ -229,36 +239,43 @@ describe("succession against the real service", { skip: skip || undefined }, () 
     assert.deepEqual([b.holder, b.fencingToken, b.priority, b.checkpoint], ["b", 2, 9, { done: 7 }]);
   });
 
-  /** elector starts an Elector and resolves once it leads. */
-  async function leading(name: string, holder: string, extra: Partial<ConstructorParameters<typeof Elector>[2]>) {
+  /** elector starts an Elector (over a keeper of its own: TTL 3000 unless ko says otherwise) and resolves once it leads. */
+  async function leading(name: string, holder: string, extra: Partial<Omit<ElectorOptions, "callbacks">>, cbs: Omit<ElectorCallbacks, "onStartedLeading"> = {}, ko: KeeperOptions = {}) {
     const c = new Client(svc.url);
     const stop = new AbortController();
     const terms: Array<{ token: number; info: TermInfo; signal: AbortSignal }> = [];
     let first!: () => void;
     const started = new Promise<void>((r) => (first = r));
-    const e = new Elector(c, name, {
-      holder,
-      ttlMs: 3000,
-      ...extra,
-      onStartedLeading: (signal, token, info) =>
-        new Promise<void>((resolve) => {
-          terms.push({ token, info, signal });
-          first();
-          signal.addEventListener("abort", () => resolve(), { once: true });
-        }),
-    });
+    const e = Elector.forClient(
+      c,
+      name,
+      {
+        holder,
+        ...extra,
+        callbacks: {
+          ...cbs,
+          onStartedLeading: (signal, token, info) =>
+            new Promise<void>((resolve) => {
+              terms.push({ token, info, signal });
+              first();
+              signal.addEventListener("abort", () => resolve(), { once: true });
+            }),
+        },
+      },
+      { ttlMs: 3000, ...ko },
+    );
     const run = e.run(stop.signal);
     await started;
     return { c, e, terms, stop: async () => { stop.abort(); await run; } };
   }
 
   test("Elector: options are checked; no term, no checkpoint", () => {
-    const c = new Client(svc.url);
-    const on = (): void => {};
-    assert.throws(() => new Elector(c, "a", { onStartedLeading: on, priority: 1001 }), /priority/);
-    assert.throws(() => new Elector(c, "a", { onStartedLeading: on, priority: -1 }), /priority/);
-    assert.throws(() => new Elector(c, "a", { onStartedLeading: on, preempt: true, waitMs: -1 }), /preempt/);
-    const e = new Elector(c, "a", { onStartedLeading: on });
+    const k = new Keeper(new Client(svc.url));
+    const callbacks = { onStartedLeading: (): void => {} };
+    assert.throws(() => new Elector(k, "a", { callbacks, priority: 1001 }), /priority/);
+    assert.throws(() => new Elector(k, "a", { callbacks, priority: -1 }), /priority/);
+    assert.throws(() => new Elector(k, "a", { callbacks, preempt: true, waitMs: -1 }), /preempt/);
+    const e = new Elector(k, "a", { callbacks });
     assert.throws(() => e.setCheckpoint({ x: 1 }), NotLeadingError);
     assert.throws(() => e.setCheckpoint([1] as unknown as Record<string, unknown>), TypeError);
   });
@@ -267,14 +284,18 @@ describe("succession against the real service", { skip: skip || undefined }, () 
     const name = leaseName("elector-yield");
     const asked: string[] = [];
     let el!: Elector;
-    const { c, e, terms, stop } = await leading(name, "low", {
-      priority: 1,
-      renewIntervalMs: 300,
-      onYieldRequested: (_signal, to) => {
-        asked.push(to);
-        el.setCheckpoint({ progress: 10 });
+    const { c, e, terms, stop } = await leading(
+      name,
+      "low",
+      { priority: 1 },
+      {
+        onYieldRequested: (_signal, to) => {
+          asked.push(to);
+          el.setCheckpoint({ progress: 10 });
+        },
       },
-    });
+      { renewIntervalMs: 300 },
+    );
     el = e;
     try {
       assert.equal(terms[0]!.token, 1);

@@ -8,7 +8,7 @@ import { FakeService } from "./helpers/fake.js";
 import { FakeClock } from "./helpers/fakeclock.js";
 
 // A term leads on a Keeper's holding (issue 38): it follows the holding's
-// deadline, less its margin, and ends when the holding is lost or refused.
+// deadline, less its CancelBefore (stopTime), and ends when the holding is lost or refused.
 // Timers run on a FakeClock.
 
 let fake: FakeService;
@@ -26,10 +26,10 @@ beforeEach(() => {
 let seq = 0;
 
 /** A term of a fresh plain holding (TTL 3 s: deadline = send time + 2,700 ms) on the fake, with deps that record what the term told them. */
-async function newTerm(marginMs = 700): Promise<{ t: Term; clock: FakeClock; ended: Promise<unknown>; renewals: Array<{ sentAt: number; deadline: number }>; name: string }> {
+async function newTerm(cancelBeforeMs = 700): Promise<{ t: Term; clock: FakeClock; ended: Promise<unknown>; renewals: Array<{ sentAt: number; deadline: number }>; name: string }> {
   const c = new Client(fake.url, { backoff: { initialMs: 5, maxMs: 20 }, requestTimeoutMs: 2000 });
   const clock = new FakeClock();
-  const k = new Keeper(c, { mode: "plain", ttlMs: 3_000, renewIntervalMs: 20, renewJitter: 0, retryBackoff: { initialMs: 5, maxMs: 5 }, clock });
+  const k = new Keeper(c, { plainRenewals: true, ttlMs: 3_000, renewIntervalMs: 20, renewJitter: 0, retryBackoff: { initialMs: 5, maxMs: 5 }, clock });
   const name = `term.${process.pid}.${++seq}`;
   const h = await k.hold(name, { holder: "h" });
   const renewals: Array<{ sentAt: number; deadline: number }> = [];
@@ -39,7 +39,7 @@ async function newTerm(marginMs = 700): Promise<{ t: Term; clock: FakeClock; end
     holding: h,
     clock,
     logger: { info() {}, warn() {} },
-    marginMs,
+    cancelBeforeMs,
     end: (reason) => end(reason),
     yieldRequested: () => undefined,
     renewed: (_l, sentAt, deadline) => renewals.push({ sentAt, deadline }),
@@ -71,7 +71,7 @@ async function renewed(r: { clock: FakeClock; renewals: unknown[] }, n: number):
 }
 
 describe("term phases", () => {
-  test("renewing: each renewal moves the stop time to its send time + TTL × (1 − driftMargin) − margin", async () => {
+  test("renewing: each renewal moves the stop time to its send time + TTL × (1 − driftMargin) − cancelBeforeMs", async () => {
     const r = await newTerm();
     const { t } = r;
     assert.equal(t.phase, "renewing");
@@ -112,7 +112,7 @@ describe("term phases", () => {
     assert.equal(fake.count(":release"), releases + 1);
   });
 
-  test("renewals failing: stopped at the safe deadline less the margin, before the holding's deadline", async () => {
+  test("renewals failing: stopped at the safe deadline less cancelBeforeMs, before the holding's deadline", async () => {
     const { t, clock, ended } = await newTerm(300);
     fake.fault = "unavailable";
     t.start();

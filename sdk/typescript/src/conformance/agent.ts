@@ -1,45 +1,18 @@
 /**
  * The TypeScript agent of the cross-language conformance suite: run as
  * `node dist/conformance/agent.js CASE` with LEASESVC_URL, LEASESVC_TOKEN,
- * LEASE_NAME, LEASE_HOLDER and LEASE_TTL_MS in the environment. It writes
- * one JSON line per step on stdout; times are milliseconds on
+ * LEASE_NAME, LEASE_HOLDER and LEASE_TTL_MS in the environment (and, for
+ * some cases, LEASE_KEEPER, LEASE_CANCEL_BEFORE_MS, LEASE_PROOF). It
+ * writes one JSON line per step on stdout; times are milliseconds on
  * performance.now(). A line "stop" on stdin, or its end, stops what runs
- * (an Elector releases its lease) and the agent exits 0.
+ * (an Elector releases its lease) and the agent exits 0; the cases that
+ * wait for the driver read a line "go" first.
  */
-import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
-import { Client, Elector, type Holding, type HoldingEvent, Keeper, type Lease, LeaseError, LeaseHeldError, LeaseReservedError, SafeDeadlineError, electorDefaults } from "../index.js";
+import { Client, Elector, type Holding, type HoldingEvent, Keeper, type Lease, LeaseHeldError, LeaseReservedError, electorDefaults } from "../index.js";
 import { fenceCase } from "./fence.js";
-
-/** emit writes one step line at once. */
-function emit(line: Record<string, unknown>): void {
-  process.stdout.write(JSON.stringify(line) + "\n");
-}
-
-/** codeOf is the API's code string of an error the SDK threw. */
-function codeOf(err: unknown): string {
-  if (err instanceof LeaseError) return err.code;
-  if (err instanceof SafeDeadlineError) return err.code;
-  return "unexpected: " + String(err);
-}
-
-function env(name: string, def?: string): string {
-  const v = process.env[name];
-  if (v !== undefined && v !== "") return v;
-  if (def !== undefined) return def;
-  throw new Error(`conformance agent: ${name} is not set`);
-}
-
-/** stopped resolves when stdin says "stop" or ends. */
-function stopSignal(): AbortSignal {
-  const ac = new AbortController();
-  const rl = createInterface({ input: process.stdin });
-  rl.on("line", (line) => {
-    if (line.trim() === "stop") ac.abort(new Error("stop"));
-  });
-  rl.on("close", () => ac.abort(new Error("stdin closed")));
-  return ac.signal;
-}
+import { codeOf, emit, env, keeperOptions, stderrLog, stdin, stopSignal } from "./io.js";
+import { lifecycleCancel, lifecycleLimit, lifecycleRenewal, lifecycleReopen } from "./lifecycle.js";
 
 /** step runs one call and prints either its fields or the error's code. */
 async function step<T>(name: string, call: () => Promise<T>, fields: (v: T) => Record<string, unknown>, onError?: (err: unknown) => Record<string, unknown>): Promise<void> {
@@ -157,7 +130,6 @@ async function succession(c: Client, name: string, a: string, ttlMs: number): Pr
  * session.
  */
 async function sessionCase(c: Client, name: string, a: string, ttlMs: number): Promise<void> {
-  const stop = stopSignal();
   const b = a + "-b";
   const s = await c.openSession({ windowMs: 1000 });
   try {
@@ -180,10 +152,7 @@ async function sessionCase(c: Client, name: string, a: string, ttlMs: number): P
     const h = await s.acquire(name, { holder: a });
     emit({ step: "holding", token: h.fencingToken });
     // The driver kills the agent here; a stop closes the session.
-    await new Promise<void>((resolve) => {
-      if (stop.aborted) resolve();
-      else stop.addEventListener("abort", () => resolve(), { once: true });
-    });
+    await stdin().stopped();
   } finally {
     await s.close();
   }
@@ -196,35 +165,37 @@ async function sessionCase(c: Client, name: string, a: string, ttlMs: number): P
  */
 async function elector(c: Client, name: string, a: string, ttlMs: number, kind: "freeze" | "revoke"): Promise<void> {
   const stop = stopSignal();
-  const e: Elector = new Elector(c, name, {
+  const k = new Keeper(c, { plainRenewals: true, ttlMs, logger: stderrLog });
+  const e: Elector = new Elector(k, name, {
     holder: a,
-    ttlMs,
-    plainRenewals: true,
-    onStartedLeading: (signal, token) =>
-      new Promise<void>((resolve) => {
-        emit({ step: "leading", token });
-        const onEnd = (): void => {
-          const now = performance.now();
-          if (kind === "freeze") {
-            const x = now - e.lastSentAt;
-            emit({ step: "stopped", sinceLastSentMs: Math.round(x * 1000) / 1000, ttlMs, driftMargin: electorDefaults.driftMargin });
-          } else {
-            emit({ step: "stopped", reason: signal.reason === stop.reason ? "stop" : codeOf(signal.reason) });
-          }
-          resolve();
-        };
-        if (signal.aborted) onEnd();
-        else signal.addEventListener("abort", onEnd, { once: true });
-      }),
-    onRenewed: (info) => {
-      if (kind === "freeze") emit({ step: "renewed", sentMs: Math.round(info.sentAt * 1000) / 1000 });
-    },
-    logger: {
-      info: (m, f) => process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`),
-      warn: (m, f) => process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`),
+    logger: stderrLog,
+    callbacks: {
+      onStartedLeading: (signal, token) =>
+        new Promise<void>((resolve) => {
+          emit({ step: "leading", token });
+          const onEnd = (): void => {
+            const now = performance.now();
+            if (kind === "freeze") {
+              const x = now - e.lastSentAt;
+              emit({ step: "stopped", sinceLastSentMs: Math.round(x * 1000) / 1000, ttlMs, driftMargin: electorDefaults.driftMargin });
+            } else {
+              emit({ step: "stopped", reason: signal.reason === stop.reason ? "stop" : codeOf(signal.reason) });
+            }
+            resolve();
+          };
+          if (signal.aborted) onEnd();
+          else signal.addEventListener("abort", onEnd, { once: true });
+        }),
+      onRenewed: (info) => {
+        if (kind === "freeze") emit({ step: "renewed", sentMs: Math.round(info.sentAt * 1000) / 1000 });
+      },
     },
   });
-  await e.run(stop);
+  try {
+    await e.run(stop);
+  } finally {
+    await k.close();
+  }
 }
 
 /** nextEvent resolves to h's first event that want accepts; rejects when stop aborts first. */
@@ -253,11 +224,8 @@ function nextEvent(h: Holding, stop: AbortSignal, want: (ev: HoldingEvent) => bo
  * with a checkpoint. A stop (or stdin's end) closes the keeper.
  */
 async function keeperCase(c: Client, name: string, holder: string, ttlMs: number, stop: AbortSignal): Promise<void> {
-  const mode = env("LEASE_KEEPER", "session");
-  if (mode !== "plain" && mode !== "session") throw new Error(`conformance agent: LEASE_KEEPER ${JSON.stringify(mode)} must be plain or session`);
-  const log = (m: string, f?: Record<string, unknown>): void => void process.stderr.write(`${m} ${JSON.stringify(f ?? {})}\n`);
-  const k = new Keeper(c, { mode, ttlMs, ...(mode === "session" ? { windowMs: 1000 } : {}), logger: { info: log, warn: log } });
-  emit({ step: "keeper", mode });
+  const k = new Keeper(c, keeperOptions(ttlMs));
+  emit({ step: "keeper", mode: env("LEASE_KEEPER", "session") });
   const ahead = (h: Holding): number => Math.round((h.deadline - k.clock.now()) * 10) / 10;
   try {
     const h = await k.hold(name, { holder, signal: stop });
@@ -318,8 +286,23 @@ async function main(): Promise<number> {
     case "fence":
       await fenceCase(c, env("LEASESVC_URL"), name, holder, ttlMs, env("LEASE_PROOF"), emit);
       return 0;
+    case "lifecycle_limit":
+      await lifecycleLimit(c, name, holder, ttlMs);
+      return 0;
+    case "lifecycle_reopen":
+      await lifecycleReopen(c, name, holder, ttlMs);
+      return 0;
+    case "lifecycle_cancel":
+      await lifecycleCancel(c, name, holder, ttlMs);
+      return 0;
+    case "lifecycle_renewal":
+      await lifecycleRenewal(c, name, holder, ttlMs);
+      return 0;
   }
-  process.stderr.write(`conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete, session, fence or keeper)\n`);
+  process.stderr.write(
+    `conformance agent: unknown case ${JSON.stringify(kase)} (want basic, wait, ratelimit, freeze, revoke, succession, delete, session, fence, keeper, ` +
+      `lifecycle_limit, lifecycle_reopen, lifecycle_cancel or lifecycle_renewal)\n`,
+  );
   return 2;
 }
 
