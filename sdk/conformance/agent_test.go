@@ -35,7 +35,7 @@ type language struct {
 
 var languages = []language{
 	{name: "go", prepare: prepareGo, sessions: true, lifecycle: true},
-	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true},
+	{name: "python", prepare: preparePython, env: []string{"PYTHONPATH=" + filepath.Join(repoRoot(), "sdk", "python")}, sessions: true, lifecycle: true},
 	{name: "typescript", prepare: prepareTypeScript, sessions: true, lifecycle: true},
 }
 

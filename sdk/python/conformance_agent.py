@@ -2,9 +2,11 @@
 
 Run as ``python3 sdk/python/conformance_agent.py CASE`` with
 ``PYTHONPATH=sdk/python`` and LEASESVC_URL, LEASESVC_TOKEN, LEASE_NAME,
-LEASE_HOLDER, LEASE_TTL_MS in the environment. It writes one JSON object per
+LEASE_HOLDER, LEASE_TTL_MS (and, for some cases, LEASE_KEEPER, LEASE_PROOF,
+LEASE_CANCEL_BEFORE_MS) in the environment. It writes one JSON object per
 step on stdout; times are milliseconds on its monotonic clock. A ``stop``
-line or EOF on stdin stops what runs; it then exits 0.
+line or EOF on stdin stops what runs; it then exits 0. The cases are those
+of sdk/conformance/PROTOCOL.md, the ``lifecycle_*`` ones its rules L1–L4.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def wait_for_stop() -> None:
             return
 
 
+def read_line() -> str:
+    """The next line on stdin, stripped; "" at EOF."""
+    return sys.stdin.readline().strip()
+
+
 class Env:
     """The agent's environment."""
 
@@ -60,7 +67,15 @@ class Env:
         self.name = os.environ["LEASE_NAME"]
         self.holder = os.environ["LEASE_HOLDER"]
         self.ttl = int(os.environ.get("LEASE_TTL_MS", "3000") or 3000) / 1000
+        #: LEASE_KEEPER: "plain" (renewals at the TTL) or "session" (a session of window 1 s).
+        self.keeper_mode = os.environ.get("LEASE_KEEPER", "session")
         self.client = leasesvc.Client(self.url, token=self.token)
+
+    def keeper(self) -> leasesvc.Keeper:
+        """The keeper LEASE_KEEPER asks for: plain renewals at LEASE_TTL_MS,
+        or a session of its own of window 1 s."""
+        plain = self.keeper_mode == "plain"
+        return leasesvc.Keeper(self.client, plain_renewals=plain, window=None if plain else 1.0, ttl=self.ttl)
 
 
 def expect_error(step: str, f: Callable[[], Any], **extra: Any) -> None:
@@ -121,14 +136,16 @@ def case_ratelimit(env: Env) -> None:
 
 
 def run_elector(env: Env, on_term: Callable[[leasesvc.Term], None],
-                on_renewed: Callable[[leasesvc.Lease, float], None], plain_renewals: bool = False) -> None:
-    """Run an Elector with the SDK's defaults (through a session where the
-    service offers them) until stdin says stop."""
-    e = leasesvc.Elector(env.client, env.name, holder=env.holder, ttl=env.ttl,
-                         on_started_leading=on_term, on_renewed=on_renewed, plain_renewals=plain_renewals)
+                on_renewed: Callable[[leasesvc.Lease, float], None]) -> None:
+    """Run an Elector over a keeper of plain renewals at LEASE_TTL_MS, with
+    the SDK's other defaults, until stdin says stop."""
+    k = leasesvc.Keeper(env.client, plain_renewals=True, ttl=env.ttl)
+    e = leasesvc.Elector(k, env.name, holder=env.holder,
+                         callbacks=leasesvc.Callbacks(on_started_leading=on_term, on_renewed=on_renewed))
     e.start()
     wait_for_stop()
     e.stop(timeout=15)
+    k.close()
     if e.error is not None:
         print(f"elector: {e.error}", file=sys.stderr)
         raise SystemExit(1)
@@ -152,7 +169,7 @@ def case_freeze(env: Env) -> None:
         emit(step="stopped", sinceLastSentMs=round((now - last_sent[0]) * 1000, 3), ttlMs=int(env.ttl * 1000),
              driftMargin=leasesvc.DEFAULT_DRIFT_MARGIN)
 
-    run_elector(env, on_term, on_renewed, plain_renewals=True)
+    run_elector(env, on_term, on_renewed)
 
 
 def case_revoke(env: Env) -> None:
@@ -162,7 +179,7 @@ def case_revoke(env: Env) -> None:
         if isinstance(term.cause, leasesvc.LeaseError):
             emit(step="stopped", reason=code(term.cause))
 
-    run_elector(env, on_term, lambda lease, sent: None, plain_renewals=True)  # a renew notices the revoke
+    run_elector(env, on_term, lambda lease, sent: None)  # a renew notices the revoke
 
 
 def _checkpoint_n(lease: leasesvc.Lease) -> Any:
@@ -306,8 +323,8 @@ def case_keeper(env: Env) -> None:
     reports the loss the driver's revoke causes, holds it again and
     releases it with a checkpoint. A stop line or EOF at any time closes
     the keeper and exits 0."""
-    mode = os.environ.get("LEASE_KEEPER", "session")
-    k = leasesvc.Keeper(env.client, mode=mode, window=1.0 if mode == "session" else None, ttl=env.ttl)
+    mode = env.keeper_mode
+    k = env.keeper()
 
     def stop_on_stdin() -> None:
         wait_for_stop()
@@ -350,9 +367,120 @@ def case_keeper(env: Env) -> None:
     k.close()
 
 
+def case_lifecycle_limit(env: Env) -> None:
+    """``lifecycle_limit`` (rule L1): the agent's principal has no session
+    left; the keeper asks for one (window 1 s), is refused at the session
+    limit and holds by plain renewals for its life, even once a session
+    would be granted."""
+    k = leasesvc.Keeper(env.client, window=1.0, ttl=env.ttl)
+    h = k.hold(env.name, env.holder)
+    emit(step="held", token=h.token, mode=k.mode, reason=k.plain_reason)
+    emit(step="waiting")
+    if read_line() != "go":
+        k.close()
+        return
+    h2 = k.hold(env.name + "-2", env.holder)
+    emit(step="held2", token=h2.token, mode=k.mode)
+    k.close()
+    emit(step="done")
+
+
+def case_lifecycle_reopen(env: Env) -> None:
+    """``lifecycle_reopen`` (rule L2): a keeper of a session of window 1 s
+    holds LEASE_NAME-h and runs an Elector on LEASE_NAME; the driver pauses
+    the agent past the window, the service ends the session: the holding
+    ends with the lost error, the term ends, and the keeper's new session
+    lets the Elector lead again."""
+    k = leasesvc.Keeper(env.client, window=1.0)
+
+    def on_change(kind: str, info: Dict[str, Any]) -> None:
+        if kind == "lost":
+            emit(step="lost", token=h.token, error=code(info["error"]))
+
+    h = k.hold(env.name + "-h", env.holder)
+    h.on_change(on_change)
+    if h.lost:  # (lost before the listener was there)
+        emit(step="lost", token=h.token, error=code(h.cause or leasesvc.LeaseLostError()))
+    emit(step="holding", token=h.token)
+
+    def on_term(term: leasesvc.Term) -> None:
+        emit(step="leading", token=term.token, mode=k.mode)
+        term.wait()
+        emit(step="stopped")
+
+    e = leasesvc.Elector(k, env.name, holder=env.holder, callbacks=leasesvc.Callbacks(on_started_leading=on_term))
+    e.start()
+    wait_for_stop()
+    e.stop(timeout=15)
+    k.close()
+    if e.error is not None:
+        print(f"elector: {e.error}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def case_lifecycle_cancel(env: Env) -> None:
+    """``lifecycle_cancel`` (rule L3): an Elector with LEASE_CANCEL_BEFORE_MS
+    over the keeper of LEASE_KEEPER is refused (invalid_argument, by its
+    constructor or its run) when it does not fit the TTL or the window, and
+    leads when it fits."""
+    k = env.keeper()
+    cb = int(os.environ["LEASE_CANCEL_BEFORE_MS"]) / 1000
+    events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
+
+    def on_term(term: leasesvc.Term) -> None:
+        events.put(("leading", term.token))
+        term.wait()
+
+    def run(e: leasesvc.Elector) -> None:
+        try:
+            e.run()
+            events.put(("returned", None))
+        except BaseException as err:  # (reported by the main thread)
+            events.put(("error", err))
+
+    try:
+        e = leasesvc.Elector(k, env.name, holder=env.holder, cancel_before=cb,
+                             callbacks=leasesvc.Callbacks(on_started_leading=on_term))
+        threading.Thread(target=run, args=(e,), daemon=True).start()
+        what, v = events.get(timeout=30)
+        if what == "error":
+            raise v
+    except leasesvc.InvalidArgumentError as err:  # (InvalidOptionError: the SDK's invalid argument)
+        emit(step="refused", error=code(err), message=str(err))
+        k.close()
+        return
+    if what != "leading":
+        print(f"agent: the Elector's run returned: {what}", file=sys.stderr)
+        raise SystemExit(1)
+    emit(step="leading", token=v)
+    wait_for_stop()
+    e.stop(timeout=15)
+    k.close()
+
+
+def case_lifecycle_renewal(env: Env) -> None:
+    """``lifecycle_renewal`` (rule L4): a plain keeper renews what it holds
+    without its owner renewing; closing it releases the lease and stops the
+    renewals."""
+    k = env.keeper()
+    h = k.hold(env.name, env.holder)
+    emit(step="held", token=h.token)
+    time.sleep(3 * env.ttl)  # the agent never renews itself
+    g = env.client.get(env.name)
+    emit(step="slept", held=g.held and g.holder == env.holder, token=g.fencing_token)
+    line = read_line()
+    k.close()
+    if line != "go":
+        return
+    emit(step="closed")
+    wait_for_stop()
+
+
 CASES = {"basic": case_basic, "wait": case_wait, "ratelimit": case_ratelimit,
          "freeze": case_freeze, "revoke": case_revoke, "succession": case_succession, "delete": case_delete,
-         "session": case_session, "fence": case_fence, "keeper": case_keeper}
+         "session": case_session, "fence": case_fence, "keeper": case_keeper,
+         "lifecycle_limit": case_lifecycle_limit, "lifecycle_reopen": case_lifecycle_reopen,
+         "lifecycle_cancel": case_lifecycle_cancel, "lifecycle_renewal": case_lifecycle_renewal}
 
 
 def main() -> None:

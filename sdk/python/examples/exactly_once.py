@@ -202,11 +202,12 @@ def agent(args: argparse.Namespace) -> None:
                 return
         term.wait()  # all done: keep leading until stopped
 
-    e = leasesvc.Elector(leasesvc.Client(args.url), args.name, holder=args.holder, ttl=args.ttl,
-                         on_started_leading=lead)
+    keeper = leasesvc.Keeper(leasesvc.Client(args.url), ttl=args.ttl)
+    e = leasesvc.Elector(keeper, args.name, holder=args.holder, callbacks=leasesvc.Callbacks(on_started_leading=lead))
     e.start()
     sys.stdin.read()  # EOF: stop
     e.stop(10)
+    keeper.close()
 
 
 def orchestrate(args: argparse.Namespace) -> int:

@@ -1,6 +1,9 @@
 """The Client's transport helpers (:mod:`leasesvc.client`): the
 cancellation of a request in flight, the reading of problem answers into
-typed errors, and what decides a retry."""
+typed errors, what decides a retry, and :class:`Transport`, what a watch
+stream and a session need of their Client (so that neither imports
+:mod:`leasesvc.client`, which imports them: the package's imports form a
+tree, tests/test_imports.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import json
 import socket
 import threading
 import urllib.parse
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Protocol
 
+from .backoff import Backoff
 from .errors import (FieldError, InternalError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseReservedError,
                      RateLimitedError, error_class)
 from .lease import Lease, parse_time
@@ -20,6 +24,34 @@ from .lease import Lease, parse_time
 #: LEASESVC_MAX_PAGE_BYTES is at most 32 MiB). A larger answer is an
 #: InternalError that says so.
 MAX_ANSWER_BYTES = 64 << 20
+
+
+class Transport(Protocol):
+    """What a :class:`~leasesvc.Watch` and a :class:`~leasesvc.Session`
+    use of the :class:`~leasesvc.Client` that opened them (the Client is
+    one)."""
+
+    #: Bounds one attempt, seconds.
+    request_timeout: float
+    #: How many times a request is sent in all.
+    max_attempts: int
+    #: Spaces the retries.
+    backoff: Backoff
+    #: The path prefix of the service's base URL.
+    _prefix: str
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL."""
+        ...
+
+    def _headers(self, body: bool, accept: str = "application/json") -> Dict[str, str]:
+        """The headers of a request (credentials included)."""
+        ...
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        """A new connection to the service."""
+        ...
 
 
 class _Cancel:

@@ -1,9 +1,11 @@
 """The lead side of an :class:`~leasesvc.Elector`: one term on a
 :class:`~leasesvc.Holding`, from the confirmed deadline to the release. The
-term follows ``holding.deadline`` less ``cancel_before``, writes the
-checkpoints set on it, hears what the keeper tells (renewed, failed,
-refused, lost, a yield request) and ends on stop(), a step-down or the
-callback's return. A mixin of ``Elector``, which owns the state."""
+term lasts until its stop time (:func:`leasesvc.timing.stop_at`: the
+holding's deadline less ``cancel_before``), writes the checkpoints set on
+it, hears what the keeper tells (renewed, failed, refused, lost, a yield
+request) and ends on stop(), a step-down or the callback's return. A mixin
+of ``Elector``, which owns the state. It uses the Holding API alone: how
+the holding is kept (a session or plain renewals) is its Keeper's."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import LeaseError, UnavailableError
-from .keeper import Holding
+from .holding import Holding
 from .lease import Lease
 from .leadership import ResignedError, StoppedError, YieldedError
 from .term import GONE, RELEASED, RENEWING, Term, TermState
+from .timing import stop_at as stop_time
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .keeper import Keeper
 
 
 class Leading(object):
@@ -27,9 +32,7 @@ class Leading(object):
         # What the host (Elector) defines and the terms use, typed as there.
         name: str
         holder: str
-        cancel_before: float
-        renew_interval: float
-        release_timeout: float
+        keeper: Keeper
         leading: threading.Event
         _cond: threading.Condition
         _stopping: bool
@@ -48,49 +51,45 @@ class Leading(object):
         def _retry_delay(self, err: BaseException, failures: int) -> float: ...
         def _attempt_timeout(self) -> float: ...
         def _give_up(self, h: Holding) -> None: ...
+        def _cancel_before_for_keeper(self) -> float: ...
 
-    def _cancel_before(self, h: Holding) -> float:
-        """cancel_before for a term on ``h``: at most what the holding
-        allows (a tenth of a session's window)."""
-        return min(self.cancel_before, h.cancel_before_cap)
-
-    def _stop_at(self, h: Holding) -> Optional[float]:
-        """When a term on ``h`` must stop now: its deadline less
-        cancel_before, waiting up to a renewal period for a confirmation
-        when it has passed; None when there is none (or the holding ended)."""
-        cb = self._cancel_before(h)
+    def _stop_at(self, h: Holding, cb: float) -> Optional[float]:
+        """When a term on ``h`` must stop now: its stop time (its deadline
+        less ``cb``), waiting up to a keeping period for a confirmation when
+        it has passed; None when there is none (or the holding ended)."""
         d = h.deadline
-        if d is None or self._clock() >= d - cb:
+        if d is None or self._clock() >= stop_time(d, cb):
             d = h.wait_deadline(self._clock() + cb, h.period)
-        if d is None or self._clock() >= d - cb or h.ended.is_set():
+        if d is None or self._clock() >= stop_time(d, cb) or h.ended.is_set():
             self._log.warning("leasesvc elector %s (%s): the holding's deadline is not confirmed; not leading "
                               "on fencing token %d", self.name, self.holder, h.token)
             return None
-        return d - cb
+        return stop_time(d, cb)
 
     def _lead(self, h: Holding) -> bool:
         """Run one term on the holding ``h``. True when run() should return
         (stop or resignation), False to campaign again."""
         try:
-            stop_at = self._stop_at(h)
+            cb = self._cancel_before_for_keeper()
+            stop_at = self._stop_at(h, cb)
             if stop_at is None:
                 if self._sleep(self._retry_delay(UnavailableError("no deadline confirmed"), 0)):
                     return False  # campaign again: the repeated acquire finds the holding
                 self._give_up(h)
                 return True
-            return self._lead_on(h, stop_at)
+            return self._lead_on(h, stop_at, cb)
         finally:
             h.forget()  # (a no-op once released, transferred or lost)
 
-    def _lead_on(self, h: Holding, stop_at: float) -> bool:
-        """:meth:`_lead`, once the holding's deadline is confirmed."""
+    def _lead_on(self, h: Holding, stop_at: float, cb: float) -> bool:
+        """:meth:`_lead`, once the holding's deadline is confirmed; ``cb``
+        is the term's cancel_before."""
         st = TermState()
         term = Term(h.lease, h, st)
         cond = self._cond
         results: List[Tuple[Optional[Lease], Optional[LeaseError], float]] = []
         pushed: List[Tuple[str, Dict[str, Any]]] = []
         cb_done = threading.Event()
-        cb = self._cancel_before(h)
 
         def end(cause: BaseException) -> None:
             with cond:
@@ -102,7 +101,7 @@ class Leading(object):
         def on_change(kind: str, info: Dict[str, Any]) -> None:
             with cond:
                 if kind == "moved" and info["deadline"] is not None:
-                    st.follow(info["deadline"] - cb)
+                    st.follow(stop_time(info["deadline"], cb))
                 if kind == "moved" and info["checkpoint"] is not None:
                     st.written(info["checkpoint"])
                 if kind != "moved" or (info["lease"] is not None and not info["call"]):
@@ -116,7 +115,7 @@ class Leading(object):
         d = h.deadline
         with cond:
             if d is not None:
-                st.follow(d - cb)
+                st.follow(stop_time(d, cb))
             if h.ended.is_set() and h.lost:  # lost before the watch began
                 pushed.append(("lost", {"error": h.cause}))
             self._term, self._st = term, st
@@ -221,7 +220,8 @@ class Leading(object):
                 self._log.info("leasesvc elector %s (%s): stopping", self.name, self.holder)
             for r, err, at in got:
                 with cond:
-                    kind, v = st.on_result(r, err, at, lambda: self._jittered(self.renew_interval), self._retry_delay, clock())
+                    kind, v = st.on_result(r, err, at, lambda: self._jittered(self.keeper.renew_interval),
+                                           self._retry_delay, clock())
                 if kind == "renewed":
                     if self._on_renewed is not None:
                         self._hook("on_renewed", self._on_renewed, v, at)
@@ -324,7 +324,7 @@ class Leading(object):
             st.phase = RELEASED
         assert term.holding is not None
         try:
-            term.holding.release(cp, timeout=self.release_timeout)
+            term.holding.release(cp, timeout=self.keeper.release_timeout)
         except LeaseError as e:
             self._log.warning("leasesvc elector %s (%s): release failed; the lease runs out at its expiry: %s",
                               self.name, self.holder, e)

@@ -16,22 +16,33 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import SessionForkedError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .session import Session
 
-_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+class Forkable(Protocol):
+    """What this module reads and writes of a session (a
+    :class:`~leasesvc.Session` is one)."""
+
+    _pid: int
+    _forked: bool
+    _mu: threading.Lock
+    _cond: threading.Condition
+    _send_mu: threading.Lock
 
 
-def track(s: "Session") -> None:
+_sessions: "weakref.WeakSet[Forkable]" = weakref.WeakSet()
+
+
+def track(s: Forkable) -> None:
     """Mark ``s`` forked in every child forked from now on."""
     _sessions.add(s)
 
 
 def _after_fork_in_child() -> None:
+    """(In a forked child.) Mark every tracked session forked, with fresh
+    locks."""
     for s in list(_sessions):
         s._forked = True
         s._mu = threading.Lock()
@@ -39,7 +50,7 @@ def _after_fork_in_child() -> None:
         s._send_mu = threading.Lock()
 
 
-def refusal(s: "Session", op: str, name: str = "") -> SessionForkedError:
+def refusal(s: Forkable, op: str, name: str = "") -> SessionForkedError:
     """The error of using the forked session ``s`` for ``op`` (of lease
     ``name``)."""
     err = SessionForkedError(f"the session was opened in process {s._pid} and this process ({os.getpid()}) is a "

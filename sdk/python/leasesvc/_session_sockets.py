@@ -14,15 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from . import _session_fork, _websocket
-from ._session_wire import (Call, Conn, Hello, SessionLimitError, dial, losses, ms, problem, read_answer,
-                            unsafe_number)
+from ._http import Transport
+from ._session_wire import Call, Conn, Hello, Watcher, dial, losses, ms, problem, read_answer, unsafe_number
 from .backoff import Backoff
-from .errors import (InternalError, LeaseError, NotFoundError, RateLimitedError, SessionsUnsupportedError,
-                     UnavailableError)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
-    from .session import Watcher
+from .errors import (InternalError, LeaseError, NotFoundError, RateLimitedError, SessionLimitError,
+                     SessionsUnsupportedError, UnavailableError)
+from .timing import deadline
 
 
 #: A socket on which nothing at all arrived for this many windows (at least
@@ -38,7 +35,7 @@ class Sockets(object):
 
     if TYPE_CHECKING:  # pragma: no cover
         # What the host (Session) defines and the sockets use, typed as there.
-        _c: Client
+        _c: Transport
         window: float
         drift_margin: float
         heartbeat_interval: float
@@ -64,12 +61,13 @@ class Sockets(object):
         _leaving: Dict[str, Tuple[int, float]]
         _watchers: Dict[int, Tuple[str, int, Watcher]]
         _closing: bool
+        _ended: str
+        _done: threading.Event
         _reconnecting: bool
         _moving: bool
         _forked: bool
         _pid: int
         resumes: int
-        restarts: int
 
         def _send(self, conn: Conn, msg: Dict[str, Any], call: Optional[Call] = None,
                   heartbeat: bool = False) -> int: ...
@@ -146,7 +144,7 @@ class Sockets(object):
                 return  # retired: only the current socket's acks lead
             for k in [k for k in self._hb if k < re_]:
                 del self._hb[k]  # sent before, never acked: the service found them unsafe
-            d = sent + self.window * (1 - self.drift_margin)
+            d = deadline(sent, self.window, self.drift_margin)
             self._acks += 1
             # it arrived after the answer of every holding in _unacked: each is
             # led by the session's deadline from now on (A4)
@@ -295,8 +293,6 @@ class Sockets(object):
                     for m in lost:
                         if self._held.get(m["name"], ("", 0))[1] == m["fencingToken"]:
                             del self._held[m["name"]]
-                elif self._epoch:
-                    self.restarts += 1  # opened anew
                 self._adopt(h.ans)
                 old, conn = self._conn, Conn(ws, h.gen)
                 if old is not None:
@@ -437,7 +433,7 @@ class Sockets(object):
         self._held[name] = (call.holder, token)
         if self._leaving.get(name, (token, 0.0))[0] != token:
             del self._leaving[name]  # an older holding's end: this one is led as any other
-        self._unacked[(name, token)] = call.sent + self.lease_ttl * (1 - self.drift_margin)
+        self._unacked[(name, token)] = deadline(call.sent, self.lease_ttl, self.drift_margin)
         return conn.gen == self._gen
 
     def _release_late(self, call: Call, lease: Any) -> None:
@@ -462,8 +458,10 @@ class Sockets(object):
     def _reconnect(self, delay: float = 0.0) -> None:
         """(The one reconnect thread.) Resume on a new socket (after
         ``delay`` seconds) until a socket is current or the session closes;
-        a session the service ended is opened anew (its leases are lost), a
-        ``session_conflict`` is resumed again above the epoch it names."""
+        a session the service ended (``session_not_found``) ends for good
+        (:meth:`_end_for_good`: its leases are lost, it never reopens itself, rule
+        L2); a ``session_conflict`` is resumed again above the epoch it
+        names."""
         n = 0
         backoff = self._backoff()
         if delay > 0:
@@ -475,34 +473,50 @@ class Sockets(object):
                     self._reconnecting = False
                     return
             try:
-                resume = bool(self._sid)
                 status, err = self._greet(self._dial(), None, reconnector=True)
                 if status == "current":
-                    if resume:
-                        self._log.info("leasesvc session: resumed on a new socket (epoch %d)", self._epoch)
-                    else:
-                        self._log.warning("leasesvc session: opened anew (window %gs)", self.window)
+                    self._log.info("leasesvc session: resumed on a new socket (epoch %d)", self._epoch)
                     return
                 if err is not None:
                     raise err
                 continue  # not sent, or overtaken: see above
-            except SessionsUnsupportedError as e:  # the service no longer offers sessions
-                self._log.warning("leasesvc session: %s; closing the session, its leases are lost", e)
-                with self._mu:
-                    self._reconnecting = False
-                threading.Thread(target=self.close, name="leasesvc-session-close", daemon=True).start()
+            except SessionsUnsupportedError as e:  # the service no longer offers sessions: ended too
+                self._log.warning("leasesvc session: %s; the session ends, its leases are lost", e)
+                self._end_for_good("ended")
                 return
-            except NotFoundError as e:  # session_not_found: the service ended it
-                self._log.warning("leasesvc session: the service ended the session (%s); its leases are lost", e)
-                with self._mu:
-                    self._sid = ""
-                self._lose_all("expired")
-                continue
+            except NotFoundError as e:  # session_not_found: the service ended it, for good (rule L2)
+                self._log.warning("leasesvc session: the service ended the session (%s); its leases are lost and "
+                                  "it is not reopened", e)
+                self._end_for_good("expired")
+                return
             except LeaseError as e:
                 self._log.warning("leasesvc session: reconnect failed: %s", e)
             with self._mu:
                 self._cond.wait_for(lambda: self._closing, timeout=backoff.delay(min(n, 16)))
             n += 1
+
+    def _end_for_good(self, reason: str) -> None:
+        """The service ended the session (it expired, its record ran out,
+        a resume found it gone): it ends for good, as a close does but
+        without sending anything (rule L2). Every lease it held is lost at
+        once (their watchers hear ``lost`` with ``reason``), waiting
+        requests fail, no socket is dialled again. The owner that opened it
+        (a Keeper, the Client's shared session) opens a new one if it
+        needs one."""
+        with self._mu:
+            self._reconnecting = False
+            if self._closing or self._ended:
+                return
+            self._ended = reason
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.moved = True
+            conn.ws.close()
+        self._lose_all(reason)  # (first: its holdings end before an owner sees it closed and opens another)
+        with self._mu:
+            self._closing = True
+            self._cond.notify_all()
+        self._done.set()
 
     def _move(self, old: Conn, reason: str) -> None:
         """The service asks the session to move: resume on a new socket,

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from . import _websocket
-from .errors import (InternalError, InvalidArgumentError, LeaseError, RateLimitedError, SessionsUnsupportedError,
-                     UnavailableError)
+from ._http import problem_error
+from .errors import (InternalError, InvalidArgumentError, LeaseError, RateLimitedError,  # noqa: F401 (re-exported)
+                     SessionLimitError, SessionsUnsupportedError, UnavailableError)
 
 #: The WebSocket subprotocol of sessions: v2, whose resumes carry the
 #: epoch the agent proposes (docs/contract.md §14, Old clients).
@@ -25,6 +26,10 @@ UNSUPPORTED_STATUSES = (404, 405, 501)
 #: one from the service is a protocol error.
 MAX_SAFE_INTEGER = 2**53 - 1
 
+#: A push handler: ``f(kind, message)``, kind one of "deadline" (message
+#: ``{"deadline": float}``), "lost", "revoked", "yield" (the push as sent).
+Watcher = Callable[[str, Dict[str, Any]], None]
+
 
 def ms(seconds: float) -> int:
     """Seconds as whole milliseconds."""
@@ -33,8 +38,6 @@ def ms(seconds: float) -> int:
 
 def problem(p: Any) -> LeaseError:
     """The typed error of an ``error`` message's problem."""
-    from .client import problem_error
-
     if not isinstance(p, dict):
         return InternalError("session: an error without a problem")
     try:
@@ -144,8 +147,6 @@ def dial(url: str, headers: Mapping[str, str], timeout: float) -> _websocket.Web
                                            status=e.status)._named("session", "") from e
         if e.status == 0:
             raise UnavailableError(str(e), cause=e)._named("session", "") from e
-        from .client import problem_error
-
         err = problem_error(e.status, e.header("Retry-After"), e.body)._named("session", "")
         if e.status == 429 and _sessions_capped(e.body) and isinstance(err, RateLimitedError):
             # The service's cap of sessions, not the caller's rate limit.
@@ -212,15 +213,4 @@ def losses(sent: Mapping[str, Tuple[str, int]], ans: Dict[str, Any]) -> List[Dic
             out.append({"type": "lost", "name": name, "fencingToken": token,
                         "reason": str(why.get("reason", "lost"))})
     return out
-
-
-class SessionLimitError(RateLimitedError):
-    """The service refused to open a session at its session limit
-    (``LEASESVC_MAX_SESSIONS`` or ``LEASESVC_MAX_SESSIONS_PER_CALLER``: 429
-    ``resource_exhausted`` answered to ``open``, docs/contract.md §14). An
-    Elector then holds with plain renewals, and asks for a session again on
-    its next campaign. A 429 refusing the upgrade at that cap (its problem's
-    ``limit`` is ``"sessions"``) is one too; any other 429 before the
-    upgrade is the caller's rate limit, a plain
-    :class:`~leasesvc.RateLimitedError`."""
 

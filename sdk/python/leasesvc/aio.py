@@ -18,8 +18,8 @@ Example::
     from leasesvc.aio import AsyncElector
 
     async def main() -> None:
-        with leasesvc.Client("http://localhost:8080") as client:
-            async with AsyncElector(client, "team-a.scheduler") as elector:
+        with leasesvc.Client("http://localhost:8080") as client, leasesvc.Keeper(client) as keeper:
+            async with AsyncElector(keeper, "team-a.scheduler") as elector:
                 while True:
                     term = await elector.leadership()   # until this agent leads
                     async with term:                    # cancelled when the term ends
@@ -29,9 +29,10 @@ Example::
 
     asyncio.run(main())
 
-Like the Elector, it holds its lease through the Client's shared session by
-default (docs/contract.md §14; ``session=`` and ``plain_renewals=`` pass
-through), and the session's heartbeats run in threads too.
+Like the Elector, it is built on a :class:`~leasesvc.Keeper`, which holds
+the lease (through the Client's shared session by default,
+docs/contract.md §14), and the session's heartbeats run in threads too;
+``AsyncElector.for_client(client, name, ...)`` builds a Keeper of its own.
 
 The :class:`~leasesvc.Client` is synchronous: call it from a coroutine with
 ``await asyncio.to_thread(client.get, name)``.
@@ -40,12 +41,16 @@ The :class:`~leasesvc.Client` is synchronous: call it from a coroutine with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import warnings
 from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Set, Tuple
 
 from .client import Client
 from .elector import Elector, NotLeadingError, Term
+from .keeper import Keeper
 from .lease import Lease
+from .leadership import Callbacks
 
 __all__ = ["AsyncElector", "AsyncTerm"]
 
@@ -165,7 +170,7 @@ class AsyncElector:
     asyncio code: an :class:`~leasesvc.Elector` running in threads, with its
     terms handed to the event loop.
 
-    ``async with AsyncElector(client, name) as elector:`` starts it and, at
+    ``async with AsyncElector(keeper, name) as elector:`` starts it and, at
     the end of the block, stops it gracefully: the term ends, the leader's
     task is cancelled and awaited, the lease is released.
 
@@ -184,28 +189,59 @@ class AsyncElector:
     protects the writes a blocked loop sends late.
 
     Args:
-        client: the :class:`~leasesvc.Client` to call.
+        keeper: the :class:`~leasesvc.Keeper` that holds the lease (a
+            :class:`~leasesvc.Client`, deprecated: as :meth:`for_client`).
         name: the lease.
         on_started_leading: ``async f(term)``, run as a task when a term
             begins; cancelled when it ends. ``None``: use :meth:`leadership`.
         **options: every other option of :class:`~leasesvc.Elector`
-            (``holder``, ``ttl``, ``priority``, ``on_renewed``, ...). Its
-            synchronous hooks (``on_stopped_leading``, ``on_new_leader``,
-            ``on_renewed``, ``on_yield_requested``) run in the Elector's
-            threads: hand work to the loop with
+            (``holder``, ``cancel_before``, ``priority``, ``callbacks``,
+            ...). The synchronous hooks of ``callbacks``
+            (``on_stopped_leading``, ``on_new_leader``, ``on_renewed``,
+            ``on_yield_requested``) run in the Elector's threads: hand work
+            to the loop with
             :meth:`asyncio.AbstractEventLoop.call_soon_threadsafe`.
     """
 
-    def __init__(self, client: Client, name: str, *,
+    def __init__(self, keeper: Keeper, name: str, *,
                  on_started_leading: Optional[LeaderCoroutine] = None, **options: Any) -> None:
-        if "on_started_leading" in options:  # (cannot happen: named above)
-            raise TypeError("leasesvc.AsyncElector: on_started_leading is given once")
+        self._setup(on_started_leading)
+        if isinstance(keeper, Client):
+            warnings.warn("leasesvc.AsyncElector(client, name, ...) is deprecated: use AsyncElector(keeper, name, "
+                          "...) over a leasesvc.Keeper, or AsyncElector.for_client(client, name, ...)",
+                          DeprecationWarning, stacklevel=2)
+            self._e = Elector.for_client(keeper, name, callbacks=self._callbacks(options), **options)
+        else:
+            self._e = Elector(keeper, name, callbacks=self._callbacks(options), **options)
+
+    @classmethod
+    def for_client(cls, client: Client, name: str, *, on_started_leading: Optional[LeaderCoroutine] = None,
+                   **options: Any) -> "AsyncElector":
+        """An AsyncElector over a Keeper of its own on ``client``, as
+        :meth:`Elector.for_client <leasesvc.Elector.for_client>` (whose
+        options it takes: the Elector's, the synchronous callbacks one by
+        one, and the Keeper's)."""
+        self = cls.__new__(cls)
+        self._setup(on_started_leading)
+        self._e = Elector.for_client(client, name, callbacks=self._callbacks(options), **options)
+        return self
+
+    def _setup(self, on_started_leading: Optional[LeaderCoroutine]) -> None:
+        """The state of a new AsyncElector (its Elector comes next)."""
         self._on_started = on_started_leading
-        self._e = Elector(client, name, on_started_leading=self._bridge, **options)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._current: Optional[AsyncTerm] = None
         self._waiters: List["asyncio.Future[AsyncTerm]"] = []
         self._leaders: Set["asyncio.Task[Any]"] = set()  # on_started_leading tasks
+
+    def _callbacks(self, options: Dict[str, Any]) -> Callbacks:
+        """The threaded Elector's callbacks: ``options``' ``callbacks``
+        (taken out of it) with the bridge as ``on_started_leading``."""
+        cbs = options.pop("callbacks", None) or Callbacks()
+        if cbs.on_started_leading is not None:
+            raise TypeError("leasesvc.AsyncElector: on_started_leading is the coroutine function given to the "
+                            "AsyncElector, not a Callbacks field")
+        return dataclasses.replace(cbs, on_started_leading=self._bridge)
 
     @property
     def elector(self) -> Elector:

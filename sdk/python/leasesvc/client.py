@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from ._http import (MAX_ANSWER_BYTES, _Cancel, _lease_path, _ms, _not_acted_on,  # noqa: F401 (re-exported)
                     problem_error)
@@ -20,10 +20,8 @@ from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import (CredentialsError, InternalError, LeaseError, RateLimitedError, SessionsUnsupportedError,
                      UnavailableError)
 from .lease import Lease, Page
+from .session import Session
 from .watch import WATCH_IDLE, Watch  # noqa: F401 (re-exported)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .session import Session
 
 #: A bearer token, or a callable returning one (called for every attempt of
 #: every request, so it can refresh; cache inside it if fetching is slow).
@@ -89,7 +87,7 @@ class Client:
         self._watches_mu = threading.Lock()
         self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()  # open sessions
         self._shared_mu = threading.Lock()  # held while the shared session opens
-        self._shared: Optional["Session"] = None
+        self._shared: Optional[Session] = None
         self._no_sessions: Optional[SessionsUnsupportedError] = None
 
     def __enter__(self) -> "Client":
@@ -367,7 +365,7 @@ class Client:
 
     def open_session(self, window: float = 1.0, drift_margin: float = 0.1, *,
                      logger: Optional[logging.Logger] = None,
-                     clock: Callable[[], float] = time.monotonic) -> "Session":
+                     clock: Callable[[], float] = time.monotonic) -> Session:
         """Open a session (docs/contract.md §14): one WebSocket to
         ``GET /v1/sessions:connect`` that heartbeats every ``window``/4 on a
         thread of its own. Leases acquired through it are held by the
@@ -375,7 +373,9 @@ class Client:
         heartbeat it received; the session's :meth:`~leasesvc.Session.deadline`
         is the monotonic send time of the last acknowledged heartbeat +
         ``window`` × (1 − ``drift_margin``). A dropped socket is reconnected
-        and the session resumed. :meth:`close` of the client closes it.
+        and the session resumed; a session the service ended is over for
+        good (rule L2: :attr:`~leasesvc.Session.ended`), and a new one is
+        opened by whoever needs one. :meth:`close` of the client closes it.
 
         Args:
             window: the heartbeat window, seconds (0.2 … 60).
@@ -390,8 +390,6 @@ class Client:
             LeaseError: the service refused (401, 403, 429, ...) or could not
                 be reached.
         """
-        from .session import Session
-
         with self._watches_mu:
             self._check_open()
         s = Session(self, window=window, drift_margin=drift_margin, logger=logger, clock=clock)
@@ -404,15 +402,17 @@ class Client:
             self._check_open()
         return s
 
-    def _shared_session(self) -> "Session":
-        """The session this client's Electors share by default, opened on
-        first use (again after it was closed).
+    def _shared_session(self) -> Session:
+        """The session this client's Keepers share by default, opened on
+        first use, and again once it is over (closed, or ended by the
+        service: rule L2, the Client being the owner that opened it).
 
         Raises:
             SessionsUnsupportedError: the service offers no sessions (known
                 from then on, without asking again).
             SessionLimitError: the service refused the open at its session
-                limit (not remembered: the next call asks again).
+                limit (not remembered here: the next call asks again; a
+                Keeper remembers it for its life).
         """
         with self._shared_mu:
             s = self._shared

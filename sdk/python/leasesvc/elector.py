@@ -1,234 +1,181 @@
 """``Elector``: campaigns for one lease and keeps it while this process
 leads, as the Go SDK's ``client.Elector`` does (docs/contract.md §2, §7),
-over a :class:`~leasesvc.Keeper` (through a session by default,
-docs/contract.md §14). Its terms run in :mod:`leasesvc._lead`; its
-defaults and causes are in :mod:`leasesvc.leadership`."""
+over a :class:`~leasesvc.Keeper`, which decides how the lease is held
+(through a session by default, docs/contract.md §14, or by plain
+renewals). Its terms run in :mod:`leasesvc._lead`; its defaults, causes
+and :class:`Callbacks` are in :mod:`leasesvc.leadership`."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+import warnings
+from typing import Any, Dict, Optional, Tuple
 
+from ._http import _Cancel
 from ._lead import Leading
-from .backoff import Backoff
-from .client import Client, _Cancel
-from .errors import (AccessDeniedError, InvalidArgumentError, LeaseError, LeaseHeldError, LeaseLostError,
-                     LeaseReservedError, RateLimitedError, SessionForkedError, SessionHeldError)
-from .keeper import Holding, Keeper, keeper_for
+from .client import Client
+from .errors import (AccessDeniedError, InvalidArgumentError, InvalidOptionError, LeaseError, LeaseHeldError,
+                     LeaseLostError, LeaseReservedError, SessionForkedError, SessionHeldError)
+from .holding import Holding
+from .keeper import Keeper
 from .lease import Lease
-from .leadership import (DEFAULT_DRIFT_MARGIN, DEFAULT_RENEW_JITTER, DEFAULT_TTL,  # noqa: F401 (re-exported)
-                         DEFAULT_WAIT, MAX_CHECKPOINT_BYTES, MAX_PRIORITY, NotLeading, NotLeadingError, Resigned,
-                         ResignedError, Stopped, StoppedError, Transferred, TransferredError, Yielded, YieldedError,
-                         _encode_checkpoint, _MAX_WAIT, default_cancel_before, default_holder, valid_name)
+from .leadership import (CALLBACK_NAMES, DEFAULT_DRIFT_MARGIN, DEFAULT_RENEW_JITTER,  # noqa: F401 (re-exported)
+                         DEFAULT_TTL, DEFAULT_WAIT, MAX_CHECKPOINT_BYTES, MAX_PRIORITY, Callbacks, NotLeading,
+                         NotLeadingError, Resigned, ResignedError, Stopped, StoppedError, Transferred,
+                         TransferredError, Yielded, YieldedError, _encode_checkpoint, _MAX_WAIT,
+                         default_cancel_before, default_holder, valid_name)
 from .term import Term, TermState
+from .timing import cancel_before_for
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .session import Session
+#: The options of :meth:`Elector.for_client` that build its Keeper (the
+#: Keeper's alone: the Elector does not take them).
+KEEPER_OPTIONS = ("ttl", "renew_interval", "renew_jitter", "drift_margin", "retry_backoff", "release_timeout",
+                  "clock", "session", "plain_renewals", "window")
+#: The Elector's own options (the keyword arguments of :class:`Elector`).
+ELECTOR_OPTIONS = ("holder", "cancel_before", "wait", "metadata", "priority", "preempt", "callbacks", "logger")
 
 
-class Elector(Leading):
+class _ElectorType(type):
+    """The metaclass of :class:`Elector`, for one release: a call of the
+    0.2 form, ``Elector(client, name, ttl=..., on_started_leading=...,
+    ...)``, a :class:`~leasesvc.Client` first, goes to
+    :meth:`Elector.for_client` with a :class:`DeprecationWarning`, so that
+    old call sites keep working while the Elector's own signature takes a
+    Keeper and at most ten parameters."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Build an Elector; a Client first: the deprecated form, through :meth:`Elector.for_client`."""
+        if (args and isinstance(args[0], Client)) or "client" in kwargs:
+            warnings.warn("leasesvc.Elector(client, name, ...) is deprecated: use Elector(keeper, name, ...) over a "
+                          "leasesvc.Keeper (which takes ttl, session, plain_renewals, clock, ...), or "
+                          "Elector.for_client(client, name, ...)", DeprecationWarning, stacklevel=2)
+            return cls.for_client(*args, **kwargs)  # type: ignore[attr-defined]
+        wrong = sorted(set(kwargs) & (set(KEEPER_OPTIONS) | set(CALLBACK_NAMES) | {"keeper"}))
+        if wrong:
+            raise TypeError(f"leasesvc.Elector: {', '.join(wrong)} is not an Elector option: the Keeper's options "
+                            "(ttl, session, plain_renewals, clock, ...) go to Keeper(...), the callbacks in "
+                            "callbacks=Callbacks(...)")
+        return super().__call__(*args, **kwargs)
+
+
+class Elector(Leading, metaclass=_ElectorType):
     """Campaigns for one lease and keeps it while this process leads.
 
-    :meth:`run` (or :meth:`start`, in a thread) acquires the lease, waiting on
-    the service (``waitMs``) while another holds it. Once leader it sets
-    :attr:`leading`, calls ``on_started_leading(term)`` in a thread of its
-    own, renews every ``renew_interval`` (TTL/3, less up to ``renew_jitter``
-    of it at random), and ends the term (clears :attr:`leading`, sets
-    ``term.ended``) at once when a renew answers ``lease_lost``, and at the
-    safe deadline when renewals fail for any reason (timeouts, 5xx, an
-    unreachable service). After a lost term it campaigns again. On
-    :meth:`stop` it ends the term, waits for ``on_started_leading`` to return
-    while it keeps renewing, releases the lease so that a follower takes over
-    at once, calls ``on_stopped_leading`` and returns.
+    It is built on a :class:`~leasesvc.Keeper`, which decides how the lease
+    is held (its mode, TTL, renewals, session, drift margin, backoff and
+    clock): ``Elector(keeper, name, ...)``, or, for the common case,
+    ``Elector.for_client(client, name, ...)`` with a default Keeper (the
+    Client's shared session).
 
-    Sessions (docs/contract.md §14): by default the Elector holds its
-    lease through the Client's shared session (opened on first use, one per
-    Client; ``session=`` passes another, ``plain_renewals=True`` opts out).
-    The acquire, the release and checkpoint writes then travel over the
-    session's socket, the service holds the lease as long as the session's
-    heartbeats arrive, a crashed agent's lease frees within the session's
-    window, and the term ends at the session's deadline (the send time of
-    the last acknowledged heartbeat + window × (1 − drift margin), less
-    ``cancel_before``, at most a tenth of the window) whatever the socket
-    says, and at once when the session reports the lease lost or revoked.
-    Against a service without sessions (404, 405 or 501 at the upgrade) it
-    falls back to plain renewals. It logs which it uses ("holding through a
-    session (window 1s)" or "plain renewals").
+    :meth:`run` (or :meth:`start`, in a thread) acquires the lease through
+    the keeper, waiting on the service (``waitMs``) while another holds it.
+    Once leader it sets :attr:`leading`, calls
+    ``callbacks.on_started_leading(term)`` in a thread of its own, lets the
+    keeper keep the holding (plain renewals every ``renew_interval``, or
+    the session's heartbeats), and ends the term (clears :attr:`leading`,
+    sets ``term.ended``) at once when the keeper reports the holding lost,
+    and at its stop time (:func:`leasesvc.timing.stop_at`: the holding's
+    deadline less ``cancel_before``) when nothing confirms it any more,
+    however the service fails. After a lost term it campaigns again (when
+    the service ended the keeper's session, through the new session the
+    keeper opens, rule L2). On :meth:`stop` it ends the term, waits for
+    ``on_started_leading`` to return, releases the lease so that a
+    follower takes over at once, calls ``on_stopped_leading`` and returns.
 
-    Guarantee (plain renewals): the term ends no later than (local monotonic time when the
-    last successful acquire or renew was sent) + TTL × (1 − drift_margin) −
-    cancel_before. The service decided that holding's expiry after that
+    Guarantee: the term ends no later than the holding's deadline (plain:
+    the local monotonic time when the last successful acquire or renew was
+    sent + TTL × (1 − drift_margin); through a session: the send time of the
+    last acknowledged heartbeat + window × (1 − drift_margin)) less
+    ``cancel_before``. The service decided the holding's expiry after that
     send, so nobody else can start before it, provided the local clock and
-    the backend's run at rates within ``drift_margin`` and this process is
+    the backend's run at rates within the drift margin and this process is
     not paused. A paused process can still act late: hence the fencing
-    token on every downstream write. The Elector never compares a local
-    clock with a server time. Callbacks run only as long as they honour
-    ``term.ended``: the Elector cannot stop code that ignores it.
+    token on every downstream write. Callbacks run only as long as they
+    honour ``term.ended``: the Elector cannot stop code that ignores it.
 
     Args:
-        client: the :class:`~leasesvc.Client` to call.
+        keeper: the :class:`~leasesvc.Keeper` that holds the lease; several
+            Electors may share one. The Elector does not close it.
         name: the lease.
         holder: this participant's identity; default ``{hostname}-{pid}``.
-        ttl: the lease duration, seconds (whole milliseconds).
-        renew_interval: seconds from a successful acquire or renew to the
-            next renew; default TTL/3. It plus ``cancel_before`` must stay
-            below TTL × (1 − drift_margin).
-        renew_jitter: fraction of ``renew_interval``, 0 … 0.5, by which each
-            renew comes early at random.
-        drift_margin: fraction of the TTL given up to clock-rate
-            differences, 0.01 … 0.5.
-        cancel_before: how long before the safe deadline the term ends when
-            renewals keep failing, seconds. Default min(250 ms, TTL/10): a
-            Python thread can wake late on a loaded machine, and the term must
-            end before the safe deadline, not just after it. (The Go SDK's
-            ``CancelBefore`` is the same knob; its default there is 0.)
+        cancel_before: how long before the holding's deadline the term ends
+            when nothing confirms it any more, seconds. It must fit the
+            keeper's span (rule L3, :func:`leasesvc.timing.fit_cancel_before`:
+            below span × (1 − drift margin) − span/2, the span being the
+            session window or the TTL), else
+            :class:`~leasesvc.InvalidOptionError`: here when the span is
+            known already, else from :meth:`run` once the keeper chose its
+            mode. Never capped. Default min(250 ms, span/10).
         wait: how long one acquire waits on the service for the holding of
             another to end, 0 … 60 s; negative disables waiting (followers
             poll every renew interval).
-        retry_backoff: spaces the retries of a failed acquire or renew;
-            default initial min(100 ms, TTL/30), max min(5 s, TTL/6).
-        release_timeout: bounds the release sent on stop, seconds.
         metadata: a JSON object attached to the lease on every acquire.
-        on_started_leading: ``f(term)``, called in a thread of its own when a
-            term begins. Stop all leader work when ``term.ended`` is set, and
-            return; returning while still leading resigns (the lease is
-            released and ``run`` returns). ``None``: nothing runs; the term
-            lasts until it is lost or the Elector stops.
-        on_stopped_leading: ``f()``, called after every term, once
-            ``on_started_leading`` returned (after the release, on stop).
-        on_new_leader: ``f(holder)``, called from the run thread whenever
-            the holder seen leading changes, this Elector's own included. It
-            must not block.
-        on_renewed: ``f(lease, sent)``, called from the run thread after each
-            successful renew of a term, ``sent`` being the
-            :func:`time.monotonic` time the renew was sent. It must not
-            block. Through a session a term renews only to write a
-            checkpoint: the session's heartbeats keep it.
         priority: 0 … 1000, ranks this Elector among the candidates waiting
             for the lease (docs/contract.md §8): when a holding ends, the
             lease is reserved for a few seconds for the best waiting
             candidate. With priority > 0 or ``preempt`` every acquire
             carries it (the holding records it) and the waiting acquires
             register this Elector as a candidate; with neither (the
-            default) the Elector waits unranked, as before.
+            default) the Elector waits unranked.
         preempt: the waiting acquires ask a holder whose holding has a
             strictly lower priority to step down. Needs ``wait`` ≥ 0.
             Nothing is taken by force.
-        on_yield_requested: ``f(term, yield_to)``, called in a thread of its
-            own, at most once per term, when a renewal answers that the
-            preempting candidate ``yield_to`` asks this leader to step down.
-            The term still lasts: it may save progress with
-            :meth:`set_checkpoint` or :meth:`checkpoint`. When it returns,
-            the Elector steps down: it ends the term (cause
-            :class:`YieldedError`), waits for ``on_started_leading`` to return,
-            releases the lease with the latest checkpoint, calls
-            ``on_stopped_leading`` and campaigns again. ``None``: it steps
-            down the same way at once.
+        callbacks: the :class:`Callbacks` (``on_started_leading``, ...).
         logger: receives a line for every gain and loss of leadership and
-            every failed call; default ``logging.getLogger("leasesvc")``.
-        clock: the monotonic clock, seconds; default :func:`time.monotonic`
-            (a session's clock must be the same).
-        session: the :class:`~leasesvc.Session` to hold the lease through;
-            default the Client's shared session.
-        plain_renewals: keep the lease with plain renewals every
-            ``renew_interval``, never through a session.
-        keeper: the :class:`~leasesvc.Keeper` to hold the lease with
-            (excludes ``session`` and ``plain_renewals``); default one built
-            from the options above. Its TTL, renewal interval, jitter, drift
-            margin, backoff and clock then keep the lease.
+            every failed call; default the keeper's.
+
+    Raises:
+        ValueError: an option out of its bounds.
+        InvalidOptionError: ``cancel_before`` does not fit the keeper's
+            span, known already.
     """
 
-    def __init__(
-        self,
-        client: Client,
-        name: str,
-        *,
-        holder: Optional[str] = None,
-        ttl: float = DEFAULT_TTL,
-        renew_interval: Optional[float] = None,
-        renew_jitter: float = DEFAULT_RENEW_JITTER,
-        drift_margin: float = DEFAULT_DRIFT_MARGIN,
-        cancel_before: Optional[float] = None,
-        wait: float = DEFAULT_WAIT,
-        retry_backoff: Optional[Backoff] = None,
-        release_timeout: float = 5.0,
-        metadata: Optional[Dict[str, Any]] = None,
-        on_started_leading: Optional[Callable[[Term], None]] = None,
-        on_stopped_leading: Optional[Callable[[], None]] = None,
-        on_new_leader: Optional[Callable[[str], None]] = None,
-        on_renewed: Optional[Callable[[Lease, float], None]] = None,
-        priority: int = 0,
-        preempt: bool = False,
-        on_yield_requested: Optional[Callable[[Term, str], None]] = None,
-        logger: Optional[logging.Logger] = None,
-        clock: Callable[[], float] = time.monotonic,
-        session: Optional["Session"] = None,
-        plain_renewals: bool = False,
-        keeper: Optional[Keeper] = None,
-    ) -> None:
-        if client is None:
-            raise ValueError("leasesvc.Elector: client is None")
+    def __init__(self, keeper: Keeper, name: str, *, holder: Optional[str] = None,
+                 cancel_before: Optional[float] = None, wait: float = DEFAULT_WAIT,
+                 metadata: Optional[Dict[str, Any]] = None, priority: int = 0, preempt: bool = False,
+                 callbacks: Optional[Callbacks] = None, logger: Optional[logging.Logger] = None) -> None:
+        if not isinstance(keeper, Keeper):
+            raise TypeError(f"leasesvc.Elector: keeper must be a leasesvc.Keeper, not {type(keeper).__name__}")
         if not valid_name(name):
             raise ValueError(f"leasesvc.Elector: lease name {name!r} must be 1–128 characters of "
                              "[A-Za-z0-9._-] starting with a letter or digit")
         holder = default_holder() if holder is None else holder
         if not (1 <= len(holder) <= 256 and holder.isprintable()):
             raise ValueError(f"leasesvc.Elector: holder {holder!r} must be 1–256 printable characters")
-        if ttl < 0.001:
-            raise ValueError(f"leasesvc.Elector: ttl {ttl} must be at least a millisecond")
-        if not 0.01 <= drift_margin <= 0.5:
-            raise ValueError(f"leasesvc.Elector: drift_margin {drift_margin} must be within 0.01 … 0.5")
-        if not 0 <= renew_jitter <= 0.5:
-            raise ValueError(f"leasesvc.Elector: renew_jitter {renew_jitter} must be within 0 … 0.5")
-        ri = ttl / 3 if renew_interval is None else renew_interval
-        cb = default_cancel_before(ttl) if cancel_before is None else cancel_before
-        if cb < 0:
-            raise ValueError(f"leasesvc.Elector: cancel_before {cb} must not be negative")
-        safe = ttl * (1 - drift_margin)
-        if ri <= 0 or ri + cb >= safe:
-            raise ValueError(f"leasesvc.Elector: renew_interval {ri} must be positive and, with cancel_before "
-                             f"{cb}, below ttl × (1 − drift_margin) = {safe}")
+        if cancel_before is not None and cancel_before < 0:
+            raise InvalidOptionError(f"leasesvc.Elector: cancel_before {cancel_before} must not be negative")
         if wait > _MAX_WAIT:
             raise ValueError(f"leasesvc.Elector: wait {wait} must be at most {_MAX_WAIT}")
         if not 0 <= priority <= MAX_PRIORITY:
             raise ValueError(f"leasesvc.Elector: priority {priority} must be within 0 … {MAX_PRIORITY}")
         if preempt and wait < 0:
             raise ValueError("leasesvc.Elector: preempt needs waiting acquires: wait must not be negative")
-        if retry_backoff is None:
-            initial = max(0.001, min(0.1, ttl / 30))
-            retry_backoff = Backoff(initial, max(initial, min(5.0, ttl / 6)), 2.0)
-        self._c = client
+        cbs = Callbacks() if callbacks is None else callbacks
+        if not isinstance(cbs, Callbacks):
+            raise TypeError(f"leasesvc.Elector: callbacks must be a leasesvc.Callbacks, not {type(cbs).__name__}")
+        #: The :class:`~leasesvc.Keeper` that holds the lease.
+        self.keeper = keeper
         self.name = name
         self.holder = holder
-        self.ttl = ttl
-        self.renew_interval = ri
-        self.renew_jitter = renew_jitter
-        self.drift_margin = drift_margin
-        self.cancel_before = cb
         self.wait_on_service = wait
-        self.retry_backoff = retry_backoff
-        self.release_timeout = release_timeout
         self.metadata = metadata
-        self._safe = safe
-        self._on_started = on_started_leading
-        self._on_stopped = on_stopped_leading
-        self._on_new_leader = on_new_leader
-        self._on_renewed = on_renewed
         self.priority = priority
         self.preempt = preempt
-        self._on_yield = on_yield_requested
-        self._log = logger or logging.getLogger("leasesvc")
-        self._clock = clock
-        self.plain_renewals = plain_renewals
-        #: The :class:`~leasesvc.Keeper` that holds the lease.
-        self.keeper = keeper_for(client, keeper, session=session, plain_renewals=plain_renewals, ttl=ttl,
-                                 renew_interval=ri, renew_jitter=renew_jitter, drift_margin=drift_margin,
-                                 retry_backoff=retry_backoff, release_timeout=release_timeout, clock=clock,
-                                 logger=self._log, label=f"leasesvc elector {name} ({holder})",
-                                 announce=None if logger is not None else f'elector "{name}"')
+        #: The callbacks.
+        self.callbacks = cbs
+        self._given_cb = cancel_before
+        self._on_started = cbs.on_started_leading
+        self._on_stopped = cbs.on_stopped_leading
+        self._on_new_leader = cbs.on_new_leader
+        self._on_renewed = cbs.on_renewed
+        self._on_yield = cbs.on_yield_requested
+        self._log = logger or keeper.log
+        self._clock = keeper.clock.now
+        if keeper.span is not None:
+            self._cancel_before_for_keeper()  # rule L3: refused now when the span is known now
 
         #: Set while this Elector leads; cleared at once when a term ends.
         self.leading = threading.Event()
@@ -243,6 +190,78 @@ class Elector(Leading):
         self._cb_name = f"leasesvc-leader-{name}-{id(self)}"
         #: The error that ended :meth:`start`'s thread, if any.
         self.error: Optional[BaseException] = None
+
+    @classmethod
+    def for_client(cls, client: Client, name: str, **options: Any) -> "Elector":
+        """An Elector on ``name`` over a Keeper of its own on ``client``:
+        the common case in one line, ``Elector.for_client(client, "x",
+        on_started_leading=lead)``.
+
+        ``options`` are the Elector's (``holder``, ``cancel_before``,
+        ``wait``, ``metadata``, ``priority``, ``preempt``, ``callbacks``,
+        ``logger``), the callbacks one by one (``on_started_leading``,
+        ``on_stopped_leading``, ``on_new_leader``, ``on_renewed``,
+        ``on_yield_requested``), and the Keeper's (``ttl``,
+        ``renew_interval``, ``renew_jitter``, ``drift_margin``,
+        ``retry_backoff``, ``release_timeout``, ``clock``, ``session``,
+        ``plain_renewals``, ``window``), which build the Keeper (its
+        ``cancel_before`` and ``logger`` are the Elector's; without a
+        logger it says on stderr how the lease is held). ``keeper=`` (of
+        0.2) passes a Keeper instead.
+
+        Raises:
+            TypeError: an option that is none of these, or a callback given
+                twice.
+            ValueError: as :class:`Keeper` and :class:`Elector`.
+        """
+        opts = dict(options)
+        keeper: Optional[Keeper] = opts.pop("keeper", None)
+        kopts = {k: opts.pop(k) for k in KEEPER_OPTIONS if k in opts}
+        cbs = opts.pop("callbacks", None) or Callbacks()
+        ons = {k: opts.pop(k) for k in CALLBACK_NAMES if k in opts}
+        for k, v in ons.items():
+            if v is not None and getattr(cbs, k) is not None:
+                raise TypeError(f"leasesvc.Elector.for_client: {k} is given twice (and in callbacks)")
+        cbs = dataclasses.replace(cbs, **{k: v for k, v in ons.items() if v is not None})
+        unknown = sorted(set(opts) - set(ELECTOR_OPTIONS))
+        if unknown:
+            raise TypeError(f"leasesvc.Elector.for_client: unknown options {', '.join(unknown)}")
+        holder = opts.pop("holder", None)
+        holder = default_holder() if holder is None else holder
+        logger: Optional[logging.Logger] = opts.get("logger")
+        if keeper is None:
+            keeper = Keeper(client, cancel_before=opts.get("cancel_before"), logger=logger,
+                            label=f"leasesvc elector {name} ({holder})",
+                            announce=None if logger is not None else f'elector "{name}"', **kopts)
+        elif kopts:
+            raise ValueError(f"leasesvc.Elector: keeper excludes {', '.join(sorted(kopts))}")
+        elif keeper.client is not client:
+            raise ValueError("leasesvc.Elector: the keeper is over another client")
+        return cls(keeper, name, holder=holder, callbacks=cbs, **opts)
+
+    @property
+    def cancel_before(self) -> Optional[float]:
+        """How long before the holding's deadline a term ends, seconds: as
+        given, or the default for the keeper's span; None while neither
+        given nor known (before the keeper chose its mode)."""
+        if self.keeper.span is None:
+            return self._given_cb
+        return self._cancel_before_for_keeper()
+
+    def _cancel_before_for_keeper(self) -> float:
+        """The cancel_before of the terms for the keeper's span (rule L3):
+        as given, or the default, and checked.
+
+        Raises:
+            InvalidOptionError: it does not fit (it names cancel_before,
+                the limit and the session window or TTL).
+        """
+        span = self.keeper.span
+        assert span is not None, "the keeper's mode is chosen before a term"
+        try:
+            return cancel_before_for(span, self.keeper.drift_margin, self._given_cb, self.keeper.span_kind)
+        except InvalidOptionError as e:
+            raise InvalidOptionError(f"leasesvc.Elector {self.name}: {e.detail}") from None
 
     # --- state ----------------------------------------------------------
 
@@ -298,7 +317,7 @@ class Elector(Leading):
         with self._cond:
             t, st = self._open_term()
             st.pending, st.gen = cp, st.gen + 1
-            st.want_write(self._clock() + self.renew_interval)
+            st.want_write(self._clock() + self.keeper.renew_interval)
             self._cond.notify_all()
         if t.holding is not None:
             t.holding.stage(cp)  # (the keeper's next renewal of its own, if any, writes it)
@@ -355,7 +374,7 @@ class Elector(Leading):
             if cp is None:
                 cp = st.pending
         assert t.holding is not None
-        lease = t.holding.transfer(to, reserve, cp, timeout=self.release_timeout)
+        lease = t.holding.transfer(to, reserve, cp, timeout=self.keeper.release_timeout)
         with self._cond:
             st.transferred = True
             st.pending = None
@@ -419,13 +438,15 @@ class Elector(Leading):
         """Campaign and lead until :meth:`stop`, then return.
 
         Raises:
+            InvalidOptionError: ``cancel_before`` does not fit the span of
+                the mode the keeper chose (rule L3), before any acquire.
             InvalidArgumentError, AccessDeniedError: the service refuses the Elector's
                 requests for good (a TTL out of its bounds, credentials
                 refused, ...).
             SessionForkedError: its session was opened by the process
                 this one was forked from.
-            RuntimeError: already running, or the client (or the session
-                given to it) is closed.
+            RuntimeError: already running, or the client, the keeper or
+                the session given to the keeper is closed.
         """
         with self._cond:
             if self._running:
@@ -466,19 +487,17 @@ class Elector(Leading):
             self._hook("on_new_leader", self._on_new_leader, lease.holder)
 
     def _jittered(self, d: float) -> float:
-        return d - random.random() * self.renew_jitter * d
+        return d - random.random() * self.keeper.renew_jitter * d
 
     def _retry_delay(self, err: BaseException, failures: int) -> float:
-        """The backoff, or a 429's Retry-After when longer: the caller's own
-        rate limit refuses anything sooner. (A 503's Retry-After is not
-        waited for: a leader's safe deadline does not wait.)"""
-        d = self.retry_backoff.delay(failures)
-        if isinstance(err, RateLimitedError) and err.retry_after > d:
-            return err.retry_after
-        return d
+        """The keeper's backoff, or a 429's Retry-After when longer: the
+        caller's own rate limit refuses anything sooner. (A 503's
+        Retry-After is not waited for: a leader's safe deadline does not
+        wait.)"""
+        return self.keeper.retry_delay(err, failures)
 
     def _attempt_timeout(self) -> float:
-        return max(0.001, min(self._c.request_timeout, self.renew_interval))
+        return self.keeper.attempt_timeout()
 
     def _campaign(self) -> Optional[Holding]:
         """Acquire the lease through the keeper; return the holding, or None
@@ -495,6 +514,8 @@ class Elector(Leading):
             sent = self._clock()
             h: Optional[Holding] = None
             try:
+                self.keeper.open()  # (rule L1: the mode, chosen once; then L3 against its span)
+                self._cancel_before_for_keeper()
                 ranked = self.priority > 0 or self.preempt
                 h = self.keeper.hold(self.name, self.holder, metadata=self.metadata, wait=w,
                                      priority=self.priority if ranked else None, preempt=self.preempt and w > 0,
@@ -522,13 +543,13 @@ class Elector(Leading):
                 if self.wait_on_service > 0 and (not wait or self._clock() - sent >= self.wait_on_service / 10):
                     wait = True
                     continue  # wait on the service now, or again
-                if not self._sleep(self._jittered(self.renew_interval)):
+                if not self._sleep(self._jittered(self.keeper.renew_interval)):
                     return None
             elif isinstance(err, SessionHeldError):
                 failures = 0  # another session holds it for this holder: wait as for a holding by another
                 self._log.warning("leasesvc elector %s (%s): the lease is held through another session with this "
                                   "holder: %s", self.name, self.holder, err)
-                if not self._sleep(self._jittered(self.renew_interval)):
+                if not self._sleep(self._jittered(self.keeper.renew_interval)):
                     return None
             elif isinstance(err, (InvalidArgumentError, AccessDeniedError, SessionForkedError)):
                 raise err
@@ -544,6 +565,6 @@ class Elector(Leading):
         if not h.lease.held or h.lease.holder != self.holder:
             return
         try:
-            h.release(timeout=self.release_timeout)
+            h.release(timeout=self.keeper.release_timeout)
         except LeaseError as e:
             self._log.warning("leasesvc elector %s (%s): release failed: %s", self.name, self.holder, e)

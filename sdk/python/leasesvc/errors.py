@@ -30,6 +30,10 @@ SessionsUnsupportedError 404/405/501 at the session   ErrSessionsUnsupported
 SessionHeldError         session_held (409)           lease.ErrSessionHeld
 SessionForkedError       a Session used in a forked   (none: Go cannot fork)
                          child process
+SessionLimitError        429 at the session limit     ErrSessionLimit
+                         (open or upgrade)
+InvalidOptionError       an option that does not fit  ErrInvalid
+                         (a ValueError too)
 =======================  ===========================  =======================
 
 Every exception's name ends in ``Error`` (PEP 8; pep8-naming's N818).
@@ -264,6 +268,27 @@ class SessionHeldError(LeaseError):
     its session renews or ends it (an operator's revoke still ends it)."""
 
     default_code = "session_held"
+
+
+class SessionLimitError(RateLimitedError):
+    """The service refused to open a session at its session limit
+    (``LEASESVC_MAX_SESSIONS`` or ``LEASESVC_MAX_SESSIONS_PER_CALLER``: 429
+    ``resource_exhausted`` answered to ``open``, docs/contract.md §14). A
+    :class:`~leasesvc.Keeper` then holds with plain renewals for the rest
+    of its life (reason ``"session_limit"``); a new Keeper asks again. A 429
+    refusing the upgrade at that cap (its problem's ``limit`` is
+    ``"sessions"``) is one too; any other 429 before the upgrade is the
+    caller's rate limit, a plain :class:`~leasesvc.RateLimitedError`."""
+
+
+class InvalidOptionError(InvalidArgumentError, ValueError):
+    """An option of a :class:`~leasesvc.Keeper` or an
+    :class:`~leasesvc.Elector` that the SDK refuses before it sends
+    anything, such as a ``cancel_before`` that does not fit the session
+    window or the TTL (rule L3, :func:`leasesvc.timing.fit_cancel_before`).
+    Its ``code`` is ``"invalid_argument"``, as the service's refusals of
+    arguments; it is a :class:`ValueError` too, as every argument check of
+    the SDK."""
 
 
 class SessionForkedError(LeaseError):

@@ -1,39 +1,52 @@
-"""``Holding``: one lease a :class:`~leasesvc.Keeper` holds, by plain
-renewals or through a :class:`~leasesvc.Session`, and the keeper's
-:class:`Clock`. The holding owns its deadline (see :mod:`leasesvc.keeper`:
-the plain formula is :meth:`Holding._plain_deadline`; through a session it
-is the session's for this holding, :meth:`~leasesvc.Session.deadline_for`:
-the session's deadline once an ack came after the holding's answer, and
-until then at most its acquire's send time + the session lease TTL ×
-(1 − drift margin)).
+"""``Holding``: one lease a :class:`~leasesvc.Keeper` holds. An abstract
+base (:class:`Holding`) with two implementations: :class:`PlainHolding`,
+kept by plain renewals (REST, every ``renew_interval``), and
+:class:`SessionHolding`, kept by a :class:`~leasesvc.Session`'s
+heartbeats. The Keeper is the only code that knows which it made; what
+is above it (the Elector, tools) uses the base's API alone.
 
-Listeners (:meth:`Holding.on_change`) hear ``moved`` (the deadline moved
-or lease fields changed, such as ``yield_requested``), ``failed`` (a
-renewal failed and is retried), ``refused`` (renewals are refused for
-good; a release may still end the holding) and ``lost`` (the holding
-ended: revoked, taken, the session ended, a renew answered
-``lease_lost``, or the deadline passed with no confirmation; the cause is
-a :class:`~leasesvc.LeaseLostError`).
+A holding owns its deadline, the instant after which the agent must not
+act as holder (:func:`leasesvc.timing.deadline`):
+
+* plain: the local monotonic send time of the last acquire or renew that
+  succeeded + TTL × (1 − drift margin);
+* through a session: the session's deadline for this holding
+  (:meth:`~leasesvc.Session.deadline_for`: the session's deadline once an
+  ack came after the holding's answer, and until then at most its
+  acquire's send time + the session lease TTL × (1 − drift margin)).
+
+Rule L4 (sdk/conformance/PROTOCOL.md): a holding is kept from the moment
+it is handed out until it is released, transferred, lost, its deadline
+passes (plain) or its keeper closes. Listeners (:meth:`Holding.on_change`)
+hear ``moved`` (the deadline moved or lease fields changed, such as
+``yield_requested``), ``failed`` (a renewal failed and is retried),
+``refused`` (renewals are refused for good; a release may still end the
+holding) and ``lost`` (the holding ended: revoked, taken, the session
+ended, a renew answered ``lease_lost``, or the deadline passed with no
+confirmation; the cause is a :class:`~leasesvc.LeaseLostError`).
+
+This module imports no keeper: what a holding needs of its Keeper is a
+:class:`Keeping` the Keeper builds (the package's imports form a tree).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-import math
+import logging
+import random
 import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from . import _session_fork
 from .backoff import Backoff
+from .client import Client
 from .errors import AccessDeniedError, InvalidArgumentError, LeaseError, LeaseLostError, RateLimitedError
 from .lease import Lease
 from .session import Session
+from .timing import Clock, deadline
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .keeper import Keeper
-
-__all__ = ["Holding", "Clock", "PLAIN", "SESSION"]
+__all__ = ["Holding", "PlainHolding", "SessionHolding", "Keeping", "Clock", "Listener", "PLAIN", "SESSION"]
 
 #: The keeper's modes.
 SESSION = "session"
@@ -41,82 +54,141 @@ PLAIN = "plain"
 
 #: ``f(kind, info)``: kind "moved" (info: ``deadline``, ``lease`` (None for
 #: a heartbeat's ack), ``sent``, ``call`` (True when the agent's own call
-#: moved it)), "failed", "refused" or "lost" (info: ``error``).
+#: moved it), ``checkpoint``), "failed", "refused" or "lost" (info:
+#: ``error``).
 Listener = Callable[[str, Dict[str, Any]], None]
 
 
-class Clock:
-    """The keeper's clock: monotonic :meth:`now` (seconds) and
-    :meth:`wait` on a condition until woken or ``timeout`` passes on this
-    clock. Tests pass a fake one whose time moves only when told."""
+@dataclasses.dataclass(frozen=True)
+class Keeping:
+    """What a holding needs of the :class:`~leasesvc.Keeper` that made it:
+    its client, clock, log and options, and the callback that forgets a
+    holding once it ended. The Keeper builds one for all its holdings."""
 
-    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
-        self._now = now
+    client: Client
+    clock: Clock
+    log: logging.Logger
+    #: The plain renewals' TTL, seconds.
+    ttl: float
+    #: The fraction of the TTL (or window) given up to clock-rate differences.
+    drift_margin: float
+    #: Seconds between plain renewals.
+    renew_interval: float
+    #: The fraction of ``renew_interval`` by which renewals come early at random.
+    renew_jitter: float
+    #: Spaces the retries of a failed renewal.
+    retry_backoff: Backoff
+    #: Bounds releases and transfers, seconds.
+    release_timeout: float
+    #: Called once a holding ended (released, transferred, lost, forgotten).
+    forget: Callable[["Holding"], None]
 
-    def now(self) -> float:
-        """The monotonic time, seconds."""
-        return self._now()
+    def jittered(self) -> float:
+        """The next renewal interval: ``renew_interval`` less up to
+        ``renew_jitter`` of it, at random."""
+        d = self.renew_interval
+        return d - random.random() * self.renew_jitter * d
 
-    def wait(self, cond: threading.Condition, timeout: Optional[float]) -> None:
-        """Wait on ``cond`` (held) up to ``timeout`` seconds (None: until
-        notified)."""
-        cond.wait(None if timeout is None else max(0.0, timeout))
+    def attempt_timeout(self) -> float:
+        """How long one renewal attempt may take, seconds."""
+        return max(0.001, min(self.client.request_timeout, self.renew_interval))
+
+    def retry_delay(self, err: BaseException, failures: int) -> float:
+        """The backoff after ``failures`` failures, or a 429's Retry-After
+        when longer."""
+        d = self.retry_backoff.delay(failures)
+        if isinstance(err, RateLimitedError) and err.retry_after > d:
+            return err.retry_after
+        return d
 
 
-def _retry_delay(backoff: Backoff, err: BaseException, failures: int) -> float:
-    """The backoff, or a 429's Retry-After when longer."""
-    d = backoff.delay(failures)
-    if isinstance(err, RateLimitedError) and err.retry_after > d:
-        return err.retry_after
-    return d
+class Holding(abc.ABC):
+    """One lease a :class:`~leasesvc.Keeper` holds, from its acquire until
+    it is released, transferred or lost. Safe for use by many threads.
 
+    Attributes:
+        name: the lease.
+        holder: the holder it is held as.
+        token: its fencing token.
+        cause: why the holding was lost (a
+            :class:`~leasesvc.LeaseLostError`), None while held or after a
+            release or transfer.
+        ended: a :class:`threading.Event` set once the holding is over.
+    """
 
-class Holding:
-    """One lease a :class:`Keeper` holds, from its acquire until it is
-    released, transferred or lost. Safe for use by many threads."""
-
-    def __init__(self, keeper: "Keeper", lease: Lease, sent: float, session: Optional[Session]) -> None:
+    def __init__(self, keeping: Keeping, lease: Lease) -> None:
         self.name = lease.name
         self.holder = lease.holder
         self.token = lease.fencing_token
-        self._k = keeper
-        self._clock = keeper.clock
-        self._sess = session
+        self._kp = keeping
+        self._clock = keeping.clock
         self._cond = threading.Condition()
         self._lease = lease
         self._listeners: Dict[int, Listener] = {}
         self._seq = 0
         self._over = False  # released, transferred or lost
-        #: Why the holding was lost (a LeaseLostError), None while held or
-        #: after a release or transfer.
         self.cause: Optional[BaseException] = None
         self.ended = threading.Event()
-        self._watch = 0
         self._staged: Optional[Dict[str, Any]] = None  # a checkpoint the next renewal carries
-        if session is None:
-            self._deadline: Optional[float] = self._plain_deadline(sent)
-            self._next = sent + keeper._jittered()
-            self._failures = 0
-            self._last_err: Optional[BaseException] = None
-            self._stopped = False  # renewals refused for good
-            threading.Thread(target=self._renewals, name=f"leasesvc-keeper-{self.name}", daemon=True).start()
-        else:
-            self._deadline = session.deadline_for(self.name, self.token)
-            self._watch = session._watch(self.name, self.token, self._on_session)
-            if not session._holds(self.name, self.token):  # lost before the watch began
-                self._lose(LeaseLostError("the session no longer holds the lease"))
+        self._deadline: Optional[float] = None
 
-    # --- state ----------------------------------------------------------
+    # --- what each implementation says ----------------------------------
 
     @property
+    @abc.abstractmethod
     def mode(self) -> str:
         """"session" or "plain": how the holding is kept."""
-        return PLAIN if self._sess is None else SESSION
 
     @property
+    @abc.abstractmethod
     def session(self) -> Optional[Session]:
-        """The session the holding is kept through; None for plain renewals."""
-        return self._sess
+        """The session the holding is kept through; None for plain
+        renewals."""
+
+    @property
+    @abc.abstractmethod
+    def span(self) -> float:
+        """How long the holding lasts unconfirmed, seconds: the session's
+        window, or the TTL of plain renewals (the span of rule L3)."""
+
+    @property
+    @abc.abstractmethod
+    def period(self) -> float:
+        """How long one keeping period lasts, seconds: the session's
+        window, or the plain renewal interval."""
+
+    @abc.abstractmethod
+    def _start(self) -> None:
+        """Begin keeping the holding (the Keeper calls it once, when it
+        hands the holding out)."""
+
+    @abc.abstractmethod
+    def _deadline_after(self, sent: Optional[float]) -> Optional[float]:
+        """(Under the lock.) The deadline once a confirmation sent at
+        ``sent`` arrived (None: an ack or a push moved it)."""
+
+    @abc.abstractmethod
+    def _renew_call(self, checkpoint: Optional[Dict[str, Any]], metadata: Optional[Dict[str, Any]],
+                    timeout: float) -> Dict[str, Any]:
+        """Send one renew of the holding; the answer's lease JSON."""
+
+    @abc.abstractmethod
+    def _release_call(self, checkpoint: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+        """Send the release of the holding; the answer's lease JSON."""
+
+    @abc.abstractmethod
+    def _transfer_call(self, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        """Send the transfer ``body`` of the holding; the answer's lease JSON."""
+
+    @abc.abstractmethod
+    def _stop_keeping(self) -> None:
+        """The holding is over: stop what keeps it."""
+
+    def _check_usable(self, op: str) -> None:
+        """Raise when the holding cannot be used for ``op`` in this process
+        (a session's forked copy); nothing by default."""
+
+    # --- state ----------------------------------------------------------
 
     @property
     def lease(self) -> Lease:
@@ -124,12 +196,6 @@ class Holding:
         (with ``yield_requested`` set by a yield push)."""
         with self._cond:
             return self._lease
-
-    def _refuse_forked(self, op: str) -> None:
-        """Raise SessionForkedError in a process forked from the one whose
-        session keeps the holding: its deadline is the parent's."""
-        if self._sess is not None and self._sess._forked:
-            raise _session_fork.refusal(self._sess, op, self.name)
 
     @property
     def deadline(self) -> Optional[float]:
@@ -140,37 +206,20 @@ class Holding:
             SessionForkedError: kept through a session, in a process forked
                 from the one that opened it.
         """
-        self._refuse_forked("deadline")
+        self._check_usable("deadline")
         with self._cond:
             return self._deadline
-
-    @property
-    def cancel_before_cap(self) -> float:
-        """The most a leader should stop before the deadline and still lead:
-        a tenth of a session's window (no bound for plain renewals)."""
-        return math.inf if self._sess is None else self._sess.window / 10
-
-    @property
-    def period(self) -> float:
-        """How long one keeping period lasts, seconds: the session's window,
-        or the plain renewal interval."""
-        return self._k.renew_interval if self._sess is None else self._sess.window
 
     @property
     def lost(self) -> bool:
         """Whether the holding was lost (not released or transferred)."""
         return self.cause is not None
 
-    def _plain_deadline(self, sent: float) -> float:
-        """THE plain deadline: the send time of the last acquire or renew
-        that succeeded + TTL × (1 − drift margin)."""
-        return sent + self._k.ttl * (1 - self._k.drift_margin)
-
     def wait_deadline(self, after: float, timeout: float) -> Optional[float]:
         """Wait up to ``timeout`` seconds (on the keeper's clock) for a
         deadline later than ``after``; the deadline then, None once the
         holding is over. (SessionForkedError: as :attr:`deadline`.)"""
-        self._refuse_forked("deadline")
+        self._check_usable("deadline")
         end = self._clock.now() + timeout
         with self._cond:
             while not self._over and (self._deadline is None or self._deadline <= after):
@@ -196,13 +245,14 @@ class Holding:
             self._listeners.pop(handle, None)
 
     def _tell(self, kind: str, info: Dict[str, Any]) -> None:
+        """Tell every listener of a change of ``kind``."""
         with self._cond:
             fns = list(self._listeners.values())
         for fn in fns:
             try:
                 fn(kind, info)
             except Exception:
-                self._k.log.exception("leasesvc keeper: a %s listener raised", kind)
+                self._kp.log.exception("leasesvc keeper: a %s listener raised", kind)
 
     def stage(self, checkpoint: Optional[Dict[str, Any]]) -> None:
         """Have the next renewal the keeper makes on its own carry
@@ -216,7 +266,7 @@ class Holding:
     def _moved(self, lease: Optional[Lease], sent: Optional[float], call: bool,
                wrote: Optional[Dict[str, Any]] = None) -> None:
         """A renew answered (``lease``, sent at ``sent``) or a heartbeat's
-        ack moved the deadline."""
+        ack or a push moved the deadline or the lease."""
         with self._cond:
             if self._over:
                 return
@@ -226,16 +276,10 @@ class Holding:
                 if lease.checkpoint is None:  # (it survives; keep what the acquire inherited)
                     lease.checkpoint, lease.checkpoint_token = self._lease.checkpoint, self._lease.checkpoint_token
                 self._lease = lease
-            if self._sess is None and sent is not None:
-                d = self._plain_deadline(sent)
-                if self._deadline is None or d > self._deadline:
-                    self._deadline = d
-                self._failures, self._last_err = 0, None
-            elif self._sess is not None:
-                self._deadline = self._sess.deadline_for(self.name, self.token)
-            deadline = self._deadline
+            self._deadline = self._deadline_after(sent)
+            d = self._deadline
             self._cond.notify_all()
-        self._tell("moved", {"deadline": deadline, "lease": lease, "sent": sent, "call": call, "checkpoint": wrote})
+        self._tell("moved", {"deadline": d, "lease": lease, "sent": sent, "call": call, "checkpoint": wrote})
 
     def _lose(self, err: BaseException) -> None:
         """The holding ended without a release or transfer."""
@@ -244,115 +288,42 @@ class Holding:
                 return
             self._over, self.cause = True, err
             self._cond.notify_all()
-        self._end_watch()
+        self._stop_keeping()
         self.ended.set()
-        self._k._forget(self)
+        self._kp.forget(self)
         self._tell("lost", {"error": err})
 
     def _finish(self) -> None:
-        """A release or transfer ended the holding."""
+        """A release or transfer ended the holding (or it was forgotten)."""
         with self._cond:
             if self._over:
                 return
             self._over = True
             self._cond.notify_all()
-        self._end_watch()
+        self._stop_keeping()
         self.ended.set()
-        self._k._forget(self)
+        self._kp.forget(self)
 
     def forget(self) -> None:
         """Stop keeping the holding without releasing it (no more renewals,
         no more changes told); a no-op once it ended."""
         self._finish()
 
-    def _end_watch(self) -> None:
-        if self._sess is not None and self._watch:
-            self._sess._unwatch(self._watch)
-            self._watch = 0
-
-    def _on_session(self, kind: str, msg: Dict[str, Any]) -> None:
-        """What the session pushes about this holding."""
-        if kind == "deadline":
-            self._moved(None, None, False)
-        elif kind == "yield":
-            with self._cond:
-                old = self._lease
-            self._moved(dataclasses.replace(old, yield_requested=True, yield_to=str(msg.get("to", ""))), None, False)
-        else:
-            self._lose(LeaseLostError(f"the session reports the lease {kind}: {msg.get('reason', '')}".rstrip(": ")))
-
-    # --- plain renewals -------------------------------------------------
-
-    def _renewals(self) -> None:
-        """The plain renewal loop: renew every interval (less jitter), retry
-        failures after the backoff, lose the holding at the deadline."""
-        k = self._k
-        while True:
-            with self._cond:
-                while not self._over and not self._stopped:
-                    now = self._clock.now()
-                    assert self._deadline is not None
-                    if now >= self._deadline or now >= self._next:
-                        break
-                    self._clock.wait(self._cond, min(self._deadline, self._next) - now)
-                if self._over or self._stopped:
-                    return
-                now = self._clock.now()
-                late = now >= self._deadline  # type: ignore[operator]
-                last, cp = self._last_err, self._staged
-            if late:
-                err = LeaseLostError("no renewal confirmed before the deadline"
-                                     + (f": {last}" if last is not None else ""))
-                if last is not None:
-                    err.__cause__ = last
-                k.log.warning("leasesvc keeper %s (%s): %s", self.name, self.holder, err)
-                self._lose(err)
-                return
-            sent = self._clock.now()
-            try:
-                r = k.client._renew(self.name, self.holder, self.token, checkpoint=cp, attempts=1,
-                                    timeout=k._attempt_timeout())
-            except LeaseLostError as e:
-                self._lose(e)
-                return
-            except (InvalidArgumentError, AccessDeniedError) as e:
-                with self._cond:
-                    self._stopped = True
-                self._tell("refused", {"error": e})
-                return
-            except Exception as e:  # retried until the deadline
-                if not isinstance(e, LeaseError):
-                    e = LeaseError(f"renew: {e}")
-                with self._cond:
-                    self._last_err = e
-                    self._next = self._clock.now() + _retry_delay(k.retry_backoff, e, self._failures)
-                    self._failures += 1
-                self._tell("failed", {"error": e})
-                continue
-            with self._cond:
-                self._next = sent + k._jittered()
-            self._moved(Lease.from_json(r), sent, False, cp)
-
     # --- operations -----------------------------------------------------
 
     def renew(self, checkpoint: Optional[Dict[str, Any]] = None, *, metadata: Optional[Dict[str, Any]] = None,
               timeout: Optional[float] = None) -> Lease:
         """Renew now, writing ``checkpoint`` and/or ``metadata`` if given,
-        through the session or REST (whichever keeps the holding).
+        the way the holding is kept (through its session, or REST).
 
         Raises:
             LeaseLostError: the holding is over (it is then lost).
             LeaseError: the service refused or could not be reached.
         """
-        t = self._k._attempt_timeout() if timeout is None else timeout
+        t = self._kp.attempt_timeout() if timeout is None else timeout
         sent = self._clock.now()
         try:
-            if self._sess is not None:
-                r = self._sess._renew(self.name, self.holder, self.token, metadata=metadata, checkpoint=checkpoint,
-                                      timeout=t)
-            else:
-                r = self._k.client._renew(self.name, self.holder, self.token, metadata=metadata,
-                                          checkpoint=checkpoint, attempts=1, timeout=t)
+            r = self._renew_call(checkpoint, metadata, t)
         except LeaseLostError as e:
             self._lose(e)
             raise
@@ -367,12 +338,7 @@ class Holding:
         Raises:
             LeaseError: the service refused or could not be reached.
         """
-        t = self._k.release_timeout if timeout is None else timeout
-        if self._sess is not None:
-            r = self._sess._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=t)
-        else:
-            r = self._k.client._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=t,
-                                        attempts=self._k.client.max_attempts)
+        r = self._release_call(checkpoint, self._kp.release_timeout if timeout is None else timeout)
         self._finish()
         return Lease.from_json(r)
 
@@ -390,10 +356,203 @@ class Holding:
             body["checkpoint"] = checkpoint
         if reserve is not None:
             body["reserveMs"] = max(1, int(round(reserve * 1000)))
-        t = self._k.release_timeout if timeout is None else timeout
-        if self._sess is not None:
-            r = self._sess._transfer(dict(body, name=self.name), timeout=t)
-        else:
-            r = self._k.client._transfer(self.name, body, timeout=t)
+        r = self._transfer_call(body, self._kp.release_timeout if timeout is None else timeout)
         self._finish()
         return Lease.from_json(r)
+
+
+class PlainHolding(Holding):
+    """A holding kept by plain renewals: the keeper renews it every
+    ``renew_interval`` (less jitter) on a thread of its own, retries a
+    failed renewal after the backoff until the deadline, and loses it at
+    the deadline when no renewal was confirmed."""
+
+    def __init__(self, keeping: Keeping, lease: Lease, sent: float) -> None:
+        """``sent``: the keeper's clock when the acquire (or the renew that
+        followed a waiting acquire) was sent."""
+        super().__init__(keeping, lease)
+        self._deadline = deadline(sent, keeping.ttl, keeping.drift_margin)
+        self._next = sent + keeping.jittered()
+        self._failures = 0
+        self._last_err: Optional[BaseException] = None
+        self._stopped = False  # renewals refused for good
+
+    @property
+    def mode(self) -> str:
+        """Always "plain"."""
+        return PLAIN
+
+    @property
+    def session(self) -> Optional[Session]:
+        """None: no session keeps it."""
+        return None
+
+    @property
+    def span(self) -> float:
+        """The TTL of the renewals."""
+        return self._kp.ttl
+
+    @property
+    def period(self) -> float:
+        """The renewal interval."""
+        return self._kp.renew_interval
+
+    def _start(self) -> None:
+        """Start the renewal loop on a thread of its own."""
+        threading.Thread(target=self._renewals, name=f"leasesvc-keeper-{self.name}", daemon=True).start()
+
+    def _deadline_after(self, sent: Optional[float]) -> Optional[float]:
+        """The plain deadline of the renew sent at ``sent`` (never earlier than before); it resets the failures."""
+        if sent is None:
+            return self._deadline
+        self._failures, self._last_err = 0, None
+        d = deadline(sent, self._kp.ttl, self._kp.drift_margin)
+        return d if self._deadline is None or d > self._deadline else self._deadline
+
+    def _renew_call(self, checkpoint: Optional[Dict[str, Any]], metadata: Optional[Dict[str, Any]],
+                    timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._renew_call`.)"""
+        return self._kp.client._renew(self.name, self.holder, self.token, metadata=metadata, checkpoint=checkpoint,
+                                      attempts=1, timeout=timeout)
+
+    def _release_call(self, checkpoint: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._release_call`.)"""
+        c = self._kp.client
+        return c._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=timeout,
+                          attempts=c.max_attempts)
+
+    def _transfer_call(self, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._transfer_call`.)"""
+        return self._kp.client._transfer(self.name, body, timeout=timeout)
+
+    def _stop_keeping(self) -> None:
+        """(The renewal loop sees the holding over and returns.)"""
+
+    def _renewals(self) -> None:
+        """The renewal loop: renew every interval (less jitter), retry
+        failures after the backoff, lose the holding at the deadline."""
+        kp = self._kp
+        while True:
+            with self._cond:
+                while not self._over and not self._stopped:
+                    now = self._clock.now()
+                    assert self._deadline is not None
+                    if now >= self._deadline or now >= self._next:
+                        break
+                    self._clock.wait(self._cond, min(self._deadline, self._next) - now)
+                if self._over or self._stopped:
+                    return
+                late = self._clock.now() >= self._deadline  # type: ignore[operator]
+                last, cp = self._last_err, self._staged
+            if late:
+                err = LeaseLostError("no renewal confirmed before the deadline"
+                                     + (f": {last}" if last is not None else ""))
+                if last is not None:
+                    err.__cause__ = last
+                kp.log.warning("leasesvc keeper %s (%s): %s", self.name, self.holder, err)
+                self._lose(err)
+                return
+            sent = self._clock.now()
+            try:
+                r = self._renew_call(cp, None, kp.attempt_timeout())
+            except LeaseLostError as e:
+                self._lose(e)
+                return
+            except (InvalidArgumentError, AccessDeniedError) as e:
+                with self._cond:
+                    self._stopped = True
+                self._tell("refused", {"error": e})
+                return
+            except Exception as e:  # retried until the deadline
+                if not isinstance(e, LeaseError):
+                    e = LeaseError(f"renew: {e}")
+                with self._cond:
+                    self._last_err = e
+                    self._next = self._clock.now() + kp.retry_delay(e, self._failures)
+                    self._failures += 1
+                self._tell("failed", {"error": e})
+                continue
+            with self._cond:
+                self._next = sent + kp.jittered()
+            self._moved(Lease.from_json(r), sent, False, cp)
+
+
+class SessionHolding(Holding):
+    """A holding kept through a :class:`~leasesvc.Session`: its heartbeats
+    keep it (no renewals of its own); what the session pushes about it
+    (``lost``, ``revoked``, ``yield``, a moved deadline) reaches its
+    listeners. When the session ends (closed, or ended by the service), the
+    holding is lost at once."""
+
+    def __init__(self, keeping: Keeping, lease: Lease, session: Session) -> None:
+        super().__init__(keeping, lease)
+        self._sess = session
+        self._watch = 0
+        self._deadline = session.deadline_for(self.name, self.token)
+
+    @property
+    def mode(self) -> str:
+        """Always "session"."""
+        return SESSION
+
+    @property
+    def session(self) -> Optional[Session]:
+        """The session that keeps the holding."""
+        return self._sess
+
+    @property
+    def span(self) -> float:
+        """The session's window."""
+        return self._sess.window
+
+    @property
+    def period(self) -> float:
+        """The session's window."""
+        return self._sess.window
+
+    def _check_usable(self, op: str) -> None:
+        """Raise SessionForkedError in a process forked from the one whose
+        session keeps the holding: its deadline is the parent's."""
+        if self._sess._forked:
+            raise _session_fork.refusal(self._sess, op, self.name)
+
+    def _start(self) -> None:
+        """Hear the session's pushes about the holding (lost at once if it is gone already)."""
+        self._watch = self._sess._watch(self.name, self.token, self._on_session)
+        if not self._sess._holds(self.name, self.token):  # lost before the watch began
+            self._lose(LeaseLostError("the session no longer holds the lease"))
+
+    def _deadline_after(self, sent: Optional[float]) -> Optional[float]:
+        """The session's deadline for the holding (:meth:`~leasesvc.Session.deadline_for`)."""
+        return self._sess.deadline_for(self.name, self.token)
+
+    def _renew_call(self, checkpoint: Optional[Dict[str, Any]], metadata: Optional[Dict[str, Any]],
+                    timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._renew_call`.)"""
+        return self._sess._renew(self.name, self.holder, self.token, metadata=metadata, checkpoint=checkpoint,
+                                 timeout=timeout)
+
+    def _release_call(self, checkpoint: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._release_call`.)"""
+        return self._sess._release(self.name, self.holder, self.token, checkpoint=checkpoint, timeout=timeout)
+
+    def _transfer_call(self, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+        """(:meth:`Holding._transfer_call`.)"""
+        return self._sess._transfer(dict(body, name=self.name), timeout=timeout)
+
+    def _stop_keeping(self) -> None:
+        """Stop hearing the session's pushes."""
+        if self._watch:
+            self._sess._unwatch(self._watch)
+            self._watch = 0
+
+    def _on_session(self, kind: str, msg: Dict[str, Any]) -> None:
+        """What the session pushes about this holding."""
+        if kind == "deadline":
+            self._moved(None, None, False)
+        elif kind == "yield":
+            with self._cond:
+                old = self._lease
+            self._moved(dataclasses.replace(old, yield_requested=True, yield_to=str(msg.get("to", ""))), None, False)
+        else:
+            self._lose(LeaseLostError(f"the session reports the lease {kind}: {msg.get('reason', '')}".rstrip(": ")))

@@ -1,14 +1,20 @@
 """What the :class:`~leasesvc.Elector` and
 :class:`~leasesvc.aio.AsyncElector` share: their defaults, the checks of
-names and checkpoints, and the causes a term ends with."""
+names and checkpoints, the causes a term ends with, and
+:class:`Callbacks`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import socket
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
+
+from .lease import Lease
+from .term import Term
+from .timing import default_cancel_before  # noqa: F401 (re-exported)
 
 #: The lease duration an Elector asks for by default, seconds.
 DEFAULT_TTL = 30.0
@@ -38,9 +44,50 @@ def default_holder() -> str:
     return f"{socket.gethostname() or 'host'}-{os.getpid()}"
 
 
-def default_cancel_before(ttl: float) -> float:
-    """The default ``cancel_before``: min(250 ms, TTL/10), seconds."""
-    return min(0.25, ttl / 10)
+@dataclasses.dataclass(frozen=True)
+class Callbacks:
+    """An :class:`~leasesvc.Elector`'s callbacks, as client-go's
+    ``LeaderCallbacks`` and the Go SDK's ``LeaderCallbacks``.
+
+    Attributes:
+        on_started_leading: ``f(term)``, called in a thread of its own when
+            a term begins. Stop all leader work when ``term.ended`` is set,
+            and return; returning while still leading resigns (the lease is
+            released and ``run`` returns). ``None``: nothing runs; the term
+            lasts until it is lost or the Elector stops.
+        on_stopped_leading: ``f()``, called after every term, once
+            ``on_started_leading`` returned (after the release, on stop).
+        on_new_leader: ``f(holder)``, called from the run thread whenever
+            the holder seen leading changes, this Elector's own included.
+            It must not block.
+        on_renewed: ``f(lease, sent)``, called from the run thread after
+            each renewal that moved a term's deadline, ``sent`` being the
+            keeper's monotonic time the renew was sent. It must not block.
+            Through a session a term renews only to write a checkpoint: the
+            session's heartbeats keep it.
+        on_yield_requested: ``f(term, yield_to)``, called in a thread of
+            its own, at most once per term, when a preempting candidate
+            ``yield_to`` asks this leader to step down. The term still
+            lasts: it may save progress with
+            :meth:`~leasesvc.Elector.set_checkpoint` or
+            :meth:`~leasesvc.Elector.checkpoint`. When it returns, the
+            Elector steps down: it ends the term (cause
+            :class:`YieldedError`), waits for ``on_started_leading`` to
+            return, releases the lease with the latest checkpoint, calls
+            ``on_stopped_leading`` and campaigns again. ``None``: it steps
+            down the same way at once.
+    """
+
+    on_started_leading: Optional[Callable[[Term], None]] = None
+    on_stopped_leading: Optional[Callable[[], None]] = None
+    on_new_leader: Optional[Callable[[str], None]] = None
+    on_renewed: Optional[Callable[[Lease, float], None]] = None
+    on_yield_requested: Optional[Callable[[Term, str], None]] = None
+
+
+#: The names of :class:`Callbacks`' fields (the keywords of
+#: :meth:`Elector.for_client <leasesvc.Elector.for_client>` that fill them).
+CALLBACK_NAMES = tuple(f.name for f in dataclasses.fields(Callbacks))
 
 
 class StoppedError(Exception):

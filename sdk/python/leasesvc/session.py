@@ -16,6 +16,16 @@ dropped socket is reconnected and the session resumed with the leases and
 tokens it holds (on any instance); a ``move`` opens the new socket and
 resumes on it before the old one is closed (make before break).
 
+One-shot (rule L2 of the SDKs' lifecycle, sdk/conformance/PROTOCOL.md):
+a session the service ended (a resume answered ``session_not_found``: it
+expired, no heartbeat having reached the service for its window, or its
+record ran out) ends for good, as if closed: every lease it held is lost
+at once (a :class:`~leasesvc.Holding` over it ends with
+:class:`~leasesvc.LeaseLostError`), and it never reopens itself
+(:attr:`Session.ended` says why). The :class:`~leasesvc.Keeper` that
+opened it, or the Client for its shared session, opens a new one when
+it next needs one.
+
 Every owner in order (§14, A1–A3). Each resume proposes an epoch one
 higher than every epoch the session has seen (in ``opened``, ``resumed``
 and a ``409 session_conflict``) or proposed, recorded before it is sent;
@@ -66,18 +76,16 @@ import os
 import threading
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _session_fork, _websocket
+from ._http import Transport, _Cancel
 from ._session_sockets import SILENT_MIN, SILENT_WINDOWS, Sockets  # noqa: F401 (re-exported)
 from ._session_wire import (UNSUPPORTED_STATUSES, SUBPROTOCOL, Call, Conn, Resend,  # noqa: F401 (re-exported)
-                            SessionLimitError, ms, problem)
-from .errors import (InternalError, InvalidArgumentError, LeaseError, LeaseLostError, PermissionDeniedError,
-                     RateLimitedError, UnavailableError)
+                            Watcher, ms, problem)
+from .errors import (InternalError, InvalidArgumentError, LeaseError, LeaseLostError,  # noqa: F401 (re-exported)
+                     PermissionDeniedError, RateLimitedError, SessionLimitError, UnavailableError)
 from .lease import Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client, _Cancel
 
 __all__ = ["Session", "SUBPROTOCOL", "DEFAULT_WINDOW", "MIN_WINDOW", "MAX_WINDOW"]
 
@@ -87,10 +95,6 @@ ROUTE = "/v1/sessions:connect"
 DEFAULT_WINDOW = 1.0
 MIN_WINDOW = 0.2
 MAX_WINDOW = 60.0
-
-#: A push handler: ``f(kind, message)``, kind one of "deadline" (message
-#: ``{"deadline": float}``), "lost", "revoked", "yield" (the push as sent).
-Watcher = Callable[[str, Dict[str, Any]], None]
 
 
 class Session(Sockets):
@@ -112,7 +116,7 @@ class Session(Sockets):
             differences.
     """
 
-    def __init__(self, client: "Client", *, window: float = DEFAULT_WINDOW, drift_margin: float = 0.1,
+    def __init__(self, client: Transport, *, window: float = DEFAULT_WINDOW, drift_margin: float = 0.1,
                  logger: Optional[logging.Logger] = None, clock: Callable[[], float] = time.monotonic,
                  heartbeats: bool = True) -> None:
         """Use :meth:`leasesvc.Client.open_session`. ``heartbeats=False``
@@ -158,9 +162,11 @@ class Session(Sockets):
         self._reconnecting = False  # a reconnect thread runs
         self._moving = False
         #: How many times the session was resumed on a new socket (after a
-        #: drop or a move), and how many times it had to start anew.
+        #: drop or a move).
         self.resumes = 0
-        self.restarts = 0
+        #: Why the service ended the session ("expired", "ended"), "" while it
+        #: lives or after :meth:`close` (rule L2: it never reopens itself).
+        self._ended = ""
         self._pid = os.getpid()
         self._forked = False  # this process is a fork of the one that opened the session
         _session_fork.track(self)
@@ -223,8 +229,19 @@ class Session(Sockets):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether the session is over: :meth:`close` was called, or the
+        service ended it (:attr:`ended`). A session never reopens itself
+        (rule L2): its owner opens a new one."""
         return self._closing
+
+    @property
+    def ended(self) -> str:
+        """Why the service ended the session: "expired" (a resume found it
+        gone: no heartbeat reached the service for its window, or its record
+        ran out), "ended" (the service no longer offers sessions); "" while
+        it lives or after :meth:`close`. Every lease it held was lost when it
+        ended (their holdings end with :class:`~leasesvc.LeaseLostError`)."""
+        return self._ended
 
     @property
     def epoch(self) -> int:
@@ -244,6 +261,7 @@ class Session(Sockets):
             raise _session_fork.refusal(self, "held")
         with self._mu:
             return dict(self._held)
+
     # --- operations -----------------------------------------------------
 
     def acquire(self, name: str, holder: str, *, metadata: Optional[Dict[str, Any]] = None, wait: float = 0.0,
@@ -298,7 +316,7 @@ class Session(Sockets):
 
     def _acquire(self, name: str, holder: str, *, metadata: Optional[Dict[str, Any]] = None, wait: float = 0.0,
                  priority: Optional[int] = None, preempt: bool = False,
-                 cancel: Optional["_Cancel"] = None) -> Dict[str, Any]:
+                 cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         body: Dict[str, Any] = {"name": name, "holder": holder}
         if metadata is not None:
             body["metadata"] = metadata
@@ -332,7 +350,7 @@ class Session(Sockets):
     # --- requests -------------------------------------------------------
 
     def _request(self, op: str, body: Dict[str, Any], *, timeout: Optional[float] = None, extra: float = 0.0,
-                 cancel: Optional["_Cancel"] = None) -> Dict[str, Any]:
+                 cancel: Optional[_Cancel] = None) -> Dict[str, Any]:
         """Send one request on the current socket and return the answer's
         lease JSON; keep the session's list of held leases up to date. An
         acquire answered on a retired socket is acquired again through the
@@ -406,7 +424,7 @@ class Session(Sockets):
             self._call_watcher(w, "deadline", {"deadline": d})
 
     def _vouch(self, body: Dict[str, Any], lease: Dict[str, Any], end: float,
-               cancel: Optional["_Cancel"]) -> Dict[str, Any]:
+               cancel: Optional[_Cancel]) -> Dict[str, Any]:
         """The acquire of ``body`` was answered with ``lease`` on a retired
         socket, so the resume that retired it did not claim the holding and
         the acks of the current socket do not vouch for it. The holding stays
@@ -449,7 +467,7 @@ class Session(Sockets):
                               "socket: %s", name, token, e)
             self._forget(name, token)
 
-    def _exchange(self, op: str, body: Dict[str, Any], t: float, wait: float, cancel: Optional["_Cancel"],
+    def _exchange(self, op: str, body: Dict[str, Any], t: float, wait: float, cancel: Optional[_Cancel],
                   resend: bool = False) -> Tuple[Dict[str, Any], bool]:
         """Send one request on the current socket (waiting up to ``wait``
         seconds for one), wait up to ``t`` seconds for its answer, and return

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .errors import AccessDeniedError, InvalidArgumentError, LeaseLostError, SafeDeadlineError
+from .holding import Holding
 from .lease import Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .keeper import Holding
 
 #: The holding is this Elector's; the term renews it.
 RENEWING = "renewing"
@@ -63,7 +61,7 @@ class Term:
             ``checkpoint``; 0 without one.
     """
 
-    def __init__(self, lease: Lease, holding: Optional["Holding"] = None,
+    def __init__(self, lease: Lease, holding: Optional[Holding] = None,
                  state: Optional["TermState"] = None) -> None:
         self.token = lease.fencing_token
         self.lease = lease
@@ -124,8 +122,9 @@ class TermState:
         self.stop_at, self.next_renew = stop_at, math.inf
 
     def follow(self, stop_at: float) -> None:
-        """The holding's deadline moved: a later one extends the term while
-        it lasts (a term that stopped stays stopped)."""
+        """The holding's stop time (:func:`leasesvc.timing.stop_at` of its
+        deadline) moved: a later one extends the term while it lasts (a
+        term that stopped stays stopped)."""
         if self.phase == RENEWING and stop_at > self.stop_at:
             self.stop_at = stop_at
 

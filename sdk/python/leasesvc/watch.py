@@ -8,14 +8,11 @@ import json
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, List, Optional
+from typing import List, Optional
 
-from ._http import MAX_ANSWER_BYTES, _lease_path, _shutdown, problem_error
+from ._http import MAX_ANSWER_BYTES, Transport, _lease_path, _shutdown, problem_error
 from .errors import InternalError, LeaseError, UnavailableError
 from .lease import EVENT_STATE, Event, Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
 
 #: How long a watch stream may stay silent (the service sends a heartbeat
 #: every 15 s) before it is taken for dead and reconnected, seconds.
@@ -38,7 +35,8 @@ class Watch:
     ends the iteration by raising it.
     """
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Transport, name: str) -> None:
+        """Use :meth:`leasesvc.Client.watch`; ``client`` is the Client."""
         self._c = client
         self._name = name
         self._mu = threading.Lock()

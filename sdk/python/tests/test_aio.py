@@ -25,7 +25,7 @@ class AsyncElectorTest(unittest.IsolatedAsyncioTestCase):
 
     def elector(self, f: FakeService, **kw: Any) -> AsyncElector:
         kw.setdefault("ttl", 2.0)
-        return AsyncElector(leasesvc.Client(f.url, request_timeout=5), "a", holder="me", **kw)
+        return AsyncElector.for_client(leasesvc.Client(f.url, request_timeout=5), "a", holder="me", **kw)
 
     async def test_async_with_leads_and_releases(self) -> None:
         f = self.fake(Script())
@@ -188,7 +188,7 @@ class ThreadSafetyTest(unittest.TestCase):
         got: List[AsyncTerm] = []
 
         async def main() -> None:
-            async with AsyncElector(leasesvc.Client(f.url), "a", holder="me", ttl=2.0) as e:
+            async with AsyncElector.for_client(leasesvc.Client(f.url), "a", holder="me", ttl=2.0) as e:
                 got.append(await asyncio.wait_for(e.leadership(), 5))
 
         asyncio.run(main())

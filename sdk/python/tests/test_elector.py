@@ -4,9 +4,11 @@ renewals every TTL/3; release on stop; waiting and 429 handling."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import unittest
+import warnings
 from typing import Any, Callable, List, Optional
 
 import leasesvc
@@ -71,8 +73,8 @@ class ElectorTest(unittest.TestCase):
         rec = rec or Recorder()
         self.rec = rec
         kw.setdefault("ttl", 2.0)
-        e = leasesvc.Elector(leasesvc.Client(f.url, request_timeout=5), "a", holder="me",
-                             on_started_leading=rec.on_started, on_stopped_leading=rec.on_stopped, **kw)
+        e = leasesvc.Elector.for_client(leasesvc.Client(f.url, request_timeout=5), "a", holder="me",
+                                        on_started_leading=rec.on_started, on_stopped_leading=rec.on_stopped, **kw)
         self.addCleanup(e.stop, 10)
         return e
 
@@ -180,7 +182,8 @@ class ElectorTest(unittest.TestCase):
     def test_returning_resigns(self) -> None:
         f = FakeService(Script())
         self.addCleanup(f.close)
-        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lambda term: None)
+        e = leasesvc.Elector.for_client(leasesvc.Client(f.url), "a", holder="me", ttl=1.0,
+                                        on_started_leading=lambda term: None)
         t = threading.Thread(target=e.run)
         t.start()
         t.join(5)
@@ -252,7 +255,7 @@ class ElectorTest(unittest.TestCase):
             holder[0].stop()  # must not wait for run, which waits for this callback
             term.wait()
 
-        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lead)
+        e = leasesvc.Elector.for_client(leasesvc.Client(f.url), "a", holder="me", ttl=1.0, on_started_leading=lead)
         holder.append(e)
         t = e.start()
         t.join(5)
@@ -266,11 +269,82 @@ class ElectorTest(unittest.TestCase):
             args = {"name": "a", **kw}
             name = args.pop("name")
             with self.subTest(kw=kw), self.assertRaises(ValueError):
-                leasesvc.Elector(c, name, **args)  # type: ignore[arg-type]
-        e = leasesvc.Elector(c, "a", ttl=3.0)
-        self.assertAlmostEqual(e.renew_interval, 1.0)
-        self.assertAlmostEqual(e.cancel_before, 0.25)
+                leasesvc.Elector.for_client(c, name, **args)  # type: ignore[arg-type]
+        e = leasesvc.Elector.for_client(c, "a", ttl=3.0)
+        self.assertAlmostEqual(e.keeper.renew_interval, 1.0)
+        self.assertIsNone(e.cancel_before, "not given, and the keeper's span is not known before its first hold")
+        e = leasesvc.Elector.for_client(c, "a", plain_renewals=True)
+        self.assertAlmostEqual(e.cancel_before, 0.25, msg="min(250 ms, TTL/10) for the default TTL of 30 s")
         self.assertEqual(leasesvc.default_cancel_before(1.0), 0.1)
+
+
+class ElectorApiTest(unittest.TestCase):
+    """Issue 46: the Elector is built on a Keeper and takes at most ten
+    parameters; the 0.2 form still works, with a DeprecationWarning."""
+
+    def setUp(self) -> None:
+        self.c = leasesvc.Client("http://127.0.0.1:1")
+
+    def test_at_most_ten_parameters_none_the_keepers(self) -> None:
+        params = [p for p in inspect.signature(leasesvc.Elector.__init__).parameters if p != "self"]
+        self.assertLessEqual(len(params), 10, params)
+        self.assertEqual(params[0], "keeper")
+        for p in ("ttl", "renew_interval", "renew_jitter", "drift_margin", "retry_backoff", "release_timeout",
+                  "clock", "session", "plain_renewals", "mode"):
+            self.assertNotIn(p, params)
+
+    def test_built_on_a_keeper(self) -> None:
+        k = leasesvc.Keeper(self.c, plain_renewals=True, ttl=3.0)
+        cbs = leasesvc.Callbacks(on_started_leading=lambda t: None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            e = leasesvc.Elector(k, "a", holder="me", callbacks=cbs)
+        self.assertIs(e.keeper, k)
+        self.assertIs(e.callbacks, cbs)
+        with self.assertRaises(TypeError) as cm:
+            leasesvc.Elector(k, "a", ttl=3.0)  # type: ignore[call-arg]
+        self.assertIn("Keeper", str(cm.exception))
+        with self.assertRaises(TypeError):
+            leasesvc.Elector(k, "a", on_started_leading=lambda t: None)  # type: ignore[call-arg]
+        with self.assertRaises(TypeError):
+            leasesvc.Elector("not a keeper", "a")  # type: ignore[arg-type]
+
+    def test_the_old_form_warns_and_builds_the_keeper(self) -> None:
+        lead = lambda t: None  # noqa: E731
+        with self.assertWarns(DeprecationWarning):
+            e = leasesvc.Elector(self.c, "a", holder="me", ttl=3.0, renew_interval=0.5,  # type: ignore[arg-type]
+                                 plain_renewals=True, on_started_leading=lead)
+        self.assertEqual((e.keeper.ttl, e.keeper.renew_interval, e.callbacks.on_started_leading), (3.0, 0.5, lead))
+        self.assertIs(e.keeper.client, self.c)
+        k = leasesvc.Keeper(self.c)
+        with self.assertWarns(DeprecationWarning):
+            e = leasesvc.Elector(self.c, "a", keeper=k)  # type: ignore[arg-type,call-arg]
+        self.assertIs(e.keeper, k)
+        with self.assertWarns(DeprecationWarning), self.assertRaises(ValueError):
+            leasesvc.Elector(self.c, "a", keeper=k, ttl=3.0)  # type: ignore[arg-type,call-arg]
+        with self.assertRaises(TypeError):
+            leasesvc.Elector.for_client(self.c, "a", ttl_ms=3)
+        with self.assertRaises(TypeError):
+            leasesvc.Elector.for_client(self.c, "a", on_started_leading=lead,
+                                        callbacks=leasesvc.Callbacks(on_started_leading=lead))
+
+    def test_a_cancel_before_that_does_not_fit_is_refused_never_capped(self) -> None:
+        """Rule L3: refused when it is not below span × (1 − D) − span/2,
+        naming the limit and the TTL; the constructor refuses it when the
+        keeper's span is known (plain renewals asked for)."""
+        k = leasesvc.Keeper(self.c, plain_renewals=True, ttl=3.0)
+        with self.assertRaises(leasesvc.InvalidOptionError) as cm:
+            leasesvc.Elector(k, "a", cancel_before=1.25)  # the limit: 2.7 − 1.5 = 1.2 s
+        err = cm.exception
+        self.assertIsInstance(err, ValueError)
+        self.assertIsInstance(err, leasesvc.InvalidArgumentError)
+        self.assertEqual(err.code, "invalid_argument")
+        for part in ("cancel_before 1.25", "below 1.2", "TTL of 3"):
+            self.assertIn(part, str(err))
+        e = leasesvc.Elector(k, "a", cancel_before=1.19)
+        self.assertEqual(e.cancel_before, 1.19, "a cancel_before that fits is used as given")
+        with self.assertRaises(leasesvc.InvalidOptionError):
+            leasesvc.Keeper(self.c, plain_renewals=True, ttl=3.0, cancel_before=2.0)
 
 
 if __name__ == "__main__":

@@ -43,13 +43,13 @@ class ElectorModeLineTest(unittest.TestCase):
             started.release()
             term.wait()
 
-        e = leasesvc.Elector(client, "a", holder="me", on_started_leading=lead)
+        e = leasesvc.Elector.for_client(client, "a", holder="me", on_started_leading=lead)
         self.addCleanup(e.stop, 10)
         e.start()
         self.assertTrue(started.acquire(timeout=10), "no term began")
         f.push({"type": "lost", "name": "a", "fencingToken": 1, "reason": "taken"})
         self.assertTrue(started.acquire(timeout=10), "no second term began")  # it campaigned again
-        e2 = leasesvc.Elector(client, "b", holder="me")
+        e2 = leasesvc.Elector.for_client(client, "b", holder="me")
         self.addCleanup(e2.stop, 10)
         e2.start()
         f.wait(lambda: f.count("acquire") == 3)
@@ -64,15 +64,15 @@ class ElectorModeLineTest(unittest.TestCase):
         plain = FakeService(handler)  # answers the session upgrade 404
         self.addCleanup(plain.close)
         led = threading.Event()
-        p = leasesvc.Elector(leasesvc.Client(plain.url), "c", holder="me", ttl=2.0,
-                             on_started_leading=lambda t: (led.set(), t.wait()))
+        p = leasesvc.Elector.for_client(leasesvc.Client(plain.url), "c", holder="me", ttl=2.0,
+                                        on_started_leading=lambda t: (led.set(), t.wait()))
         p.start()
         self.assertTrue(led.wait(10))
         p.stop(10)
         self.assertEqual(self.lines()[1:], ['leasesvc: elector "c" holds with plain renewals '
                                             '(the service offers no sessions: 404)'])
 
-        chosen = leasesvc.Elector(leasesvc.Client(plain.url), "d", holder="me", ttl=2.0, plain_renewals=True)
+        chosen = leasesvc.Elector.for_client(leasesvc.Client(plain.url), "d", holder="me", ttl=2.0, plain_renewals=True)
         chosen.start()
         chosen.stop(10)
         self.assertEqual(self.lines()[2:], ['leasesvc: elector "d" holds with plain renewals (plain_renewals=True)'])
@@ -85,7 +85,8 @@ class ElectorModeLineTest(unittest.TestCase):
         led = threading.Event()
         log = logging.getLogger("test.elector.mode")
         with self.assertLogs(log, logging.INFO) as logs:
-            e = leasesvc.Elector(client, "a", holder="me", logger=log, on_started_leading=lambda t: (led.set(), t.wait()))
+            e = leasesvc.Elector.for_client(client, "a", holder="me", logger=log,
+                                            on_started_leading=lambda t: (led.set(), t.wait()))
             e.start()
             self.assertTrue(led.wait(10))
             e.stop(10)

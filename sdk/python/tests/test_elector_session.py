@@ -48,7 +48,7 @@ class ElectorSessionTest(unittest.TestCase):
     def elector(self, name: str = "a", holder: str = "me", **kw: Any) -> leasesvc.Elector:
         rec = Terms()
         self.rec = rec
-        e = leasesvc.Elector(self.client, name, holder=holder, on_started_leading=rec.on_started, **kw)
+        e = leasesvc.Elector.for_client(self.client, name, holder=holder, on_started_leading=rec.on_started, **kw)
         self.addCleanup(e.stop, 10)
         return e
 
@@ -176,7 +176,7 @@ class ElectorSessionTest(unittest.TestCase):
         term = self.rec.next(self)
         self.assertIs(term.holding.session, s)  # type: ignore[union-attr]
         with self.assertRaises(ValueError):
-            leasesvc.Elector(self.client, "a", session=s, plain_renewals=True)
+            leasesvc.Elector.for_client(self.client, "a", session=s, plain_renewals=True)
         s.close()  # the term is lost, and the Elector cannot go on with a closed session
         self.assertTrue(term.wait(5))
         self.assertIsInstance(term.cause, leasesvc.LeaseLostError)
@@ -185,7 +185,7 @@ class ElectorSessionTest(unittest.TestCase):
 
     def test_async_elector_holds_through_the_session(self) -> None:
         async def main() -> int:
-            async with AsyncElector(self.client, "a", holder="me") as e:
+            async with AsyncElector.for_client(self.client, "a", holder="me") as e:
                 term = await e.leadership()
                 return term.token
 
@@ -210,7 +210,8 @@ class FallbackTest(unittest.TestCase):
         c = leasesvc.Client(f.url)
         started = threading.Event()
         with self.assertLogs("leasesvc", logging.INFO) as logs:
-            e = leasesvc.Elector(c, "a", holder="me", ttl=2.0, on_started_leading=lambda t: (started.set(), t.wait()))
+            e = leasesvc.Elector.for_client(c, "a", holder="me", ttl=2.0,
+                                            on_started_leading=lambda t: (started.set(), t.wait()))
             e.start()
             self.assertTrue(started.wait(10))
             e.stop(10)
@@ -219,7 +220,7 @@ class FallbackTest(unittest.TestCase):
         self.assertEqual(len(f.calls(":acquire")), 1)
         self.assertEqual(len(f.calls(":release")), 1)
         # a second Elector of the same client does not ask again
-        e2 = leasesvc.Elector(c, "b", holder="me", ttl=2.0)
+        e2 = leasesvc.Elector.for_client(c, "b", holder="me", ttl=2.0)
         e2.start()
         f_wait(lambda: len(f.calls(":acquire")) == 2)
         e2.stop(10)
@@ -241,7 +242,8 @@ class FallbackTest(unittest.TestCase):
         c = leasesvc.Client(f.url)
         started = threading.Event()
         with self.assertLogs("leasesvc", logging.INFO) as logs:
-            e = leasesvc.Elector(c, "a", holder="me", ttl=2.0, on_started_leading=lambda t: (started.set(), t.wait()))
+            e = leasesvc.Elector.for_client(c, "a", holder="me", ttl=2.0,
+                                            on_started_leading=lambda t: (started.set(), t.wait()))
             e.start()
             self.assertTrue(started.wait(10), "no term began")
             e.stop(10)
@@ -249,7 +251,7 @@ class FallbackTest(unittest.TestCase):
                         logs.output)
         self.assertEqual(len(f.calls("/v1/sessions:connect")), 1)
         self.assertEqual(len(f.calls(":acquire")), 1)
-        e2 = leasesvc.Elector(c, "b", holder="me", ttl=2.0)
+        e2 = leasesvc.Elector.for_client(c, "b", holder="me", ttl=2.0)
         e2.start()
         f_wait(lambda: len(f.calls(":acquire")) == 2)
         e2.stop(10)
@@ -258,8 +260,8 @@ class FallbackTest(unittest.TestCase):
     def test_plain_renewals_opt_out_never_upgrades(self) -> None:
         f = self.fake()
         started = threading.Event()
-        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=2.0, plain_renewals=True,
-                             on_started_leading=lambda t: (started.set(), t.wait()))
+        e = leasesvc.Elector.for_client(leasesvc.Client(f.url), "a", holder="me", ttl=2.0, plain_renewals=True,
+                                        on_started_leading=lambda t: (started.set(), t.wait()))
         e.start()
         self.assertTrue(started.wait(10))
         e.stop(10)

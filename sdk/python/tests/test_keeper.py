@@ -8,6 +8,7 @@ import logging
 import queue
 import threading
 import unittest
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import leasesvc
@@ -94,7 +95,7 @@ class PlainKeeperTest(unittest.TestCase):
         return (200, {}, lease_json(token=1))
 
     def keeper(self, **kw: Any) -> leasesvc.Keeper:
-        kw.setdefault("mode", "plain")
+        kw.setdefault("plain_renewals", True)
         k = leasesvc.Keeper(self.client, ttl=TTL, renew_jitter=0, clock=self.clock, **kw)
         self.addCleanup(k.close)
         return k
@@ -183,9 +184,9 @@ class PlainKeeperTest(unittest.TestCase):
 
     def test_session_mode_falls_back_to_plain_without_sessions_and_says_so(self) -> None:
         with self.assertLogs("leasesvc", logging.INFO) as logs:
-            k = self.keeper(mode="session")
+            k = self.keeper(plain_renewals=False)
             h = k.hold("a", "me")
-        self.assertEqual((k.mode, h.mode), ("plain", "plain"))
+        self.assertEqual((k.mode, k.plain_reason, h.mode), ("plain", "sessions_unsupported", "plain"))
         self.assertTrue(any("plain renewals (the service offers no sessions: 404)" in line for line in logs.output),
                         logs.output)
 
@@ -203,13 +204,16 @@ class PlainKeeperTest(unittest.TestCase):
         self.addCleanup(k.close)
         with self.assertLogs("leasesvc", logging.INFO) as logs:
             h = k.hold("a", "me")
-        self.assertEqual(h.mode, "plain")
+        self.assertEqual((h.mode, k.mode, k.plain_reason), ("plain", "plain", "session_limit"))
         self.assertTrue(any("plain renewals (the service's session limit is reached)" in line
                             for line in logs.output), logs.output)
 
     def test_bad_options(self) -> None:
-        for kw in ({"mode": "carrier-pigeon"}, {"ttl": 0.0}, {"drift_margin": 0.9}):
-            with self.assertRaises(ValueError, msg=kw):
+        for kw in ({"mode": "carrier-pigeon"}, {"ttl": 0.0}, {"drift_margin": 0.9}, {"renew_jitter": 0.7},
+                   {"ttl": 1.0, "renew_interval": 0.6}, {"window": 0.1}, {"window": 1.0, "plain_renewals": True},
+                   {"cancel_before": -1.0}):
+            with self.assertRaises(ValueError, msg=kw), warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
                 leasesvc.Keeper(self.client, **kw)
 
 
@@ -237,7 +241,7 @@ class SessionKeeperTest(unittest.TestCase):
         self.assertIsNone(info["lease"])
         self.assertGreater(info["deadline"], d)
         self.assertLessEqual(info["deadline"], sess.deadline())  # type: ignore[operator]
-        self.assertEqual(h.cancel_before_cap, 0.1)
+        self.assertEqual((h.span, k.span, k.plain_reason), (1.0, 1.0, ""))
 
     def test_a_revoked_push_loses_the_holding(self) -> None:
         k = leasesvc.Keeper(self.client)
@@ -294,14 +298,14 @@ class SessionKeeperTest(unittest.TestCase):
 
     def test_a_given_session_and_the_plain_mode(self) -> None:
         s = self.client.open_session()
-        k = leasesvc.Keeper(self.client, mode=s)
+        k = leasesvc.Keeper(self.client, session=s)
         h = k.hold("a", "me")
-        self.assertEqual(h.mode, "session")
+        self.assertEqual((h.mode, k.mode), ("session", "session"))
         k.close()
         self.assertFalse(s.closed, "a session given to the keeper is not its to close")
         s.close()
         with self.assertRaises(RuntimeError):
-            leasesvc.Keeper(self.client, mode=s).hold("b", "me")
+            leasesvc.Keeper(self.client, session=s).hold("b", "me")
 
 
 if __name__ == "__main__":

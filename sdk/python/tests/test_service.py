@@ -134,14 +134,14 @@ class FlowsTest(unittest.TestCase):
 class ElectorServiceTest(unittest.TestCase):
     def test_two_electors_hand_over_on_stop(self) -> None:
         c, name = leasesvc.Client(SVC.url), unique("two")
-        a = leasesvc.Elector(c, name, holder="a", ttl=2.0)
+        a = leasesvc.Elector.for_client(c, name, holder="a", ttl=2.0)
         a.start()
         self.addCleanup(a.stop, 10)
         deadline = time.monotonic() + 5
         while not a.is_leader() and time.monotonic() < deadline:
             time.sleep(0.01)
         self.assertTrue(a.is_leader())
-        b = leasesvc.Elector(c, name, holder="b", ttl=2.0)
+        b = leasesvc.Elector.for_client(c, name, holder="b", ttl=2.0)
         b.start()
         self.addCleanup(b.stop, 10)
         for _ in range(100):  # 1 s: one renewal of a

@@ -111,7 +111,7 @@ class SessionServiceTest(unittest.TestCase):
             started.set()
             term.wait()
 
-        e = leasesvc.Elector(self.c, name, holder="me", on_started_leading=lead)
+        e = leasesvc.Elector.for_client(self.c, name, holder="me", on_started_leading=lead)
         self.addCleanup(e.stop, 10)
         with self.assertLogs("leasesvc", "INFO") as logs:
             e.start()
@@ -135,7 +135,7 @@ class SessionServiceTest(unittest.TestCase):
             started.set()
             term.wait()
 
-        e = leasesvc.Elector(self.c, name, holder="me", on_started_leading=lead)
+        e = leasesvc.Elector.for_client(self.c, name, holder="me", on_started_leading=lead)
         self.addCleanup(e.stop, 10)
         e.start()
         self.assertTrue(started.wait(10))
@@ -154,8 +154,8 @@ class SessionServiceTest(unittest.TestCase):
             started.set()
             term.wait()
 
-        e = leasesvc.Elector(self.c, name, holder="low", priority=1, wait=-1, on_started_leading=lead,
-                             on_yield_requested=lambda term, to: e.set_checkpoint({"handed": to}))
+        e = leasesvc.Elector.for_client(self.c, name, holder="low", priority=1, wait=-1, on_started_leading=lead,
+                                        on_yield_requested=lambda term, to: e.set_checkpoint({"handed": to}))
         self.addCleanup(e.stop, 10)
         e.start()
         self.assertTrue(started.wait(10))

@@ -286,7 +286,10 @@ class ReconnectTest(SessionTestCase):
         f.wait(lambda: len(f.conns) == 2 and f.count("heartbeat", conn=1) >= 1)
         self.assertEqual(s.held(), {"y": ("me", 1)})
 
-    def test_a_session_the_service_ended_is_opened_anew(self) -> None:
+    def test_a_session_the_service_ended_is_over_for_good(self) -> None:
+        """Rule L2: a resume answered session_not_found ends the session:
+        its leases are lost, it is closed, and it never opens itself again
+        (its owner opens a new one)."""
         f = self.fake()
         s = self.session(f)
         s.acquire("x", "me")
@@ -295,11 +298,15 @@ class ReconnectTest(SessionTestCase):
         f.conn(0).drop()
         self.assertTrue(ev.wait(10))
         self.assertEqual(got[0][0], "lost")
-        f.refuse_resume = ""
-        f.wait(lambda: any(t == "open" for i, t in f.log if i >= 2))
-        f.wait(lambda: s.restarts == 1)
+        self.assertEqual(got[0][1]["reason"], "expired")
+        f.wait(lambda: s.closed)
+        self.assertEqual(s.ended, "expired")
         self.assertEqual(s.held(), {})
-        self.assertEqual(s.acquire("z", "me").fencing_token, 1)
+        f.refuse_resume = ""
+        with self.assertRaises(leasesvc.UnavailableError):
+            s.acquire("z", "me")
+        self.assertEqual(f.count("open"), 1, "the session did not open itself anew")
+        self.assertEqual(len(f.conns), 2, "no socket after the refused resume")
 
     def test_move_resumes_on_a_new_socket_before_closing_the_old(self) -> None:
         f = self.fake()

@@ -32,7 +32,7 @@ class ForkTest(SessionTestCase):
     def test_a_forked_child_refuses_the_session_and_sends_nothing(self) -> None:
         f, clock = self.fake(), FakeClock(100.0)
         s = self.manual(f, clock, request_timeout=1)
-        k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        k = leasesvc.Keeper(s._c, session=s, clock=clock)
         self.addCleanup(k.close)
         h = k.hold("x", "me")
         n = f.count("heartbeat")

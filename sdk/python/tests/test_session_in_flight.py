@@ -67,7 +67,7 @@ class AcksAfterTheAnswerTest(InFlightTestCase):
     def test_an_acquire_answered_after_acked_heartbeats_is_led_only_by_its_own_send_time(self) -> None:
         f, clock = self.fake(), FakeClock(100.0)
         s = self.manual(f, clock)
-        k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        k = leasesvc.Keeper(s._c, session=s, clock=clock)
         f.hold_acquires.set()  # the instance's backend answers late
         out = self.in_background(lambda: k.hold("x", "me"))
         f.next("acquire")  # sent at 100.0
@@ -134,7 +134,7 @@ class AcksAfterTheAnswerTest(InFlightTestCase):
         f, clock = self.fake(), FakeClock(100.0)
         s = self.manual(f, clock)
         self.beat(f, s)
-        k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        k = leasesvc.Keeper(s._c, session=s, clock=clock)
         h = k.hold("x", "me")
         self.assertAlmostEqual(h.deadline, 100.9, msg="min(the session's 100.9, 100 + 27)")
         clock.t = 100.2
@@ -153,7 +153,7 @@ class LostBeforeItsAnswerTest(InFlightTestCase):
         self.f, self.clock = f, clock
         s = self.s = self.manual(f, clock)
         self.beat(f, s)
-        k = self.k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        k = self.k = leasesvc.Keeper(s._c, session=s, clock=clock)
         self.addCleanup(k.close)
         f.hold_acquires.set()
         out = self.in_background(lambda: k.hold("x", "me"))
@@ -230,7 +230,7 @@ class LettingGoTest(InFlightTestCase):
         f, clock = self.fake(), FakeClock(100.0)
         s = self.manual(f, clock)
         self.beat(f, s)
-        k = leasesvc.Keeper(s._c, mode=s, clock=clock)
+        k = leasesvc.Keeper(s._c, session=s, clock=clock)
         self.addCleanup(k.close)
         h = k.hold("x", "me")
         clock.t = 100.2

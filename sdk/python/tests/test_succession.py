@@ -124,8 +124,8 @@ class ElectorFakeTest(unittest.TestCase):
             e.set_checkpoint({"at": 2})  # after the step-down, before returning: the release carries it
             returned.set()
 
-        e = leasesvc.Elector(leasesvc.Client(f.url), "a", holder="me", ttl=1.5, wait=-1, priority=2,
-                             on_started_leading=lead)
+        e = leasesvc.Elector.for_client(leasesvc.Client(f.url), "a", holder="me", ttl=1.5, wait=-1, priority=2,
+                                        on_started_leading=lead)
         e.start()
         self.addCleanup(e.stop, 10)
         self.assertTrue(returned.wait(5), "the term did not end on yieldRequested")
@@ -204,7 +204,7 @@ class ElectorSuccessionTest(unittest.TestCase):
             term.wait()
 
         kw.setdefault("ttl", 3.0)
-        e = leasesvc.Elector(self.c, name, holder=holder, on_started_leading=lead, **kw)
+        e = leasesvc.Elector.for_client(self.c, name, holder=holder, on_started_leading=lead, **kw)
         e.start()
         self.addCleanup(e.stop, 10)
         self.assertTrue(started.wait(10), "the Elector did not lead")
@@ -213,10 +213,10 @@ class ElectorSuccessionTest(unittest.TestCase):
     def test_config_is_checked(self) -> None:
         for kw in ({"priority": -1}, {"priority": 1001}, {"preempt": True, "wait": -1}):
             with self.subTest(kw=kw), self.assertRaises(ValueError):
-                leasesvc.Elector(self.c, "a", **kw)
+                leasesvc.Elector.for_client(self.c, "a", **kw)
 
     def test_not_leading(self) -> None:
-        e = leasesvc.Elector(self.c, "a", holder="me")
+        e = leasesvc.Elector.for_client(self.c, "a", holder="me")
         with self.assertRaises(leasesvc.NotLeadingError):
             e.set_checkpoint({"x": 1})
         with self.assertRaises(leasesvc.NotLeadingError):
